@@ -1,0 +1,42 @@
+"""The one exception hierarchy of contextsieve.
+
+Every error the library raises on purpose derives from :class:`ContextSieveError`, so callers can
+catch the library's failures with one ``except`` clause while programming errors (``TypeError`` from
+a wrong call, ``KeyboardInterrupt``) pass through. Where an error wraps another, the cause is kept
+with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContextSieveError",
+    "ModelError",
+    "UnknownModelError",
+    "ModelFilesNotFoundError",
+    "ModelCacheError",
+    "InputError",
+]
+
+
+class ContextSieveError(Exception):
+    """Base class of every error raised by contextsieve."""
+
+
+class ModelError(ContextSieveError):
+    """A model could not be found, built, loaded or run."""
+
+
+class UnknownModelError(ModelError, ValueError):
+    """A model name is not in the registry; the message lists the known names."""
+
+
+class ModelFilesNotFoundError(ModelError, FileNotFoundError):
+    """The weights, configs or tokenizer of a model are missing; the message says how to get them."""
+
+
+class ModelCacheError(ModelError):
+    """A cached model file failed verification (tampered, truncated or from another builder)."""
+
+
+class InputError(ContextSieveError, ValueError):
+    """Input of the wrong type or shape was passed to a public function."""

@@ -1,0 +1,40 @@
+"""Build the ONNX bytes of a model variant from a sentence-transformers folder (no torch).
+
+``BUILDER_VERSION`` is part of every cache key: bump it whenever the graph or the int8 recipe changes,
+so caches built by older code are rebuilt, never reused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
+from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights
+from contextsieve.models.registry import Variant
+from contextsieve.models.tokenizer import TextTokenizer
+from contextsieve.models.weights import read_bert_config, read_safetensors
+
+__all__ = ["BUILDER_VERSION", "build_onnx"]
+
+BUILDER_VERSION = "1"
+
+
+def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence") -> bytes:
+    """Serialized ONNX model of ``variant`` built from ``folder``'s weights.
+
+    Args:
+        folder: a sentence-transformers BERT folder (``model.safetensors``, ``config.json``, ``tokenizer.json``).
+        variant: ``"fp32"`` or ``"int8"``; int8 calibrates activation ranges on the shipped text first.
+        output: ``"sentence"`` (unit vectors) or ``"token"`` (last hidden state, for other runtimes).
+    """
+    folder = Path(folder)
+    variant = Variant(variant)
+    cfg = read_bert_config(folder)
+    weights = collect_bert_weights(read_safetensors(folder / "model.safetensors"), cfg)
+    if variant is Variant.FP32:
+        return build_graph(weights, cfg, output=output).SerializeToString()
+    layers = [f"L{i}.{kind}" for i in range(cfg.num_layers) for kind in LAYER_KINDS]
+    tok = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
+    amax = activation_ranges(weights, cfg, calibration_texts(), tok)
+    smoothed = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
+    return build_graph(smoothed, cfg, QuantPlan(frozenset(layers)), output=output).SerializeToString()

@@ -1,0 +1,139 @@
+"""The on-disk cache of built models: atomic writes, content-addressed files, verified on every load.
+
+Layout under the cache root (``$CONTEXTSIEVE_CACHE``, else ``$XDG_CACHE_HOME/contextsieve``, else
+``~/.cache/contextsieve``)::
+
+    models/<name>-<variant>-<output>-<key>.json      # entry: which .onnx, its sha256, provenance
+    models/<name>-<variant>-<output>-<key>-<sha>.onnx
+    weights/<path-hash>.json                         # memo of a weights file's sha256 by size + mtime
+
+``key`` hashes the weights' sha256, the builder version, the variant and the output kind, so a new
+model file or a new builder never reuses an old graph. The ``.onnx`` file is named by its own content
+hash and written before the entry, each through a temp file + rename, so concurrent builders never
+leave an entry that points at other bytes, and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextsieve.errors import ModelCacheError
+from contextsieve.models.weights import sha256_file
+
+__all__ = ["CACHE_ENV", "default_cache_dir", "atomic_write_bytes", "ModelCache", "CachedModel"]
+
+CACHE_ENV = "CONTEXTSIEVE_CACHE"
+
+
+def default_cache_dir() -> Path:
+    """``$CONTEXTSIEVE_CACHE``, else ``$XDG_CACHE_HOME/contextsieve``, else ``~/.cache/contextsieve``."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "contextsieve"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A verified model from the cache: its bytes, the file, and whether it was built just now."""
+
+    data: bytes
+    path: Path
+    weights_sha256: str
+    built: bool
+    build_seconds: float
+
+
+class ModelCache:
+    """Stores built ONNX models under ``root`` (see the module docstring for the layout)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cache_dir()
+
+    def weights_sha256(self, weights: Path) -> str:
+        """sha256 of a weights file, memoised by (real path, size, mtime) so loads skip the 90 MB hash."""
+        weights = Path(weights).resolve()
+        st = weights.stat()
+        memo = self.root / "weights" / (hashlib.sha256(str(weights).encode()).hexdigest()[:24] + ".json")
+        try:
+            m = json.loads(memo.read_text())
+            if m["size"] == st.st_size and m["mtime_ns"] == st.st_mtime_ns:
+                return str(m["sha256"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        sha = sha256_file(weights)
+        try:
+            atomic_write_bytes(memo, json.dumps({"path": str(weights), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}).encode())
+        except OSError:
+            pass  # a read-only cache still works; it just hashes again next time
+        return sha
+
+    def entry_path(self, stem: str, key_parts: dict[str, str]) -> Path:
+        key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
+        return self.root / "models" / f"{stem}-{key}.json"
+
+    def load(self, entry: Path) -> CachedModel | None:
+        """The verified model of ``entry``; ``None`` when absent; :class:`ModelCacheError` when it fails verification."""
+        try:
+            meta = json.loads(entry.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise ModelCacheError(f"cache entry {entry} is unreadable ({e}); rebuild with rebuild=True or delete it") from e
+        try:
+            path = entry.parent / meta["onnx"]
+            expected = meta["onnx_sha256"]
+        except (KeyError, TypeError) as e:
+            raise ModelCacheError(f"cache entry {entry} lacks field {e}; rebuild with rebuild=True or delete it") from e
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected:
+            raise ModelCacheError(
+                f"cached model {path} does not match its recorded sha256 (tampered or truncated: "
+                f"expected {expected[:16]}..., found {actual[:16]}...); refusing to load it. "
+                "Rebuild with Embedder(..., rebuild=True) or delete the file."
+            )
+        return CachedModel(data, path, str(meta.get("weights_sha256", "")), built=False, build_seconds=0.0)
+
+    def store(self, entry: Path, data: bytes, meta: dict[str, object]) -> Path:
+        """Write ``data`` (content-named) and then its entry; returns the ``.onnx`` path."""
+        sha = hashlib.sha256(data).hexdigest()
+        path = entry.with_name(f"{entry.stem}-{sha[:16]}.onnx")
+        atomic_write_bytes(path, data)
+        record = {**meta, "onnx": path.name, "onnx_sha256": sha, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        atomic_write_bytes(entry, json.dumps(record, indent=1, sort_keys=True).encode())
+        for old in entry.parent.glob(f"{entry.stem}-*.onnx"):  # older builds of the same key
+            if old != path:
+                try:
+                    old.unlink()
+                except OSError:
+                    pass
+        return path

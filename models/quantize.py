@@ -1,0 +1,87 @@
+"""The int8 recipe: calibrate activation ranges on shipped text, smooth outliers, quantise per channel.
+
+Dynamic int8 quantisation (``DynamicQuantizeMatMul``) scales each activation tensor with one number per
+call. MiniLM's LayerNorm and GELU outputs carry a few outlier channels (up to ~30 against a median of
+~1.8), which squeeze every other channel into a few int8 steps: plain per-channel int8 keeps only mean
+cosine 0.992 / min 0.968 against fp32. SmoothQuant (Xiao et al., 2023) divides each input channel by
+``s_j = amax_x[j]**alpha / amax_w[j]**(1 - alpha)`` and multiplies the matching weight row by ``s_j``,
+an exact rewrite that moves the outliers into the weights, where per-output-channel scales absorb them.
+For the attention output projection the division folds into the value weights for free; elsewhere the
+graph gets one ``Mul`` in front of the int8 matmul.
+
+Activation ranges come from :data:`CALIBRATION_FILE`, text written for this project and shipped with it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from importlib import resources
+
+import numpy as np
+
+from contextsieve.models.graph import BertWeights, LinearWeights, build_graph
+from contextsieve.models.tokenizer import TextTokenizer
+from contextsieve.models.weights import BertConfig
+
+__all__ = ["calibration_texts", "activation_ranges", "smooth_weights", "LAYER_KINDS", "SMOOTH_ALPHA"]
+
+LAYER_KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
+#: SmoothQuant migration strength. Swept on the varied accuracy set (``benchmarks/workloads.py``):
+#: 0.5 gave min cosine 0.9927, 0.65 gave 0.9931 / mean 0.99866, 0.8 gave 0.955 (weights saturate).
+SMOOTH_ALPHA = 0.65
+
+
+def calibration_texts() -> list[str]:
+    """The shipped calibration texts (one per line of ``models/data/calibration.txt``; ``\\n`` escapes)."""
+    raw = resources.files("contextsieve.models").joinpath("data/calibration.txt").read_text(encoding="utf-8")
+    return [line.replace("\\n", "\n") for line in raw.splitlines() if line and not line.startswith("#")]
+
+
+def activation_ranges(
+    weights: BertWeights, cfg: BertConfig, texts: Sequence[str], tokenizer: TextTokenizer, *, threads: int = 2
+) -> dict[str, np.ndarray]:
+    """Per-input-channel max |activation| of every dense layer over the real tokens of ``texts`` (fp32 run)."""
+    import onnxruntime as ort
+
+    model = build_graph(weights, cfg, taps=True)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs() if o.name.startswith("tap:")]
+    amax: dict[str, np.ndarray] = {}
+    for b in tokenizer.batches(texts, 16):
+        outs = sess.run(names, {"input_ids": b.input_ids, "attention_mask": b.attention_mask})
+        real = b.attention_mask.astype(bool)
+        for name, out in zip(names, outs):
+            a = np.abs(out[real]).max(axis=0)
+            key = name[4:]
+            amax[key] = np.maximum(amax[key], a) if key in amax else a
+    return amax
+
+
+def smooth_weights(weights: BertWeights, amax: dict[str, np.ndarray], alpha: float, layers: Sequence[str]) -> BertWeights:
+    """Return a copy of ``weights`` with SmoothQuant scales applied to ``layers`` (exact in real arithmetic).
+
+    ``attn_out`` layers are folded into the value columns of the same layer's ``qkv`` weights; the others
+    get ``LinearWeights.smooth`` set, which the graph builder turns into a ``Mul`` plus scaled weights.
+    """
+    out = copy.copy(weights)
+    out.linears = {k: LinearWeights(v.w.copy(), v.b.copy(), None if v.smooth is None else v.smooth.copy()) for k, v in weights.linears.items()}
+    for name in layers:
+        lw = out.linears[name]
+        wmax = np.maximum(np.abs(lw.w).max(axis=1), 1e-5)
+        s = np.power(np.maximum(amax[name], 1e-5), alpha) / np.power(wmax, 1.0 - alpha)
+        s = (s / np.exp(np.mean(np.log(s)))).astype(np.float32)  # geometric mean 1: keeps magnitudes familiar
+        if name.endswith(".attn_out"):
+            qkv = out.linears[name.replace("attn_out", "qkv")]
+            h = lw.w.shape[0]
+            qkv.w[:, 2 * h :] /= s[None, :]
+            qkv.b[2 * h :] /= s
+            lw.w = (s[:, None] * lw.w).astype(np.float32)
+        else:
+            lw.smooth = s
+    return out
+
+

@@ -1,0 +1,106 @@
+"""WordPiece tokenisation with HF ``tokenizers``: truncation like sentence-transformers, length-sorted batches.
+
+The ``tokenizer.json`` shipped with all-MiniLM-L6-v2 says ``truncation: 128`` and ``padding: Fixed(128)``.
+Both are wrong for sentence-transformers parity (it truncates at ``max_seq_length`` = 256) and for speed
+(a one-sentence query padded to 128 tokens costs 5x). :class:`TextTokenizer` overrides both: it
+truncates at ``max_length`` and pads each batch only to that batch's longest text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from contextsieve.errors import ModelError, ModelFilesNotFoundError
+
+__all__ = ["Batch", "TextTokenizer"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One padded batch: ``index`` gives each row's position in the caller's text list."""
+
+    index: np.ndarray  # int64 [b]
+    input_ids: np.ndarray  # int64 [b, s]
+    attention_mask: np.ndarray  # int64 [b, s]
+
+
+class TextTokenizer:
+    """Tokenise texts for a BERT encoder.
+
+    Args:
+        tokenizer: a loaded HF ``tokenizers.Tokenizer``; its padding and truncation settings are replaced.
+        max_length: truncation length in tokens, special tokens included (default 256 for MiniLM).
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_length: int = 256) -> None:
+        if max_length < 2:
+            raise ModelError(f"max_length must be >= 2 tokens, got {max_length}")
+        self._tok = tokenizer
+        self.max_length = int(max_length)
+        self._tok.enable_truncation(self.max_length)
+        self._tok.no_padding()
+        self.pad_id = int(self._tok.token_to_id("[PAD]") or 0)
+
+    @classmethod
+    def from_file(cls, path: Path, max_length: int = 256) -> "TextTokenizer":
+        """Load ``tokenizer.json`` from ``path``."""
+        path = Path(path)
+        if not path.is_file():
+            raise ModelFilesNotFoundError(f"missing tokenizer file {path}")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception on a bad file
+            raise ModelError(f"cannot load tokenizer {path}: {e}") from e
+        return cls(tok, max_length)
+
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text (truncated, with special tokens, no padding)."""
+        return [e.ids for e in self._tok.encode_batch(list(texts))] if texts else []
+
+    def count_tokens(self, texts: Sequence[str], *, truncate: bool = False) -> list[int]:
+        """Number of model tokens of each text, special tokens included.
+
+        With ``truncate=False`` (default) the full length is counted, so callers can see what a
+        ``max_length`` window would cut; with ``True`` the count is capped at ``max_length``.
+        """
+        if not texts:
+            return []
+        if truncate:
+            return [len(e.ids) for e in self._tok.encode_batch(list(texts))]
+        self._tok.no_truncation()
+        try:
+            return [len(e.ids) for e in self._tok.encode_batch(list(texts))]
+        finally:
+            self._tok.enable_truncation(self.max_length)
+
+    def batches(self, texts: Sequence[str], max_rows: int, max_tokens: int | None = None) -> Iterator[Batch]:
+        """Yield padded batches sorted by length (longest first); ``Batch.index`` maps rows back.
+
+        A batch holds at most ``max_rows`` texts and, when ``max_tokens`` is set, at most that many
+        padded tokens (rows x width; a single text longer than the budget still forms its own batch).
+        Sorting keeps padding near zero (measured 1.03-1.14x real tokens against 1.5-2.5x for fixed or
+        unsorted padding), and a token budget keeps each batch's activations in cache.
+        """
+        if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
+            raise ModelError(f"max_rows and max_tokens must be >= 1, got {max_rows}, {max_tokens}")
+        ids = self.encode_ids(texts)
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(-lengths, kind="stable")
+        start = 0
+        while start < len(order):
+            width = int(lengths[order[start]])
+            rows = max_rows if max_tokens is None else max(1, min(max_rows, max_tokens // max(width, 1)))
+            idx = order[start : start + rows]
+            start += len(idx)
+            input_ids = np.full((len(idx), width), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, j in enumerate(idx):
+                n = int(lengths[j])
+                input_ids[row, :n] = ids[j]
+                mask[row, :n] = 1
+            yield Batch(idx, input_ids, mask)
