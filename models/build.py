@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
-from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights
+from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights, split_outliers
 from contextsieve.models.registry import Variant
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors
 
 __all__ = ["BUILDER_VERSION", "build_onnx"]
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 
 
 def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence") -> bytes:
@@ -36,5 +36,6 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
     layers = [f"L{i}.{kind}" for i in range(cfg.num_layers) for kind in LAYER_KINDS]
     tok = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
     amax = activation_ranges(weights, cfg, calibration_texts(), tok)
-    smoothed = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
-    return build_graph(smoothed, cfg, QuantPlan(frozenset(layers)), output=output).SerializeToString()
+    prepared = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
+    prepared = split_outliers(prepared, amax, [f"L{i}.ffn_out" for i in range(cfg.num_layers)])
+    return build_graph(prepared, cfg, QuantPlan(frozenset(layers)), output=output).SerializeToString()

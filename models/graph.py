@@ -54,11 +54,16 @@ class LinearWeights:
     ``smooth`` (SmoothQuant, per input channel, ``[in]``), when set, means the graph computes
     ``(x / smooth) @ (smooth[:, None] * w)``: the same product with activation outliers moved into the
     weights, where per-channel int8 absorbs them.
+
+    ``fp32_inputs`` (input channel indices), when set on an int8 layer, keeps those channels' share of
+    the product in fp32 (LLM.int8-style decomposition): the outlier channels no longer set every row's
+    int8 scale.
     """
 
     w: np.ndarray
     b: np.ndarray
     smooth: np.ndarray | None = None
+    fp32_inputs: np.ndarray | None = None
 
 
 @dataclass
@@ -125,7 +130,7 @@ class _Builder:
         self.linear_inputs: dict[str, str] = {}
 
     def init(self, name: str, arr: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        self.inits.append(numpy_helper.from_array(np.asarray(arr, order="C"), name))  # keeps 0-d scalars 0-d
         return name
 
     def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs: object) -> list[str]:
@@ -148,7 +153,15 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
     if lw.smooth is not None:
         x = g.node("Mul", [x, g.init(name + ".inv_smooth", (1.0 / lw.smooth).astype(np.float32))])[0]
         w = (lw.smooth[:, None] * w).astype(np.float32)
-    if name in plan.int8_layers:
+    if name in plan.int8_layers and lw.fp32_inputs is not None:
+        # outlier input channels in fp32 (a K=len(idx) matmul), the rest in int8 with those channels zeroed
+        idx = np.asarray(lw.fp32_inputs, dtype=np.int64)
+        keep = np.ones(w.shape[0], dtype=np.float32)
+        keep[idx] = 0.0
+        outl = g.node("MatMul", [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])])[0]
+        xm = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
+        y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None]), outl])[0]
+    elif name in plan.int8_layers:
         y = _row_int8_matmul(g, x, name, w)
     else:
         y = g.node("MatMul", [x, g.init(name + ".w", w)])[0]
@@ -165,14 +178,14 @@ def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray) -> str:
     """
     k, n = w.shape
     q, wscale = quantize_weight(w)
-    c127 = g.shared("c127", lambda: g.init("row.c127", np.array(1.0 / 127.0, dtype=np.float32)))
+    step = g.shared("c127", lambda: g.init("row.c127", np.array(1.0 / 127.0, dtype=np.float32)))
+    zp = g.shared("zp128", lambda: g.init("row.zp128", np.array(128, dtype=np.uint8)))
     floor = g.shared("floor", lambda: g.init("row.floor", np.array(1e-8, dtype=np.float32)))
-    zp = g.shared("zp", lambda: g.init("row.zp", np.array(128, dtype=np.uint8)))
     axes1 = g.shared("axes1", lambda: g.init("row.axes1", np.array([1], dtype=np.int64)))
     shape_bs = g.shared("shape_bs", lambda: g.node("Shape", ["input_ids"])[0])
     x2 = g.node("Reshape", [x, g.init(name + ".flat", np.array([-1, k], dtype=np.int64))])[0]
     amax = g.node("ReduceMax", [g.node("Abs", [x2])[0]], axes=[1], keepdims=1)[0]  # [T, 1]
-    scale = g.node("Max", [g.node("Mul", [amax, c127])[0], floor])[0]
+    scale = g.node("Max", [g.node("Mul", [amax, step])[0], floor])[0]
     scale_1d = g.node("Squeeze", [scale, axes1])[0]  # [T]
     zp_rows = g.node("Expand", [zp, g.node("Shape", [scale_1d])[0]])[0]
     xq = g.node("QuantizeLinear", [x2, scale_1d, zp_rows], axis=0)[0]

@@ -1,0 +1,101 @@
+"""The built-model cache: verified loads, tamper refusal, rebuild on request, reuse across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contextsieve import Embedder
+from contextsieve.errors import ModelCacheError
+from contextsieve.models.cache import CACHE_ENV, ModelCache, atomic_write_bytes, default_cache_dir
+
+
+@pytest.fixture()
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def test_second_load_uses_the_cache(cache: Path) -> None:
+    first = Embedder(variant="int8", cache_dir=cache)
+    second = Embedder(variant="int8", cache_dir=cache)
+    assert first.info.built and not second.info.built
+    assert first.info.onnx_path == second.info.onnx_path
+    texts = ["cache me", "twice"]
+    np.testing.assert_array_equal(first.embed(texts), second.embed(texts))
+
+
+def test_second_process_does_not_rebuild(cache: Path) -> None:
+    Embedder(variant="int8", cache_dir=cache)
+    code = "import sys; from contextsieve import Embedder; e = Embedder(variant='int8'); print(int(e.info.built))"
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
+
+
+def test_tampered_file_is_refused_then_rebuilt_on_request(cache: Path) -> None:
+    e = Embedder(variant="int8", cache_dir=cache)
+    path = e.info.onnx_path
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelCacheError, match="tampered"):
+        Embedder(variant="int8", cache_dir=cache)
+    fixed = Embedder(variant="int8", cache_dir=cache, rebuild=True)
+    assert fixed.info.built
+    assert not Embedder(variant="int8", cache_dir=cache).info.built
+    assert len(list((cache / "models").glob("*.onnx"))) == 1
+
+
+def test_truncated_file_is_refused(cache: Path) -> None:
+    e = Embedder(variant="int8", cache_dir=cache)
+    e.info.onnx_path.write_bytes(e.info.onnx_path.read_bytes()[:1000])
+    with pytest.raises(ModelCacheError):
+        Embedder(variant="int8", cache_dir=cache)
+
+
+def test_corrupt_entry_is_refused(cache: Path) -> None:
+    Embedder(variant="int8", cache_dir=cache)
+    entry = next((cache / "models").glob("*.json"))
+    entry.write_text("{not json")
+    with pytest.raises(ModelCacheError, match="unreadable"):
+        Embedder(variant="int8", cache_dir=cache)
+
+
+def test_no_temp_files_left(cache: Path) -> None:
+    Embedder(variant="int8", cache_dir=cache)
+    assert not [p for p in cache.rglob("*") if p.name.endswith(".tmp")]
+    entry = json.loads(next((cache / "models").glob("*.json")).read_text())
+    assert {"onnx", "onnx_sha256", "weights_sha256", "builder", "variant"} <= set(entry)
+
+
+def test_weights_hash_memo_follows_the_file(tmp_path: Path) -> None:
+    mc = ModelCache(tmp_path / "c")
+    w = tmp_path / "w.bin"
+    w.write_bytes(b"a" * 100)
+    h1 = mc.weights_sha256(w)
+    assert mc.weights_sha256(w) == h1
+    w.write_bytes(b"b" * 101)
+    assert mc.weights_sha256(w) != h1
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
+    p = tmp_path / "x" / "f.bin"
+    atomic_write_bytes(p, b"one")
+    atomic_write_bytes(p, b"two")
+    assert p.read_bytes() == b"two"
+    assert os.listdir(p.parent) == ["f.bin"]
+
+
+def test_cache_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
+    assert default_cache_dir() == tmp_path / "env-cache"
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "contextsieve"

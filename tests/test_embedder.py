@@ -1,0 +1,118 @@
+"""The Embedder on the real all-MiniLM-L6-v2 weights, against sentence-transformers golden vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contextsieve import Embedder
+from contextsieve.errors import ContextSieveError, InputError, ModelFilesNotFoundError, UnknownModelError
+from contextsieve.models.build import build_onnx
+from contextsieve.models.registry import get_model, list_models, resolve_folder
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_fp32_matches_sentence_transformers_on_every_golden_text(fp32, golden) -> None:  # noqa: ANN001
+    texts, ref, _ = golden
+    got = fp32.embed(texts)
+    c = cosines(got, ref)
+    assert c.min() >= 0.99999, [(texts[i][:30], float(c[i])) for i in np.argsort(c)[:3]]
+
+
+def test_int8_within_the_quality_bar(int8, golden) -> None:  # noqa: ANN001
+    texts, ref, _ = golden
+    c = cosines(int8.embed(texts), ref)
+    assert c.min() >= 0.99, [(texts[i][:30], float(c[i])) for i in np.argsort(c)[:3]]
+    assert c.mean() >= 0.998, c.mean()
+
+
+def test_long_texts_truncate_like_sentence_transformers(fp32, golden) -> None:  # noqa: ANN001
+    texts, ref, ntok = golden
+    long_idx = [i for i, n in enumerate(ntok) if n > 256]
+    assert len(long_idx) >= 5, "the golden set must hold texts over the 256-token window"
+    got = fp32.embed([texts[i] for i in long_idx])
+    assert cosines(got, ref[long_idx]).min() >= 0.99999
+    assert fp32.count_tokens([texts[i] for i in long_idx], truncate=True) == [256] * len(long_idx)
+    assert fp32.count_tokens([texts[i] for i in long_idx]) == [int(ntok[i]) for i in long_idx]
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_batched_equals_one_by_one(variant: str, request: pytest.FixtureRequest, golden) -> None:  # noqa: ANN001
+    emb: Embedder = request.getfixturevalue(variant)
+    texts = golden[0][:40]
+    together = emb.embed(texts)
+    alone = np.vstack([emb.embed([t]) for t in texts])
+    assert cosines(together, alone).min() >= 0.99999
+
+
+def test_sorted_bucketing_keeps_input_order(fp32, golden) -> None:  # noqa: ANN001
+    texts = golden[0]
+    perm = np.random.default_rng(0).permutation(len(texts))
+    base = fp32.embed(texts)
+    shuffled = fp32.embed([texts[i] for i in perm])
+    np.testing.assert_allclose(shuffled, base[perm], atol=2e-6)
+
+
+def test_parallel_batches_equal_single_thread(model_cache, golden) -> None:  # noqa: ANN001
+    texts = golden[0] * 3
+    one = Embedder(variant="fp32", cache_dir=model_cache, threads=1, batch_tokens=256)
+    two = Embedder(variant="fp32", cache_dir=model_cache, threads=2, batch_tokens=256)
+    np.testing.assert_allclose(one.embed(texts), two.embed(texts), atol=2e-6)
+    two.close()
+
+
+def test_edge_inputs(int8) -> None:  # noqa: ANN001
+    assert int8.embed([]).shape == (0, 384)
+    assert int8.embed(()).dtype == np.float32
+    out = int8.embed(["", " ", "\n\t", "🙂", "x" * 10000, "\x00\x01"])
+    assert out.shape == (6, 384)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(out[0], out[1], atol=1e-6)  # empty and blank tokenize the same
+
+
+@pytest.mark.parametrize("bad", ["one string", b"bytes", ["ok", 3], [None], 42, {"a"}])
+def test_non_str_input_is_a_typed_error(int8, bad: object) -> None:  # noqa: ANN001
+    with pytest.raises(InputError):
+        int8.embed(bad)  # type: ignore[arg-type]
+    assert issubclass(InputError, ContextSieveError)
+
+
+def test_options_are_validated(model_cache) -> None:  # noqa: ANN001
+    with pytest.raises(InputError, match="threads"):
+        Embedder(variant="int8", cache_dir=model_cache, threads=0)
+    with pytest.raises(InputError, match="batch_size"):
+        Embedder(variant="int8", cache_dir=model_cache, batch_size=0)
+
+
+def test_unknown_model_lists_known_names() -> None:
+    with pytest.raises(UnknownModelError, match="all-MiniLM-L6-v2"):
+        get_model("no-such-model")
+    assert "all-MiniLM-L6-v2" in list_models()
+    assert get_model("sentence-transformers/all-MiniLM-L6-v2").dim == 384
+
+
+def test_missing_folder_says_what_is_missing(tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(ModelFilesNotFoundError, match="model.safetensors"):
+        Embedder(tmp_path)
+
+
+def test_user_supplied_onnx_with_token_output(tmp_path, fp32, golden) -> None:  # noqa: ANN001
+    """A graph with other inputs/outputs (token_type_ids, last_hidden_state) is read, not assumed."""
+    folder = resolve_folder(get_model("all-MiniLM-L6-v2"))
+    path = tmp_path / "raw.onnx"
+    path.write_bytes(build_onnx(folder, "fp32", output="token"))
+    custom = Embedder.from_onnx(path, folder / "tokenizer.json")
+    assert custom.info.variant == "custom" and custom.dim == 384
+    texts = golden[0][:20]
+    assert cosines(custom.embed(texts), fp32.embed(texts)).min() >= 0.99999
+
+
+def test_model_info(fp32, int8) -> None:  # noqa: ANN001
+    assert fp32.info.model_id != int8.info.model_id
+    assert fp32.info.model_id.startswith("all-MiniLM-L6-v2/fp32/")
+    assert int8.info.onnx_path is not None and int8.info.onnx_path.exists()
+    assert "MatMulIntegerToFloat" in int8.info.onnx_path.read_bytes().decode("latin-1")
