@@ -1,7 +1,8 @@
 """Build the ONNX bytes of a model variant from a sentence-transformers folder (no torch).
 
-``BUILDER_VERSION`` is part of every cache key: bump it whenever the graph or the int8 recipe changes,
-so caches built by older code are rebuilt, never reused.
+``BUILDER_VERSION`` (in :mod:`~contextsieve.models.registry`, so loading never imports ``onnx``) is
+part of every cache key: bump it whenever the graph or the int8 recipe changes, so caches built by
+older code are rebuilt, never reused.
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ from pathlib import Path
 
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
 from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights, split_outliers
-from contextsieve.models.registry import Variant
+from contextsieve.models.registry import BUILDER_VERSION, Variant
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors
 
 __all__ = ["BUILDER_VERSION", "build_onnx"]
-
-BUILDER_VERSION = "2"
 
 
 def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence") -> bytes:
@@ -38,4 +37,4 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
     amax = activation_ranges(weights, cfg, calibration_texts(), tok)
     prepared = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
     prepared = split_outliers(prepared, amax, [f"L{i}.ffn_out" for i in range(cfg.num_layers)])
-    return build_graph(prepared, cfg, QuantPlan(frozenset(layers)), output=output).SerializeToString()
+    return build_graph(prepared, cfg, QuantPlan(frozenset(layers), int8_embeddings=True), output=output).SerializeToString()

@@ -14,9 +14,8 @@ import numpy as np
 
 from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError
 from contextsieve.kernels.pooling import mean_pool_normalize
-from contextsieve.models.build import BUILDER_VERSION, build_onnx
 from contextsieve.models.cache import ModelCache
-from contextsieve.models.registry import DEFAULT_MODEL, Variant, get_model, resolve_folder
+from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant, get_model, resolve_folder
 from contextsieve.models.tokenizer import Batch, TextTokenizer
 from contextsieve.models.weights import read_bert_config
 
@@ -24,6 +23,10 @@ __all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS"
 
 #: Most texts in one ONNX Runtime call.
 DEFAULT_BATCH_SIZE = 64
+#: int8 batches of at most this many padded tokens run on one thread: the int8 graph has ~350 small
+#: nodes, and waking a second thread for each cost more than it gave (one 15-token query: 2.3 ms on
+#: 1 thread, 3.1 ms on 2 without spinning).
+INT8_SINGLE_THREAD_TOKENS = 128
 #: Most padded tokens (rows x width) in one call. 256-512 measured fastest here for ~100-token chunks
 #: (activations stay in the 1 MiB L2); 2048 was 1.3-1.6x slower.
 DEFAULT_BATCH_TOKENS = 512
@@ -105,13 +108,16 @@ class Embedder:
         cached = None if rebuild else cache.load(entry)
         built = cached is None
         if cached is None:
+            from contextsieve.models.build import build_onnx  # imports onnx: only when building
+
             data = build_onnx(folder, variant)
             path = cache.store(entry, data, {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name})
         else:
             data, path = cached.data, cached.path
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
-        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens,
+                   single_thread_tokens=INT8_SINGLE_THREAD_TOKENS if variant is Variant.INT8 else 0)
         self.info = ModelInfo(model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0)
 
     @classmethod
@@ -148,7 +154,9 @@ class Embedder:
 
     # -- setup ------------------------------------------------------------------------------------
 
-    def _init(self, data: bytes, tokenizer: TextTokenizer, *, threads: int | None, batch_size: int, batch_tokens: int) -> None:
+    def _init(
+        self, data: bytes, tokenizer: TextTokenizer, *, threads: int | None, batch_size: int, batch_tokens: int, single_thread_tokens: int = 0
+    ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive int, got {threads!r}")
         if not isinstance(batch_size, int) or batch_size < 1 or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -158,18 +166,19 @@ class Embedder:
         self.batch_tokens = batch_tokens
         self.tokenizer = tokenizer
         self._data = data
-        self._wide = self._session(self.threads)
-        self._narrow = None  # 1-thread session for parallel batches, made on first need
+        self._single_thread_tokens = single_thread_tokens
+        self._sessions: dict[int, object] = {}  # by intra-op thread count, made on first need
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        names = {i.name: i for i in self._wide.get_inputs()}
+        first = self._session_for(1 if single_thread_tokens else self.threads)
+        names = {i.name: i for i in first.get_inputs()}
         if "input_ids" not in names:
             raise ModelError(f"the graph has no input named 'input_ids' (inputs: {sorted(names)})")
         self._feeds = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in names]
         unknown = set(names) - set(self._feeds)
         if unknown:
             raise ModelError(f"the graph needs inputs contextsieve cannot feed: {sorted(unknown)}")
-        outputs = self._wide.get_outputs()
+        outputs = first.get_outputs()
         by_name = {o.name: o for o in outputs}
         out = by_name.get("sentence_embedding") or next((o for o in outputs if len(o.shape) == 2), None) or next((o for o in outputs if len(o.shape) == 3), None)
         if out is None:
@@ -178,10 +187,17 @@ class Embedder:
         self._token_output = len(out.shape) == 3
         dim = out.shape[-1]
         if not isinstance(dim, int):  # symbolic: ask the graph with one tiny batch
-            dim = int(self._run(self._wide, next(self.tokenizer.batches(["x"], 1))).shape[1])
+            dim = int(self._run(first, next(self.tokenizer.batches(["x"], 1))).shape[1])
         self.dim = int(dim)
 
-    def _session(self, threads: int) -> "object":
+    def _session_for(self, threads: int) -> object:
+        """The session with ``threads`` intra-op threads (1 for parallel batches), created on first use."""
+        with self._lock:
+            if threads not in self._sessions:
+                self._sessions[threads] = self._new_session(threads)
+            return self._sessions[threads]
+
+    def _new_session(self, threads: int) -> object:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
@@ -235,11 +251,15 @@ class Embedder:
                 bar.update(len(b.index))
 
         try:
-            if len(batches) == 1 or self.threads == 1:
+            if len(batches) == 1 and batches[0].input_ids.size <= self._single_thread_tokens:
+                work(self._session_for(1), batches[0])
+            elif len(batches) == 1 or self.threads == 1:
+                session = self._session_for(self.threads)
                 for b in batches:
-                    work(self._wide, b)
+                    work(session, b)
             else:
-                narrow, pool = self._parallel()
+                narrow = self._session_for(1)
+                pool = self._worker_pool()
                 list(pool.map(lambda b: work(narrow, b), batches))
         finally:
             if bar is not None:
@@ -249,12 +269,11 @@ class Embedder:
             raise ModelError(f"the model produced non-finite vectors for texts at {bad}")
         return out
 
-    def _parallel(self) -> tuple[object, ThreadPoolExecutor]:
+    def _worker_pool(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._narrow is None:
-                self._narrow = self._session(1)
+            if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="contextsieve-embed")
-            return self._narrow, self._pool
+            return self._pool
 
     def count_tokens(self, texts: Sequence[str], *, truncate: bool = False) -> list[int]:
         """Model tokens per text, special tokens included (full length unless ``truncate``)."""
@@ -267,7 +286,6 @@ class Embedder:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
-                self._narrow = None
 
     def __repr__(self) -> str:
         return f"Embedder({self.info.name!r}, variant={self.info.variant!r}, dim={self.dim}, threads={self.threads})"

@@ -42,9 +42,12 @@ class QuantPlan:
     Attributes:
         int8_layers: names of the linear layers computed in int8 (``"L{i}.qkv"``, ``"L{i}.attn_out"``,
             ``"L{i}.ffn_in"``, ``"L{i}.ffn_out"``); the rest stay fp32. Empty (default) = the fp32 graph.
+        int8_embeddings: store the word-embedding table as int8 with one scale per row (4x smaller
+            file; ORT folds the dequantisation once when the session is created, so speed is unchanged).
     """
 
     int8_layers: frozenset[str] = field(default_factory=frozenset)
+    int8_embeddings: bool = False
 
 
 @dataclass
@@ -171,46 +174,47 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
 
 
 def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray) -> str:
-    """int8 ``x @ w`` with one activation scale per token row (symmetric, stored as uint8 around 128).
+    """int8 ``x @ w`` for 2-D ``x`` ``[rows, in]``, one activation scale per row (symmetric, uint8 around 128).
 
     ``MatMulIntegerToFloat`` applies the ``[rows, 1]`` activation scale and the per-column weight scale.
     (Its own bias input is not used: ORT 1.31 gets it wrong together with a ``[rows, 1]`` scale.)
     """
-    k, n = w.shape
     q, wscale = quantize_weight(w)
     step = g.shared("c127", lambda: g.init("row.c127", np.array(1.0 / 127.0, dtype=np.float32)))
-    zp = g.shared("zp128", lambda: g.init("row.zp128", np.array(128, dtype=np.uint8)))
     floor = g.shared("floor", lambda: g.init("row.floor", np.array(1e-8, dtype=np.float32)))
-    axes1 = g.shared("axes1", lambda: g.init("row.axes1", np.array([1], dtype=np.int64)))
-    shape_bs = g.shared("shape_bs", lambda: g.node("Shape", ["input_ids"])[0])
-    x2 = g.node("Reshape", [x, g.init(name + ".flat", np.array([-1, k], dtype=np.int64))])[0]
-    amax = g.node("ReduceMax", [g.node("Abs", [x2])[0]], axes=[1], keepdims=1)[0]  # [T, 1]
+    zp = g.shared("zp128", lambda: g.init("row.zp128", np.array(128, dtype=np.uint8)))
+    zp_rows = g.shared("zp_rows", lambda: g.node("Expand", [zp, _rows(g)])[0])
+    amax = g.node("ReduceMax", [g.node("Abs", [x])[0]], axes=[1], keepdims=1)[0]  # [T, 1]
     scale = g.node("Max", [g.node("Mul", [amax, step])[0], floor])[0]
-    scale_1d = g.node("Squeeze", [scale, axes1])[0]  # [T]
-    zp_rows = g.node("Expand", [zp, g.node("Shape", [scale_1d])[0]])[0]
-    xq = g.node("QuantizeLinear", [x2, scale_1d, zp_rows], axis=0)[0]
+    xq = g.node("QuantizeLinear", [x, g.node("Reshape", [scale, _const(g, "flat1", [-1])])[0], zp_rows], axis=0)[0]
     wz = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
-    y = g.node("MatMulIntegerToFloat", [xq, g.init(name + ".wq", q), scale, g.init(name + ".ws", wscale), zp, wz], domain=MS)[0]
-    out_shape = g.node("Concat", [shape_bs, g.init(name + ".n", np.array([n], dtype=np.int64))], axis=0)[0]
-    return g.node("Reshape", [y, out_shape])[0]
+    return g.node("MatMulIntegerToFloat", [xq, g.init(name + ".wq", q), scale, g.init(name + ".ws", wscale), zp, wz], domain=MS)[0]
+
+
+def _const(g: _Builder, key: str, values: list[int]) -> str:
+    """A shared int64 constant (shapes, axes)."""
+    return g.shared("const." + key, lambda: g.init("const." + key, np.array(values, dtype=np.int64)))
+
+
+def _rows(g: _Builder) -> str:
+    """``[T]`` (T = batch x seq), the row count of every 2-D activation; computed once per graph."""
+    return g.shared("rows", lambda: g.node("ReduceProd", [g.node("Shape", ["input_ids"])[0]], keepdims=1)[0])
+
+
+def _to_3d(g: _Builder, x: str, width: int) -> str:
+    """``[T, width]`` -> ``[batch, seq, width]``."""
+    shape = g.shared(f"bs{width}", lambda: g.node("Concat", [g.shared("shape_bs", lambda: g.node("Shape", ["input_ids"])[0]), _const(g, f"w{width}", [width])], axis=0)[0])
+    return g.node("Reshape", [x, shape])[0]
 
 
 def _add_layer_norm(g: _Builder, y: str, skip: str, name: str, gamma: np.ndarray, beta: np.ndarray, bias: np.ndarray, eps: float) -> str:
-    """``LayerNorm(y + bias + skip)`` via ``InstanceNormalization`` on a ``[1, rows, hidden]`` view."""
+    """``LayerNorm(y + bias + skip)`` for 2-D ``[T, hidden]``, via ``InstanceNormalization`` on ``[1, T, hidden]``."""
     h = gamma.shape[0]
-
-    def rows_of(value: str) -> str:
-        shape = g.node("Shape", [value])[0]
-        return g.node("ReduceProd", [g.node("Slice", [shape, g.init("ln.s0", np.array([0], np.int64)), g.init("ln.s2", np.array([2], np.int64))])[0]], keepdims=1)[0]
-
-    view = g.shared("ln.view", lambda: g.init("ln.view", np.array([1, -1, h], dtype=np.int64)))
-    shape_x = g.shared("ln.shape", lambda: g.node("Shape", [skip])[0])
-    rows = g.shared("ln.rows", lambda: rows_of(skip))
-    ones = g.shared("ln.ones", lambda: g.node("Expand", [g.init("ln.one", np.array([1.0], np.float32)), rows])[0])
-    zeros = g.shared("ln.zeros", lambda: g.node("Expand", [g.init("ln.zero", np.array([0.0], np.float32)), rows])[0])
+    ones = g.shared("ln.ones", lambda: g.node("Expand", [g.init("ln.one", np.array([1.0], np.float32)), _rows(g)])[0])
+    zeros = g.shared("ln.zeros", lambda: g.node("Expand", [g.init("ln.zero", np.array([0.0], np.float32)), _rows(g)])[0])
     a = g.node("Add", [g.node("Add", [y, g.init(name + ".bias", bias)])[0], skip])[0]
-    n = g.node("InstanceNormalization", [g.node("Reshape", [a, view])[0], ones, zeros], epsilon=eps)[0]
-    n = g.node("Reshape", [n, shape_x])[0]
+    n = g.node("InstanceNormalization", [g.node("Reshape", [a, _const(g, f"view{h}", [1, -1, h])])[0], ones, zeros], epsilon=eps)[0]
+    n = g.node("Reshape", [n, _const(g, f"flat{h}", [-1, h])])[0]
     return g.node("Add", [g.node("Mul", [n, g.init(name + ".g", gamma)])[0], g.init(name + ".b", beta)])[0]
 
 
@@ -224,7 +228,8 @@ def build_graph(
         cfg: the encoder's shape.
         plan: which dense layers are int8; ``None`` builds fp32.
         output: ``"sentence"`` (pooled, normalised vectors) or ``"token"`` (last hidden state).
-        taps: also output the input of every dense layer, named ``tap:<layer>`` (for calibration).
+        taps: also output the input of every dense layer, named ``tap:<layer>`` (``[batch*seq, in]``,
+            for calibration).
     """
     if output not in ("sentence", "token"):
         raise ModelError(f"output must be 'sentence' or 'token', got {output!r}")
@@ -239,20 +244,30 @@ def build_graph(
         tt32 = g.node("Cast", ["token_type_ids"], to=TensorProto.INT32)[0]
         emb_inputs = [ids32, tt32, g.init("word", weights.word), g.init("position", weights.position), g.init("token_type", weights.token_type)]
     else:  # sentence encoders run with token type 0 everywhere: fold that row into the positions
-        emb_inputs = [ids32, "", g.init("word", weights.word), g.init("position", weights.position + weights.token_type[0][None, :]), ""]
+        if not plan.int8_embeddings:
+            word = g.init("word", weights.word)
+        else:
+            scale = np.maximum(np.abs(weights.word).max(axis=1) / 127.0, 1e-12).astype(np.float32)
+            q = np.clip(np.rint(weights.word / scale[:, None]), -127, 127).astype(np.int8)
+            # Cast + Mul on initializers is constant-folded when the session is created (DequantizeLinear
+            # is not: ORT keeps it for QDQ fusion, and would dequantize 47 MB on every call).
+            word = g.node("Mul", [g.node("Cast", [g.init("word.q", q)], to=TensorProto.FLOAT)[0], g.init("word.scale", scale[:, None])])[0]
+        emb_inputs = [ids32, "", word, g.init("position", weights.position + weights.token_type[0][None, :]), ""]
     emb_inputs += [g.init("emb_ln.g", weights.emb_ln[0]), g.init("emb_ln.b", weights.emb_ln[1]), mask32]
-    x, mask_index = g.node("EmbedLayerNormalization", emb_inputs, n_out=2, domain=MS, epsilon=eps)
+    x3, mask_index = g.node("EmbedLayerNormalization", emb_inputs, n_out=2, domain=MS, epsilon=eps)
+    x = g.node("Reshape", [x3, _const(g, f"flat{H}", [-1, H])])[0]  # activations stay [T, H] between layers
 
     for i in range(cfg.num_layers):
         L = f"L{i}."
         qkv = weights.linears[L + "qkv"]
         if L + "qkv" in plan.int8_layers or qkv.smooth is not None:
-            packed = _linear(g, x, L + "qkv", qkv, plan, bias=False)
-            q, k, v = g.node("Split", [packed, g.init(L + "split", np.array([H, H, H], dtype=np.int64))], n_out=3, axis=2)
+            packed = _to_3d(g, _linear(g, x, L + "qkv", qkv, plan, bias=False), 3 * H)
+            q, k, v = g.node("Split", [packed, _const(g, "split", [H, H, H])], n_out=3, axis=2)
             att = g.node("MultiHeadAttention", [q, k, v, g.init(L + "qkv.b", qkv.b), mask_index], domain=MS, num_heads=cfg.num_heads)[0]
         else:
             g.linear_inputs[L + "qkv"] = x
-            att = g.node("Attention", [x, g.init(L + "qkv.w", qkv.w), g.init(L + "qkv.b", qkv.b), mask_index], domain=MS, num_heads=cfg.num_heads)[0]
+            att = g.node("Attention", [_to_3d(g, x, H), g.init(L + "qkv.w", qkv.w), g.init(L + "qkv.b", qkv.b), mask_index], domain=MS, num_heads=cfg.num_heads)[0]
+        att = g.node("Reshape", [att, _const(g, f"flat{H}", [-1, H])])[0]
         ao = _linear(g, att, L + "attn_out", weights.linears[L + "attn_out"], plan, bias=False)
         x1 = _add_layer_norm(g, ao, x, L + "ln1", *weights.lns[L + "ln1"], weights.linears[L + "attn_out"].b, eps)
         h = _linear(g, x1, L + "ffn_in", weights.linears[L + "ffn_in"], plan, bias=False)
@@ -264,6 +279,7 @@ def build_graph(
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
     ]
+    x = _to_3d(g, x, H)
     if output == "token":
         inputs.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", "seq"]))
         _rename_last(g, g.node("Identity", [x])[0], "last_hidden_state")

@@ -66,9 +66,9 @@ def activation_ranges(
     amax: dict[str, np.ndarray] = {}
     for b in tokenizer.batches(texts, 16):
         outs = sess.run(names, {"input_ids": b.input_ids, "attention_mask": b.attention_mask})
-        real = b.attention_mask.astype(bool)
+        real = b.attention_mask.astype(bool).reshape(-1)
         for name, out in zip(names, outs):
-            a = np.abs(out[real]).max(axis=0)
+            a = np.abs(out.reshape(real.shape[0], -1)[real]).max(axis=0)
             key = name[4:]
             amax[key] = np.maximum(amax[key], a) if key in amax else a
     return amax

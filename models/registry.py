@@ -14,7 +14,10 @@ from pathlib import Path
 
 from contextsieve.errors import ModelFilesNotFoundError, UnknownModelError
 
-__all__ = ["Variant", "ModelSpec", "MODELS", "DEFAULT_MODEL", "list_models", "get_model", "resolve_folder"]
+__all__ = ["BUILDER_VERSION", "Variant", "ModelSpec", "MODELS", "DEFAULT_MODEL", "list_models", "get_model", "resolve_folder"]
+
+#: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
+BUILDER_VERSION = "5"
 
 
 class Variant(str, Enum):

@@ -1,0 +1,5 @@
+"""``python -m contextsieve`` = the ``contextsieve`` command."""
+
+from contextsieve.cli import main
+
+raise SystemExit(main())
