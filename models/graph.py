@@ -44,10 +44,14 @@ class QuantPlan:
             ``"L{i}.ffn_in"``, ``"L{i}.ffn_out"``); the rest stay fp32. Empty (default) = the fp32 graph.
         int8_embeddings: store the word-embedding table as int8 with one scale per row (4x smaller
             file; ORT folds the dequantisation once when the session is created, so speed is unchanged).
+        per_tensor_activations: one activation scale per tensor (ORT's fused ``DynamicQuantizeMatMul``)
+            instead of one per token row. Kept as the baseline of ``benchmarks/int8_recipe.py``: it
+            loses too much accuracy on MiniLM (mean cosine 0.992) to be a default.
     """
 
     int8_layers: frozenset[str] = field(default_factory=frozenset)
     int8_embeddings: bool = False
+    per_tensor_activations: bool = False
 
 
 @dataclass
@@ -164,6 +168,10 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
         outl = g.node("MatMul", [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])])[0]
         xm = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
         y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None]), outl])[0]
+    elif name in plan.int8_layers and plan.per_tensor_activations:
+        q, wscale = quantize_weight(w)
+        zeros = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
+        y = g.node("DynamicQuantizeMatMul", [x, g.init(name + ".wq", q), g.init(name + ".ws", wscale), zeros], domain=MS)[0]
     elif name in plan.int8_layers:
         y = _row_int8_matmul(g, x, name, w)
     else:

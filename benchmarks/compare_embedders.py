@@ -1,0 +1,174 @@
+"""Side-by-side: contextsieve fp32 / int8 vs sentence-transformers (torch CPU) vs fastembed, one run.
+
+    python -m benchmarks.compare_embedders            # needs the bench extra for the peers
+    python -m benchmarks.compare_embedders --engines contextsieve-fp32,contextsieve-int8
+
+Workloads (``benchmarks/workloads.py``): 151 documentation-like chunks (~100 tokens; ms per chunk),
+1,000 short sentences (sentences/s), one 13-token query (p50/p99 over 200 calls after 10 warm-ups),
+and cold load (a fresh process: imports + model load + first query; median of 3; the contextsieve
+graphs already built). Engines run round-robin in each round so drift hits all alike; medians are
+reported. Accuracy is the min / mean cosine against sentence-transformers on ~300 varied texts.
+Every engine gets 2 threads. fastembed runs contextsieve's fp32 graph with a token output (its own
+mean pooling), as it cannot read the sentence-output graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import workloads
+
+THREADS = 2
+
+
+@dataclass
+class Engine:
+    name: str
+    load: Callable[[], object]
+    embed: Callable[[object, list[str]], np.ndarray]
+    cold_code: str
+    model: object = None
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _cs(variant: str) -> Engine:
+    def load() -> object:
+        from contextsieve import Embedder
+
+        return Embedder(variant=variant, threads=THREADS)
+
+    code = f"from contextsieve import Embedder; m = Embedder(variant='{variant}', threads={THREADS}); m.embed([Q])"
+    return Engine(f"contextsieve-{variant}", load, lambda m, t: m.embed(t), code)
+
+
+def _st() -> Engine:
+    def load() -> object:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(THREADS)
+        return SentenceTransformer(str(_folder()), device="cpu")
+
+    code = (
+        f"import torch; torch.set_num_threads({THREADS}); from sentence_transformers import SentenceTransformer; "
+        f"m = SentenceTransformer({str(_folder())!r}, device='cpu'); m.encode([Q])"
+    )
+    return Engine("sentence-transformers", load, lambda m, t: m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True), code)
+
+
+def _fastembed_dir() -> Path:
+    d = Path(tempfile.gettempdir()) / "contextsieve-bench-fastembed"
+    if not (d / "model.onnx").exists():
+        from contextsieve.models.build import build_onnx
+
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "model.onnx").write_bytes(build_onnx(_folder(), "fp32", output="token"))
+        for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"):
+            shutil.copy(_folder() / f, d / f)
+    return d
+
+
+def _fe() -> Engine:
+    def load() -> object:
+        from fastembed import TextEmbedding
+
+        return TextEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(_fastembed_dir()), local_files_only=True, threads=THREADS)
+
+    code = (
+        "from fastembed import TextEmbedding; "
+        f"m = TextEmbedding(model_name='sentence-transformers/all-MiniLM-L6-v2', specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={THREADS}); "
+        "list(m.embed([Q]))"
+    )
+    return Engine("fastembed", load, lambda m, t: np.asarray(list(m.embed(t, batch_size=32)), dtype=np.float32), code)
+
+
+def _folder() -> Path:
+    from contextsieve.models.registry import get_model, resolve_folder
+
+    return resolve_folder(get_model("all-MiniLM-L6-v2"))
+
+
+ENGINES = {"contextsieve-fp32": lambda: _cs("fp32"), "contextsieve-int8": lambda: _cs("int8"), "sentence-transformers": _st, "fastembed": _fe}
+
+
+def cold_load(code: str, runs: int = 3) -> float:
+    """Median seconds from the first import to the first vector, each in a fresh process."""
+    prog = f"import time; _t = time.perf_counter(); Q = {workloads.QUERY!r}\n{code}\nprint(time.perf_counter() - _t)"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "true"}
+    out = []
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr[-2000:])
+        out.append(float(r.stdout.strip().splitlines()[-1]))
+    return float(np.median(out))
+
+
+def timed(f: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds of the chunk workload (sentences: rounds - 2, min 3)")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-load subprocesses")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    chunks, sents, varied = list(workloads.doc_chunks()), list(workloads.sentences()), list(workloads.varied_texts())
+    engines = []
+    for name in args.engines.split(","):
+        try:
+            e = ENGINES[name]()
+            e.model = e.load()
+            engines.append(e)
+        except ImportError as exc:
+            print(f"# {name}: not installed ({exc}); pip install -e '.[bench]'", file=sys.stderr)
+    ref = None
+    for e in engines:  # warm-up + accuracy reference (sentence-transformers if present, else the first engine)
+        e.times["vec"] = [e.embed(e.model, varied)]
+        e.embed(e.model, chunks[:32])
+    ref_engine = next((e for e in engines if e.name == "sentence-transformers"), engines[0])
+    ref = ref_engine.times["vec"][0]
+    for r in range(args.rounds):
+        for e in engines:
+            e.times.setdefault("chunks", []).append(timed(lambda: e.embed(e.model, chunks)))
+            if r < max(3, args.rounds - 2):
+                e.times.setdefault("sents", []).append(timed(lambda: e.embed(e.model, sents)))
+    for e in engines:
+        for _ in range(10):
+            e.embed(e.model, [workloads.QUERY])
+        e.times["query"] = [timed(lambda: e.embed(e.model, [workloads.QUERY])) for _ in range(200)]
+        e.times["cold"] = [] if args.no_cold else [cold_load(e.cold_code)]
+    print(f"\n{len(chunks)} chunks (mean {np.mean([len(c) for c in chunks]):.0f} chars), {len(sents)} sentences, query {workloads.QUERY!r}; "
+          f"{THREADS} threads; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on {len(varied)} varied texts\n")
+    print("| engine | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | min cos | mean cos |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for e in engines:
+        v = e.times["vec"][0]
+        c = (v * ref).sum(1) / (np.linalg.norm(v, axis=1) * np.linalg.norm(ref, axis=1))
+        row = {
+            "chunk": np.median(e.times["chunks"]) * 1000 / len(chunks),
+            "sent": len(sents) / np.median(e.times["sents"]),
+            "p50": np.percentile(e.times["query"], 50) * 1000,
+            "p99": np.percentile(e.times["query"], 99) * 1000,
+        }
+        cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] else "-"
+        print(f"| {e.name} | {row['chunk']:.2f} | {row['sent']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} | {cold} | {c.min():.5f} | {c.mean():.5f} |")
+
+
+if __name__ == "__main__":
+    main()
