@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -146,8 +147,6 @@ class Embedder:
         self = cls.__new__(cls)
         tokenizer = TextTokenizer.from_file(Path(tokenizer_path), max_length)
         self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
-        import hashlib
-
         model_id = f"custom/{hashlib.sha256(data).hexdigest()[:16]}/{max_length}"
         self.info = ModelInfo(model_id, str(onnx_path), "custom", self.dim, max_length, onnx_path, False, time.perf_counter() - t0)
         return self
@@ -292,8 +291,12 @@ class Embedder:
 
 
 def _locate(model: str | os.PathLike[str]) -> tuple[Path, str, Variant]:
-    """(folder, display name, default variant) for a registry name or a folder path."""
-    if isinstance(model, os.PathLike) or (isinstance(model, str) and (os.sep in model or Path(model).is_dir())):
+    """(folder, display name, default variant) for a registry name or an existing folder path.
+
+    A string is a path only if it names an existing folder (or a ``PathLike`` is given), so hub-style
+    names such as ``"sentence-transformers/all-MiniLM-L6-v2"`` resolve through the registry.
+    """
+    if isinstance(model, os.PathLike) or (isinstance(model, str) and Path(model).is_dir()):
         folder = Path(model)
         if not (folder / "model.safetensors").is_file():
             raise ModelFilesNotFoundError(f"{folder} is not a sentence-transformers folder (no model.safetensors)")

@@ -20,6 +20,7 @@ channel and activations per token row: ``QuantizeLinear`` with a per-row scale, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,7 +147,7 @@ class _Builder:
         self.nodes.append(helper.make_node(op, inputs, outs, name=f"{op}_{self._n}", domain=domain, **attrs))
         return outs
 
-    def shared(self, key: str, make: "callable[[], str]") -> str:
+    def shared(self, key: str, make: Callable[[], str]) -> str:
         """A value computed once per graph (shapes, constants) and reused by every layer."""
         if key not in self._shared:
             self._shared[key] = make()

@@ -44,7 +44,6 @@ class BertConfig:
         max_seq_length: sentence-transformers' truncation length in tokens (256 for MiniLM-L6).
         pooling: ``"mean"`` or ``"cls"``.
         normalize: whether sentence vectors are L2-normalised.
-        weight_prefix: prefix of the tensor names in the safetensors file (``""`` or ``"bert."``).
     """
 
     hidden_size: int
@@ -57,7 +56,6 @@ class BertConfig:
     max_seq_length: int
     pooling: str
     normalize: bool
-    weight_prefix: str = ""
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:

@@ -95,6 +95,13 @@ def test_unknown_model_lists_known_names() -> None:
     assert get_model("sentence-transformers/all-MiniLM-L6-v2").dim == 384
 
 
+def test_hub_style_name_resolves_through_the_registry(model_cache) -> None:  # noqa: ANN001
+    emb = Embedder("sentence-transformers/all-MiniLM-L6-v2", variant="int8", cache_dir=model_cache)
+    assert emb.info.name == "all-MiniLM-L6-v2"
+    with pytest.raises(UnknownModelError, match="known models"):
+        Embedder("someone/not-a-model", cache_dir=model_cache)
+
+
 def test_missing_folder_says_what_is_missing(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(ModelFilesNotFoundError, match="model.safetensors"):
         Embedder(tmp_path)
