@@ -184,6 +184,8 @@ class Embedder:
             raise ModelError(f"the graph has no [batch, dim] or [batch, seq, dim] output (outputs: {[(o.name, o.shape) for o in outputs]})")
         self._output = out.name
         self._token_output = len(out.shape) == 3
+        # our graphs end in L2 normalisation; a user's sentence output may not, so normalise it here
+        self._renormalize = out.name != "sentence_embedding"
         dim = out.shape[-1]
         if not isinstance(dim, int):  # symbolic: ask the graph with one tiny batch
             dim = int(self._run(first, next(self.tokenizer.batches(["x"], 1))).shape[1])
@@ -219,7 +221,9 @@ class Embedder:
         if self._token_output:
             return mean_pool_normalize(out, batch.attention_mask)
         out = np.asarray(out, dtype=np.float32)
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        if self._renormalize:
+            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         """Embed ``texts``.
