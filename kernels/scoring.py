@@ -1,0 +1,352 @@
+"""Scoring kernels: pure array functions, numpy for small inputs and Numba for large ones.
+
+Every function here takes explicit arrays and returns arrays; no I/O, no model, no logging. Vectors
+are float32 and C-contiguous; float64/float16 or strided input is converted once, anything else
+(ints, wrong rank, wrong width) raises :class:`~contextsieve.errors.InputError`. Ties are broken the
+same way everywhere: the lower query index and the lower row index win.
+
+The backend is chosen in one place, :func:`use_numba`: numpy/BLAS while the work is small (no JIT,
+no Numba import), Numba's fused one-pass kernels above :data:`NUMBA_MIN_WORK` multiply-adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from contextsieve.errors import InputError
+
+__all__ = [
+    "NUMBA_MIN_WORK",
+    "Hits",
+    "as_vectors",
+    "check_finite",
+    "use_numba",
+    "score_pool",
+    "top_k",
+    "score_pool_topk",
+    "group_max",
+    "Int8Corpus",
+    "F16Corpus",
+    "bm25_scores",
+]
+
+#: Multiply-adds (rows x queries x dim) from which Numba is used; below it numpy/BLAS is as fast and
+#: needs no Numba import (~0.3 s) or JIT cache load. Set from ``benchmarks/kernels_table.py``.
+NUMBA_MIN_WORK = 2_000_000
+
+#: Rows from which :func:`group_max` uses its Numba loop (numpy's lexsort is fine below).
+GROUP_NUMBA_ROWS = 50_000
+#: Postings from which :func:`bm25_scores` uses its Numba loop (numpy ``add.at`` is fine below).
+BM25_NUMBA_POSTINGS = 200_000
+
+_jit: ModuleType | None = None
+
+
+def _kernels() -> ModuleType:
+    """The Numba kernels, imported on first use."""
+    global _jit
+    if _jit is None:
+        from contextsieve.kernels import _jit as mod
+
+        _jit = mod
+    return _jit
+
+
+def use_numba(rows: int, queries: int, dim: int) -> bool:
+    """The one backend decision: Numba when ``rows * queries * dim >= NUMBA_MIN_WORK``."""
+    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Top-k result: row indices (best first), their pooled scores, and which query row gave each."""
+
+    idx: np.ndarray  # int64 [k]
+    scores: np.ndarray  # float32 [k]
+    which: np.ndarray  # int32 [k]
+
+    def __len__(self) -> int:
+        return int(self.idx.shape[0])
+
+    def to_list(self) -> list[tuple[int, float, int]]:
+        return [(int(i), float(s), int(w)) for i, s, w in zip(self.idx, self.scores, self.which)]
+
+
+def as_vectors(x: object, name: str, dim: int | None = None) -> np.ndarray:
+    """``x`` as a float32 C-contiguous 2-D array (converted once if needed), or :class:`InputError`."""
+    a = np.asarray(x)
+    if a.ndim == 1 and a.size == 0 and dim is not None:
+        a = a.reshape(0, dim)
+    if a.ndim != 2:
+        raise InputError(f"{name} must be 2-D [rows, dim], got shape {a.shape}")
+    if a.dtype.kind != "f":
+        raise InputError(f"{name} must hold floats, got dtype {a.dtype}")
+    if dim is not None and a.shape[1] != dim:
+        raise InputError(f"{name} has width {a.shape[1]}, expected {dim}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def check_finite(x: np.ndarray, name: str) -> None:
+    """Raise :class:`InputError` naming the first rows that hold NaN or inf."""
+    bad = ~np.isfinite(x)
+    if bad.any():
+        rows = np.flatnonzero(bad.reshape(x.shape[0], -1).any(axis=1))[:5].tolist()
+        raise InputError(f"{name} holds NaN or inf in rows {rows}")
+
+
+def _mask(exclude: object, n: int) -> np.ndarray:
+    if exclude is None:
+        return np.zeros(0, dtype=np.bool_)
+    m = np.asarray(exclude)
+    if m.shape != (n,) or m.dtype != np.bool_:
+        raise InputError(f"exclude must be a bool array of shape ({n},), got {m.dtype} {m.shape}")
+    return m
+
+
+def _pad4(q: np.ndarray) -> np.ndarray:
+    """Repeat the last query row up to a multiple of 4 (duplicates never win: strict > on ties)."""
+    m = q.shape[0]
+    if m <= 1 or m % 4 == 0:
+        return q
+    return np.ascontiguousarray(np.vstack([q, np.repeat(q[-1:], 4 - m % 4, axis=0)]))
+
+
+def _prepare(queries: object, corpus: object) -> tuple[np.ndarray, np.ndarray]:
+    c = as_vectors(corpus, "corpus")
+    q = as_vectors(queries, "queries", c.shape[1])
+    check_finite(q, "queries")
+    return q, c
+
+
+def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tuple[np.ndarray, np.ndarray]:
+    """Max-pooled scores of every corpus row over the query rows.
+
+    Args:
+        queries: ``[M, D]`` query vectors (M may be 0).
+        corpus: ``[N, D]`` vectors.
+        exclude: optional bool ``[N]``; excluded rows score ``-inf``.
+
+    Returns:
+        ``(best float32 [N], which int32 [N])``: ``best[i] = max_m queries[m] · corpus[i]`` and the lowest
+        ``m`` reaching it; ``-inf`` / ``-1`` for excluded rows and when M = 0.
+    """
+    q, c = _prepare(queries, corpus)
+    n, m = c.shape[0], q.shape[0]
+    mask = _mask(exclude, n)
+    best = np.full(n, -np.inf, dtype=np.float32)
+    which = np.full(n, -1, dtype=np.int32)
+    if m == 0 or n == 0:
+        return best, which
+    if use_numba(n, m, c.shape[1]):
+        _kernels().score_pool(_pad4(q), c, mask, best, which)
+        return best, which
+    s = c @ q.T  # [N, M]
+    best = s.max(axis=1).astype(np.float32, copy=False)
+    which = s.argmax(axis=1).astype(np.int32)
+    if mask.shape[0]:
+        best[mask] = -np.inf
+        which[mask] = -1
+    return best, which
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest finite scores, best first, lower index first on ties.
+
+    Partial selection (``argpartition``), then an exact ordering of the candidates: every row tied with
+    the k-th score is considered, so the result does not depend on the partition's arbitrary order.
+    ``-inf`` rows (excluded) are never returned, so fewer than ``k`` may come back.
+    """
+    s = np.asarray(scores)
+    if s.ndim != 1:
+        raise InputError(f"scores must be 1-D, got shape {s.shape}")
+    if k < 0:
+        raise InputError(f"k must be >= 0, got {k}")
+    cand = np.flatnonzero(s > -np.inf)
+    if k == 0 or cand.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < cand.size:
+        sc = s[cand]
+        part = np.argpartition(-sc, k - 1)[:k]
+        cand = cand[sc >= sc[part].min()]
+    order = np.lexsort((cand, -s[cand]))[:k]
+    return cand[order].astype(np.int64, copy=False)
+
+
+def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object = None) -> Hits:
+    """The top ``k`` rows by max-pooled score in one pass (Numba) or score + partial select (numpy).
+
+    Same semantics as ``top_k(score_pool(...)[0], k)``, with each hit's query row.
+    """
+    q, c = _prepare(queries, corpus)
+    n, m = c.shape[0], q.shape[0]
+    mask = _mask(exclude, n)
+    if k < 0:
+        raise InputError(f"k must be >= 0, got {k}")
+    if m == 0 or n == 0 or k == 0:
+        return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
+    if use_numba(n, m, c.shape[1]):
+        jit = _kernels()
+        import numba
+
+        blocks = max(1, min(n // max(k, 1), 8 * numba.get_num_threads()))
+        bs, bi, bw = jit.score_pool_topk(_pad4(q), c, mask, int(k), int(blocks))
+        bs, bi, bw = bs.ravel(), bi.ravel(), bw.ravel()
+        keep = bi >= 0
+        bs, bi, bw = bs[keep], bi[keep], bw[keep]
+        order = np.lexsort((bi, -bs))[:k]
+        return Hits(bi[order], bs[order], bw[order])
+    best, which = score_pool(q, c, exclude=mask if mask.shape[0] else None)
+    idx = top_k(best, k)
+    return Hits(idx, best[idx], which[idx])
+
+
+def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best score and best row per item (segment max; lower row wins ties).
+
+    Args:
+        scores: float ``[N]``.
+        item_of: int ``[N]``, the item of each row, in ``0 .. n_items - 1``.
+        n_items: number of items.
+
+    Returns:
+        ``(best float32 [n_items], row int64 [n_items])``; ``-inf`` / ``-1`` for items with no row.
+    """
+    s = np.ascontiguousarray(scores, dtype=np.float32)
+    it = np.asarray(item_of)
+    if s.ndim != 1 or it.shape != s.shape:
+        raise InputError(f"scores and item_of must be 1-D of one length, got {s.shape} and {it.shape}")
+    if it.dtype.kind not in "iu":
+        raise InputError(f"item_of must hold ints, got {it.dtype}")
+    if s.size and (it.min() < 0 or it.max() >= n_items):
+        raise InputError(f"item_of must lie in 0..{n_items - 1}")
+    if s.size >= GROUP_NUMBA_ROWS:
+        return _kernels().group_max(s, np.ascontiguousarray(it, dtype=np.int64), int(n_items))
+    best = np.full(n_items, -np.inf, dtype=np.float32)
+    arg = np.full(n_items, -1, dtype=np.int64)
+    if s.size:
+        order = np.lexsort((np.arange(s.size), -s, it))  # by item, then best score, then lower row
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = it[order[1:]] != it[order[:-1]]
+        rows = order[first]
+        rows = rows[s[rows] > -np.inf]
+        best[it[rows]] = s[rows]
+        arg[it[rows]] = rows
+    return best, arg
+
+
+@dataclass(frozen=True)
+class Int8Corpus:
+    """Corpus rows stored as int8 with one float32 scale per row (4x less memory and bandwidth).
+
+    ``row ≈ q8[i] * scale[i]``; scores against it are within ``|q| * scale[i] / 2 * sqrt(dim)`` of exact.
+    """
+
+    q8: np.ndarray  # int8 [N, D]
+    scale: np.ndarray  # float32 [N]
+
+    @classmethod
+    def from_vectors(cls, corpus: object) -> "Int8Corpus":
+        c = as_vectors(corpus, "corpus")
+        check_finite(c, "corpus")
+        scale = np.maximum(np.abs(c).max(axis=1) / 127.0, 1e-12).astype(np.float32) if c.size else np.zeros(c.shape[0], np.float32)
+        q8 = np.clip(np.rint(c / scale[:, None]), -127, 127).astype(np.int8) if c.size else np.zeros(c.shape, np.int8)
+        return cls(np.ascontiguousarray(q8), scale)
+
+    def score_pool(self, queries: object, *, exclude: object = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :func:`score_pool`, against the int8 rows."""
+        n, d = self.q8.shape
+        q = as_vectors(queries, "queries", d)
+        check_finite(q, "queries")
+        mask = _mask(exclude, n)
+        best = np.full(n, -np.inf, dtype=np.float32)
+        which = np.full(n, -1, dtype=np.int32)
+        if q.shape[0] and n:
+            _kernels().score_pool_i8(_pad4(q) if q.shape[0] > 1 else np.repeat(q, 4, axis=0), self.q8, self.scale, mask, best, which)
+        return best, which
+
+
+@dataclass(frozen=True)
+class F16Corpus:
+    """Corpus rows stored as float16 (2x less memory and bandwidth; ~1e-3 relative score error)."""
+
+    c16: np.ndarray  # float16 [N, D]
+
+    @classmethod
+    def from_vectors(cls, corpus: object) -> "F16Corpus":
+        c = as_vectors(corpus, "corpus")
+        check_finite(c, "corpus")
+        return cls(np.ascontiguousarray(c.astype(np.float16)))
+
+    def score_pool(self, queries: object, *, exclude: object = None, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+        """As :func:`score_pool`, against the float16 rows (converted ``block`` rows at a time, then BLAS).
+
+        Numba has no float16 on the CPU, so this trades the kernel for cache-sized float32 blocks: the
+        memory saving is kept, the bandwidth saving is not.
+        """
+        n, d = self.c16.shape
+        q = as_vectors(queries, "queries", d)
+        check_finite(q, "queries")
+        mask = _mask(exclude, n)
+        best = np.full(n, -np.inf, dtype=np.float32)
+        which = np.full(n, -1, dtype=np.int32)
+        if q.shape[0] and n:
+            for lo in range(0, n, block):
+                s = self.c16[lo : lo + block].astype(np.float32) @ q.T
+                best[lo : lo + block] = s.max(axis=1)
+                which[lo : lo + block] = s.argmax(axis=1)
+            if mask.shape[0]:
+                best[mask] = -np.inf
+                which[mask] = -1
+        return best, which
+
+
+def bm25_scores(
+    query_terms: np.ndarray,
+    indptr: np.ndarray,
+    rows: np.ndarray,
+    tf: np.ndarray,
+    doc_len: np.ndarray,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> np.ndarray:
+    """Okapi BM25 score of every row for a bag of query term ids.
+
+    Args:
+        query_terms: int term ids of the query (repeats count again, as in Lucene's query-time tf).
+        indptr, rows, tf: term-major CSR postings: term ``t`` occurs ``tf[p]`` times in row ``rows[p]``
+            for ``p`` in ``indptr[t] .. indptr[t+1]``.
+        doc_len: tokens per row.
+        k1: term-frequency saturation (default 1.2). b: length normalisation (default 0.75).
+
+    Returns:
+        float32 ``[n_rows]``; idf is ``log(1 + (N - df + 0.5) / (df + 0.5))`` (never negative).
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    tf = np.asarray(tf, dtype=np.float32)
+    doc_len = np.asarray(doc_len, dtype=np.float32)
+    terms = np.asarray(query_terms, dtype=np.int64)
+    n_terms, n = indptr.shape[0] - 1, doc_len.shape[0]
+    if rows.shape != tf.shape or indptr[-1] != rows.shape[0]:
+        raise InputError("indptr, rows and tf do not describe one CSR matrix")
+    if terms.size and (terms.min() < 0 or terms.max() >= n_terms):
+        raise InputError(f"query term ids must lie in 0..{n_terms - 1}")
+    df = np.diff(indptr).astype(np.float64)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+    avgdl = float(doc_len.mean()) if n else 1.0
+    out = np.zeros(n, dtype=np.float32)
+    if terms.size == 0 or n == 0:
+        return out
+    postings = int(sum(indptr[t + 1] - indptr[t] for t in terms))
+    if postings >= BM25_NUMBA_POSTINGS:
+        _kernels().bm25(terms, indptr, rows, tf, doc_len, idf, float(k1), float(b), max(avgdl, 1e-9), out)
+        return out
+    for t in terms:
+        sl = slice(indptr[t], indptr[t + 1])
+        r, f = rows[sl], tf[sl]
+        np.add.at(out, r, idf[t] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * doc_len[r] / max(avgdl, 1e-9))))
+    return out

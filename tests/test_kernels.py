@@ -1,0 +1,218 @@
+"""Every kernel against a plain float64 numpy / Python oracle, on both backends (numpy and Numba)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextsieve.errors import InputError
+from contextsieve.kernels import scoring as K
+
+SIZES = [0, 1, 2, 7, 97, 1025]
+# The backend fixture only sets a module constant, the same for every example: safe to share.
+HYP = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0 if request.param == "numba" else 10**18)
+    return request.param
+
+
+def int_vectors(rng: np.random.Generator, n: int, d: int, dup: bool = True) -> np.ndarray:
+    """Small-integer vectors: dot products are exact in float32 whatever the summation order, so
+    ties are real ties on every backend; some rows are duplicated on purpose."""
+    x = rng.integers(-2, 3, size=(n, d)).astype(np.float32)
+    if dup and n > 3:
+        x[n // 2] = x[1]
+        x[-1] = x[0]
+    return x
+
+
+def oracle_pool(q: np.ndarray, c: np.ndarray, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    n = c.shape[0]
+    best = np.full(n, -np.inf)
+    which = np.full(n, -1)
+    for i in range(n):
+        if exclude is not None and exclude[i]:
+            continue
+        for m in range(q.shape[0]):
+            s = float(np.dot(c[i].astype(np.float64), q[m].astype(np.float64)))
+            if s > best[i]:
+                best[i], which[i] = s, m
+    return best, which
+
+
+def oracle_topk(s: np.ndarray, k: int) -> list[int]:
+    idx = [i for i in range(len(s)) if s[i] > -np.inf]
+    return sorted(idx, key=lambda i: (-s[i], i))[:k]
+
+
+@given(n=st.sampled_from(SIZES), m=st.integers(0, 8), d=st.sampled_from([1, 3, 8, 33]), seed=st.integers(0, 2**16), excl=st.booleans())
+@HYP
+def test_score_pool_matches_oracle(backend: str, n: int, m: int, d: int, seed: int, excl: bool) -> None:
+    rng = np.random.default_rng(seed)
+    c, q = int_vectors(rng, n, d), int_vectors(rng, m, d, dup=False)
+    exclude = rng.random(n) < 0.3 if excl else None
+    best, which = K.score_pool(q, c, exclude=exclude)
+    ob, ow = oracle_pool(q, c, exclude)
+    assert best.dtype == np.float32 and which.dtype == np.int32
+    np.testing.assert_array_equal(best, ob.astype(np.float32))
+    np.testing.assert_array_equal(which, ow)
+
+
+@given(n=st.sampled_from(SIZES), m=st.integers(0, 8), k=st.sampled_from([0, 1, 5, 20, 2000]), seed=st.integers(0, 2**16), excl=st.booleans())
+@HYP
+def test_score_pool_topk_matches_oracle(backend: str, n: int, m: int, k: int, seed: int, excl: bool) -> None:
+    rng = np.random.default_rng(seed)
+    c, q = int_vectors(rng, n, 8), int_vectors(rng, m, 8, dup=False)
+    exclude = rng.random(n) < 0.3 if excl else None
+    hits = K.score_pool_topk(q, c, k, exclude=exclude)
+    ob, ow = oracle_pool(q, c, exclude)
+    want = oracle_topk(ob, k)
+    assert hits.idx.tolist() == want
+    np.testing.assert_array_equal(hits.scores, ob[want].astype(np.float32))
+    np.testing.assert_array_equal(hits.which, ow[want])
+
+
+@given(n=st.sampled_from(SIZES), k=st.integers(0, 30), seed=st.integers(0, 2**16))
+@HYP
+def test_top_k_is_partial_but_exact(n: int, k: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    s = rng.integers(-3, 4, n).astype(np.float32)  # many ties
+    s[rng.random(n) < 0.1] = -np.inf
+    assert K.top_k(s, k).tolist() == oracle_topk(s, k)
+
+
+def test_real_valued_scores_agree_across_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(1)
+    c = rng.standard_normal((3000, 384)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    q = c[[5, 17, 99]] + 0.01 * rng.standard_normal((3, 384)).astype(np.float32)
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0)
+    b1, w1 = K.score_pool(q, c)
+    h1 = K.score_pool_topk(q, c, 20)
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 10**18)
+    b2, w2 = K.score_pool(q, c)
+    h2 = K.score_pool_topk(q, c, 20)
+    np.testing.assert_allclose(b1, b2, atol=1e-5)
+    assert (w1 == w2).mean() > 0.999
+    assert h1.idx[:3].tolist() == [5, 17, 99] and set(h1.idx.tolist()) == set(h2.idx.tolist())
+
+
+@given(n=st.sampled_from(SIZES + [60_000]), items=st.integers(1, 50), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None, derandomize=True)
+def test_group_max_matches_oracle(n: int, items: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    s = rng.integers(-5, 6, n).astype(np.float32)
+    s[rng.random(n) < 0.05] = -np.inf
+    it = rng.integers(0, items, n)
+    best, arg = K.group_max(s, it, items)
+    for j in range(items):
+        rows = [i for i in range(n) if it[i] == j and s[i] > -np.inf]
+        if not rows:
+            assert best[j] == -np.inf and arg[j] == -1
+        else:
+            top = max(rows, key=lambda i: (s[i], -i))
+            assert arg[j] == top and best[j] == s[top]
+
+
+def test_int8_and_f16_corpora_stay_close() -> None:
+    rng = np.random.default_rng(2)
+    centers = rng.standard_normal((50, 384)).astype(np.float32)
+    c = centers[rng.integers(0, 50, 5000)] + 0.3 * rng.standard_normal((5000, 384)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    q = c[rng.integers(0, 5000, 4)] + 0.05 * rng.standard_normal((4, 384)).astype(np.float32)
+    exact, _ = K.score_pool(q, c)
+    for corpus, tol in ((K.Int8Corpus.from_vectors(c), 0.02), (K.F16Corpus.from_vectors(c), 2e-3)):
+        approx, which = corpus.score_pool(q)
+        assert np.abs(approx - exact).max() < tol
+        recall = len(set(K.top_k(approx, 20).tolist()) & set(K.top_k(exact, 20).tolist())) / 20
+        assert recall >= 0.95
+    excl = np.zeros(5000, dtype=bool)
+    excl[:10] = True
+    b8, w8 = K.Int8Corpus.from_vectors(c).score_pool(q, exclude=excl)
+    assert np.isneginf(b8[:10]).all() and (w8[:10] == -1).all()
+    b1, _ = K.Int8Corpus.from_vectors(c).score_pool(q[:1])
+    e1, _ = K.score_pool(q[:1], c)
+    assert np.abs(b1 - e1).max() < 0.02
+
+
+def bm25_oracle(docs: list[list[int]], query: list[int], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    n = len(docs)
+    avgdl = sum(map(len, docs)) / n
+    out = np.zeros(n)
+    for t in query:
+        df = sum(1 for d in docs if t in d)
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, d in enumerate(docs):
+            f = d.count(t)
+            if f:
+                out[i] += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(d) / avgdl))
+    return out
+
+
+def csr(docs: list[list[int]], n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    post: list[list[tuple[int, int]]] = [[] for _ in range(n_terms)]
+    for i, d in enumerate(docs):
+        for t in sorted(set(d)):
+            post[t].append((i, d.count(t)))
+    indptr = np.cumsum([0] + [len(p) for p in post])
+    rows = np.array([r for p in post for r, _ in p], dtype=np.int64)
+    tf = np.array([f for p in post for _, f in p], dtype=np.float32)
+    return indptr, rows, tf
+
+
+@pytest.mark.parametrize("numba_path", [False, True])
+def test_bm25_matches_oracle(numba_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 30, rng.integers(1, 40)).tolist() for _ in range(200)]
+    indptr, rows, tf = csr(docs, 30)
+    monkeypatch.setattr(K, "BM25_NUMBA_POSTINGS", 0 if numba_path else 10**18)
+    for query in ([3, 7, 7, 29], [0], []):
+        got = K.bm25_scores(query, indptr, rows, tf, np.array([len(d) for d in docs]))
+        np.testing.assert_allclose(got, bm25_oracle(docs, query), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match="term ids"):
+        K.bm25_scores([30], indptr, rows, tf, np.array([len(d) for d in docs]))
+
+
+def test_layouts_and_dtypes(backend: str) -> None:
+    rng = np.random.default_rng(4)
+    c64 = rng.integers(-2, 3, (50, 16)).astype(np.float64)
+    q = rng.integers(-2, 3, (3, 16)).astype(np.float32)
+    b64, _ = K.score_pool(q, c64)  # float64 converted once
+    strided = np.repeat(c64.astype(np.float32), 2, axis=0)[::2]  # non-contiguous rows
+    assert not strided.flags.c_contiguous
+    bs, _ = K.score_pool(q, strided)
+    np.testing.assert_array_equal(b64, bs)
+    with pytest.raises(InputError, match="floats"):
+        K.score_pool(q, c64.astype(np.int32))
+    with pytest.raises(InputError, match="width"):
+        K.score_pool(q[:, :8], c64)
+    with pytest.raises(InputError, match="2-D"):
+        K.score_pool(q, c64[0])
+    bad = q.copy()
+    bad[1, 3] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        K.score_pool(bad, c64)
+    with pytest.raises(InputError, match="exclude"):
+        K.score_pool(q, c64, exclude=np.zeros(49, dtype=bool))
+    with pytest.raises(InputError, match="item_of"):
+        K.group_max(np.zeros(3), np.array([0, 1, 5]), 3)
+
+
+def test_import_does_not_load_numba() -> None:
+    code = (
+        "import sys, numpy as np; import contextsieve, contextsieve.kernels.scoring as K; "
+        "K.score_pool(np.ones((2, 8), np.float32), np.ones((100, 8), np.float32)); "
+        "K.score_pool_topk(np.ones((2, 8), np.float32), np.ones((100, 8), np.float32), 5); "
+        "print('numba' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
