@@ -1,8 +1,10 @@
 """Numba kernels (``@njit(cache=True)``). Imported only through :mod:`contextsieve.kernels.scoring`'s
 dispatch on the first call that needs them, so ``import contextsieve`` never loads Numba (~300 ms).
 
-All take float32 C-contiguous arrays (validated by the caller). Query rows are processed four at a
-time per corpus row (four accumulators), so a corpus row is read once for up to four queries.
+All take float32 C-contiguous arrays (validated by the caller). Each corpus row is scored against the
+query rows one dot product at a time: the row stays in L1 between queries, and this plain loop shape
+is the one LLVM vectorises best (measured at 100k x 384: M=2 7.0 ms and M=4 8.6 ms, against 9.4 and
+9.7 ms for four interleaved accumulators; int8 rows 2.0 ms at M=1, against 8 ms for integer dots).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
 """
 
@@ -16,135 +18,119 @@ _NEG = -np.inf
 
 @njit(fastmath=True, cache=True, inline="always")
 def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
-    """max over query rows of dot(q[m], c[i]) and the first m reaching it (q has a multiple of 4 rows)."""
-    d = c.shape[1]
+    """max over query rows m of q[m] · c[i], and the first m reaching it."""
     best = _NEG
     which = -1
-    for m in range(0, q.shape[0], 4):
-        s0 = np.float32(0.0)
-        s1 = np.float32(0.0)
-        s2 = np.float32(0.0)
-        s3 = np.float32(0.0)
-        for j in range(d):
-            x = c[i, j]
-            s0 += x * q[m, j]
-            s1 += x * q[m + 1, j]
-            s2 += x * q[m + 2, j]
-            s3 += x * q[m + 3, j]
-        if s0 > best:
-            best, which = s0, m
-        if s1 > best:
-            best, which = s1, m + 1
-        if s2 > best:
-            best, which = s2, m + 2
-        if s3 > best:
-            best, which = s3, m + 3
+    for m in range(q.shape[0]):
+        s = np.float32(0.0)
+        for j in range(c.shape[1]):
+            s += c[i, j] * q[m, j]
+        if s > best:
+            best, which = s, m
     return best, which
 
 
 @njit(fastmath=True, cache=True, inline="always")
-def _row_best1(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
-    s = np.float32(0.0)
-    for j in range(c.shape[1]):
-        s += c[i, j] * q[0, j]
-    return s, 0
+def _row_best_i8(q: np.ndarray, c8: np.ndarray, i: int) -> tuple[float, int]:
+    """As :func:`_row_best` for an int8 row (the caller applies the row's scale)."""
+    best = _NEG
+    which = -1
+    for m in range(q.shape[0]):
+        s = np.float32(0.0)
+        for j in range(c8.shape[1]):
+            s += np.float32(c8[i, j]) * q[m, j]
+        if s > best:
+            best, which = s, m
+    return best, which
 
 
 @njit(parallel=True, fastmath=True, cache=True)
 def score_pool(q: np.ndarray, c: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
     """best[i] = max_m q[m]·c[i], which[i] = argmax (lowest m); excluded rows get -inf / -1."""
-    n = c.shape[0]
-    single = q.shape[0] == 1
-    for i in prange(n):
+    for i in prange(c.shape[0]):
         if exclude.shape[0] and exclude[i]:
             best[i] = _NEG
             which[i] = -1
-            continue
-        if single:
-            b, w = _row_best1(q, c, i)
         else:
-            b, w = _row_best(q, c, i)
-        best[i] = b
-        which[i] = w
+            best[i], which[i] = _row_best(q, c, i)
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def score_pool_i8(q: np.ndarray, c8: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
+    """As :func:`score_pool` over an int8 corpus: score = scale[i] * sum_j c8[i, j] * q[m, j]."""
+    for i in prange(c8.shape[0]):
+        if exclude.shape[0] and exclude[i]:
+            best[i] = _NEG
+            which[i] = -1
+        else:
+            b, w = _row_best_i8(q, c8, i)
+            best[i] = b * scale[i]
+            which[i] = w
+
+
+@njit(cache=True, inline="always")
+def _worst(ts: np.ndarray, ti: np.ndarray) -> int:
+    """Slot of the smallest kept score; on ties the later row (rows arrive in order, so it loses)."""
+    worst = 0
+    for t in range(1, ts.shape[0]):
+        if ts[t] < ts[worst] or (ts[t] == ts[worst] and ti[t] > ti[worst]):
+            worst = t
+    return worst
+
+
+@njit(cache=True, inline="always")
+def _push(ts: np.ndarray, ti: np.ndarray, tw: np.ndarray, filled: int, worst: int, b: float, i: int, w: int) -> tuple[int, int]:
+    """Offer row ``i`` (score ``b``, query ``w``) to a block's top-k; returns the new (filled, worst)."""
+    k = ts.shape[0]
+    if filled < k:
+        ts[filled] = b
+        ti[filled] = i
+        tw[filled] = w
+        filled += 1
+        if filled == k:
+            worst = _worst(ts, ti)
+    elif b > ts[worst]:
+        ts[worst] = b
+        ti[worst] = i
+        tw[worst] = w
+        worst = _worst(ts, ti)
+    return filled, worst
 
 
 @njit(parallel=True, fastmath=True, cache=True)
 def score_pool_topk(q: np.ndarray, c: np.ndarray, exclude: np.ndarray, k: int, blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-block top-k of the pooled scores in one pass over ``c``; the caller merges the blocks."""
     n = c.shape[0]
-    single = q.shape[0] == 1
     out_s = np.full((blocks, k), _NEG, dtype=np.float32)
     out_i = np.full((blocks, k), -1, dtype=np.int64)
     out_w = np.full((blocks, k), -1, dtype=np.int32)
     step = (n + blocks - 1) // blocks
     for blk in prange(blocks):
-        lo = blk * step
-        hi = min(n, lo + step)
-        ts = out_s[blk]
-        ti = out_i[blk]
-        tw = out_w[blk]
-        filled = 0
-        worst = 0  # slot of the smallest kept score (latest index on ties, since rows come in order)
-        for i in range(lo, hi):
-            if exclude.shape[0] and exclude[i]:
-                continue
-            if single:
-                b, w = _row_best1(q, c, i)
-            else:
+        filled, worst = 0, 0
+        for i in range(blk * step, min(n, (blk + 1) * step)):
+            if not (exclude.shape[0] and exclude[i]):
                 b, w = _row_best(q, c, i)
-            if filled < k:
-                ts[filled] = b
-                ti[filled] = i
-                tw[filled] = w
-                filled += 1
-                if filled == k:
-                    worst = 0
-                    for t in range(1, k):
-                        if ts[t] < ts[worst] or (ts[t] == ts[worst] and ti[t] > ti[worst]):
-                            worst = t
-            elif b > ts[worst]:
-                ts[worst] = b
-                ti[worst] = i
-                tw[worst] = w
-                worst = 0
-                for t in range(1, k):
-                    if ts[t] < ts[worst] or (ts[t] == ts[worst] and ti[t] > ti[worst]):
-                        worst = t
+                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b, i, w)
     return out_s, out_i, out_w
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def score_pool_i8(q: np.ndarray, c8: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
-    """As :func:`score_pool` over an int8 corpus: dot = scale[i] * sum(c8[i, j] * q[m, j])."""
-    n, d = c8.shape
-    for i in prange(n):
-        if exclude.shape[0] and exclude[i]:
-            best[i] = _NEG
-            which[i] = -1
-            continue
-        b = _NEG
-        w = -1
-        for m in range(0, q.shape[0], 4):
-            s0 = np.float32(0.0)
-            s1 = np.float32(0.0)
-            s2 = np.float32(0.0)
-            s3 = np.float32(0.0)
-            for j in range(d):
-                x = np.float32(c8[i, j])
-                s0 += x * q[m, j]
-                s1 += x * q[m + 1, j]
-                s2 += x * q[m + 2, j]
-                s3 += x * q[m + 3, j]
-            if s0 > b:
-                b, w = s0, m
-            if s1 > b:
-                b, w = s1, m + 1
-            if s2 > b:
-                b, w = s2, m + 2
-            if s3 > b:
-                b, w = s3, m + 3
-        best[i] = b * scale[i]
-        which[i] = w
+def score_pool_topk_i8(
+    q: np.ndarray, c8: np.ndarray, scale: np.ndarray, exclude: np.ndarray, k: int, blocks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`score_pool_topk` over an int8 corpus with per-row scales."""
+    n = c8.shape[0]
+    out_s = np.full((blocks, k), _NEG, dtype=np.float32)
+    out_i = np.full((blocks, k), -1, dtype=np.int64)
+    out_w = np.full((blocks, k), -1, dtype=np.int32)
+    step = (n + blocks - 1) // blocks
+    for blk in prange(blocks):
+        filled, worst = 0, 0
+        for i in range(blk * step, min(n, (blk + 1) * step)):
+            if not (exclude.shape[0] and exclude[i]):
+                b, w = _row_best_i8(q, c8, i)
+                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i], i, w)
+    return out_s, out_i, out_w
 
 
 @njit(cache=True)

@@ -33,9 +33,11 @@ __all__ = [
     "bm25_scores",
 ]
 
-#: Multiply-adds (rows x queries x dim) from which Numba is used; below it numpy/BLAS is as fast and
-#: needs no Numba import (~0.3 s) or JIT cache load. Set from ``benchmarks/kernels_table.py``.
-NUMBA_MIN_WORK = 2_000_000
+#: Multiply-adds (rows x queries x dim) from which Numba is used. From ``benchmarks/kernels_table.py``:
+#: numpy's gemv is faster for one query up to ~10k rows (10k: 0.39 vs 0.52 ms) and every small case
+#: costs well under 0.2 ms either way, while Numba's import and cache load cost ~0.3-0.4 s once; from
+#: 10k rows x 2 queries the fused kernel is 2x faster (0.67 vs 1.43 ms) and at 100k 1.4-4x.
+NUMBA_MIN_WORK = 4_000_000
 
 #: Rows from which :func:`group_max` uses its Numba loop (numpy's lexsort is fine below).
 GROUP_NUMBA_ROWS = 50_000
@@ -106,14 +108,6 @@ def _mask(exclude: object, n: int) -> np.ndarray:
     return m
 
 
-def _pad4(q: np.ndarray) -> np.ndarray:
-    """Repeat the last query row up to a multiple of 4 (duplicates never win: strict > on ties)."""
-    m = q.shape[0]
-    if m <= 1 or m % 4 == 0:
-        return q
-    return np.ascontiguousarray(np.vstack([q, np.repeat(q[-1:], 4 - m % 4, axis=0)]))
-
-
 def _prepare(queries: object, corpus: object) -> tuple[np.ndarray, np.ndarray]:
     c = as_vectors(corpus, "corpus")
     q = as_vectors(queries, "queries", c.shape[1])
@@ -141,7 +135,7 @@ def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tu
     if m == 0 or n == 0:
         return best, which
     if use_numba(n, m, c.shape[1]):
-        _kernels().score_pool(_pad4(q), c, mask, best, which)
+        _kernels().score_pool(q, c, mask, best, which)
         return best, which
     s = c @ q.T  # [N, M]
     best = s.max(axis=1).astype(np.float32, copy=False)
@@ -188,19 +182,26 @@ def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object 
     if m == 0 or n == 0 or k == 0:
         return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
     if use_numba(n, m, c.shape[1]):
-        jit = _kernels()
-        import numba
-
-        blocks = max(1, min(n // max(k, 1), 8 * numba.get_num_threads()))
-        bs, bi, bw = jit.score_pool_topk(_pad4(q), c, mask, int(k), int(blocks))
-        bs, bi, bw = bs.ravel(), bi.ravel(), bw.ravel()
-        keep = bi >= 0
-        bs, bi, bw = bs[keep], bi[keep], bw[keep]
-        order = np.lexsort((bi, -bs))[:k]
-        return Hits(bi[order], bs[order], bw[order])
+        return _merge_blocks(_kernels().score_pool_topk(q, c, mask, int(k), _blocks(n, k)), k)
     best, which = score_pool(q, c, exclude=mask if mask.shape[0] else None)
     idx = top_k(best, k)
     return Hits(idx, best[idx], which[idx])
+
+
+def _blocks(n: int, k: int) -> int:
+    """Row blocks for the fused top-k: several per Numba thread, each holding at least k rows."""
+    import numba
+
+    return int(max(1, min(n // max(k, 1), 8 * numba.get_num_threads())))
+
+
+def _merge_blocks(blocks: tuple[np.ndarray, np.ndarray, np.ndarray], k: int) -> Hits:
+    """Merge per-block top-k lists into one, ordered by score then row (exact, as a full sort would)."""
+    bs, bi, bw = (b.ravel() for b in blocks)
+    keep = bi >= 0
+    bs, bi, bw = bs[keep], bi[keep], bw[keep]
+    order = np.lexsort((bi, -bs))[:k]
+    return Hits(bi[order], bs[order], bw[order])
 
 
 def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
@@ -264,8 +265,20 @@ class Int8Corpus:
         best = np.full(n, -np.inf, dtype=np.float32)
         which = np.full(n, -1, dtype=np.int32)
         if q.shape[0] and n:
-            _kernels().score_pool_i8(_pad4(q) if q.shape[0] > 1 else np.repeat(q, 4, axis=0), self.q8, self.scale, mask, best, which)
+            _kernels().score_pool_i8(q, self.q8, self.scale, mask, best, which)
         return best, which
+
+    def score_pool_topk(self, queries: object, k: int, *, exclude: object = None) -> Hits:
+        """As :func:`score_pool_topk` (one fused pass), against the int8 rows."""
+        n, d = self.q8.shape
+        q = as_vectors(queries, "queries", d)
+        check_finite(q, "queries")
+        mask = _mask(exclude, n)
+        if k < 0:
+            raise InputError(f"k must be >= 0, got {k}")
+        if q.shape[0] == 0 or n == 0 or k == 0:
+            return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
+        return _merge_blocks(_kernels().score_pool_topk_i8(q, self.q8, self.scale, mask, int(k), _blocks(n, k)), k)
 
 
 @dataclass(frozen=True)

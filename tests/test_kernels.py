@@ -134,8 +134,17 @@ def test_int8_and_f16_corpora_stay_close() -> None:
         assert np.abs(approx - exact).max() < tol
         recall = len(set(K.top_k(approx, 20).tolist()) & set(K.top_k(exact, 20).tolist())) / 20
         assert recall >= 0.95
+    c8 = K.Int8Corpus.from_vectors(c)
+    approx, which = c8.score_pool(q)
+    for k in (1, 20, 6000):
+        hits = c8.score_pool_topk(q, k)
+        want = K.top_k(approx, k)
+        assert hits.idx.tolist() == want.tolist()
+        np.testing.assert_array_equal(hits.scores, approx[want])
+        np.testing.assert_array_equal(hits.which, which[want])
     excl = np.zeros(5000, dtype=bool)
     excl[:10] = True
+    assert not set(c8.score_pool_topk(q, 50, exclude=excl).idx.tolist()) & set(range(10))
     b8, w8 = K.Int8Corpus.from_vectors(c).score_pool(q, exclude=excl)
     assert np.isneginf(b8[:10]).all() and (w8[:10] == -1).all()
     b1, _ = K.Int8Corpus.from_vectors(c).score_pool(q[:1])
