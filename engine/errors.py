@@ -15,6 +15,8 @@ __all__ = [
     "ModelFilesNotFoundError",
     "ModelCacheError",
     "InputError",
+    "IndexFileError",
+    "MissingExtraError",
 ]
 
 
@@ -40,3 +42,11 @@ class ModelCacheError(ModelError):
 
 class InputError(ContextSieveError, ValueError):
     """Input of the wrong type or shape was passed to a public function."""
+
+
+class IndexFileError(ContextSieveError):
+    """A saved index file is missing, truncated, tampered with, or of another format version."""
+
+
+class MissingExtraError(ContextSieveError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it."""

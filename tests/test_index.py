@@ -1,0 +1,153 @@
+"""ChunkIndex: exact search against the kernel oracle, scopes, deletion, persistence, HNSW recall."""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from contextsieve.errors import IndexFileError, InputError, MissingExtraError
+from contextsieve.index import ChunkIndex, IndexConfig, Scope
+
+
+def unit(rng: np.random.Generator, n: int, d: int = 384) -> np.ndarray:
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def oracle(vec: np.ndarray, keep: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    s = (vec.astype(np.float64) @ q.T.astype(np.float64)).max(axis=1)
+    rows = [i for i in range(len(vec)) if keep[i]]
+    return sorted(rows, key=lambda i: (-s[i], i))[:k]
+
+
+def test_exact_search_with_scopes_and_deletions() -> None:
+    rng = np.random.default_rng(0)
+    idx = ChunkIndex(384, IndexConfig(backend="exact"))
+    v = unit(rng, 600)
+    scopes = [list(Scope)[i % 3] for i in range(600)]
+    rows = idx.add(v, np.arange(600) // 4, scopes)
+    assert rows.tolist() == list(range(600)) and len(idx) == 600
+    idx.remove([3, 10, 11])
+    q = v[[3, 50]] + 0.01
+    hits = idx.search(q, 20, scopes=["rules", Scope.TOOLS])
+    keep = np.array([s in (Scope.RULES, Scope.TOOLS) for s in scopes]) & ~np.isin(np.arange(600), [3, 10, 11])
+    assert hits.idx.tolist() == oracle(v, keep, q, 20)
+    assert 3 not in hits.idx.tolist() and len(idx) == 597
+    assert idx.items()[hits.idx[0]] == hits.idx[0] // 4
+
+
+def test_add_grows_and_search_sees_new_rows() -> None:
+    rng = np.random.default_rng(1)
+    idx = ChunkIndex(16)
+    for start in range(0, 300, 37):
+        idx.add(unit(rng, 37, 16), np.full(37, start), "references")
+    assert len(idx) == 37 * 9
+    target = idx.vectors()[200]
+    assert idx.search(target[None], 1).idx.tolist() == [200]
+
+
+def test_bad_input_changes_nothing() -> None:
+    idx = ChunkIndex(8)
+    idx.add(np.eye(8, dtype=np.float32), range(8), "rules")
+    bad = np.eye(8, dtype=np.float32)[:2].copy()
+    bad[1, 2] = np.inf
+    with pytest.raises(InputError, match="NaN or inf"):
+        idx.add(bad, [1, 2], "rules")
+    with pytest.raises(InputError, match="item ids"):
+        idx.add(np.eye(8, dtype=np.float32), range(3), "rules")
+    with pytest.raises(ValueError):
+        idx.add(np.eye(8, dtype=np.float32), range(8), "nonsense")
+    with pytest.raises(InputError, match="width"):
+        idx.search(np.ones((1, 9), np.float32), 3)
+    assert len(idx) == 8
+    assert idx.search(np.zeros((0, 8), np.float32), 5).idx.size == 0
+
+
+def test_save_load_round_trip_and_corruption(tmp_path) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(2)
+    idx = ChunkIndex(32)
+    idx.add(unit(rng, 100, 32), range(100), "tools")
+    idx.remove([5])
+    p = tmp_path / "i.csidx"
+    idx.save(p)
+    back = ChunkIndex.load(p)
+    q = unit(rng, 3, 32)
+    a, b = idx.search(q, 10), back.search(q, 10)
+    assert a.idx.tolist() == b.idx.tolist() and len(back) == 99
+    data = bytearray(p.read_bytes())
+    data[-100] ^= 1
+    p.write_bytes(bytes(data))
+    with pytest.raises(IndexFileError, match="sha256"):
+        ChunkIndex.load(p)
+    p.write_bytes(b"garbage")
+    with pytest.raises(IndexFileError, match="not a contextsieve index"):
+        ChunkIndex.load(p)
+    with pytest.raises(IndexFileError, match="no index file"):
+        ChunkIndex.load(tmp_path / "missing")
+
+
+def test_missing_hnswlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = builtins.__import__
+
+    def fake(name: str, *a: object, **kw: object) -> object:
+        if name == "hnswlib":
+            raise ImportError("no hnswlib")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(MissingExtraError, match=r"contextsieve\[hnsw\]"):
+        ChunkIndex(8, IndexConfig(backend="hnsw"))
+    idx = ChunkIndex(8, IndexConfig(hnsw_min_rows=4))
+    with pytest.warns(UserWarning, match="hnswlib is missing"):
+        idx.add(np.eye(8, dtype=np.float32), range(8), "rules")
+    assert idx.backend == "exact"
+
+
+@pytest.fixture(scope="module")
+def real_vectors(int8) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """MiniLM embeddings of 3,000 generated support/dev sentences and 100 queries like them."""
+    rnd = random.Random(7)
+    subjects = ["the billing page", "a failed deploy", "the login form", "our API client", "the nightly backup", "a refund request",
+                "the search index", "an expired token", "the mobile app", "a slow database query", "the CSV export", "two-factor setup"]
+    verbs = ["breaks when", "times out after", "needs review because", "was fixed once", "should log why", "is blocked until",
+             "retries silently if", "crashes only when", "gets slower as", "returns 500 if"]
+    tails = ["the user changes region", "the cache is cold", "a webhook fires twice", "the disk fills up", "the locale is German",
+             "the session expires", "the payload exceeds 1 MB", "two admins edit at once", "the VPN drops", "the clock skews"]
+    leads = ["Bug:", "Note:", "Customer says"]
+    sents = [f"{lead} {s} {v} {t}" for lead, s, v, t in itertools.product(leads, subjects, verbs, tails)]
+    rnd.shuffle(sents)
+    assert len(sents) == 3600
+    corpus, queries = sents[:3000], [f"why {s}?" for s in sents[3000:3100]]
+    return int8.embed(corpus), int8.embed(queries)
+
+
+def test_hnsw_recall_against_exact_on_real_embeddings(real_vectors, tmp_path) -> None:  # noqa: ANN001
+    corpus, queries = real_vectors
+    exact = ChunkIndex(384, IndexConfig(backend="exact"))
+    exact.add(corpus, range(len(corpus)), "references")
+    hnsw = ChunkIndex(384, IndexConfig(backend="hnsw"))
+    hnsw.add(corpus, range(len(corpus)), "references")
+    assert hnsw.backend == "hnsw"
+    recall = np.mean([len(set(hnsw.search(q[None], 10).idx.tolist()) & set(exact.search(q[None], 10).idx.tolist())) / 10 for q in queries])
+    assert recall >= 0.95, recall
+    hnsw.remove([int(hnsw.search(queries[:1], 1).idx[0])])
+    p = tmp_path / "h.csidx"
+    hnsw.save(p)
+    back = ChunkIndex.load(p)
+    assert back.backend == "hnsw"
+    for q in queries[:20]:
+        assert back.search(q[None], 10).idx.tolist() == hnsw.search(q[None], 10).idx.tolist()
+
+
+def test_auto_switches_to_hnsw_above_threshold(real_vectors) -> None:  # noqa: ANN001
+    corpus, _ = real_vectors
+    idx = ChunkIndex(384, IndexConfig(hnsw_min_rows=2000))
+    idx.add(corpus[:1500], range(1500), "tools")
+    assert idx.backend == "exact"
+    idx.add(corpus[1500:], range(1500, len(corpus)), "tools")
+    assert idx.backend == "hnsw"
+    assert idx.search(corpus[2500:2501], 1).idx.tolist() == [2500]
