@@ -47,6 +47,7 @@ class Scope(str, Enum):
 
 
 _SCOPES = list(Scope)
+_ALL = tuple(range(len(_SCOPES)))
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class ChunkIndex:
         self._masks: dict[tuple[int, ...], np.ndarray] = {}
         self._hnsw: dict[int, object] = {}  # scope code -> hnswlib.Index
         self._ef = self.config.ef_search
+        self._hnsw_failed_at = 0  # live rows when HNSW last missed the recall guard (retry at 2x)
         if self.config.backend == "hnsw":
             _import_hnswlib()
 
@@ -212,7 +214,7 @@ class ChunkIndex:
             :class:`~contextsieve.kernels.scoring.Hits`: row ids best first (ties: lower row), scores,
             and which query row gave each score.
         """
-        codes = tuple(sorted({_SCOPES.index(Scope(s)) for s in scopes})) if scopes is not None else tuple(range(len(_SCOPES)))
+        codes = tuple(sorted({_SCOPES.index(Scope(s)) for s in scopes})) if scopes is not None else _ALL
         q = as_vectors(queries, "queries", self.dim)
         if self._hnsw and not exact:
             return self._hnsw_search(q, k, codes)
@@ -225,6 +227,8 @@ class ChunkIndex:
         if self._hnsw or cfg.backend == "exact":
             return
         if cfg.backend == "auto" and len(self) < cfg.hnsw_min_rows:
+            return
+        if self._hnsw_failed_at and len(self) < 2 * self._hnsw_failed_at:
             return
         if cfg.backend == "auto":
             try:
@@ -254,6 +258,7 @@ class ChunkIndex:
             self._hnsw[code] = index
         if not self._passes_recall_guard():
             self._hnsw = {}
+            self._hnsw_failed_at = len(self)
             warnings.warn(f"HNSW missed recall@10 >= {self.config.recall_guard} even at ef=512; exact search is kept", stacklevel=2)
 
     def _hnsw_add(self, rows: np.ndarray) -> None:
@@ -271,30 +276,37 @@ class ChunkIndex:
             index.add_items(self._vec[sel], sel)
 
     def _hnsw_search(self, q: np.ndarray, k: int, codes: tuple[int, ...]) -> Hits:
+        """k-NN per query row in each scope's graph, then max-pool per row and merge (vectorised)."""
+        empty = Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
         if q.shape[0] == 0 or k <= 0:
-            return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
-        best: dict[int, tuple[float, int]] = {}
+            return empty
+        parts = []
         for code in codes:
             index = self._hnsw.get(code)
-            if index is None:
+            if index is None or index.element_count == 0:
                 continue
             kk = min(k, index.element_count)
-            if kk <= 0:
-                continue
-            index.set_ef(max(self._ef, kk))
+            ef = max(self._ef, kk)
+            if index.ef != ef:
+                index.set_ef(ef)
             try:
                 labels, dist = index.knn_query(q, k=kk, num_threads=1)
             except RuntimeError:  # fewer live elements than kk
                 labels, dist = _knn_fallback(index, q, kk)
-            for m in range(q.shape[0]):
-                for row, d in zip(labels[m].tolist(), dist[m].tolist()):
-                    s = 1.0 - d  # hnswlib "ip" distance = 1 - dot
-                    old = best.get(row)
-                    if old is None or s > old[0]:
-                        best[row] = (s, m)
-        rows = np.fromiter(best.keys(), dtype=np.int64, count=len(best))
-        scores = np.fromiter((v[0] for v in best.values()), dtype=np.float32, count=len(best))
-        which = np.fromiter((v[1] for v in best.values()), dtype=np.int32, count=len(best))
+            parts.append((labels.astype(np.int64).ravel(), (1.0 - dist).astype(np.float32).ravel(), np.repeat(np.arange(q.shape[0], dtype=np.int32), labels.shape[1])))
+        if not parts:
+            return empty
+        if len(parts) == 1 and q.shape[0] == 1:  # one graph, one query: hnswlib's order is by distance
+            rows, scores, which = parts[0]
+            order = np.lexsort((rows, -scores))[:k]
+            return Hits(rows[order], scores[order], which[order])
+        rows, scores, which = (np.concatenate(x) for x in zip(*parts))  # hnswlib "ip" distance = 1 - dot
+        if q.shape[0] > 1:  # max-pool: keep each row once, with its best score (lower query on ties)
+            order = np.lexsort((which, -scores, rows))
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = rows[order[1:]] != rows[order[:-1]]
+            keep = order[first]
+            rows, scores, which = rows[keep], scores[keep], which[keep]
         order = np.lexsort((rows, -scores))[:k]
         return Hits(rows[order], scores[order], which[order])
 

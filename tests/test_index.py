@@ -151,3 +151,19 @@ def test_auto_switches_to_hnsw_above_threshold(real_vectors) -> None:  # noqa: A
     idx.add(corpus[1500:], range(1500, len(corpus)), "tools")
     assert idx.backend == "hnsw"
     assert idx.search(corpus[2500:2501], 1).idx.tolist() == [2500]
+
+
+def test_failed_recall_guard_keeps_exact_and_does_not_rebuild_every_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    idx = ChunkIndex(16, IndexConfig(hnsw_min_rows=50))
+    calls = []
+    monkeypatch.setattr(ChunkIndex, "_passes_recall_guard", lambda self: calls.append(len(self)) or False)
+    with pytest.warns(UserWarning, match="recall"):
+        idx.add(unit(rng, 60, 16), range(60), "rules")
+    assert idx.backend == "exact" and calls == [60]
+    idx.add(unit(rng, 30, 16), range(30), "rules")  # 90 < 2 x 60: no new attempt
+    assert calls == [60]
+    with pytest.warns(UserWarning, match="recall"):
+        idx.add(unit(rng, 40, 16), range(40), "rules")  # 130 >= 120: one more attempt
+    assert calls == [60, 130]
+    assert idx.search(idx.vectors()[100:101], 1).idx.tolist() == [100]
