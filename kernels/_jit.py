@@ -18,53 +18,30 @@ _NEG = -np.inf
 
 @njit(fastmath=True, cache=True, inline="always")
 def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
-    """max over query rows m of q[m] · c[i], and the first m reaching it."""
+    """max over query rows m of q[m] · c[i] and the first m reaching it (``c`` float32 or int8)."""
     best = _NEG
     which = -1
     for m in range(q.shape[0]):
         s = np.float32(0.0)
         for j in range(c.shape[1]):
-            s += c[i, j] * q[m, j]
-        if s > best:
-            best, which = s, m
-    return best, which
-
-
-@njit(fastmath=True, cache=True, inline="always")
-def _row_best_i8(q: np.ndarray, c8: np.ndarray, i: int) -> tuple[float, int]:
-    """As :func:`_row_best` for an int8 row (the caller applies the row's scale)."""
-    best = _NEG
-    which = -1
-    for m in range(q.shape[0]):
-        s = np.float32(0.0)
-        for j in range(c8.shape[1]):
-            s += np.float32(c8[i, j]) * q[m, j]
+            s += np.float32(c[i, j]) * q[m, j]
         if s > best:
             best, which = s, m
     return best, which
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def score_pool(q: np.ndarray, c: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
-    """best[i] = max_m q[m]·c[i], which[i] = argmax (lowest m); excluded rows get -inf / -1."""
+def score_pool(q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
+    """best[i] = scale[i] * max_m q[m]·c[i] (scale empty = 1), which[i] = argmax (lowest m);
+    excluded rows get -inf / -1. ``c`` is float32, or int8 with per-row ``scale``."""
+    scaled = scale.shape[0] > 0
     for i in prange(c.shape[0]):
         if exclude.shape[0] and exclude[i]:
             best[i] = _NEG
             which[i] = -1
         else:
-            best[i], which[i] = _row_best(q, c, i)
-
-
-@njit(parallel=True, fastmath=True, cache=True)
-def score_pool_i8(q: np.ndarray, c8: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
-    """As :func:`score_pool` over an int8 corpus: score = scale[i] * sum_j c8[i, j] * q[m, j]."""
-    for i in prange(c8.shape[0]):
-        if exclude.shape[0] and exclude[i]:
-            best[i] = _NEG
-            which[i] = -1
-        else:
-            b, w = _row_best_i8(q, c8, i)
-            best[i] = b * scale[i]
+            b, w = _row_best(q, c, i)
+            best[i] = b * scale[i] if scaled else b
             which[i] = w
 
 
@@ -98,9 +75,13 @@ def _push(ts: np.ndarray, ti: np.ndarray, tw: np.ndarray, filled: int, worst: in
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def score_pool_topk(q: np.ndarray, c: np.ndarray, exclude: np.ndarray, k: int, blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-block top-k of the pooled scores in one pass over ``c``; the caller merges the blocks."""
+def score_pool_topk(
+    q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, k: int, blocks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-block top-k of the pooled (and scaled, as in :func:`score_pool`) scores in one pass over
+    ``c``; the caller merges the blocks."""
     n = c.shape[0]
+    scaled = scale.shape[0] > 0
     out_s = np.full((blocks, k), _NEG, dtype=np.float32)
     out_i = np.full((blocks, k), -1, dtype=np.int64)
     out_w = np.full((blocks, k), -1, dtype=np.int32)
@@ -110,26 +91,7 @@ def score_pool_topk(q: np.ndarray, c: np.ndarray, exclude: np.ndarray, k: int, b
         for i in range(blk * step, min(n, (blk + 1) * step)):
             if not (exclude.shape[0] and exclude[i]):
                 b, w = _row_best(q, c, i)
-                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b, i, w)
-    return out_s, out_i, out_w
-
-
-@njit(parallel=True, fastmath=True, cache=True)
-def score_pool_topk_i8(
-    q: np.ndarray, c8: np.ndarray, scale: np.ndarray, exclude: np.ndarray, k: int, blocks: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """As :func:`score_pool_topk` over an int8 corpus with per-row scales."""
-    n = c8.shape[0]
-    out_s = np.full((blocks, k), _NEG, dtype=np.float32)
-    out_i = np.full((blocks, k), -1, dtype=np.int64)
-    out_w = np.full((blocks, k), -1, dtype=np.int32)
-    step = (n + blocks - 1) // blocks
-    for blk in prange(blocks):
-        filled, worst = 0, 0
-        for i in range(blk * step, min(n, (blk + 1) * step)):
-            if not (exclude.shape[0] and exclude[i]):
-                b, w = _row_best_i8(q, c8, i)
-                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i], i, w)
+                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i] if scaled else b, i, w)
     return out_s, out_i, out_w
 
 

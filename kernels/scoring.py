@@ -108,11 +108,25 @@ def _mask(exclude: object, n: int) -> np.ndarray:
     return m
 
 
+_NO_SCALE = np.zeros(0, dtype=np.float32)
+
+
 def _prepare(queries: object, corpus: object) -> tuple[np.ndarray, np.ndarray]:
     c = as_vectors(corpus, "corpus")
     q = as_vectors(queries, "queries", c.shape[1])
     check_finite(q, "queries")
     return q, c
+
+
+def _pool_setup(queries: object, n: int, d: int, exclude: object) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validated queries, the exclusion mask, and ``best`` / ``which`` filled with -inf / -1."""
+    q = as_vectors(queries, "queries", d)
+    check_finite(q, "queries")
+    return q, _mask(exclude, n), np.full(n, -np.inf, dtype=np.float32), np.full(n, -1, dtype=np.int32)
+
+
+def _no_hits() -> Hits:
+    return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
 
 
 def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tuple[np.ndarray, np.ndarray]:
@@ -127,15 +141,14 @@ def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tu
         ``(best float32 [N], which int32 [N])``: ``best[i] = max_m queries[m] · corpus[i]`` and the lowest
         ``m`` reaching it; ``-inf`` / ``-1`` for excluded rows and when M = 0.
     """
-    q, c = _prepare(queries, corpus)
-    n, m = c.shape[0], q.shape[0]
-    mask = _mask(exclude, n)
-    best = np.full(n, -np.inf, dtype=np.float32)
-    which = np.full(n, -1, dtype=np.int32)
+    c = as_vectors(corpus, "corpus")
+    n = c.shape[0]
+    q, mask, best, which = _pool_setup(queries, n, c.shape[1], exclude)
+    m = q.shape[0]
     if m == 0 or n == 0:
         return best, which
     if use_numba(n, m, c.shape[1]):
-        _kernels().score_pool(q, c, mask, best, which)
+        _kernels().score_pool(q, c, _NO_SCALE, mask, best, which)
         return best, which
     s = c @ q.T  # [N, M]
     best = s.max(axis=1).astype(np.float32, copy=False)
@@ -180,9 +193,9 @@ def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object 
     if k < 0:
         raise InputError(f"k must be >= 0, got {k}")
     if m == 0 or n == 0 or k == 0:
-        return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
+        return _no_hits()
     if use_numba(n, m, c.shape[1]):
-        return _merge_blocks(_kernels().score_pool_topk(q, c, mask, int(k), _blocks(n, k)), k)
+        return _merge_blocks(_kernels().score_pool_topk(q, c, _NO_SCALE, mask, int(k), _blocks(n, k)), k)
     best, which = score_pool(q, c, exclude=mask if mask.shape[0] else None)
     idx = top_k(best, k)
     return Hits(idx, best[idx], which[idx])
@@ -259,26 +272,20 @@ class Int8Corpus:
     def score_pool(self, queries: object, *, exclude: object = None) -> tuple[np.ndarray, np.ndarray]:
         """As :func:`score_pool`, against the int8 rows."""
         n, d = self.q8.shape
-        q = as_vectors(queries, "queries", d)
-        check_finite(q, "queries")
-        mask = _mask(exclude, n)
-        best = np.full(n, -np.inf, dtype=np.float32)
-        which = np.full(n, -1, dtype=np.int32)
+        q, mask, best, which = _pool_setup(queries, n, d, exclude)
         if q.shape[0] and n:
-            _kernels().score_pool_i8(q, self.q8, self.scale, mask, best, which)
+            _kernels().score_pool(q, self.q8, self.scale, mask, best, which)
         return best, which
 
     def score_pool_topk(self, queries: object, k: int, *, exclude: object = None) -> Hits:
         """As :func:`score_pool_topk` (one fused pass), against the int8 rows."""
         n, d = self.q8.shape
-        q = as_vectors(queries, "queries", d)
-        check_finite(q, "queries")
-        mask = _mask(exclude, n)
+        q, mask, _, _ = _pool_setup(queries, n, d, exclude)
         if k < 0:
             raise InputError(f"k must be >= 0, got {k}")
         if q.shape[0] == 0 or n == 0 or k == 0:
-            return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
-        return _merge_blocks(_kernels().score_pool_topk_i8(q, self.q8, self.scale, mask, int(k), _blocks(n, k)), k)
+            return _no_hits()
+        return _merge_blocks(_kernels().score_pool_topk(q, self.q8, self.scale, mask, int(k), _blocks(n, k)), k)
 
 
 @dataclass(frozen=True)
@@ -300,11 +307,7 @@ class F16Corpus:
         memory saving is kept, the bandwidth saving is not.
         """
         n, d = self.c16.shape
-        q = as_vectors(queries, "queries", d)
-        check_finite(q, "queries")
-        mask = _mask(exclude, n)
-        best = np.full(n, -np.inf, dtype=np.float32)
-        which = np.full(n, -1, dtype=np.int32)
+        q, mask, best, which = _pool_setup(queries, n, d, exclude)
         if q.shape[0] and n:
             for lo in range(0, n, block):
                 s = self.c16[lo : lo + block].astype(np.float32) @ q.T
