@@ -1,0 +1,167 @@
+"""The agent: its rules, references, MCP servers and tools, system prompt and default settings.
+
+The agent is the source of truth; sessions copy its settings and may override them for themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
+
+__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError"]
+
+
+class UnknownItemError(ContextSieveError, KeyError):
+    """An item key names no item of the agent."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Settings an agent gives its sessions (names and defaults as in the reference system).
+
+    Attributes:
+        context_top_k: chunks kept from the semantic search before grouping by item (1-100, default 20).
+        context_top_n: items to aim for from semantic search (1-50, default 5).
+        context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
+        max_chat_turns: default 20. max_output_tokens: default 1000.
+        temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
+        tool_permission: ``"always"``, ``"never"`` or ``"tool"`` (ask per tool; default).
+        model: ``"provider:modelId"`` or ``None``.
+    """
+
+    context_top_k: int = 20
+    context_top_n: int = 5
+    context_include_score: float = 0.7
+    max_chat_turns: int = 20
+    max_output_tokens: int = 1000
+    temperature: float = 0.5
+    top_p: float = 0.5
+    tool_permission: str = "tool"
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("context_top_k", 1, 100), ("context_top_n", 1, 50), ("context_include_score", 0.0, 1.0),
+            ("temperature", 0.0, 1.0), ("top_p", 0.0, 1.0), ("max_chat_turns", 1, 10**6), ("max_output_tokens", 1, 10**7),
+        ]
+        for name, lo, hi in checks:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise InputError(f"setting {name} must be a number in {lo}..{hi}, got {v!r}")
+            if isinstance(lo, int) and not isinstance(v, int):
+                raise InputError(f"setting {name} must be an int, got {v!r}")
+        if self.tool_permission not in ("always", "never", "tool"):
+            raise InputError(f"setting tool_permission must be always, never or tool, got {self.tool_permission!r}")
+
+    def with_overrides(self, **overrides: Any) -> "AgentSettings":
+        """A copy with some settings replaced (unknown names are an error)."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise InputError(f"unknown settings {sorted(unknown)}; known: {sorted(known)}")
+        return dataclasses.replace(self, **overrides)
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server of the agent and the tool defaults it sets.
+
+    Attributes:
+        name: the server's name in the agent.
+        config: its connection config as in the agent file (type, command/args or url, ...), kept as is.
+        default_include: include mode of its tools that set none (``None``: ``always``).
+        default_permission_required: for its tools that set none (``None``: required).
+    """
+
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+    default_include: IncludeMode | None = None
+    default_permission_required: bool | None = None
+
+
+@dataclass
+class Agent:
+    """An agent's items and settings. Items are kept sorted (priority, then name) for rules/references."""
+
+    name: str = "agent"
+    system_prompt: str = ""
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    rules: list[Rule] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    servers: dict[str, McpServer] = field(default_factory=dict)
+    tools: list[Tool] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    autonomous: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_unique()
+        self.rules.sort(key=lambda r: (r.priority, r.name))
+        self.references.sort(key=lambda r: (r.priority, r.name))
+
+    def _check_unique(self) -> None:
+        seen: set[ItemKey] = set()
+        for item in self.all_items():
+            if item.key in seen:
+                raise InputError(f"duplicate item {item.key}")
+            seen.add(item.key)
+        for tool in self.tools:
+            if tool.server not in self.servers:
+                raise InputError(f"tool {tool.key} names server {tool.server!r}, which the agent does not have")
+
+    def all_items(self) -> Iterable[Item]:
+        """Rules, then references, then tools (each list in its own order)."""
+        yield from self.rules
+        yield from self.references
+        yield from self.tools
+
+    def get(self, key: ItemKey | str) -> Item:
+        """The item with ``key``; :class:`UnknownItemError` if there is none."""
+        key = ItemKey.parse(key) if isinstance(key, str) else key
+        for item in self.all_items():
+            if item.key == key:
+                return item
+        raise UnknownItemError(f"the agent has no {key}")
+
+    def include_mode(self, item: Item) -> IncludeMode:
+        """Effective include mode: a tool's own, else its server's default, else ``always``."""
+        if isinstance(item, Tool):
+            if item.include is not None:
+                return item.include
+            server = self.servers.get(item.server)
+            return server.default_include if server and server.default_include is not None else IncludeMode.ALWAYS
+        return item.include
+
+    def permission_required(self, tool: Tool) -> bool:
+        """Whether calling ``tool`` needs approval: its own setting, else its server's, else True."""
+        if tool.permission_required is not None:
+            return tool.permission_required
+        server = self.servers.get(tool.server)
+        return server.default_permission_required if server and server.default_permission_required is not None else True
+
+    def upsert(self, item: Item) -> None:
+        """Add ``item``, or replace the item with the same key."""
+        lists = {ItemKind.RULE: self.rules, ItemKind.REFERENCE: self.references, ItemKind.TOOL: self.tools}
+        target = lists[item.kind]
+        if isinstance(item, Tool) and item.server not in self.servers:
+            raise InputError(f"tool {item.key} names server {item.server!r}, which the agent does not have")
+        for i, old in enumerate(target):
+            if old.key == item.key:
+                target[i] = item
+                break
+        else:
+            target.append(item)
+        if item.kind is not ItemKind.TOOL:
+            target.sort(key=lambda r: (r.priority, r.name))
+
+    def delete(self, key: ItemKey | str) -> None:
+        """Remove the item with ``key``; :class:`UnknownItemError` if there is none."""
+        item = self.get(key)
+        {ItemKind.RULE: self.rules, ItemKind.REFERENCE: self.references, ItemKind.TOOL: self.tools}[item.kind].remove(item)  # type: ignore[arg-type]

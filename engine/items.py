@@ -1,0 +1,151 @@
+"""Context items: rules, references and MCP tools, and how each is included.
+
+An item is identified by its kind and name (and server, for tools): :class:`ItemKey`. Rules and
+references carry text; tools carry a description and an input schema. Each has an include mode:
+
+- ``always``: put into every new session (a user may remove it from one session);
+- ``manual``: only when the user adds it (UI, ``@rule:name`` / ``@ref:name`` mentions);
+- ``agent``: chosen per request by semantic search, for that request only.
+
+A tool's effective mode is its own setting, else its server's default, else ``always`` (as the
+reference system does).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from contextsieve.errors import InputError
+
+__all__ = ["IncludeMode", "ItemKind", "ItemKey", "Rule", "Reference", "Tool", "Item", "NAME_RE"]
+
+#: Names of rules and references (the reference system enforces the same pattern).
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class IncludeMode(str, Enum):
+    """How an item gets into a request (see the module docstring)."""
+
+    ALWAYS = "always"
+    MANUAL = "manual"
+    AGENT = "agent"
+
+
+class ItemKind(str, Enum):
+    """The three kinds of context item."""
+
+    RULE = "rule"
+    REFERENCE = "reference"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, order=True)
+class ItemKey:
+    """Identity of an item: ``rule:<name>``, ``reference:<name>`` or ``tool:<server>:<name>``."""
+
+    kind: ItemKind
+    name: str
+    server: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.server + ':' if self.kind is ItemKind.TOOL else ''}{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> "ItemKey":
+        """Inverse of ``str(key)``."""
+        parts = text.split(":")
+        try:
+            kind = ItemKind(parts[0])
+        except ValueError:
+            raise InputError(f"not an item key: {text!r} (rule:NAME, reference:NAME or tool:SERVER:NAME)") from None
+        if kind is ItemKind.TOOL and len(parts) == 3:
+            return cls(kind, parts[2], parts[1])
+        if kind is not ItemKind.TOOL and len(parts) == 2:
+            return cls(kind, parts[1])
+        raise InputError(f"not an item key: {text!r} (rule:NAME, reference:NAME or tool:SERVER:NAME)")
+
+
+def _check_common(kind: str, name: str, priority: int) -> None:
+    if not NAME_RE.match(name or ""):
+        raise InputError(f"{kind} name {name!r} must match {NAME_RE.pattern}")
+    if not isinstance(priority, int) or not 0 <= priority <= 999:
+        raise InputError(f"{kind} {name!r}: priorityLevel must be an int in 0..999, got {priority!r}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule: an instruction sent to the model as ``"Rule: " + text``.
+
+    Attributes:
+        name: unique among rules, ``[A-Za-z0-9_-]+``.
+        text: the rule (non-empty).
+        description: one line on what it is for (may be empty).
+        priority: ``priorityLevel`` 0-999 (default 500); sessions list items by priority, then name.
+        include: include mode (default ``manual``, as in the reference system).
+        extra: fields of the agent file this library does not use, kept for round trips.
+    """
+
+    name: str
+    text: str
+    description: str = ""
+    priority: int = 500
+    include: IncludeMode = IncludeMode.MANUAL
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    kind = ItemKind.RULE
+
+    def __post_init__(self) -> None:
+        _check_common(self.kind.value, self.name, self.priority)
+        if not self.text:
+            raise InputError(f"{self.kind.value} {self.name!r}: text must not be empty")
+        object.__setattr__(self, "include", IncludeMode(self.include))
+
+    @property
+    def key(self) -> ItemKey:
+        return ItemKey(self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class Reference(Rule):
+    """A reference document, sent to the model as ``"Reference: " + text``. Same fields as :class:`Rule`."""
+
+    kind = ItemKind.REFERENCE
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An MCP tool of a server.
+
+    Attributes:
+        server: the MCP server's name in the agent.
+        name: the tool's name on that server.
+        description: what the tool does (may be empty).
+        input_schema: its JSON schema.
+        include: the tool's own include mode, or ``None`` to use the server default.
+        permission_required: the tool's own setting, or ``None`` for the server default.
+    """
+
+    server: str
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict, compare=False)
+    include: IncludeMode | None = None
+    permission_required: bool | None = None
+
+    kind = ItemKind.TOOL
+
+    def __post_init__(self) -> None:
+        if not self.server or not self.name:
+            raise InputError(f"a tool needs a server and a name, got {self.server!r} / {self.name!r}")
+        if self.include is not None:
+            object.__setattr__(self, "include", IncludeMode(self.include))
+
+    @property
+    def key(self) -> ItemKey:
+        return ItemKey(ItemKind.TOOL, self.name, self.server)
+
+
+Item = Rule | Reference | Tool
