@@ -1,0 +1,110 @@
+"""The request context: which items a request used, how each got there, and why (scores)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextsieve.items import IncludeMode, ItemKey, ItemKind
+
+__all__ = ["ContextEntry", "RequestContext"]
+
+_MODE_ORDER = {IncludeMode.ALWAYS: 0, IncludeMode.MANUAL: 1, IncludeMode.AGENT: 2}
+_PLURAL = {ItemKind.RULE: "rules", ItemKind.REFERENCE: "references", ItemKind.TOOL: "tools"}
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One item of a request context.
+
+    Attributes:
+        key: the item.
+        mode: how it got in: ``always`` / ``manual`` (from the session) or ``agent`` (semantic search).
+        score: similarity for ``agent`` items (max over query chunks), else ``None``.
+        chunk: index of the item's chunk that gave the score.
+        query_chunk: index of the query chunk that gave the score.
+        priority: the item's priority level (tools: ``None``).
+    """
+
+    key: ItemKey
+    mode: IncludeMode
+    score: float | None = None
+    chunk: int | None = None
+    query_chunk: int | None = None
+    priority: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"key": str(self.key), "mode": self.mode.value}
+        for name in ("score", "chunk", "query_chunk", "priority"):
+            if getattr(self, name) is not None:
+                d[name] = getattr(self, name)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ContextEntry":
+        return cls(ItemKey.parse(d["key"]), IncludeMode(d["mode"]), d.get("score"), d.get("chunk"), d.get("query_chunk"), d.get("priority"))
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """The items of one request, in the order they are sent (session items, then agent items by score).
+
+    Stores item keys, not copies: rebuilding a request later shows later edits of the items as such.
+    """
+
+    entries: tuple[ContextEntry, ...]
+    query: str = ""
+    query_chunks: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def of_kind(self, kind: ItemKind) -> list[ContextEntry]:
+        return [e for e in self.entries if e.key.kind is kind]
+
+    def keys(self) -> list[ItemKey]:
+        return [e.key for e in self.entries]
+
+    def summary(self) -> str:
+        """``"5 rules (3 agent, 2 always), 2 references (1 agent, 1 manual), 3 tools (all manual)"``."""
+        parts = []
+        for kind in ItemKind:
+            entries = self.of_kind(kind)
+            counts = {m: sum(1 for e in entries if e.mode is m) for m in sorted(IncludeMode, key=lambda m: m.value)}
+            used = {m: n for m, n in counts.items() if n}
+            if len(used) == 1:
+                detail = f" (all {next(iter(used)).value})"
+            elif used:
+                detail = " (" + ", ".join(f"{n} {m.value}" for m, n in used.items()) + ")"
+            else:
+                detail = ""
+            parts.append(f"{len(entries)} {_PLURAL[kind] if len(entries) != 1 else kind.value}{detail}")
+        return ", ".join(parts)
+
+    def grouped_text(self) -> str:
+        """The seed's "Context Used" view: Rules / References / Tools, always, manual, then agent items by score."""
+        lines = ["Context Used:"]
+        for kind in ItemKind:
+            entries = sorted(
+                self.of_kind(kind),
+                key=lambda e: (_MODE_ORDER[e.mode], -(e.score or 0.0), e.priority if e.priority is not None else 0, e.key.server, e.key.name),
+            )
+            lines.append(f"{_PLURAL[kind].capitalize()} ({len(entries)}):")
+            for e in entries:
+                name = f"{e.key.server}:{e.key.name}" if kind is ItemKind.TOOL else e.key.name
+                badge = f"Agent - {e.score:.2f}" if e.mode is IncludeMode.AGENT and e.score is not None else e.mode.value.capitalize()
+                prio = f" (priority {e.priority})" if e.priority is not None else ""
+                lines.append(f"  • {name}{prio} [{badge}]")
+            lines.append("")
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "query_chunks": list(self.query_chunks), "settings": self.settings, "items": [e.to_dict() for e in self.entries], "summary": self.summary()}
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RequestContext":
+        return cls(tuple(ContextEntry.from_dict(e) for e in d["items"]), d.get("query", ""), tuple(d.get("query_chunks", ())), dict(d.get("settings", {})))
+
+

@@ -1,0 +1,221 @@
+"""Sessions: their own context items and settings, and the request built for every user message."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contextsieve.agent import Agent, AgentSettings
+from contextsieve.chunking import query_chunks
+from contextsieve.context import ContextEntry, RequestContext
+from contextsieve.errors import InputError
+from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.selection import select_items
+from contextsieve.store import ChunkStore
+
+__all__ = ["Session", "Message", "Request"]
+
+_MENTION = re.compile(r"@(ref|rule):([\w-]+)")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A chat message; assistant replies carry the request context they were produced with."""
+
+    role: str
+    content: str
+    context: RequestContext | None = None
+    created: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content, "created": self.created}
+        if self.context is not None:
+            d["context"] = self.context.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Message":
+        ctx = RequestContext.from_dict(d["context"]) if "context" in d else None
+        return cls(d["role"], d["content"], ctx, d.get("created", 0.0))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to send to an LLM for one user message.
+
+    Attributes:
+        context: the items used and why.
+        message: the user's message with ``@ref:`` / ``@rule:`` mentions removed.
+        messages: system prompt, history, one ``"Reference: ..."`` and one ``"Rule: ..."`` user message per
+            item (references first), then the user message: OpenAI chat shape.
+        tools: the tools offered, as ``{"name": "<server>_<tool>", "description", "input_schema"}``.
+    """
+
+    context: RequestContext
+    message: str
+    messages: list[dict[str, str]]
+    tools: list[dict[str, Any]]
+
+    def openai(self) -> dict[str, Any]:
+        """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
+        tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}} for t in self.tools]
+        return {"messages": self.messages, "tools": tools}
+
+    def anthropic(self) -> dict[str, Any]:
+        """``{"system": ..., "messages": [...], "tools": [...]}`` for the Anthropic messages API."""
+        system = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else ""
+        rest = [m for m in self.messages if m["role"] != "system"]
+        return {"system": system, "messages": rest, "tools": [dict(t) for t in self.tools]}
+
+
+class Session:
+    """A chat session over an agent.
+
+    At creation it holds the agent's ``always`` items: references, then rules (each by priority, then
+    name), then tools (server, then tool order). The user may add or remove any item; an ``always``
+    item removed stays removed for this session, and adding it back makes it ``manual``.
+
+    Args:
+        agent: the agent (the source of truth for items).
+        store: chunk vectors of the agent's items (shared by the agent's sessions).
+        settings: overrides of the agent's settings for this session only.
+    """
+
+    def __init__(self, agent: Agent, store: ChunkStore, **settings: Any) -> None:
+        self.agent = agent
+        self.store = store
+        self.settings: AgentSettings = agent.settings.with_overrides(**settings)
+        self.history: list[Message] = []
+        self._items: dict[ItemKey, IncludeMode] = {}
+        for item in [*agent.references, *agent.rules, *agent.tools]:
+            if agent.include_mode(item) is IncludeMode.ALWAYS:
+                self._items[item.key] = IncludeMode.ALWAYS
+
+    # -- session items ----------------------------------------------------------------------------
+
+    def items(self) -> list[tuple[ItemKey, IncludeMode]]:
+        """Session items in order (always items as created, then manual items in the order added)."""
+        return list(self._items.items())
+
+    def add(self, key: ItemKey | str) -> None:
+        """Add an item as ``manual`` (unknown keys raise :class:`~contextsieve.agent.UnknownItemError`)."""
+        item = self.agent.get(key)
+        self._items.setdefault(item.key, IncludeMode.MANUAL)
+
+    def remove(self, key: ItemKey | str) -> None:
+        """Remove an item from this session (it stays removed, even if ``always``)."""
+        item = self.agent.get(key)
+        self._items.pop(item.key, None)
+
+    def update_settings(self, **settings: Any) -> None:
+        """Override settings for this session from now on."""
+        self.settings = self.settings.with_overrides(**settings)
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    def _mentions(self, message: str) -> str:
+        """Add ``@ref:name`` / ``@rule:name`` items as manual; return the message without them."""
+        for kind, name in _MENTION.findall(message):
+            self.add(ItemKey(ItemKind.REFERENCE if kind == "ref" else ItemKind.RULE, name))
+        return " ".join(_MENTION.sub(" ", message).split())
+
+    def _tool_available(self, tool: Tool) -> bool:
+        if not self.agent.autonomous:
+            return True
+        mode = self.settings.tool_permission
+        return mode == "never" or (mode == "tool" and not self.agent.permission_required(tool))
+
+    def build_request(self, message: str) -> Request:
+        """The request for ``message``: session items, plus agent-mode items chosen for this message only."""
+        if not isinstance(message, str):
+            raise InputError(f"message must be a str, got {type(message).__name__}")
+        query = self._mentions(message)
+        entries = [ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()]
+        candidates = [
+            it for it in self.agent.all_items()
+            if it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+        ]
+        qchunks = query_chunks(query)
+        if candidates and qchunks:
+            entries += self._search(qchunks, candidates)
+        s = self.settings
+        ctx = RequestContext(tuple(entries), query, tuple(qchunks), {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score})
+        return self.request_for(ctx, query)
+
+    def _search(self, qchunks: Sequence[str], candidates: list[Item]) -> list[ContextEntry]:
+        """Semantic search over every indexed item, limited to ``candidates`` (all items are indexed,
+        so a later request with other candidates embeds nothing new)."""
+        all_items = list(self.agent.all_items())
+        self.store.sync(all_items)
+        chunks, owner = self.store.matrix([it.key for it in all_items])
+        position = {it.key: i for i, it in enumerate(all_items)}
+        allowed = np.zeros(len(all_items), dtype=bool)
+        allowed[[position[it.key] for it in candidates]] = True
+        qvec = self.store.embedder.embed(list(qchunks))
+        s = self.settings
+        chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score)
+        return [
+            ContextEntry(
+                all_items[c.item].key, IncludeMode.AGENT, round(c.score, 6),
+                c.chunk - int(np.searchsorted(owner, c.item)), c.query_chunk, getattr(all_items[c.item], "priority", None),
+            )
+            for c in chosen
+        ]
+
+    def request_for(self, ctx: RequestContext, message: str) -> Request:
+        """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""
+        msgs: list[dict[str, str]] = [{"role": "system", "content": self.agent.system_prompt}]
+        msgs += [{"role": m.role, "content": m.content} for m in self.history if m.role != "system"]
+        refs = [self.agent.get(e.key) for e in ctx.entries if e.key.kind is ItemKind.REFERENCE]
+        rules = [self.agent.get(e.key) for e in ctx.entries if e.key.kind is ItemKind.RULE]
+        msgs += [{"role": "user", "content": "Reference: " + r.text} for r in refs if isinstance(r, Reference)]
+        msgs += [{"role": "user", "content": "Rule: " + r.text} for r in rules if isinstance(r, Rule)]
+        msgs.append({"role": "user", "content": message})
+        tools = []
+        for e in ctx.entries:
+            if e.key.kind is ItemKind.TOOL:
+                t = self.agent.get(e.key)
+                if isinstance(t, Tool) and self._tool_available(t):
+                    tools.append({"name": f"{t.server}_{t.name}", "description": t.description, "input_schema": t.input_schema})
+        return Request(ctx, message, msgs, tools)
+
+    def record_reply(self, request: Request, reply: str) -> Message:
+        """Append the user message and the assistant reply (carrying its request context) to the history."""
+        self.history.append(Message("user", request.message))
+        msg = Message("assistant", reply, request.context)
+        self.history.append(msg)
+        return msg
+
+    # -- persistence ------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "settings": {k: v for k, v in self.settings.__dict__.items()},
+            "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
+            "history": [m.to_dict() for m in self.history],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write history, items and settings as JSON (temp file + rename)."""
+        from contextsieve.models.cache import atomic_write_bytes
+
+        atomic_write_bytes(Path(path), json.dumps(self.to_dict(), indent=1).encode("utf-8"))
+
+    @classmethod
+    def load(cls, path: str | Path, agent: Agent, store: ChunkStore) -> "Session":
+        """Read a session saved by :meth:`save` for ``agent``."""
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+            s = cls(agent, store, **d["settings"])
+            s._items = {ItemKey.parse(i["key"]): IncludeMode(i["mode"]) for i in d["items"]}
+            s.history = [Message.from_dict(m) for m in d["history"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"cannot load session {path}: {e}") from e
+        return s

@@ -1,0 +1,108 @@
+"""Chunk vectors of an agent's items, embedded just in time, in one batch, and kept by content hash.
+
+An item is (re-)embedded when the texts of its chunks change, however the change was made (API
+edit or hand edit of the agent file): the store compares a hash of the chunk texts, not an edit
+flag. Items that are gone are dropped. The matrix of all chunk vectors is rebuilt only after a change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from contextsieve.chunking import Chunk, ChunkConfig, chunk_item
+from contextsieve.items import Item, ItemKey
+
+__all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
+
+
+class TextEmbedder(Protocol):
+    """What the engine needs from an embedder (:class:`contextsieve.Embedder` is one)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class ItemChunks:
+    """An item's chunks, their vectors ``[n, D]``, and the hash of the embedded texts."""
+
+    chunks: tuple[Chunk, ...]
+    vectors: np.ndarray
+    digest: str
+
+
+def _digest(chunks: Sequence[Chunk]) -> str:
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c.embed_text.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class ChunkStore:
+    """Per-item chunks and vectors; :meth:`sync` embeds what is missing or changed, in one batch.
+
+    Args:
+        embedder: turns texts into unit vectors.
+        config: chunking settings.
+    """
+
+    def __init__(self, embedder: TextEmbedder, config: ChunkConfig = ChunkConfig()) -> None:
+        self.embedder = embedder
+        self.config = config
+        self._items: dict[ItemKey, ItemChunks] = {}
+        self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk]]] = {}  # chunking memo by item content
+        self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
+        self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
+
+    def chunks_of(self, key: ItemKey) -> ItemChunks:
+        """The item's chunks (after :meth:`sync`)."""
+        return self._items[key]
+
+    def sync(self, items: Iterable[Item]) -> int:
+        """Make the store hold exactly ``items``; returns how many items were (re-)embedded."""
+        items = list(items)
+        planned = {it.key: self._plan(it) for it in items}
+        todo = [k for k, ch in planned.items() if k not in self._items or self._items[k].digest != _digest(ch)]
+        gone = set(self._items) - set(planned)
+        for k in gone:
+            del self._items[k]
+            self._plans.pop(k, None)
+        if todo:
+            texts = [c.embed_text for k in todo for c in planned[k]]
+            vectors = self.embedder.embed(texts) if texts else np.zeros((0, 0), np.float32)
+            self.embedded_texts += len(texts)
+            at = 0
+            for k in todo:
+                n = len(planned[k])
+                self._items[k] = ItemChunks(tuple(planned[k]), np.ascontiguousarray(vectors[at : at + n]), _digest(planned[k]))
+                at += n
+        if todo or gone:
+            self._matrix = None
+        return len(todo)
+
+    def _plan(self, item: Item) -> list[Chunk]:
+        """The item's chunks, re-chunked only when its name, description or text changed."""
+        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""))
+        memo = self._plans.get(item.key)
+        if memo is None or memo[0] != fingerprint:
+            memo = (fingerprint, chunk_item(item, self.config, self.embedder.count_tokens))
+            self._plans[item.key] = memo
+        return memo[1]
+
+    def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
+        """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""
+        order = list(order)
+        if self._matrix is None or self._matrix[0] != order:
+            vecs = [self._items[k].vectors for k in order]
+            owner = [np.full(len(v), i, dtype=np.int64) for i, v in enumerate(vecs)]
+            dim = next((v.shape[1] for v in vecs if v.size), 0)
+            mat = np.ascontiguousarray(np.vstack(vecs)) if vecs and dim else np.zeros((0, max(dim, 1)), np.float32)
+            self._matrix = (order, mat, np.concatenate(owner) if owner else np.zeros(0, np.int64))
+        return self._matrix[1], self._matrix[2]

@@ -1,0 +1,292 @@
+"""The context engine on small hand-built agents whose right answers are known (fake embedder)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from contextsieve.agent import Agent, AgentSettings, McpServer, UnknownItemError
+from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, split_text
+from contextsieve.errors import InputError
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.selection import select_items
+from contextsieve.session import Session
+from contextsieve.store import ChunkStore
+
+from .fake_embedder import FakeEmbedder
+
+A, M, G = IncludeMode.ALWAYS, IncludeMode.MANUAL, IncludeMode.AGENT
+
+
+def make_agent() -> Agent:
+    servers = {
+        "fs": McpServer("fs", {"type": "stdio", "command": "fs-server", "args": []}, default_include=G),
+        "web": McpServer("web", {"type": "stdio", "command": "web", "args": []}),  # default: always
+    }
+    return Agent(
+        name="support",
+        system_prompt="You are a support agent.",
+        rules=[
+            Rule("tone", "Be polite and brief.", "how to talk", 100, A),
+            Rule("refunds", "Refunds take ten days after the parcel arrives.", "refund policy", 500, G),
+            Rule("escalate", "Escalate outages to the on-call engineer.", "outage escalation", 500, G),
+            Rule("legal", "Never give legal advice.", "", 10, M),
+        ],
+        references=[
+            Reference("pricing", "Basic costs ten dollars. Team costs forty dollars.", "plans and prices", 200, G),
+            Reference("faq", "Passwords are reset from the security page.", "common questions", 300, A),
+        ],
+        servers=servers,
+        tools=[
+            Tool("fs", "read_file", "read a file from disk", {"type": "object"}),
+            Tool("fs", "write_file", "write a file to disk", {"type": "object"}, include=M),
+            Tool("web", "fetch", "fetch a web page by url"),
+        ],
+    )
+
+
+@pytest.fixture()
+def agent() -> Agent:
+    return make_agent()
+
+
+@pytest.fixture()
+def store() -> ChunkStore:
+    return ChunkStore(FakeEmbedder())
+
+
+# -- chunking ----------------------------------------------------------------------------------
+
+
+def test_split_keeps_punctuation_and_packs_sentences() -> None:
+    para = " ".join(f"Sentence number {i} is here!" for i in range(40))  # > 500 chars
+    chunks = split_text(para + "\n\nShort one.\n  \n\nAnother?")
+    assert all(len(c) <= 500 for c in chunks[:-2])
+    assert chunks[-2:] == ["Short one.", "Another?"]
+    assert all(c.endswith("!") for c in chunks[:-2])  # the reference lost these
+    assert " ".join(chunks[:-2]) == para
+
+
+def test_token_limit_is_never_exceeded() -> None:
+    count = FakeEmbedder().count_tokens
+    long_sentence = "word " * 700  # one sentence, no punctuation, far over 256 tokens
+    chunks = split_text(long_sentence, ChunkConfig(), count)
+    assert len(chunks) == 3 and max(count(chunks)) <= 256
+    assert " ".join(chunks).split() == long_sentence.split()
+
+
+def test_item_chunks_header_first_and_prefixed() -> None:
+    rule = Rule("refunds", "Refunds take ten days.\n\nShipping is free.", "refund policy")
+    ch = chunk_item(rule)
+    assert [c.text for c in ch] == ["refunds: refund policy", "Refunds take ten days.", "Shipping is free."]
+    assert ch[1].embed_text == "refunds: refund policy\n\nRefunds take ten days."
+    assert [c.index for c in ch] == [0, 1, 2]
+    assert [c.text for c in chunk_item(Tool("fs", "read_file", "read a file"))] == ["read_file: read a file"]
+    assert chunk_item(Rule("x", "body", ""))[0].text == "x"
+    assert chunk_item(Rule("x", "body", ""), ChunkConfig(header_prefix=False))[1].embed_text == "body"
+
+
+def test_query_chunks() -> None:
+    assert query_chunks("Hi there. How are you?  Fine!") == ["Hi there.", "How are you?", "Fine!"]
+    assert query_chunks("   ") == [] and query_chunks("x" * 800) == ["x" * 500]
+
+
+# -- selection order ---------------------------------------------------------------------------
+
+
+def test_selection_follows_the_reference_order() -> None:
+    # 4 items; item 0 has two chunks. Scores against the single query: 0.9, 0.8 | 0.75 | 0.3 | -0.2
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    def vec(s: float) -> list[float]:
+        return [s, float(np.sqrt(1 - s * s))]
+    chunks = np.array([vec(0.9), vec(0.8), vec(0.75), vec(0.3), vec(-0.2)], dtype=np.float32)
+    owner = np.array([0, 0, 1, 2, 3])
+    allowed = np.ones(4, dtype=bool)
+    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=2, include_score=0.7)
+    assert [(s.item, round(s.score, 2)) for s in sel] == [(0, 0.9), (1, 0.75)]
+    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=3, include_score=0.7)
+    assert [s.item for s in sel] == [0, 1, 2]  # filled to topN below the threshold; never <= 0
+    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=1, include_score=0.7)
+    assert [s.item for s in sel] == [0, 1]  # every item >= includeScore is kept past topN
+    sel = select_items(q, chunks, owner, allowed, top_k=2, top_n=5, include_score=0.7)
+    assert [s.item for s in sel] == [0]  # topK counts chunks: item 0 used both slots
+    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.75)
+    assert 1 in [s.item for s in sel if s.score >= 0.75]  # inclusive threshold
+    allowed[0] = False
+    assert [s.item for s in select_items(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7)] == [1, 2]
+    assert select_items(q[:0], chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7) == []
+
+
+def test_ties_break_by_collection_order() -> None:
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    chunks = np.array([[0.6, 0.8]] * 4, dtype=np.float32)
+    owner = np.array([2, 0, 1, 3])  # chunk order = collection order; items by first chunk
+    sel = select_items(q, chunks, owner, np.ones(4, dtype=bool), top_k=20, top_n=3, include_score=0.9)
+    assert [s.item for s in sel] == [2, 0, 1]
+
+
+# -- agent and session -------------------------------------------------------------------------
+
+
+def test_agent_lookups_and_modes(agent: Agent) -> None:
+    assert [r.name for r in agent.rules] == ["legal", "tone", "escalate", "refunds"]  # priority, then name
+    assert agent.include_mode(agent.get("tool:fs:read_file")) is G  # server default
+    assert agent.include_mode(agent.get("tool:fs:write_file")) is M  # tool's own
+    assert agent.include_mode(agent.get("tool:web:fetch")) is A  # no default: always
+    with pytest.raises(UnknownItemError, match="rule:nope"):
+        agent.get("rule:nope")
+    with pytest.raises(InputError):
+        Agent(rules=[Rule("a", "x"), Rule("a", "y")])
+    with pytest.raises(InputError, match="priorityLevel"):
+        Rule("a", "x", priority=1000)
+    with pytest.raises(InputError, match="name"):
+        Rule("bad name", "x")
+
+
+def test_session_starts_with_always_items_in_order(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    assert s.items() == [(ItemKey(ItemKind.REFERENCE, "faq"), A), (ItemKey(ItemKind.RULE, "tone"), A), (ItemKey(ItemKind.TOOL, "fetch", "web"), A)]
+
+
+def test_removed_always_stays_removed_and_comes_back_manual(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    s.remove("rule:tone")
+    assert ItemKey(ItemKind.RULE, "tone") not in dict(s.items())
+    req = s.build_request("be polite please")
+    assert ItemKey(ItemKind.RULE, "tone") not in req.context.keys()  # not an agent item, so not searched
+    s.add("rule:tone")
+    assert dict(s.items())[ItemKey(ItemKind.RULE, "tone")] is M
+    with pytest.raises(UnknownItemError):
+        s.add("rule:missing")
+
+
+def test_mentions_add_manual_items_and_are_stripped(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    req = s.build_request("Hi   @rule:legal can you help @ref:pricing ?")
+    assert req.message == "Hi can you help ?"
+    modes = dict(s.items())
+    assert modes[ItemKey(ItemKind.RULE, "legal")] is M and modes[ItemKey(ItemKind.REFERENCE, "pricing")] is M
+
+
+def test_agent_items_are_for_this_request_only(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    req = s.build_request("how many days until my refunds arrive after the parcel arrives")
+    ctx = {e.key: e for e in req.context.entries}
+    refunds = ctx[ItemKey(ItemKind.RULE, "refunds")]
+    assert refunds.mode is G and refunds.score is not None and refunds.score > 0
+    assert ItemKey(ItemKind.RULE, "refunds") not in dict(s.items())
+    assert all(e.mode is G for e in req.context.entries[3:])  # session items first, then agent items
+    scores = [e.score for e in req.context.entries if e.mode is G]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_session_settings_override_only_the_session(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store, context_top_n=1, context_include_score=1.0)
+    assert s.settings.context_top_n == 1 and agent.settings.context_top_n == 5
+    req = s.build_request("refunds parcel outage escalate engineer prices")
+    assert len([e for e in req.context.entries if e.mode is G]) == 1
+    with pytest.raises(InputError, match="unknown settings"):
+        Session(agent, store, context_topn=3)
+    with pytest.raises(InputError, match="context_top_k"):
+        AgentSettings(context_top_k=0)
+
+
+def test_messages_in_reference_order_and_shapes(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    first = s.build_request("refunds after the parcel arrives")
+    s.record_reply(first, "Ten days.")
+    req = s.build_request("@rule:legal what does the team plan cost in dollars")
+    roles = [m["role"] for m in req.messages]
+    assert roles[0] == "system" and req.messages[1:3] == [{"role": "user", "content": "refunds after the parcel arrives"}, {"role": "assistant", "content": "Ten days."}]
+    contents = [m["content"] for m in req.messages]
+    ref_at = [i for i, c in enumerate(contents) if c.startswith("Reference: ")]
+    rule_at = [i for i, c in enumerate(contents) if c.startswith("Rule: ")]
+    assert ref_at and rule_at and max(ref_at) < min(rule_at) and contents[-1] == "what does the team plan cost in dollars"
+    assert "Reference: Passwords are reset from the security page." in contents
+    names = [t["name"] for t in req.tools]
+    assert "web_fetch" in names
+    anth = req.anthropic()
+    assert anth["system"] == "You are a support agent." and all(m["role"] != "system" for m in anth["messages"])
+    oa = req.openai()
+    assert oa["tools"][0]["type"] == "function" and oa["messages"][0]["role"] == "system"
+
+
+def test_autonomous_sessions_drop_tools_that_need_approval(store: ChunkStore) -> None:
+    agent = make_agent()
+    agent.autonomous = True
+    agent.servers["web"] = McpServer("web", default_permission_required=False)
+    s = Session(agent, store)
+    names = [t["name"] for t in s.build_request("fetch the url page").tools]
+    assert names == ["web_fetch"]  # fs tools need approval (default), web's do not
+    s.update_settings(tool_permission="always")
+    assert s.build_request("fetch the url page").tools == []
+
+
+# -- the chunk store ---------------------------------------------------------------------------
+
+
+def test_store_embeds_in_one_batch_and_only_what_changed(agent: Agent) -> None:
+    emb = FakeEmbedder()
+    store = ChunkStore(emb)
+    n = store.sync(agent.all_items())
+    assert n == 9 and emb.calls == 1  # every item, one call
+    assert store.sync(agent.all_items()) == 0 and emb.calls == 1
+    agent.upsert(Rule("refunds", "Refunds take five days now.", "refund policy", 500, G))  # a hand edit looks the same
+    assert store.sync(agent.all_items()) == 1 and emb.calls == 2
+    agent.delete("reference:pricing")
+    store.sync(agent.all_items())
+    with pytest.raises(KeyError):
+        store.chunks_of(ItemKey(ItemKind.REFERENCE, "pricing"))
+
+
+def test_empty_agent_and_empty_message(store: ChunkStore) -> None:
+    s = Session(Agent(), store)
+    req = s.build_request("")
+    assert req.context.entries == () and req.messages[-1] == {"role": "user", "content": ""}
+    with pytest.raises(InputError):
+        s.build_request(None)  # type: ignore[arg-type]
+
+
+# -- request context views and persistence -----------------------------------------------------
+
+
+def test_summary_grouped_view_and_json(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    s.add("rule:legal")
+    req = s.build_request("outage escalate engineer refunds parcel")
+    assert req.context.summary() == "4 rules (2 agent, 1 always, 1 manual), 2 references (1 agent, 1 always), 2 tools (1 agent, 1 always)"
+    from contextsieve.context import ContextEntry, RequestContext
+
+    hand = RequestContext((ContextEntry(ItemKey(ItemKind.TOOL, "a", "s"), M), ContextEntry(ItemKey(ItemKind.TOOL, "b", "s"), M), ContextEntry(ItemKey(ItemKind.REFERENCE, "r"), A)))
+    assert hand.summary() == "0 rules, 1 reference (all always), 2 tools (all manual)"
+    text = req.context.grouped_text()
+    assert text.splitlines()[0] == "Context Used:" and "  • tone (priority 100) [Always]" in text and "[Agent - 0." in text
+    lines = text.splitlines()
+    assert lines.index("  • tone (priority 100) [Always]") < lines.index("  • legal (priority 10) [Manual]")
+    back = type(req.context).from_dict(json.loads(req.context.to_json()))
+    assert back == req.context
+
+
+def test_rebuilt_request_shows_later_edits(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store)
+    req = s.build_request("hello")
+    agent.upsert(Reference("faq", "Passwords are reset by support.", "common questions", 300, A))
+    again = s.request_for(req.context, req.message)
+    assert "Reference: Passwords are reset by support." in [m["content"] for m in again.messages]
+
+
+def test_session_save_and_load(tmp_path, agent: Agent, store: ChunkStore) -> None:  # noqa: ANN001
+    s = Session(agent, store, context_top_n=2)
+    s.remove("rule:tone")
+    req = s.build_request("refunds after the parcel arrives")
+    s.record_reply(req, "ok")
+    p = tmp_path / "s.json"
+    s.save(p)
+    back = Session.load(p, agent, store)
+    assert back.items() == s.items() and back.settings == s.settings
+    assert back.history[-1].context == req.context
+    p.write_text("{broken")
+    with pytest.raises(InputError, match="cannot load session"):
+        Session.load(p, agent, store)
