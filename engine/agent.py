@@ -100,6 +100,7 @@ class Agent:
     tools: list[Tool] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     autonomous: bool = False
+    document: dict[str, Any] = field(default_factory=dict, repr=False)  # the file as read, for round trips
 
     def __post_init__(self) -> None:
         self._check_unique()

@@ -17,6 +17,7 @@ __all__ = [
     "InputError",
     "IndexFileError",
     "MissingExtraError",
+    "AgentFileError",
 ]
 
 
@@ -50,3 +51,7 @@ class IndexFileError(ContextSieveError):
 
 class MissingExtraError(ContextSieveError, ImportError):
     """An optional dependency is not installed; the message names the extra that installs it."""
+
+
+class AgentFileError(ContextSieveError):
+    """An agent file (or legacy agent directory) is malformed; the message names the file and field."""

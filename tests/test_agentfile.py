@@ -1,0 +1,162 @@
+"""Agent files: the current YAML format, the legacy directory, migrations, round trips, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contextsieve.agentfile import load_agent, save_agent
+from contextsieve.errors import AgentFileError
+from contextsieve.items import IncludeMode, ItemKey, ItemKind
+
+CURRENT = """\
+metadata:
+  name: Optimizer
+  created: '2025-11-26T10:00:00Z'
+  autonomous: false
+settings: {maxChatTurns: 20, maxOutputTokens: 4000, temperature: 0, topP: 0.05, mostRecentModel: 'gemini:gemini-2.5-flash',
+           contextTopK: 20, contextTopN: 5, contextIncludeScore: 0.7, toolPermission: tool, theme: dark}
+systemPrompt: You are an autonomous agent.
+rules:
+  - name: be-brief
+    description: Keep answers short
+    priorityLevel: 100
+    text: Answer in at most three sentences.
+    include: always
+references:
+  - name: testRef
+    description: Test Reference
+    priorityLevel: 500
+    text: |-
+      Full name is Bob Dickinson
+      Lives in Carnation, WA
+    include: agent
+    embeddings:
+      - [-0.04078000411391258, -0.043175067752599716]
+      - [-0.05780867859721184, 0.017749670892953873]
+providers: {gemini: {GOOGLE_API_KEY: xyz}}
+supervisors: [{type: guardian, id: g1, name: Guard, config: {}}]
+mcpServers:
+  fetch:
+    type: stdio
+    command: uvx
+    args: [mcp-server-fetch]
+    serverToolDefaults: {permissionRequired: true, include: agent}
+    tools:
+      fetch:
+        permissionRequired: false
+        description: Fetches a URL from the internet and returns its contents as markdown
+        hash: 25309c0b
+  tools: {type: internal, tool: tools, serverToolDefaults: {permissionRequired: false, include: manual},
+          tools: {listTools: {include: agent, description: List the tools of the agent}}}
+"""
+
+
+def write(p: Path, text: str) -> Path:
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_current_format_loads_with_migrations(tmp_path: Path) -> None:
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    assert agent.name == "Optimizer" and agent.system_prompt == "You are an autonomous agent."
+    s = agent.settings
+    assert (s.model, s.temperature, s.top_p, s.max_output_tokens) == ("gemini:gemini-2.5-flash", 0.0, 0.05, 4000)
+    assert agent.get("reference:testRef").text == "Full name is Bob Dickinson\nLives in Carnation, WA"
+    fetch = agent.get("tool:fetch:fetch")
+    assert agent.include_mode(fetch) is IncludeMode.AGENT and agent.permission_required(fetch) is False
+    assert agent.include_mode(agent.get("tool:tools:listTools")) is IncludeMode.AGENT
+    assert agent.get("rule:be-brief").include is IncludeMode.ALWAYS
+
+
+def test_round_trip_keeps_unused_fields(tmp_path: Path) -> None:
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    save_agent(agent, tmp_path / "b.yaml")
+    doc = yaml.safe_load((tmp_path / "b.yaml").read_text())
+    assert doc["providers"] == {"gemini": {"GOOGLE_API_KEY": "xyz"}} and doc["supervisors"][0]["id"] == "g1"
+    assert doc["settings"]["theme"] == "dark" and doc["settings"]["model"] == "gemini:gemini-2.5-flash" and "mostRecentModel" not in doc["settings"]
+    assert doc["references"][0]["embeddings"][0] == [-0.04078000411391258, -0.043175067752599716]
+    assert doc["mcpServers"]["fetch"]["tools"]["fetch"]["hash"] == "25309c0b"
+    assert "[-0.04078000411391258, -0.043175067752599716]" in (tmp_path / "b.yaml").read_text()  # vectors on one line
+    again = load_agent(tmp_path / "b.yaml")
+    assert [r.key for r in again.all_items()] == [r.key for r in agent.all_items()]
+    assert again.settings == agent.settings and again.system_prompt == agent.system_prompt
+    assert again.get("reference:testRef").text == agent.get("reference:testRef").text
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    save_agent(agent, folder / "tsagent.yaml")
+    assert load_agent(folder).name == "Optimizer"
+
+
+def test_legacy_directory(tmp_path: Path) -> None:
+    d = tmp_path / "bob"
+    (d / "rules").mkdir(parents=True)
+    (d / "refs").mkdir()
+    (d / "tsagent.json").write_text(json.dumps({
+        "metadata": {"name": "Bob"},
+        "settings": {"maxChatTurns": "10", "contextTopK": "15", "temperature": "0.2", "contextIncludeScore": "0.8", "mostRecentModel": "x:y"},
+        "mcpServers": {"fs": {"type": "stdio", "command": "fs", "args": [], "toolInclude": {"serverDefault": "agent", "tools": {"write": "manual"}},
+                               "toolPermissionRequired": {"serverDefault": False}, "toolEmbeddings": {"tools": {}}}},
+    }))
+    (d / "prompt.md").write_text("# Bob\nYou help Bob.")
+    (d / "rules" / "zero.mdt").write_text('---\n{\n  "name": "zero",\n  "description": "d",\n  "priorityLevel": 0,\n  "include": "always"\n}---\nRule text\n---\nwith a rule line\n')
+    (d / "rules" / "plain.mdt").write_text("---\ndescription: yaml front matter\nenabled: true\n---\nPlain rule.\n")
+    (d / "refs" / "about.mdt").write_text('---\n{"name": "about", "description": "", "priorityLevel": 500, "include": "agent"}---\nAbout Bob.\n')
+    catalog = {"fs": [{"name": "write", "description": "write a file"}, {"name": "read", "description": "read a file"}]}
+    agent = load_agent(d, tools=catalog)
+    assert agent.system_prompt == "# Bob\nYou help Bob."
+    assert (agent.settings.max_chat_turns, agent.settings.context_top_k, agent.settings.temperature, agent.settings.model) == (10, 15, 0.2, "x:y")
+    zero = agent.get("rule:zero")
+    assert zero.priority == 0 and zero.text == "Rule text\n---\nwith a rule line" and zero.include is IncludeMode.ALWAYS
+    plain = agent.get("rule:plain")
+    assert (plain.name, plain.priority, plain.include, plain.description) == ("plain", 500, IncludeMode.MANUAL, "yaml front matter")
+    assert agent.include_mode(agent.get("tool:fs:read")) is IncludeMode.AGENT and agent.include_mode(agent.get("tool:fs:write")) is IncludeMode.MANUAL
+    assert agent.permission_required(agent.get("tool:fs:read")) is False
+    save_agent(agent, d / "tsagent.yaml")  # migrated next to the legacy files, which stay
+    again = load_agent(d, tools=catalog)
+    assert again.get(ItemKey(ItemKind.RULE, "zero")).priority == 0 and (d / "tsagent.json").exists()
+    assert again.include_mode(again.get("tool:fs:write")) is IncludeMode.MANUAL  # the migrated fields were written
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("rules: {a: 1}", "rules/references"),
+        ("settings: {contextTopK: lots}", "settings.contextTopK"),
+        ("settings: {contextTopK: 500}", "settings"),
+        ("rules: [{name: 'bad name', text: x}]", "rules[0]"),
+        ("rules: [{name: ok}]", "rules[0]"),
+        ("references: [{name: r, text: t, include: sometimes}]", "references[0]"),
+        ("mcpServers: {s: {serverToolDefaults: {include: never}}}", "mcpServers.s"),
+        ("- just\n- a list", "top level"),
+        ("rules: [", "not valid YAML"),
+    ],
+)
+def test_malformed_files_name_the_file_and_field(tmp_path: Path, text: str, where: str) -> None:
+    p = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(AgentFileError) as e:
+        load_agent(p)
+    assert str(p) in str(e.value) and where in str(e.value)
+
+
+def test_failed_save_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    target = write(tmp_path / "out.yaml", "original")
+
+    def boom(*a: object, **k: object) -> str:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(yaml, "dump", boom)
+    with pytest.raises(RuntimeError):
+        save_agent(agent, target)
+    assert target.read_text() == "original" and sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "out.yaml"]
+
+
+def test_missing_paths(tmp_path: Path) -> None:
+    with pytest.raises(AgentFileError, match="no such agent file"):
+        load_agent(tmp_path / "nope.yaml")
+    with pytest.raises(AgentFileError, match="no tsagent"):
+        load_agent(tmp_path)
