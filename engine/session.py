@@ -158,7 +158,7 @@ class Session:
         position = {it.key: i for i, it in enumerate(all_items)}
         allowed = np.zeros(len(all_items), dtype=bool)
         allowed[[position[it.key] for it in candidates]] = True
-        qvec = self.store.embedder.embed(list(qchunks))
+        qvec = self.store.embed_query(qchunks)
         s = self.settings
         chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score)
         return [

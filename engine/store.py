@@ -8,13 +8,14 @@ flag. Items that are gone are dropped. The matrix of all chunk vectors is rebuil
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from contextsieve.chunking import Chunk, ChunkConfig, chunk_item
+from contextsieve.embcache import EmbeddingCache
 from contextsieve.items import Item, ItemKey
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
@@ -51,11 +52,22 @@ class ChunkStore:
     Args:
         embedder: turns texts into unit vectors.
         config: chunking settings.
+        cache: persistent vectors by text (a restarted agent re-embeds nothing); ``None`` = memory only.
+        cache_factory: called once, on the first embedding, to open the cache lazily (its key needs
+            the model id, which needs the model loaded); ignored when ``cache`` is given.
     """
 
-    def __init__(self, embedder: TextEmbedder, config: ChunkConfig = ChunkConfig()) -> None:
+    def __init__(
+        self,
+        embedder: TextEmbedder,
+        config: ChunkConfig = ChunkConfig(),
+        cache: EmbeddingCache | None = None,
+        cache_factory: Callable[[], EmbeddingCache | None] | None = None,
+    ) -> None:
         self.embedder = embedder
         self.config = config
+        self.cache = cache
+        self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
         self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk]]] = {}  # chunking memo by item content
         self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
@@ -65,7 +77,7 @@ class ChunkStore:
         """The item's chunks (after :meth:`sync`)."""
         return self._items[key]
 
-    def sync(self, items: Iterable[Item]) -> int:
+    def sync(self, items: Iterable[Item], *, show_progress: bool = False) -> int:
         """Make the store hold exactly ``items``; returns how many items were (re-)embedded."""
         items = list(items)
         planned = {it.key: self._plan(it) for it in items}
@@ -76,8 +88,7 @@ class ChunkStore:
             self._plans.pop(k, None)
         if todo:
             texts = [c.embed_text for k in todo for c in planned[k]]
-            vectors = self.embedder.embed(texts) if texts else np.zeros((0, 0), np.float32)
-            self.embedded_texts += len(texts)
+            vectors = self._embed_chunks(texts, show_progress)
             at = 0
             for k in todo:
                 n = len(planned[k])
@@ -86,6 +97,29 @@ class ChunkStore:
         if todo or gone:
             self._matrix = None
         return len(todo)
+
+    def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        """Vectors of chunk texts: from the disk cache where present, the rest in one embedder call."""
+        if self._cache_factory is not None:
+            self.cache, self._cache_factory = self._cache_factory(), None
+        cached = self.cache.get(texts) if self.cache is not None else {}
+        missing = [i for i in range(len(texts)) if i not in cached]
+        todo = [texts[i] for i in missing]
+        fresh = (self.embedder.embed(todo, show_progress=True) if show_progress else self.embedder.embed(todo)) if missing else None
+        self.embedded_texts += len(missing)
+        if fresh is not None and self.cache is not None:
+            self.cache.put([texts[i] for i in missing], fresh)
+        dim = fresh.shape[1] if fresh is not None else next(iter(cached.values())).shape[0]
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, v in cached.items():
+            out[i] = v
+        if fresh is not None:
+            out[missing] = fresh
+        return out
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
+        return self.embedder.embed(list(texts))
 
     def _plan(self, item: Item) -> list[Chunk]:
         """The item's chunks, re-chunked only when its name, description or text changed."""
