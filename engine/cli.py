@@ -1,7 +1,10 @@
 """The ``contextsieve`` command line.
 
-    contextsieve build [--variant fp32|int8|all]      build and cache the model graphs, print timings
-    contextsieve embed TEXT [TEXT ...] [--variant V]  print one vector per text (JSON lines)
+    contextsieve select AGENT_FILE "message" [--json]   the request context for one message
+    contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
+    contextsieve demo                                    a few messages against the bundled example agent
+    contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
+    contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
 """
 
 from __future__ import annotations
@@ -10,15 +13,41 @@ import argparse
 import json
 import sys
 import time
+from importlib import resources
+from pathlib import Path
 
 from contextsieve.errors import ContextSieveError
 
-__all__ = ["main"]
+__all__ = ["main", "example_agent_path", "DEMO_MESSAGES"]
+
+DEMO_MESSAGES = (
+    "Hi, my parcel is late. It has not moved for a week. Can I get my money back?",
+    "Checkout is failing with 502 errors since the deploy ten minutes ago!",
+    "How many orders from Canada were refunded last month? Write the SQL for it.",
+    "@ref:style-guide Please open a pull request for the cart rounding fix.",
+)
+
+
+def example_agent_path() -> Path:
+    """The bundled example agent (``contextsieve/data/example_agent.yaml``)."""
+    return Path(str(resources.files("contextsieve").joinpath("data/example_agent.yaml")))
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="contextsieve", description="CPU-first context selection for LLM agents.")
     sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("select", help="show the request context chosen for one message")
+    s.add_argument("agent", type=Path, help="agent YAML file or agent folder")
+    s.add_argument("message")
+    s.add_argument("--json", action="store_true", help="print the context and the OpenAI-shaped request as JSON")
+    s.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    for name in ("top-k", "top-n"):
+        s.add_argument(f"--{name}", type=int, help=f"override context{name.title().replace('-', '')} for this request")
+    s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
+    i = sub.add_parser("index", help="embed and cache every item of an agent")
+    i.add_argument("agent", type=Path)
+    i.add_argument("--tools", type=Path)
+    sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser("build", help="build and cache the model graphs (once per machine), print timings")
     b.add_argument("--variant", choices=["fp32", "int8", "all"], default="all")
     b.add_argument("--rebuild", action="store_true", help="rebuild even if cached")
@@ -29,19 +58,71 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _engine(path: Path, tools: Path | None):  # noqa: ANN202
+    from contextsieve.engine import Engine
+
+    catalog = None
+    if tools is not None:
+        try:
+            catalog = json.loads(tools.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
+    return Engine.from_file(path, tools=catalog)
+
+
+def _select(args: argparse.Namespace) -> None:
+    engine = _engine(args.agent, args.tools)
+    overrides = {k: v for k, v in (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score)) if v is not None}
+    t = time.perf_counter()
+    req = engine.select(args.message, **overrides)
+    ms = (time.perf_counter() - t) * 1000
+    if args.json:
+        print(json.dumps({"context": req.context.to_dict(), "request": req.openai()}, indent=1))
+    else:
+        print(req.context.grouped_text())
+        print(f"{req.context.summary()}  ({ms:.0f} ms)")
+
+
+def _demo() -> None:
+    from contextsieve.engine import Engine
+
+    engine = Engine.from_file(example_agent_path())
+    stats = engine.index()
+    print(f"{engine.agent.name}: {stats['items']} items, {stats['chunks']} chunks ({stats['embedded']} embedded now, {stats['seconds']:.2f} s)\n")
+    session = engine.session()
+    for message in DEMO_MESSAGES:
+        t = time.perf_counter()
+        req = session.build_request(message)
+        ms = (time.perf_counter() - t) * 1000
+        print(f"> {message}")
+        print(req.context.grouped_text())
+        print(f"{req.context.summary()}; {len(req.messages)} messages, {len(req.tools)} tools  ({ms:.1f} ms)\n")
+        session.record_reply(req, "(reply)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 a contextsieve error, 2 usage)."""
     args = _parser().parse_args(argv)
-    from contextsieve.models.embedder import Embedder
-
     try:
-        if args.command == "build":
+        if args.command == "select":
+            _select(args)
+        elif args.command == "index":
+            engine = _engine(args.agent, args.tools)
+            s = engine.index(show_progress=True)
+            print(f"{s['items']} items, {s['chunks']} chunks, {s['embedded']} embedded now ({s['chunks'] - s['embedded']} from the cache), {s['seconds']:.2f} s")
+        elif args.command == "demo":
+            _demo()
+        elif args.command == "build":
+            from contextsieve.models.embedder import Embedder
+
             for variant in (["fp32", "int8"] if args.variant == "all" else [args.variant]):
                 t = time.perf_counter()
                 emb = Embedder(variant=variant, rebuild=args.rebuild)
                 how = "built" if emb.info.built else "loaded from cache"
                 print(f"{variant}: {how} in {time.perf_counter() - t:.2f} s -> {emb.info.onnx_path}")
         elif args.command == "embed":
+            from contextsieve.models.embedder import Embedder
+
             emb = Embedder(variant=args.variant)
             for text, vec in zip(args.texts, emb.embed(args.texts)):
                 print(json.dumps({"text": text, "model": emb.info.model_id, "vector": [round(float(v), args.digits) for v in vec]}))

@@ -1,0 +1,53 @@
+"""The CLI on the bundled example agent, with the real model (caches in tmp dirs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contextsieve.cli import DEMO_MESSAGES, example_agent_path, main
+from contextsieve.models.cache import CACHE_ENV
+
+
+@pytest.fixture(autouse=True)
+def tmp_cache(model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_ENV, str(model_cache))  # the session's model cache: graphs are built once
+    return model_cache
+
+
+def test_select_json_picks_the_shipping_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(example_agent_path()), "My parcel is late and has not moved for a week.", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    items = {i["key"]: i for i in out["context"]["items"]}
+    assert items["rule:tone"]["mode"] == "always" and items["rule:no-secrets"]["mode"] == "always"
+    agent_items = [i for i in out["context"]["items"] if i["mode"] == "agent"]
+    assert agent_items[0]["key"] == "rule:shipping-delays" and 0 < agent_items[0]["score"] <= 1
+    assert out["request"]["messages"][0]["role"] == "system" and out["request"]["messages"][-1]["content"].startswith("My parcel")
+
+
+def test_select_text_view_and_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(example_agent_path()), "Checkout fails with 502 after the deploy", "--top-n", "1", "--include-score", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Context Used:") and out.count("[Agent - ") == 1
+
+
+def test_index_then_restart_uses_the_disk_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", str(example_agent_path())]) == 0
+    assert main(["index", str(example_agent_path())]) == 0
+    second = capsys.readouterr().out.strip().splitlines()[-1]
+    assert " 0 embedded now" in second
+
+
+def test_demo_runs_every_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("> ") >= len(DEMO_MESSAGES) and "style-guide" in out  # the @ref mention was honoured
+
+
+def test_errors_exit_1_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(tmp_path / "missing.yaml"), "hi"]) == 1
+    assert "no such agent file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["select"])
