@@ -89,7 +89,10 @@ class McpServer:
 
 @dataclass
 class Agent:
-    """An agent's items and settings. Items are kept sorted (priority, then name) for rules/references."""
+    """An agent's items and settings. Items are kept sorted (priority, then name) for rules/references.
+
+    Change items through :meth:`upsert` and :meth:`delete` (they keep the order and the key index).
+    """
 
     name: str = "agent"
     system_prompt: str = ""
@@ -106,6 +109,10 @@ class Agent:
         self._check_unique()
         self.rules.sort(key=lambda r: (r.priority, r.name))
         self.references.sort(key=lambda r: (r.priority, r.name))
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
 
     def _check_unique(self) -> None:
         seen: set[ItemKey] = set()
@@ -126,10 +133,13 @@ class Agent:
     def get(self, key: ItemKey | str) -> Item:
         """The item with ``key``; :class:`UnknownItemError` if there is none."""
         key = ItemKey.parse(key) if isinstance(key, str) else key
-        for item in self.all_items():
-            if item.key == key:
-                return item
-        raise UnknownItemError(f"the agent has no {key}")
+        item = self._by_key.get(key)
+        if item is None:  # the lists may have been changed directly: look again before failing
+            self._reindex()
+            item = self._by_key.get(key)
+        if item is None:
+            raise UnknownItemError(f"the agent has no {key}")
+        return item
 
     def include_mode(self, item: Item) -> IncludeMode:
         """Effective include mode: a tool's own, else its server's default, else ``always``."""
@@ -161,8 +171,10 @@ class Agent:
             target.append(item)
         if item.kind is not ItemKind.TOOL:
             target.sort(key=lambda r: (r.priority, r.name))
+        self._reindex()
 
     def delete(self, key: ItemKey | str) -> None:
         """Remove the item with ``key``; :class:`UnknownItemError` if there is none."""
         item = self.get(key)
         {ItemKind.RULE: self.rules, ItemKind.REFERENCE: self.references, ItemKind.TOOL: self.tools}[item.kind].remove(item)  # type: ignore[arg-type]
+        self._reindex()

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from contextsieve.errors import InputError
 
@@ -42,9 +43,11 @@ class ItemKind(str, Enum):
     TOOL = "tool"
 
 
-@dataclass(frozen=True, order=True)
-class ItemKey:
-    """Identity of an item: ``rule:<name>``, ``reference:<name>`` or ``tool:<server>:<name>``."""
+class ItemKey(NamedTuple):
+    """Identity of an item: ``rule:<name>``, ``reference:<name>`` or ``tool:<server>:<name>``.
+
+    A tuple, so hashing and comparing keys (done per item on every request) costs next to nothing.
+    """
 
     kind: ItemKind
     name: str
@@ -103,7 +106,7 @@ class Rule:
             raise InputError(f"{self.kind.value} {self.name!r}: text must not be empty")
         object.__setattr__(self, "include", IncludeMode(self.include))
 
-    @property
+    @cached_property
     def key(self) -> ItemKey:
         return ItemKey(self.kind, self.name)
 
@@ -143,7 +146,7 @@ class Tool:
         if self.include is not None:
             object.__setattr__(self, "include", IncludeMode(self.include))
 
-    @property
+    @cached_property
     def key(self) -> ItemKey:
         return ItemKey(ItemKind.TOOL, self.name, self.server)
 

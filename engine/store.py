@@ -69,7 +69,8 @@ class ChunkStore:
         self.cache = cache
         self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
-        self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk]]] = {}  # chunking memo by item content
+        self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk], str]] = {}  # chunking memo by item content
+        self._last: list[Item] = []  # the items of the last sync, to skip all work when they are the same objects
         self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
 
@@ -80,22 +81,25 @@ class ChunkStore:
     def sync(self, items: Iterable[Item], *, show_progress: bool = False) -> int:
         """Make the store hold exactly ``items``; returns how many items were (re-)embedded."""
         items = list(items)
+        if len(items) == len(self._last) and all(a is b for a, b in zip(items, self._last)):
+            return 0  # items are frozen: the same objects mean the same texts
         planned = {it.key: self._plan(it) for it in items}
-        todo = [k for k, ch in planned.items() if k not in self._items or self._items[k].digest != _digest(ch)]
+        todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
             del self._items[k]
             self._plans.pop(k, None)
         if todo:
-            texts = [c.embed_text for k in todo for c in planned[k]]
+            texts = [c.embed_text for k in todo for c in planned[k][0]]
             vectors = self._embed_chunks(texts, show_progress)
             at = 0
             for k in todo:
-                n = len(planned[k])
-                self._items[k] = ItemChunks(tuple(planned[k]), np.ascontiguousarray(vectors[at : at + n]), _digest(planned[k]))
-                at += n
+                chunks, digest = planned[k]
+                self._items[k] = ItemChunks(tuple(chunks), np.ascontiguousarray(vectors[at : at + len(chunks)]), digest)
+                at += len(chunks)
         if todo or gone:
             self._matrix = None
+        self._last = items
         return len(todo)
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
@@ -121,14 +125,15 @@ class ChunkStore:
         """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
         return self.embedder.embed(list(texts))
 
-    def _plan(self, item: Item) -> list[Chunk]:
-        """The item's chunks, re-chunked only when its name, description or text changed."""
+    def _plan(self, item: Item) -> tuple[list[Chunk], str]:
+        """The item's chunks and their digest, recomputed only when its name, description or text changed."""
         fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""))
         memo = self._plans.get(item.key)
         if memo is None or memo[0] != fingerprint:
-            memo = (fingerprint, chunk_item(item, self.config, self.embedder.count_tokens))
+            chunks = chunk_item(item, self.config, self.embedder.count_tokens)
+            memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo
-        return memo[1]
+        return memo[1], memo[2]
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""
