@@ -28,6 +28,7 @@ import yaml
 
 from contextsieve.agent import Agent, AgentSettings, McpServer
 from contextsieve.errors import AgentFileError, ContextSieveError
+from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Reference, Rule, Tool
 
 __all__ = ["load_agent", "save_agent", "SETTING_NAMES"]
@@ -315,7 +316,5 @@ def to_document(agent: Agent) -> dict[str, Any]:
 
 def save_agent(agent: Agent, path: str | Path) -> None:
     """Write ``agent`` as a current-format YAML file (temp file + rename: never half written)."""
-    from contextsieve.models.cache import atomic_write_bytes
-
     text = yaml.dump(to_document(agent), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10**9, indent=2)
     atomic_write_bytes(Path(path), text.encode("utf-8"))

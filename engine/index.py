@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.errors import IndexFileError, InputError, MissingExtraError
+from contextsieve.fileio import atomic_write_bytes
 from contextsieve.kernels.scoring import Hits, as_vectors, check_finite, score_pool_topk
 
 __all__ = ["Scope", "IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS"]
@@ -348,8 +349,6 @@ class ChunkIndex:
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         body = buf.getvalue()
-        from contextsieve.models.cache import atomic_write_bytes
-
         atomic_write_bytes(Path(path), _MAGIC + hashlib.sha256(body).digest() + body)
 
     @classmethod

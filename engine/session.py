@@ -16,6 +16,7 @@ from contextsieve.agent import Agent, AgentSettings
 from contextsieve.chunking import query_chunks
 from contextsieve.context import ContextEntry, RequestContext
 from contextsieve.errors import InputError
+from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.selection import select_items
 from contextsieve.store import ChunkStore
@@ -204,8 +205,6 @@ class Session:
 
     def save(self, path: str | Path) -> None:
         """Write history, items and settings as JSON (temp file + rename)."""
-        from contextsieve.models.cache import atomic_write_bytes
-
         atomic_write_bytes(Path(path), json.dumps(self.to_dict(), indent=1).encode("utf-8"))
 
     @classmethod

@@ -13,7 +13,8 @@ import pytest
 
 from contextsieve import Embedder
 from contextsieve.errors import ModelCacheError
-from contextsieve.models.cache import CACHE_ENV, ModelCache, atomic_write_bytes, default_cache_dir
+from contextsieve.fileio import atomic_write_bytes
+from contextsieve.models.cache import CACHE_ENV, ModelCache, default_cache_dir
 
 
 @pytest.fixture()
