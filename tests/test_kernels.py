@@ -225,3 +225,17 @@ def test_import_does_not_load_numba() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_bm25_index_matches_the_oracle_on_words() -> None:
+    from contextsieve.keyword import BM25Index, tokenize
+
+    docs = ["Read a file from disk", "Write files to the disk", "Fetch a web page by its URL", "Search the web for pages"]
+    assert tokenize("Reads the FILES, quickly!") == ["read", "file", "quickly"]
+    idx = BM25Index(docs)
+    vocab = idx.vocab
+    as_ids = [[vocab[t] for t in tokenize(d)] for d in docs]
+    for q in ("files on disk", "web pages", "nothing matches zzz", ""):
+        qids = [vocab[t] for t in tokenize(q) if t in vocab]
+        np.testing.assert_allclose(idx.scores(q), bm25_oracle(as_ids, qids), rtol=1e-5, atol=1e-6)
+    assert int(np.argmax(idx.scores("web page url"))) == 2

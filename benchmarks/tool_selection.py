@@ -1,0 +1,147 @@
+"""Tool-selection quality: BM25, dense, the reference pipeline and fusions, on MetaTool-format data.
+
+    python -m benchmarks.tool_selection --data ../shared/eval/metatool [--full] [--sample 2000]
+
+Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jsonl`` lines ``{"id",
+"query", "relevant": ["server/name", ...]}`` (optional ``relevant_groups``: any member of a group
+satisfies it). By default a fixed sample of 2,000 queries (``random.Random(0)``), the tuning set;
+``--full`` adds the whole file. Tools are indexed as ``name: description``.
+
+Systems: ``bm25``; ``dense`` (one vector per query); ``dense-maxpool`` (one vector per query
+sentence, max-pooled, as the reference does); ``reference`` (the engine's session over an agent
+whose tools are all in ``agent`` mode, default settings: the ranked list is what it selects, so it is
+short by design); ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
+``fusion-rrf`` (reciprocal-rank fusion, k = 60).
+
+Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
+all@5 = share of queries with every relevant tool in the top 5; nDCG@10 (binary gains); p50 =
+median milliseconds per query, each query embedded and scored alone (200 queries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from contextsieve.chunking import query_chunks
+from contextsieve.keyword import BM25Index
+
+KS = (1, 3, 5, 10)
+
+
+def load(folder: Path) -> tuple[list[dict], list[dict]]:
+    tools = [json.loads(line) for line in (folder / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    return tools, queries
+
+
+def groups(q: dict) -> list[set[str]]:
+    if q.get("relevant_groups"):
+        return [set(g) for g in q["relevant_groups"]]
+    return [{r} for r in q["relevant"]]
+
+
+def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
+    out = {f"R@{k}": 0.0 for k in KS} | {"all@5": 0.0, "nDCG@10": 0.0}
+    disc = 1.0 / np.log2(np.arange(2, 12))
+    for ids, q in zip(ranked, qs):
+        gs = groups(q)
+        for k in KS:
+            top = set(ids[:k])
+            out[f"R@{k}"] += sum(1 for g in gs if g & top) / len(gs)
+        out["all@5"] += float(all(g & set(ids[:5]) for g in gs))
+        hit, seen = np.zeros(10), set()
+        for i, t in enumerate(ids[:10]):
+            for j, g in enumerate(gs):
+                if t in g and j not in seen:
+                    hit[i] = 1.0
+                    seen.add(j)
+                    break
+        ideal = disc[: min(len(gs), 10)].sum()
+        out["nDCG@10"] += float((hit * disc).sum() / ideal)
+    return {k: v / len(qs) for k, v in out.items()}
+
+
+def rank(scores: np.ndarray, ids: list[str], k: int = 10) -> list[str]:
+    top = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    return [ids[i] for i in top]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--sample", type=int, default=2000)
+    ap.add_argument("--full", action="store_true", help="also evaluate every query in the file")
+    ap.add_argument("--variant", default="int8")
+    args = ap.parse_args(argv)
+    from contextsieve import Embedder
+    from contextsieve.agent import Agent, McpServer
+    from contextsieve.engine import Engine
+    from contextsieve.items import IncludeMode, Tool
+
+    tools, queries = load(args.data)
+    sets = {f"sample {args.sample}": random.Random(0).sample(queries, min(args.sample, len(queries)))}
+    if args.full:
+        sets[f"full {len(queries)}"] = queries
+    ids = [f"{t['server']}/{t['name']}" for t in tools]
+    texts = [f"{t['name']}: {t['description']}" if t.get("description") else t["name"] for t in tools]
+    emb = Embedder(variant=args.variant)
+    tool_vecs = emb.embed(texts)
+    bm25 = BM25Index(texts)
+    servers = {s: McpServer(s, default_include=IncludeMode.AGENT) for s in {t["server"] for t in tools}}
+    agent = Agent(name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools])
+    engine = Engine(agent, embedder=emb, cache_dir=False)
+    session = engine.session()
+
+    def dense(q: str) -> np.ndarray:
+        return tool_vecs @ emb.embed([q])[0]
+
+    def dense_max(q: str) -> np.ndarray:
+        qc = query_chunks(q) or [q]
+        return (tool_vecs @ emb.embed(qc).T).max(axis=1)
+
+    def wsum(q: str, w: float = 0.3) -> np.ndarray:
+        b = bm25.scores(q)
+        return dense(q) + w * (b / b.max() if b.max() > 0 else b)
+
+    def rrf(q: str, k: int = 60) -> np.ndarray:
+        out = np.zeros(len(ids))
+        for s in (dense(q), bm25.scores(q)):
+            order = np.lexsort((np.arange(len(s)), -s))
+            out[order] += 1.0 / (k + np.arange(1, len(s) + 1))
+        return out
+
+    def reference(q: str) -> list[str]:
+        ctx = session.build_request(q).context
+        return [f"{e.key.server}/{e.key.name}" for e in ctx.entries]
+
+    systems: dict[str, Callable[[str], list[str]]] = {
+        "bm25": lambda q: rank(bm25.scores(q), ids),
+        "dense": lambda q: rank(dense(q), ids),
+        "dense-maxpool": lambda q: rank(dense_max(q), ids),
+        "reference": reference,
+        "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
+        "fusion-rrf": lambda q: rank(rrf(q), ids),
+    }
+    for name, qs in sets.items():
+        print(f"\nMetaTool {name} queries, {len(ids)} tools, contextsieve {args.variant}\n")
+        print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | p50 ms |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for sname, f in systems.items():
+            lat = []
+            for q in qs[:200]:
+                t = time.perf_counter()
+                f(q["query"])
+                lat.append(time.perf_counter() - t)
+            m = metrics([f(q["query"]) for q in qs], qs)
+            print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10")) + f" | {np.median(lat) * 1e3:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Keyword search: a BM25 index over chunk texts (the scorer is :func:`contextsieve.kernels.scoring.bm25_scores`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from contextsieve.kernels.scoring import bm25_scores
+
+__all__ = ["tokenize", "BM25Index", "STOPWORDS"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+#: Very common English words left out of the index (they carry no topic).
+STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from has have how i in is it its me my of on or our please "
+    "should so that the their them there this to us was we what when where which who why will with you your".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits of any script), stopwords and 1-letter words removed,
+    a trailing plural ``s`` dropped from words over 3 letters (``files`` and ``file`` match)."""
+    out = []
+    for w in _WORD.findall(text.lower()):
+        if len(w) < 2 or w in STOPWORDS:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.append(w)
+    return out
+
+
+class BM25Index:
+    """BM25 over a fixed list of texts (one row per text).
+
+    Args:
+        texts: the documents (chunks).
+        k1: term-frequency saturation (default 1.2). b: length normalisation (default 0.75).
+    """
+
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.vocab: dict[str, int] = {}
+        postings: dict[int, dict[int, int]] = {}
+        self.doc_len = np.zeros(len(texts), dtype=np.float32)
+        for row, text in enumerate(texts):
+            toks = tokenize(text)
+            self.doc_len[row] = len(toks)
+            for t in toks:
+                tid = self.vocab.setdefault(t, len(self.vocab))
+                postings.setdefault(tid, {})
+                postings[tid][row] = postings[tid].get(row, 0) + 1
+        self.indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        rows, tfs = [], []
+        for tid in range(len(self.vocab)):
+            p = postings.get(tid, {})
+            rows.extend(p.keys())
+            tfs.extend(p.values())
+            self.indptr[tid + 1] = self.indptr[tid] + len(p)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.tf = np.asarray(tfs, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return int(self.doc_len.shape[0])
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every row for ``query`` (words not in the index are ignored)."""
+        terms = [self.vocab[t] for t in tokenize(query) if t in self.vocab]
+        return bm25_scores(terms, self.indptr, self.rows, self.tf, self.doc_len, k1=self.k1, b=self.b)
