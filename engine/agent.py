@@ -13,7 +13,15 @@ from typing import Any
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
-__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError"]
+__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS"]
+
+#: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
+#: small, conservative larger. Explicit settings given with a preset win over it.
+PRESETS: dict[str, dict[str, Any]] = {
+    "aggressive": {"context_top_k": 10, "context_top_n": 3, "context_include_score": 0.8},
+    "normal": {"context_top_k": 20, "context_top_n": 5, "context_include_score": 0.7},
+    "conservative": {"context_top_k": 40, "context_top_n": 8, "context_include_score": 0.6},
+}
 
 
 class UnknownItemError(ContextSieveError, KeyError):
@@ -35,6 +43,8 @@ class AgentSettings:
         temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
         tool_permission: ``"always"``, ``"never"`` or ``"tool"`` (ask per tool; default).
         model: ``"provider:modelId"`` or ``None``.
+        token_budget: most tokens the request's rules, references and tools may take (``None``: no cap).
+            Agent-mode items are dropped, lowest score first, to fit; always/manual items never are.
     """
 
     context_top_k: int = 20
@@ -46,6 +56,7 @@ class AgentSettings:
     top_p: float = 0.5
     tool_permission: str = "tool"
     model: str | None = None
+    token_budget: int | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -58,11 +69,17 @@ class AgentSettings:
                 raise InputError(f"setting {name} must be a number in {lo}..{hi}, got {v!r}")
             if isinstance(lo, int) and not isinstance(v, int):
                 raise InputError(f"setting {name} must be an int, got {v!r}")
+        if self.token_budget is not None and (isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0):
+            raise InputError(f"setting token_budget must be None or an int >= 0, got {self.token_budget!r}")
         if self.tool_permission not in ("always", "never", "tool"):
             raise InputError(f"setting tool_permission must be always, never or tool, got {self.tool_permission!r}")
 
-    def with_overrides(self, **overrides: Any) -> "AgentSettings":
-        """A copy with some settings replaced (unknown names are an error)."""
+    def with_overrides(self, preset: str | None = None, **overrides: Any) -> "AgentSettings":
+        """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
+        if preset is not None:
+            if preset not in PRESETS:
+                raise InputError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+            overrides = {**PRESETS[preset], **overrides}
         known = {f.name for f in dataclasses.fields(self)}
         unknown = set(overrides) - known
         if unknown:

@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("top-k", "top-n"):
         s.add_argument(f"--{name}", type=int, help=f"override context{name.title().replace('-', '')} for this request")
     s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
+    s.add_argument("--preset", choices=["aggressive", "normal", "conservative"], help="selection preset")
+    s.add_argument("--token-budget", type=int, help="most tokens the request's items may take")
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
     i.add_argument("--tools", type=Path)
@@ -72,7 +74,8 @@ def _engine(path: Path, tools: Path | None):  # noqa: ANN202
 
 def _select(args: argparse.Namespace) -> None:
     engine = _engine(args.agent, args.tools)
-    overrides = {k: v for k, v in (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score)) if v is not None}
+    pairs = (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score), ("token_budget", args.token_budget), ("preset", args.preset))
+    overrides = {k: v for k, v in pairs if v is not None}
     t = time.perf_counter()
     req = engine.select(args.message, **overrides)
     ms = (time.perf_counter() - t) * 1000

@@ -8,7 +8,7 @@ from typing import Any
 
 from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
-__all__ = ["ContextEntry", "RequestContext"]
+__all__ = ["ContextEntry", "Dropped", "RequestContext"]
 
 _MODE_ORDER = {IncludeMode.ALWAYS: 0, IncludeMode.MANUAL: 1, IncludeMode.AGENT: 2}
 _PLURAL = {ItemKind.RULE: "rules", ItemKind.REFERENCE: "references", ItemKind.TOOL: "tools"}
@@ -47,6 +47,22 @@ class ContextEntry:
 
 
 @dataclass(frozen=True)
+class Dropped:
+    """An item selected but left out of the request, and why (e.g. ``"token budget"``)."""
+
+    entry: ContextEntry
+    tokens: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entry.to_dict(), "tokens": self.tokens, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Dropped":
+        return cls(ContextEntry.from_dict(d), int(d["tokens"]), str(d["reason"]))
+
+
+@dataclass(frozen=True)
 class RequestContext:
     """The items of one request, in the order they are sent (session items, then agent items by score).
 
@@ -57,6 +73,9 @@ class RequestContext:
     query: str = ""
     query_chunks: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    tokens: int | None = None
+    dropped: tuple[Dropped, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def of_kind(self, kind: ItemKind) -> list[ContextEntry]:
         return [e for e in self.entries if e.key.kind is kind]
@@ -95,16 +114,29 @@ class RequestContext:
                 prio = f" (priority {e.priority})" if e.priority is not None else ""
                 lines.append(f"  • {name}{prio} [{badge}]")
             lines.append("")
+        for x in self.dropped:
+            lines.append(f"Dropped: {x.entry.key} ({x.tokens} tokens, score {x.entry.score:.2f}): {x.reason}" if x.entry.score is not None else f"Dropped: {x.entry.key}: {x.reason}")
+        lines.extend(f"Note: {n}" for n in self.notes)
         return "\n".join(lines).rstrip() + "\n"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "query_chunks": list(self.query_chunks), "settings": self.settings, "items": [e.to_dict() for e in self.entries], "summary": self.summary()}
+        d: dict[str, Any] = {"query": self.query, "query_chunks": list(self.query_chunks), "settings": self.settings, "items": [e.to_dict() for e in self.entries], "summary": self.summary()}
+        if self.tokens is not None:
+            d["tokens"] = self.tokens
+        if self.dropped:
+            d["dropped"] = [x.to_dict() for x in self.dropped]
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
 
     def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RequestContext":
-        return cls(tuple(ContextEntry.from_dict(e) for e in d["items"]), d.get("query", ""), tuple(d.get("query_chunks", ())), dict(d.get("settings", {})))
+        return cls(
+            tuple(ContextEntry.from_dict(e) for e in d["items"]), d.get("query", ""), tuple(d.get("query_chunks", ())), dict(d.get("settings", {})),
+            d.get("tokens"), tuple(Dropped.from_dict(x) for x in d.get("dropped", ())), tuple(d.get("notes", ())),
+        )
 
 

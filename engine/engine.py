@@ -78,7 +78,8 @@ class Engine:
         return EmbeddingCache(folder / "embeddings.sqlite", model_id)
 
     def session(self, **settings: Any) -> Session:
-        """A new session (settings override the agent's for this session only)."""
+        """A new session; keyword arguments are :class:`~contextsieve.session.Session`'s (``preset``,
+        ``token_counter``, and settings overriding the agent's for this session only)."""
         return Session(self.agent, self.store, **settings)
 
     def index(self, *, show_progress: bool = False) -> dict[str, float]:
@@ -91,5 +92,5 @@ class Engine:
         return {"items": len(items), "chunks": chunks, "embedded": self.store.embedded_texts - before, "seconds": time.perf_counter() - t}
 
     def select(self, message: str, **settings: Any) -> Request:
-        """One-off request for ``message`` in a fresh session."""
+        """One-off request for ``message`` in a fresh session (keyword arguments as for :meth:`session`)."""
         return self.session(**settings).build_request(message)

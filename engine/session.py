@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import numpy as np
 
 from contextsieve.agent import Agent, AgentSettings
 from contextsieve.chunking import query_chunks
-from contextsieve.context import ContextEntry, RequestContext
+from contextsieve.context import ContextEntry, Dropped, RequestContext
 from contextsieve.errors import InputError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
@@ -86,13 +86,18 @@ class Session:
     Args:
         agent: the agent (the source of truth for items).
         store: chunk vectors of the agent's items (shared by the agent's sessions).
-        settings: overrides of the agent's settings for this session only.
+        preset: ``"aggressive"``, ``"normal"`` or ``"conservative"`` (see :data:`contextsieve.agent.PRESETS`).
+        token_counter: counts the tokens of texts for ``token_budget`` (default: the embedding model's
+            tokenizer, a proxy for the LLM's; pass the provider's counter for exact budgets).
+        settings: overrides of the agent's settings for this session only (they win over the preset).
     """
 
-    def __init__(self, agent: Agent, store: ChunkStore, **settings: Any) -> None:
+    def __init__(self, agent: Agent, store: ChunkStore, *, preset: str | None = None, token_counter: Callable[[Sequence[str]], list[int]] | None = None, **settings: Any) -> None:
         self.agent = agent
         self.store = store
-        self.settings: AgentSettings = agent.settings.with_overrides(**settings)
+        self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
+        self._token_counter = token_counter
+        self._token_memo: dict[ItemKey, tuple[object, int]] = {}
         self.history: list[Message] = []
         self._items: dict[ItemKey, IncludeMode] = {}
         for item in [*agent.references, *agent.rules, *agent.tools]:
@@ -115,9 +120,9 @@ class Session:
         item = self.agent.get(key)
         self._items.pop(item.key, None)
 
-    def update_settings(self, **settings: Any) -> None:
-        """Override settings for this session from now on."""
-        self.settings = self.settings.with_overrides(**settings)
+    def update_settings(self, preset: str | None = None, **settings: Any) -> None:
+        """Override settings (or apply a preset) for this session from now on."""
+        self.settings = self.settings.with_overrides(preset, **settings)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -147,8 +152,46 @@ class Session:
         if candidates and qchunks:
             entries += self._search(qchunks, candidates)
         s = self.settings
-        ctx = RequestContext(tuple(entries), query, tuple(qchunks), {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score})
+        settings = {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score}
+        tokens, dropped, notes = None, [], []
+        if s.token_budget is not None:
+            settings["token_budget"] = s.token_budget
+            entries, tokens, dropped, notes = self._fit_budget(entries, s.token_budget)
+        ctx = RequestContext(tuple(entries), query, tuple(qchunks), settings, tokens, tuple(dropped), tuple(notes))
         return self.request_for(ctx, query)
+
+    def _item_tokens(self, key: ItemKey) -> int:
+        """Tokens the item adds to the request (its message, or its tool definition), memoised per item."""
+        item = self.agent.get(key)
+        memo = self._token_memo.get(key)
+        if memo is not None and memo[0] is item:
+            return memo[1]
+        if isinstance(item, Tool):
+            text = json.dumps({"name": f"{item.server}_{item.name}", "description": item.description, "input_schema": item.input_schema})
+        else:
+            text = ("Reference: " if isinstance(item, Reference) else "Rule: ") + item.text
+        counter = self._token_counter or self.store.embedder.count_tokens
+        n = int(counter([text])[0])
+        self._token_memo[key] = (item, n)
+        return n
+
+    def _fit_budget(self, entries: list[ContextEntry], budget: int) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
+        """Drop agent-mode items, lowest score first, until the items fit ``budget`` tokens."""
+        cost = {e.key: self._item_tokens(e.key) for e in entries}
+        total = sum(cost.values())
+        fixed = sum(cost[e.key] for e in entries if e.mode is not IncludeMode.AGENT)
+        notes = []
+        if fixed > budget:
+            notes.append(f"always and manual items alone take {fixed} tokens, over the budget of {budget}; they are never cut")
+        dropped: list[Dropped] = []
+        agent_items = [e for e in entries if e.mode is IncludeMode.AGENT]
+        for e in sorted(agent_items, key=lambda e: (e.score or 0.0, -agent_items.index(e))):
+            if total <= budget:
+                break
+            total -= cost[e.key]
+            dropped.append(Dropped(e, cost[e.key], f"token budget: the request was over {budget} tokens"))
+        gone = {d.entry.key for d in dropped}
+        return [e for e in entries if e.key not in gone], total, dropped, notes
 
     def _search(self, qchunks: Sequence[str], candidates: list[Item]) -> list[ContextEntry]:
         """Semantic search over every indexed item, limited to ``candidates`` (all items are indexed,
@@ -198,7 +241,7 @@ class Session:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "settings": {k: v for k, v in self.settings.__dict__.items()},
+            "settings": dict(self.settings.__dict__),
             "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
             "history": [m.to_dict() for m in self.history],
         }

@@ -33,6 +33,13 @@ def test_select_text_view_and_overrides(capsys: pytest.CaptureFixture[str]) -> N
     assert out.startswith("Context Used:") and out.count("[Agent - ") == 1
 
 
+def test_select_with_preset_and_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(example_agent_path()), "Checkout fails with 502 after the deploy", "--preset", "aggressive", "--token-budget", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["context"]["settings"]["top_n"] == 3 and out["context"]["settings"]["token_budget"] == 60
+    assert out["context"]["tokens"] <= 60 or out["context"].get("notes")
+
+
 def test_index_then_restart_uses_the_disk_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", str(example_agent_path())]) == 0
     assert main(["index", str(example_agent_path())]) == 0

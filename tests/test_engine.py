@@ -290,3 +290,49 @@ def test_session_save_and_load(tmp_path, agent: Agent, store: ChunkStore) -> Non
     p.write_text("{broken")
     with pytest.raises(InputError, match="cannot load session"):
         Session.load(p, agent, store)
+
+
+# -- presets and token budget ------------------------------------------------------------------
+
+
+def test_presets_and_explicit_settings_win(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store, preset="aggressive")
+    assert (s.settings.context_top_k, s.settings.context_top_n, s.settings.context_include_score) == (10, 3, 0.8)
+    s = Session(agent, store, preset="conservative", context_top_n=2)
+    assert (s.settings.context_top_k, s.settings.context_top_n) == (40, 2)
+    s.update_settings(preset="normal")
+    assert s.settings.context_top_n == 5
+    with pytest.raises(InputError, match="unknown preset"):
+        Session(agent, store, preset="extreme")
+
+
+def words(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def test_token_budget_drops_lowest_scored_agent_items_first(agent: Agent, store: ChunkStore) -> None:
+    free = Session(agent, store, token_counter=words).build_request("refunds parcel days outage escalate engineer prices dollars")
+    agent_entries = [e for e in free.context.entries if e.mode is G]
+    assert len(agent_entries) >= 3
+    costs = {e.key: Session(agent, store, token_counter=words)._item_tokens(e.key) for e in free.context.entries}
+    full = sum(costs.values())
+    lowest = agent_entries[-1]
+    s = Session(agent, store, token_counter=words, token_budget=full - 1)
+    req = s.build_request("refunds parcel days outage escalate engineer prices dollars")
+    assert [d.entry.key for d in req.context.dropped] == [lowest.key]
+    assert req.context.tokens == full - costs[lowest.key] <= full - 1
+    assert lowest.key not in req.context.keys() and "Dropped: " in req.context.grouped_text()
+    assert all(e.key in req.context.keys() for e in free.context.entries if e.mode is not G)
+
+
+def test_token_budget_never_cuts_always_or_manual_and_says_so(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store, token_counter=words, token_budget=3)
+    s.add("rule:legal")
+    req = s.build_request("refunds parcel outage")
+    assert all(e.mode is not G for e in req.context.entries)  # every agent item dropped
+    assert {str(k) for k in req.context.keys()} >= {"rule:tone", "reference:faq", "rule:legal", "tool:web:fetch"}
+    assert req.context.notes and "never cut" in req.context.notes[0]
+    back = type(req.context).from_dict(json.loads(req.context.to_json()))
+    assert back == req.context
+    with pytest.raises(InputError, match="token_budget"):
+        Session(agent, store, token_budget=-5)
