@@ -45,6 +45,13 @@ class AgentSettings:
         model: ``"provider:modelId"`` or ``None``.
         token_budget: most tokens the request's rules, references and tools may take (``None``: no cap).
             Agent-mode items are dropped, lowest score first, to fit; always/manual items never are.
+        min_representation_floor: when set, every query sentence whose best candidate scores at least
+            this much gets an item, even if the max-pooled ranking left it out (default ``None``: off).
+        min_representation_cap: most items added that way per request (default 2).
+        expansion_depth: passes of context expansion after the query search (default 0: off).
+        expansion_threshold: similarity an item needs to be pulled in by a selected item (default 0.75).
+        expansion_top_n: most items each pass adds (default 3).
+        expansion_chunk_cap: chunks of each selected item used as queries, best first (default 5).
     """
 
     context_top_k: int = 20
@@ -57,11 +64,19 @@ class AgentSettings:
     tool_permission: str = "tool"
     model: str | None = None
     token_budget: int | None = None
+    min_representation_floor: float | None = None
+    min_representation_cap: int = 2
+    expansion_depth: int = 0
+    expansion_threshold: float = 0.75
+    expansion_top_n: int = 3
+    expansion_chunk_cap: int = 5
 
     def __post_init__(self) -> None:
         checks = [
             ("context_top_k", 1, 100), ("context_top_n", 1, 50), ("context_include_score", 0.0, 1.0),
             ("temperature", 0.0, 1.0), ("top_p", 0.0, 1.0), ("max_chat_turns", 1, 10**6), ("max_output_tokens", 1, 10**7),
+            ("min_representation_cap", 0, 100), ("expansion_depth", 0, 5), ("expansion_threshold", -1.0, 1.0),
+            ("expansion_top_n", 0, 50), ("expansion_chunk_cap", 1, 1000),
         ]
         for name, lo, hi in checks:
             v = getattr(self, name)
@@ -69,6 +84,8 @@ class AgentSettings:
                 raise InputError(f"setting {name} must be a number in {lo}..{hi}, got {v!r}")
             if isinstance(lo, int) and not isinstance(v, int):
                 raise InputError(f"setting {name} must be an int, got {v!r}")
+        if self.min_representation_floor is not None and not -1.0 <= self.min_representation_floor <= 1.0:
+            raise InputError(f"setting min_representation_floor must be None or in -1..1, got {self.min_representation_floor!r}")
         if self.token_budget is not None and (isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0):
             raise InputError(f"setting token_budget must be None or an int >= 0, got {self.token_budget!r}")
         if self.tool_permission not in ("always", "never", "tool"):

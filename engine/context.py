@@ -10,7 +10,7 @@ from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
 __all__ = ["ContextEntry", "Dropped", "RequestContext"]
 
-_MODE_ORDER = {IncludeMode.ALWAYS: 0, IncludeMode.MANUAL: 1, IncludeMode.AGENT: 2}
+_MODE_ORDER = {IncludeMode.ALWAYS: 0, IncludeMode.MANUAL: 1, IncludeMode.AGENT: 2, IncludeMode.EXPANSION: 3}
 _PLURAL = {ItemKind.RULE: "rules", ItemKind.REFERENCE: "references", ItemKind.TOOL: "tools"}
 
 
@@ -25,6 +25,9 @@ class ContextEntry:
         chunk: index of the item's chunk that gave the score.
         query_chunk: index of the query chunk that gave the score.
         priority: the item's priority level (tools: ``None``).
+        via: how a searched item got in: ``"query"`` (the max-pooled ranking), ``"min-representation"``
+            (promoted for an unrepresented query sentence) or ``"expansion"``; ``None`` for session items.
+        pulled_by: for expansion items, the selected item whose chunk matched.
     """
 
     key: ItemKey
@@ -33,17 +36,22 @@ class ContextEntry:
     chunk: int | None = None
     query_chunk: int | None = None
     priority: int | None = None
+    via: str | None = None
+    pulled_by: ItemKey | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {"key": str(self.key), "mode": self.mode.value}
-        for name in ("score", "chunk", "query_chunk", "priority"):
+        for name in ("score", "chunk", "query_chunk", "priority", "via"):
             if getattr(self, name) is not None:
                 d[name] = getattr(self, name)
+        if self.pulled_by is not None:
+            d["pulled_by"] = str(self.pulled_by)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ContextEntry":
-        return cls(ItemKey.parse(d["key"]), IncludeMode(d["mode"]), d.get("score"), d.get("chunk"), d.get("query_chunk"), d.get("priority"))
+        pulled = ItemKey.parse(d["pulled_by"]) if d.get("pulled_by") else None
+        return cls(ItemKey.parse(d["key"]), IncludeMode(d["mode"]), d.get("score"), d.get("chunk"), d.get("query_chunk"), d.get("priority"), d.get("via"), pulled)
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,12 @@ class RequestContext:
             lines.append(f"{_PLURAL[kind].capitalize()} ({len(entries)}):")
             for e in entries:
                 name = f"{e.key.server}:{e.key.name}" if kind is ItemKind.TOOL else e.key.name
-                badge = f"Agent - {e.score:.2f}" if e.mode is IncludeMode.AGENT and e.score is not None else e.mode.value.capitalize()
+                if e.mode is IncludeMode.EXPANSION and e.score is not None:
+                    badge = f"Expansion - {e.score:.2f}, via {e.pulled_by.name if e.pulled_by else '?'}"
+                elif e.mode is IncludeMode.AGENT and e.score is not None:
+                    badge = f"Agent - {e.score:.2f}"
+                else:
+                    badge = e.mode.value.capitalize()
                 prio = f" (priority {e.priority})" if e.priority is not None else ""
                 lines.append(f"  • {name}{prio} [{badge}]")
             lines.append("")

@@ -28,11 +28,23 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class IncludeMode(str, Enum):
-    """How an item gets into a request (see the module docstring)."""
+    """How an item gets into a request (see the module docstring).
+
+    ``EXPANSION`` only marks request items pulled in by another selected item (two-pass expansion);
+    it is not a setting an item can have.
+    """
 
     ALWAYS = "always"
     MANUAL = "manual"
     AGENT = "agent"
+    EXPANSION = "expansion"
+
+
+def _setting_mode(value: object, where: str) -> IncludeMode:
+    mode = IncludeMode(value)
+    if mode is IncludeMode.EXPANSION:
+        raise InputError(f"{where}: include must be always, manual or agent, not expansion")
+    return mode
 
 
 class ItemKind(str, Enum):
@@ -104,7 +116,7 @@ class Rule:
         _check_common(self.kind.value, self.name, self.priority)
         if not self.text:
             raise InputError(f"{self.kind.value} {self.name!r}: text must not be empty")
-        object.__setattr__(self, "include", IncludeMode(self.include))
+        object.__setattr__(self, "include", _setting_mode(self.include, f"{self.kind.value} {self.name!r}"))
 
     @cached_property
     def key(self) -> ItemKey:
@@ -144,7 +156,7 @@ class Tool:
         if not self.server or not self.name:
             raise InputError(f"a tool needs a server and a name, got {self.server!r} / {self.name!r}")
         if self.include is not None:
-            object.__setattr__(self, "include", IncludeMode(self.include))
+            object.__setattr__(self, "include", _setting_mode(self.include, f"{self.kind.value} {self.name!r}"))
 
     @cached_property
     def key(self) -> ItemKey:

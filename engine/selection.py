@@ -64,3 +64,75 @@ def select_items(
     high = [s for s in ranked if s.score >= include_score]
     other = [s for s in ranked if s.score < include_score]
     return high + other[: max(0, top_n - len(high))]
+
+
+def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's best score per query chunk, ``[n_items, M]`` (``-inf`` for non-candidates), and the
+    chunk row that gave it. ``chunk_item`` must be sorted (an item's chunks are contiguous)."""
+    n_items = candidates.shape[0]
+    s = chunks @ queries.T  # [N, M]
+    counts = np.bincount(chunk_item, minlength=n_items)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    has = counts > 0
+    per = np.full((n_items, queries.shape[0]), -np.inf, dtype=np.float32)
+    arg = np.full((n_items, queries.shape[0]), -1, dtype=np.int64)
+    if s.size:
+        idx = np.flatnonzero(has)
+        per[idx] = np.maximum.reduceat(s, starts[idx], axis=0)
+        for i in idx:  # best row per item and query chunk (first on ties); agent-sized loops
+            arg[i] = starts[i] + np.argmax(s[starts[i] : starts[i] + counts[i]], axis=0)
+    per[~candidates] = -np.inf
+    return per, arg
+
+
+def min_representation(chosen: list[Selected], per: np.ndarray, arg: np.ndarray, *, floor: float, cap: int) -> list[Selected]:
+    """Items to add so that every query chunk whose best candidate scores ``>= floor`` has an item.
+
+    A query chunk is represented when a chosen item got its score from it. For each one that is not
+    (in query order), the best candidate not yet chosen is added, up to ``cap`` items.
+    """
+    represented = {s.query_chunk for s in chosen}
+    taken = {s.item for s in chosen}
+    out: list[Selected] = []
+    for m in range(per.shape[1]):
+        if len(out) >= cap:
+            break
+        if m in represented:
+            continue
+        col = per[:, m].copy()
+        col[list(taken)] = -np.inf
+        best = int(np.argmax(col))
+        if col[best] >= floor:
+            out.append(Selected(best, float(col[best]), int(arg[best, m]), m))
+            taken.add(best)
+            represented.add(m)
+    return out
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """An item pulled in by expansion: its score, best chunk, and the item whose chunk matched it."""
+
+    item: int
+    score: float
+    chunk: int
+    source_item: int
+
+
+def expand(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int], candidates: np.ndarray, *, threshold: float, top_n: int, chunk_cap: int, priority: np.ndarray | None = None) -> list[Expanded]:
+    """One expansion pass: the chunks of ``seeds`` (at most ``chunk_cap`` each, by ``priority``) as queries
+    against the chunks of the ``candidates`` items; items scoring ``>= threshold``, best first, at most ``top_n``."""
+    from contextsieve.kernels.relations import expansion_pass
+    from contextsieve.kernels.scoring import group_max
+
+    if not seeds or top_n <= 0 or not candidates.any():
+        return []
+    res = expansion_pass(chunks, chunk_item, seeds, cap=chunk_cap, priority=priority, exclude=~candidates[chunk_item])
+    best, row = group_max(res.scores, chunk_item, candidates.shape[0])
+    order = np.lexsort((np.arange(best.shape[0]), -best))
+    out = []
+    for i in order[:top_n]:
+        if not best[i] >= threshold:
+            break
+        out.append(Expanded(int(i), float(best[i]), int(row[i]), int(chunk_item[res.source[row[i]]])))
+    return out

@@ -18,7 +18,8 @@ from contextsieve.context import ContextEntry, Dropped, RequestContext
 from contextsieve.errors import InputError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
-from contextsieve.selection import select_items
+from contextsieve.kernels.scoring import score_pool
+from contextsieve.selection import expand, item_query_scores, min_representation, select_items
 from contextsieve.store import ChunkStore
 
 __all__ = ["Session", "Message", "Request"]
@@ -176,15 +177,16 @@ class Session:
         return n
 
     def _fit_budget(self, entries: list[ContextEntry], budget: int) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
-        """Drop agent-mode items, lowest score first, until the items fit ``budget`` tokens."""
+        """Drop agent and expansion items, lowest score first, until the items fit ``budget`` tokens."""
         cost = {e.key: self._item_tokens(e.key) for e in entries}
         total = sum(cost.values())
-        fixed = sum(cost[e.key] for e in entries if e.mode is not IncludeMode.AGENT)
+        searched = (IncludeMode.AGENT, IncludeMode.EXPANSION)
+        fixed = sum(cost[e.key] for e in entries if e.mode not in searched)
         notes = []
         if fixed > budget:
             notes.append(f"always and manual items alone take {fixed} tokens, over the budget of {budget}; they are never cut")
         dropped: list[Dropped] = []
-        agent_items = [e for e in entries if e.mode is IncludeMode.AGENT]
+        agent_items = [e for e in entries if e.mode in searched]
         for e in sorted(agent_items, key=lambda e: (e.score or 0.0, -agent_items.index(e))):
             if total <= budget:
                 break
@@ -195,7 +197,8 @@ class Session:
 
     def _search(self, qchunks: Sequence[str], candidates: list[Item]) -> list[ContextEntry]:
         """Semantic search over every indexed item, limited to ``candidates`` (all items are indexed,
-        so a later request with other candidates embeds nothing new)."""
+        so a later request with other candidates embeds nothing new): the reference ranking, then
+        minimum representation and expansion when the settings turn them on."""
         all_items = list(self.agent.all_items())
         self.store.sync(all_items)
         chunks, owner = self.store.matrix([it.key for it in all_items])
@@ -205,13 +208,32 @@ class Session:
         qvec = self.store.embed_query(qchunks)
         s = self.settings
         chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score)
-        return [
-            ContextEntry(
-                all_items[c.item].key, IncludeMode.AGENT, round(c.score, 6),
-                c.chunk - int(np.searchsorted(owner, c.item)), c.query_chunk, getattr(all_items[c.item], "priority", None),
-            )
-            for c in chosen
-        ]
+
+        def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
+            it = all_items[item]
+            first = int(np.searchsorted(owner, item))
+            return ContextEntry(it.key, mode, round(score, 6), row - first, qc, getattr(it, "priority", None), via, all_items[pulled].key if pulled is not None else None)
+
+        entries = [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
+        picked = [c.item for c in chosen]
+        if s.min_representation_floor is not None and qvec.shape[0] > 1 and s.min_representation_cap > 0:
+            per, arg = item_query_scores(qvec, chunks, owner, allowed)
+            extra = min_representation(chosen, per, arg, floor=s.min_representation_floor, cap=s.min_representation_cap)
+            entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in extra]
+            picked += [c.item for c in extra]
+        if s.expansion_depth > 0 and picked:
+            pool = allowed.copy()
+            pool[picked] = False
+            priority, _ = score_pool(qvec, chunks)
+            seeds = picked
+            for _ in range(s.expansion_depth):
+                new = expand(chunks, owner, seeds, pool, threshold=s.expansion_threshold, top_n=s.expansion_top_n, chunk_cap=s.expansion_chunk_cap, priority=priority)
+                entries += [entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item) for x in new]
+                seeds = [x.item for x in new]
+                pool[seeds] = False
+                if not seeds:
+                    break
+        return entries
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""

@@ -336,3 +336,62 @@ def test_token_budget_never_cuts_always_or_manual_and_says_so(agent: Agent, stor
     assert back == req.context
     with pytest.raises(InputError, match="token_budget"):
         Session(agent, store, token_budget=-5)
+
+
+# -- minimum representation and expansion ------------------------------------------------------
+
+
+def rep_agent() -> Agent:
+    return Agent(rules=[
+        Rule("a1", "alpha gamma", include=G), Rule("a2", "alpha gamma delta", include=G), Rule("a3", "alpha delta", include=G),
+        Rule("b", "beta epsilon zeta eta", include=G), Rule("c", "omega sigma tau", include=G),
+    ])
+
+
+def test_min_representation_promotes_the_missing_sentence(store: ChunkStore) -> None:
+    q = "alpha gamma. beta epsilon. omega."
+    base = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99).build_request(q)
+    assert [e.key.name for e in base.context.entries] == ["a1", "a2"]  # both from sentence 0
+    s = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.2, min_representation_cap=1)
+    ctx = s.build_request(q).context
+    promoted = [e for e in ctx.entries if e.via == "min-representation"]
+    assert [(e.key.name, e.query_chunk) for e in promoted] == [("b", 1)]  # the cap stops sentence 2's item
+    both = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.2, min_representation_cap=5).build_request(q).context
+    assert [(e.key.name, e.query_chunk) for e in both.entries if e.via == "min-representation"] == [("b", 1), ("c", 2)]
+    strict = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.95).build_request(q).context
+    assert not [e for e in strict.entries if e.via == "min-representation"]  # below the floor: nothing
+
+
+def exp_agent(fetch_mode: IncludeMode = G) -> Agent:
+    return Agent(
+        rules=[Rule("auth", "authenticate authenticate then fetch the token endpoint", include=G), Rule("paint", "paint the house blue", include=G)],
+        servers={"web": McpServer("web")},
+        tools=[Tool("web", "fetch_url", "fetch token endpoint url", include=fetch_mode), Tool("web", "colors", "list paint colors", include=G)],
+    )
+
+
+def test_expansion_pulls_related_items_and_records_who(store: ChunkStore) -> None:
+    q = "authenticate"
+    off = Session(exp_agent(), store, context_top_n=1, context_include_score=0.99).build_request(q).context
+    assert [e.key.name for e in off.entries] == ["auth"]
+    s = Session(exp_agent(), store, context_top_n=1, context_include_score=0.99, expansion_depth=1, expansion_threshold=0.3, expansion_top_n=3)
+    ctx = s.build_request(q).context
+    exp = [e for e in ctx.entries if e.mode is IncludeMode.EXPANSION]
+    assert [(e.key.name, e.pulled_by.name) for e in exp] == [("fetch_url", "auth")]
+    assert exp[0].score >= 0.3 and "Expansion - " in ctx.grouped_text() and "via auth" in ctx.grouped_text()
+    assert "1 tool (all expansion)" in ctx.summary()
+    assert type(ctx).from_dict(json.loads(ctx.to_json())) == ctx
+    assert ItemKey(ItemKind.TOOL, "fetch_url", "web") not in dict(s.items())  # for this request only
+
+
+def test_expansion_never_readds_a_session_item(store: ChunkStore) -> None:
+    s = Session(exp_agent(fetch_mode=A), store, context_top_n=1, context_include_score=0.99, expansion_depth=2, expansion_threshold=0.0, expansion_top_n=5)
+    ctx = s.build_request("authenticate").context
+    keys = [e.key for e in ctx.entries]
+    assert keys.count(ItemKey(ItemKind.TOOL, "fetch_url", "web")) == 1
+    assert all(e.mode is not IncludeMode.EXPANSION or e.key.name != "fetch_url" for e in ctx.entries)
+
+
+def test_expansion_is_not_an_item_setting() -> None:
+    with pytest.raises(InputError, match="not expansion"):
+        Rule("x", "y", include=IncludeMode.EXPANSION)
