@@ -5,12 +5,13 @@
 Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jsonl`` lines ``{"id",
 "query", "relevant": ["server/name", ...]}`` (optional ``relevant_groups``: any member of a group
 satisfies it). By default a fixed sample of 2,000 queries (``random.Random(0)``), the tuning set;
-``--full`` adds the whole file. Tools are indexed as ``name: description``.
+``--full`` adds the whole file; ``--split multi`` keeps only the queries needing several tools.
+Tools are indexed as ``name: description``.
 
 Systems: ``bm25``; ``dense`` (one vector per query); ``dense-maxpool`` (one vector per query
 sentence, max-pooled, as the reference does); ``reference`` (the engine's session over an agent
 whose tools are all in ``agent`` mode, default settings: the ranked list is what it selects, so it is
-short by design); ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
+short by design), the same with minimum representation or one expansion pass; ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
 ``fusion-rrf`` (reciprocal-rank fusion, k = 60).
 
 Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--full", action="store_true", help="also evaluate every query in the file")
     ap.add_argument("--variant", default="int8")
+    ap.add_argument("--split", help="only queries whose 'split' field has this value (e.g. multi)")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.items import IncludeMode, Tool
 
     tools, queries = load(args.data)
+    if args.split:
+        queries = [q for q in queries if q.get("split") == args.split]
     sets = {f"sample {args.sample}": random.Random(0).sample(queries, min(args.sample, len(queries)))}
     if args.full:
         sets[f"full {len(queries)}"] = queries
@@ -98,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     agent = Agent(name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools])
     engine = Engine(agent, embedder=emb, cache_dir=False)
     session = engine.session()
+    minrep = engine.session(min_representation_floor=0.3, min_representation_cap=2)
+    expansion = engine.session(expansion_depth=1, expansion_threshold=0.75, expansion_top_n=3)
 
     def dense(q: str) -> np.ndarray:
         return tool_vecs @ emb.embed([q])[0]
@@ -117,15 +123,20 @@ def main(argv: list[str] | None = None) -> None:
             out[order] += 1.0 / (k + np.arange(1, len(s) + 1))
         return out
 
-    def reference(q: str) -> list[str]:
-        ctx = session.build_request(q).context
-        return [f"{e.key.server}/{e.key.name}" for e in ctx.entries]
+    def selected(sess: object) -> Callable[[str], list[str]]:
+        def run(q: str) -> list[str]:
+            ctx = sess.build_request(q).context  # type: ignore[attr-defined]
+            return [f"{e.key.server}/{e.key.name}" for e in ctx.entries]
+
+        return run
 
     systems: dict[str, Callable[[str], list[str]]] = {
         "bm25": lambda q: rank(bm25.scores(q), ids),
         "dense": lambda q: rank(dense(q), ids),
         "dense-maxpool": lambda q: rank(dense_max(q), ids),
-        "reference": reference,
+        "reference": selected(session),
+        "reference + min-representation (floor 0.3)": selected(minrep),
+        "reference + expansion (0.75, top 3)": selected(expansion),
         "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
         "fusion-rrf": lambda q: rank(rrf(q), ids),
     }
