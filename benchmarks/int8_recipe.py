@@ -16,7 +16,14 @@ import onnxruntime as ort
 
 from benchmarks import workloads
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
-from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights, split_outliers
+from contextsieve.models.quantize import (
+    LAYER_KINDS,
+    SMOOTH_ALPHA,
+    activation_ranges,
+    calibration_texts,
+    smooth_weights,
+    split_outliers,
+)
 from contextsieve.models.registry import get_model, resolve_folder
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors

@@ -88,7 +88,6 @@ def main(argv: list[str] | None = None) -> None:
             K.NUMBA_MIN_WORK = saved
             print(f"| {n:,} | {m} | {bw * 1e3:.3f} | {t_np * 1e3:.3f} | {t_np / bw:.2f} | {t_fused * 1e3:.3f} | {t_fused / bw:.2f} | "
                   f"{t_8 * 1e3:.3f} | {t_8 / bw8:.2f} | {r8:.2f} | {t_16 * 1e3:.2f} |", flush=True)
-        del c, c8, c16
 
 
 if __name__ == "__main__":

@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
-from contextsieve.models.quantize import LAYER_KINDS, SMOOTH_ALPHA, activation_ranges, calibration_texts, smooth_weights, split_outliers
+from contextsieve.models.quantize import (
+    LAYER_KINDS,
+    SMOOTH_ALPHA,
+    activation_ranges,
+    calibration_texts,
+    smooth_weights,
+    split_outliers,
+)
 from contextsieve.models.registry import BUILDER_VERSION, Variant
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors
