@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
     s.add_argument("--preset", choices=["aggressive", "normal", "conservative"], help="selection preset")
     s.add_argument("--token-budget", type=int, help="most tokens the request's items may take")
+    s.add_argument("--explain", action="append", default=[], metavar="KEY", help="explain why an item (rule:NAME, reference:NAME, tool:SERVER:NAME) is or is not included; repeatable")
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
     i.add_argument("--tools", type=Path)
@@ -76,14 +77,21 @@ def _select(args: argparse.Namespace) -> None:
     engine = _engine(args.agent, args.tools)
     pairs = (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score), ("token_budget", args.token_budget), ("preset", args.preset))
     overrides = {k: v for k, v in pairs if v is not None}
+    session = engine.session(**overrides)
     t = time.perf_counter()
-    req = engine.select(args.message, **overrides)
+    req = session.build_request(args.message)
     ms = (time.perf_counter() - t) * 1000
+    explanations = [session.explain(args.message, key) for key in args.explain]
     if args.json:
-        print(json.dumps({"context": req.context.to_dict(), "request": req.openai()}, indent=1))
+        out = {"context": req.context.to_dict(), "request": req.openai()}
+        if explanations:
+            out["explanations"] = [{**e.__dict__, "text": str(e)} for e in explanations]
+        print(json.dumps(out, indent=1))
     else:
         print(req.context.grouped_text())
         print(f"{req.context.summary()}  ({ms:.0f} ms)")
+        for e in explanations:
+            print(f"\n{e}")
 
 
 def _demo() -> None:

@@ -16,6 +16,7 @@ from contextsieve.agent import Agent, AgentSettings
 from contextsieve.chunking import query_chunks
 from contextsieve.context import ContextEntry, Dropped, RequestContext
 from contextsieve.errors import InputError
+from contextsieve.explain import Explanation
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.kernels.scoring import score_pool
@@ -234,6 +235,94 @@ class Session:
                 if not seeds:
                     break
         return entries
+
+    def explain(self, message: str, key: ItemKey | str) -> Explanation:
+        """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged).
+
+        The selection is deterministic, so this replays it and reads off the item's scores per query
+        sentence, the rank of its best chunk against the top-K chunk cut, its rank among the grouped
+        items against the include score and top-N, and any token-budget drop.
+        """
+        item = self.agent.get(key)
+        k = item.key
+        saved = dict(self._items)
+        try:
+            req = self.build_request(message)
+            in_session = self._items.get(k)
+        finally:
+            self._items = saved
+        ctx = req.context
+        entry = next((e for e in ctx.entries if e.key == k), None)
+        dropped = next((d for d in ctx.dropped if d.entry.key == k), None)
+        reasons: list[str] = []
+        if in_session is not None:
+            reasons.append(f"it is in the session as {in_session.value}: session items go into every request")
+            return Explanation(str(k), True, in_session.value, None, reasons=tuple(reasons))
+        mode = self.agent.include_mode(item)
+        if mode is not IncludeMode.AGENT:
+            reasons.append(f"its include mode is {mode.value}: only agent-mode items are chosen by search" + (" (removed from this session)" if mode is IncludeMode.ALWAYS else ""))
+            return Explanation(str(k), False, reasons=tuple(reasons))
+        if isinstance(item, Tool) and not self._tool_available(item):
+            reasons.append("the session is autonomous and this tool needs approval under the tool permission setting")
+            return Explanation(str(k), False, reasons=tuple(reasons))
+        if not ctx.query_chunks:
+            reasons.append("the message has no text to search with")
+            return Explanation(str(k), False, reasons=tuple(reasons))
+        facts = self._search_facts(ctx, k)
+        s = self.settings
+        if facts["best"] <= 0:
+            reasons.append(f"its best score {facts['best']:.3f} is not above 0")
+        elif facts["chunk_rank"] > s.context_top_k:
+            reasons.append(f"its best chunk ranks {facts['chunk_rank']} among candidate chunks, past the top-K cut of {s.context_top_k} chunks")
+        elif facts["item_rank"] is not None:
+            reasons.append(f"its best chunk ranks {facts['chunk_rank']} (within top-K {s.context_top_k}); it is item {facts['item_rank']} after grouping")
+        if entry is not None:
+            if entry.via == "min-representation":
+                reasons.append(f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor {s.min_representation_floor})")
+            elif entry.via == "expansion":
+                reasons.append(f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})")
+            elif entry.score is not None and entry.score >= s.context_include_score:
+                reasons.append(f"its score {entry.score:.3f} is at or above the include score {s.context_include_score}")
+            else:
+                reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
+        elif dropped is not None:
+            reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
+        elif facts["item_rank"] is not None and facts["best"] > 0:
+            reasons.append(f"its score {facts['best']:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
+        return Explanation(
+            str(k), entry is not None, entry.mode.value if entry else None, entry.via if entry else None,
+            tuple(facts["scores"]), facts["best"], facts["chunk_rank"], facts["item_rank"], tuple(reasons),
+        )
+
+    def _search_facts(self, ctx: RequestContext, key: ItemKey) -> dict[str, Any]:
+        """Scores and ranks of ``key`` in the search behind ``ctx`` (same candidates, same vectors)."""
+        all_items = list(self.agent.all_items())
+        chunks, owner = self.store.matrix([it.key for it in all_items])
+        position = {it.key: i for i, it in enumerate(all_items)}
+        candidates = np.array([
+            it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+            for it in all_items
+        ])
+        qvec = self.store.embed_query(ctx.query_chunks)
+        pooled = (chunks @ qvec.T).max(axis=1)
+        pooled[~candidates[owner]] = -np.inf
+        i = position[key]
+        rows = np.flatnonzero(owner == i)
+        per_q = (chunks[rows] @ qvec.T).max(axis=0)
+        best_row = int(rows[np.argmax(pooled[rows])])
+        best = float(pooled[best_row])
+        chunk_rank = int(np.sum(pooled > best) + np.sum(pooled[:best_row] == best)) + 1
+        order = np.lexsort((np.arange(pooled.size), -pooled))[: self.settings.context_top_k]
+        grouped: list[int] = []
+        for r in order:
+            if pooled[r] > 0 and int(owner[r]) not in grouped:
+                grouped.append(int(owner[r]))
+        item_rank = None
+        if i in grouped:
+            scores = {g: float(pooled[owner == g].max()) for g in grouped}
+            ranked = sorted(grouped, key=lambda g: -scores[g])
+            item_rank = ranked.index(i) + 1
+        return {"scores": [float(x) for x in per_q], "best": best, "chunk_rank": chunk_rank, "item_rank": item_rank}
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""

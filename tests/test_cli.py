@@ -40,6 +40,13 @@ def test_select_with_preset_and_budget(capsys: pytest.CaptureFixture[str]) -> No
     assert out["context"]["tokens"] <= 60 or out["context"].get("notes")
 
 
+def test_select_explains_items(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["select", str(example_agent_path()), "My parcel is late.", "--explain", "rule:shipping-delays", "--explain", "reference:style-guide"]) == 0
+    out = capsys.readouterr().out
+    assert "rule:shipping-delays: included (agent, via query)" in out and "reference:style-guide: not included" in out and "include mode is manual" in out
+    assert main(["select", str(example_agent_path()), "hi", "--explain", "rule:nope"]) == 1
+
+
 def test_index_then_restart_uses_the_disk_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", str(example_agent_path())]) == 0
     assert main(["index", str(example_agent_path())]) == 0

@@ -395,3 +395,32 @@ def test_expansion_never_readds_a_session_item(store: ChunkStore) -> None:
 def test_expansion_is_not_an_item_setting() -> None:
     with pytest.raises(InputError, match="not expansion"):
         Rule("x", "y", include=IncludeMode.EXPANSION)
+
+
+# -- why / why not -----------------------------------------------------------------------------
+
+
+def test_explanations_agree_with_the_selection(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store, context_top_n=2, context_include_score=0.99)
+    msg = "how many days until refunds arrive after the parcel arrives? who escalates outages"
+    req = s.build_request(msg)
+    before = s.items()
+    chosen = {e.key for e in req.context.entries}
+    for item in agent.all_items():
+        ex = s.explain(msg, item.key)
+        assert ex.included == (item.key in chosen), str(ex)
+        assert ex.reasons, str(ex)
+    assert s.items() == before  # explaining changed nothing
+    tone = s.explain(msg, "rule:tone")
+    assert tone.mode == "always" and "session" in tone.reasons[0]
+    legal = s.explain(msg, "rule:legal")
+    assert not legal.included and "include mode is manual" in legal.reasons[0]
+    top = next(e for e in req.context.entries if e.mode is G)
+    ex = s.explain(msg, top.key)
+    assert ex.via == "query" and ex.item_rank == 1 and abs(ex.best_score - top.score) < 1e-5 and len(ex.scores) == 2
+    left_out = [it for it in agent.all_items() if agent.include_mode(it) is G and it.key not in chosen]
+    ex = s.explain(msg, left_out[0].key)
+    assert not ex.included and any("top-N" in r or "top-K" in r or "not above 0" in r for r in ex.reasons), str(ex)
+    tight = Session(agent, store, token_counter=words, token_budget=3)
+    dropped = tight.build_request(msg).context.dropped
+    assert dropped and "dropped: token budget" in " ".join(tight.explain(msg, dropped[0].entry.key).reasons)
