@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     session = engine.session()
     minrep = engine.session(min_representation_floor=0.3, min_representation_cap=2)
     expansion = engine.session(expansion_depth=1, expansion_threshold=0.75, expansion_top_n=3)
+    mean_pool = engine.session(query_pooling="mean")
+    hybrid = engine.session(keyword_weight=0.3)
 
     def dense(q: str) -> np.ndarray:
         return tool_vecs @ emb.embed([q])[0]
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         "reference": selected(session),
         "reference + min-representation (floor 0.3)": selected(minrep),
         "reference + expansion (0.75, top 3)": selected(expansion),
+        "reference + mean pooling": selected(mean_pool),
+        "reference + keyword weight 0.3": selected(hybrid),
         "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
         "fusion-rrf": lambda q: rank(rrf(q), ids),
     }

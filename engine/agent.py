@@ -52,6 +52,10 @@ class AgentSettings:
         expansion_threshold: similarity an item needs to be pulled in by a selected item (default 0.75).
         expansion_top_n: most items each pass adds (default 3).
         expansion_chunk_cap: chunks of each selected item used as queries, best first (default 5).
+        query_pooling: how a chunk's scores against several query sentences combine: ``"max"``
+            (default, the reference) or ``"mean"``.
+        keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
+            added to the dense score of each chunk (default 0.0: dense only).
     """
 
     context_top_k: int = 20
@@ -70,13 +74,15 @@ class AgentSettings:
     expansion_threshold: float = 0.75
     expansion_top_n: int = 3
     expansion_chunk_cap: int = 5
+    query_pooling: str = "max"
+    keyword_weight: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [
             ("context_top_k", 1, 100), ("context_top_n", 1, 50), ("context_include_score", 0.0, 1.0),
             ("temperature", 0.0, 1.0), ("top_p", 0.0, 1.0), ("max_chat_turns", 1, 10**6), ("max_output_tokens", 1, 10**7),
             ("min_representation_cap", 0, 100), ("expansion_depth", 0, 5), ("expansion_threshold", -1.0, 1.0),
-            ("expansion_top_n", 0, 50), ("expansion_chunk_cap", 1, 1000),
+            ("expansion_top_n", 0, 50), ("expansion_chunk_cap", 1, 1000), ("keyword_weight", 0.0, 10.0),
         ]
         for name, lo, hi in checks:
             v = getattr(self, name)
@@ -88,6 +94,8 @@ class AgentSettings:
             raise InputError(f"setting min_representation_floor must be None or in -1..1, got {self.min_representation_floor!r}")
         if self.token_budget is not None and (isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0):
             raise InputError(f"setting token_budget must be None or an int >= 0, got {self.token_budget!r}")
+        if self.query_pooling not in ("max", "mean"):
+            raise InputError(f"setting query_pooling must be max or mean, got {self.query_pooling!r}")
         if self.tool_permission not in ("always", "never", "tool"):
             raise InputError(f"setting tool_permission must be always, never or tool, got {self.tool_permission!r}")
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextsieve.kernels.scoring import score_pool_topk
+from contextsieve.kernels.scoring import Hits, score_pool_topk
+from contextsieve.kernels.scoring import top_k as top_rows
 
 __all__ = ["Selected", "select_items"]
 
@@ -37,6 +38,9 @@ def select_items(
     top_k: int,
     top_n: int,
     include_score: float,
+    pooling: str = "max",
+    keyword: np.ndarray | None = None,
+    keyword_weight: float = 0.0,
 ) -> list[Selected]:
     """Choose items for a request.
 
@@ -46,13 +50,18 @@ def select_items(
         chunk_item: item position of each chunk, ``[N]``.
         candidates: bool per item position: which items may be selected.
         top_k: chunks kept before grouping. top_n: items to aim for. include_score: always-keep threshold.
+        pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
+        keyword: optional per-chunk keyword scores in [0, 1], added with ``keyword_weight``.
 
     Returns:
         The selected items, best first.
     """
     if queries.shape[0] == 0 or chunks.shape[0] == 0:
         return []
-    hits = score_pool_topk(queries, chunks, top_k, exclude=~candidates[chunk_item])
+    if pooling == "max" and (keyword is None or keyword_weight == 0):
+        hits = score_pool_topk(queries, chunks, top_k, exclude=~candidates[chunk_item])
+    else:
+        hits = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight)
     best: dict[int, Selected] = {}
     for row, score, q in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist()):
         if score <= 0:
@@ -64,6 +73,17 @@ def select_items(
     high = [s for s in ranked if s.score >= include_score]
     other = [s for s in ranked if s.score < include_score]
     return high + other[: max(0, top_n - len(high))]
+
+
+def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float) -> Hits:
+    """Top-k chunks for mean pooling and/or a keyword term (numpy; agent-sized inputs)."""
+    s = chunks @ queries.T
+    pooled = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
+    if keyword is not None and weight:
+        pooled = pooled + np.float32(weight) * keyword.astype(np.float32)
+    pooled[exclude] = -np.inf
+    idx = top_rows(pooled, k)
+    return Hits(idx, pooled[idx], s[idx].argmax(axis=1).astype(np.int32))
 
 
 def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -208,7 +208,15 @@ class Session:
         allowed[[position[it.key] for it in candidates]] = True
         qvec = self.store.embed_query(qchunks)
         s = self.settings
-        chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score)
+        keyword = None
+        if s.keyword_weight > 0:
+            kw = self.store.keyword_index([it.key for it in all_items]).scores(" ".join(qchunks))
+            top = kw[allowed[owner]].max(initial=0.0)
+            keyword = kw / top if top > 0 else kw
+        chosen = select_items(
+            qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score,
+            pooling=s.query_pooling, keyword=keyword, keyword_weight=s.keyword_weight,
+        )
 
         def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
             it = all_items[item]

@@ -17,6 +17,7 @@ import numpy as np
 from contextsieve.chunking import Chunk, ChunkConfig, chunk_item
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.items import Item, ItemKey
+from contextsieve.keyword import BM25Index
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
 
@@ -72,6 +73,7 @@ class ChunkStore:
         self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk], str]] = {}  # chunking memo by item content
         self._last: list[Item] = []  # the items of the last sync, to skip all work when they are the same objects
         self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
+        self._bm25: tuple[list[ItemKey], object, BM25Index] | None = None
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
 
     def chunks_of(self, key: ItemKey) -> ItemChunks:
@@ -134,6 +136,15 @@ class ChunkStore:
             memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo
         return memo[1], memo[2]
+
+    def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
+        """BM25 over the chunk texts of the items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes."""
+        order = list(order)
+        if self._bm25 is None or self._bm25[0] != order or self._bm25[1] is not self._matrix:
+            self.matrix(order)
+            texts = [c.text for k in order for c in self._items[k].chunks]
+            self._bm25 = (order, self._matrix, BM25Index(texts))
+        return self._bm25[2]
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

@@ -424,3 +424,20 @@ def test_explanations_agree_with_the_selection(agent: Agent, store: ChunkStore) 
     tight = Session(agent, store, token_counter=words, token_budget=3)
     dropped = tight.build_request(msg).context.dropped
     assert dropped and "dropped: token budget" in " ".join(tight.explain(msg, dropped[0].entry.key).reasons)
+
+
+def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: Agent, store: ChunkStore) -> None:
+    q = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    chunks = np.array([[0.9, 0.1], [0.5, 0.5]], dtype=np.float32)
+    owner = np.array([0, 1])
+    ok = np.ones(2, dtype=bool)
+    mx = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0)
+    mean = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, pooling="mean")
+    assert [s.item for s in mx] == [0, 1] and [round(s.score, 3) for s in mean] == [0.5, 0.5]
+    kw = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, keyword=np.array([0.0, 1.0]), keyword_weight=0.5)
+    assert [(s.item, round(s.score, 3)) for s in kw] == [(1, 1.0), (0, 0.9)]
+    s = Session(agent, store, keyword_weight=0.5, query_pooling="mean")
+    ctx = s.build_request("refunds parcel arrives").context
+    assert any(e.key.name == "refunds" for e in ctx.entries)
+    with pytest.raises(InputError, match="query_pooling"):
+        Session(agent, store, query_pooling="median")
