@@ -10,8 +10,9 @@ Tools are indexed as ``name: description``.
 
 Systems: ``bm25``; ``dense`` (one vector per query); ``dense-maxpool`` (one vector per query
 sentence, max-pooled, as the reference does); ``reference`` (the engine's session over an agent
-whose tools are all in ``agent`` mode, default settings: the ranked list is what it selects, so it is
-short by design), the same with minimum representation or one expansion pass; ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
+whose tools are all in ``agent`` mode, with the reference system's settings and no keyword score: the
+ranked list is what it selects, so it is short by design); ``default pipeline`` (contextsieve's
+defaults); the reference with minimum representation, one expansion pass or mean pooling; ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
 ``fusion-rrf`` (reciprocal-rank fusion, k = 60).
 
 Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--full", action="store_true", help="also evaluate every query in the file")
     ap.add_argument("--variant", default="int8")
     ap.add_argument("--split", help="only queries whose 'split' field has this value (e.g. multi)")
+    ap.add_argument("--scifact", type=Path, help="also run the pipeline on a BEIR folder (documents as agent-mode references)")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
@@ -101,11 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     servers = {s: McpServer(s, default_include=IncludeMode.AGENT) for s in {t["server"] for t in tools}}
     agent = Agent(name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools])
     engine = Engine(agent, embedder=emb, cache_dir=False)
-    session = engine.session()
-    minrep = engine.session(min_representation_floor=0.3, min_representation_cap=2)
-    expansion = engine.session(expansion_depth=1, expansion_threshold=0.75, expansion_top_n=3)
-    mean_pool = engine.session(query_pooling="mean")
-    hybrid = engine.session(keyword_weight=0.3)
+    ref = {"keyword_weight": 0.0}  # the reference system: dense only
+    session = engine.session(**ref)
+    default = engine.session()
+    minrep = engine.session(min_representation_floor=0.3, min_representation_cap=2, **ref)
+    expansion = engine.session(expansion_depth=1, expansion_threshold=0.75, expansion_top_n=3, **ref)
+    mean_pool = engine.session(query_pooling="mean", **ref)
 
     def dense(q: str) -> np.ndarray:
         return tool_vecs @ emb.embed([q])[0]
@@ -137,10 +140,10 @@ def main(argv: list[str] | None = None) -> None:
         "dense": lambda q: rank(dense(q), ids),
         "dense-maxpool": lambda q: rank(dense_max(q), ids),
         "reference": selected(session),
+        "default pipeline (reference + keyword weight 0.3)": selected(default),
         "reference + min-representation (floor 0.3)": selected(minrep),
         "reference + expansion (0.75, top 3)": selected(expansion),
         "reference + mean pooling": selected(mean_pool),
-        "reference + keyword weight 0.3": selected(hybrid),
         "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
         "fusion-rrf": lambda q: rank(rrf(q), ids),
     }
@@ -156,6 +159,46 @@ def main(argv: list[str] | None = None) -> None:
                 lat.append(time.perf_counter() - t)
             m = metrics([f(q["query"]) for q in qs], qs)
             print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10")) + f" | {np.median(lat) * 1e3:.2f} |", flush=True)
+
+
+    if args.scifact:
+        scifact(args.scifact, emb)
+
+
+def scifact(folder: Path, emb: object) -> None:
+    """Documents as agent-mode references (title = description); nDCG@10 of dense vs the pipeline."""
+    from benchmarks.beir_quality import evaluate, load_beir
+    from contextsieve.agent import Agent
+    from contextsieve.engine import Engine
+    from contextsieve.items import IncludeMode, Reference
+
+    corpus_raw = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    corpus, queries, qrels = load_beir(folder)
+    doc_ids, query_ids = list(corpus), list(queries)
+    refs = [Reference(f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT) for d in corpus_raw]
+    engine = Engine(Agent(name="scifact", references=refs), embedder=emb, cache_dir=False)
+    t = time.perf_counter()
+    engine.index()
+    print(f"\nSciFact test: {len(doc_ids)} documents as references ({time.perf_counter() - t:.0f} s to index), {len(query_ids)} queries\n")
+    print("| system | nDCG@10 | R@10 | p50 ms |")
+    print("| --- | --- | --- | --- |")
+    D = emb.embed([corpus[d] for d in doc_ids])  # type: ignore[attr-defined]
+    Q = emb.embed([queries[q] for q in query_ids])  # type: ignore[attr-defined]
+    m = evaluate(Q @ D.T, doc_ids, query_ids, qrels)
+    print(f"| dense (title + text, one vector) | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | - |")
+    col = {f"d{d}": i for i, d in enumerate(doc_ids)}
+    for name, settings in (("reference pipeline", {"keyword_weight": 0.0}), ("default pipeline (keyword weight 0.3)", {})):
+        session = engine.session(context_top_k=100, context_top_n=10, context_include_score=1.0, **settings)
+        scores = np.full((len(query_ids), len(doc_ids)), -np.inf, dtype=np.float32)
+        lat = []
+        for qi, q in enumerate(query_ids):
+            t = time.perf_counter()
+            entries = session.build_request(queries[q]).context.entries
+            lat.append(time.perf_counter() - t)
+            for rank_, e in enumerate(entries):
+                scores[qi, col[e.key.name]] = 100.0 - rank_
+        m = evaluate(scores, doc_ids, query_ids, qrels)
+        print(f"| {name} | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | {np.median(lat) * 1e3:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ class Explanation:
         included: whether it is in the request.
         mode: how it got in (``always`` / ``manual`` / ``agent`` / ``expansion``), or ``None``.
         via: for searched items, ``query`` / ``min-representation`` / ``expansion``.
-        scores: its best score against each query sentence (searched items only).
-        best_score: max of ``scores``.
+        scores: its best dense score against each query sentence (searched items only).
+        best_score: the score the selection ranked it by (pooled dense score plus any keyword term).
         chunk_rank: 1-based rank of its best chunk among all candidate chunks (the top-K cut counts chunks).
         item_rank: 1-based rank among the items the top-K chunks grouped into (``None`` if not among them).
         reasons: the decisive facts, in order.

@@ -208,11 +208,7 @@ class Session:
         allowed[[position[it.key] for it in candidates]] = True
         qvec = self.store.embed_query(qchunks)
         s = self.settings
-        keyword = None
-        if s.keyword_weight > 0:
-            kw = self.store.keyword_index([it.key for it in all_items]).scores(" ".join(qchunks))
-            top = kw[allowed[owner]].max(initial=0.0)
-            keyword = kw / top if top > 0 else kw
+        keyword = self._keyword_scores(qchunks, all_items, allowed, owner)
         chosen = select_items(
             qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score,
             pooling=s.query_pooling, keyword=keyword, keyword_weight=s.keyword_weight,
@@ -243,6 +239,14 @@ class Session:
                 if not seeds:
                     break
         return entries
+
+    def _keyword_scores(self, qchunks: Sequence[str], all_items: list[Item], allowed: np.ndarray, owner: np.ndarray) -> np.ndarray | None:
+        """BM25 of every chunk for the message, normalised by the best candidate chunk (``None`` when off)."""
+        if self.settings.keyword_weight <= 0:
+            return None
+        kw = self.store.keyword_index([it.key for it in all_items]).scores(" ".join(qchunks))
+        top = kw[allowed[owner]].max(initial=0.0)
+        return kw / top if top > 0 else kw
 
     def explain(self, message: str, key: ItemKey | str) -> Explanation:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged).
@@ -284,6 +288,8 @@ class Session:
             reasons.append(f"its best chunk ranks {facts['chunk_rank']} among candidate chunks, past the top-K cut of {s.context_top_k} chunks")
         elif facts["item_rank"] is not None:
             reasons.append(f"its best chunk ranks {facts['chunk_rank']} (within top-K {s.context_top_k}); it is item {facts['item_rank']} after grouping")
+        if facts["keyword"]:
+            reasons.append(f"keyword match (BM25, weight {s.keyword_weight}) adds {facts['keyword']:.3f} to its best chunk's score")
         if entry is not None:
             if entry.via == "min-representation":
                 reasons.append(f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor {s.min_representation_floor})")
@@ -312,11 +318,15 @@ class Session:
             for it in all_items
         ])
         qvec = self.store.embed_query(ctx.query_chunks)
-        pooled = (chunks @ qvec.T).max(axis=1)
+        dense = chunks @ qvec.T
+        pooled = (dense.mean(axis=1) if self.settings.query_pooling == "mean" else dense.max(axis=1)).astype(np.float32)
+        keyword = self._keyword_scores(ctx.query_chunks, all_items, candidates, owner)
+        if keyword is not None:
+            pooled = pooled + np.float32(self.settings.keyword_weight) * keyword.astype(np.float32)
         pooled[~candidates[owner]] = -np.inf
         i = position[key]
         rows = np.flatnonzero(owner == i)
-        per_q = (chunks[rows] @ qvec.T).max(axis=0)
+        per_q = dense[rows].max(axis=0)
         best_row = int(rows[np.argmax(pooled[rows])])
         best = float(pooled[best_row])
         chunk_rank = int(np.sum(pooled > best) + np.sum(pooled[:best_row] == best)) + 1
@@ -330,7 +340,8 @@ class Session:
             scores = {g: float(pooled[owner == g].max()) for g in grouped}
             ranked = sorted(grouped, key=lambda g: -scores[g])
             item_rank = ranked.index(i) + 1
-        return {"scores": [float(x) for x in per_q], "best": best, "chunk_rank": chunk_rank, "item_rank": item_rank}
+        kw = float(keyword[best_row] * self.settings.keyword_weight) if keyword is not None else 0.0
+        return {"scores": [float(x) for x in per_q], "best": best, "chunk_rank": chunk_rank, "item_rank": item_rank, "keyword": kw}
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""
