@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from contextsieve.agent import Agent, AgentSettings
-from contextsieve.chunking import query_chunks
+from contextsieve.chunking import query_chunks, split_text
 from contextsieve.context import ContextEntry, Dropped, RequestContext
 from contextsieve.errors import InputError
 from contextsieve.explain import Explanation
@@ -239,6 +239,25 @@ class Session:
                 if not seeds:
                     break
         return entries
+
+    def expand_from(self, text: str, *, max_chunks: int = 16) -> RequestContext:
+        """Items a tool result points to: ``text`` is chunked like a document (token-aware) and its
+        chunks search the agent-mode items not in the session, by the same pipeline as a message.
+
+        Returns a :class:`RequestContext` of proposals (``via="tool-result"``); nothing is added to the
+        session. At most ``max_chunks`` chunks of the text are used (the first ones).
+        """
+        if not isinstance(text, str):
+            raise InputError(f"text must be a str, got {type(text).__name__}")
+        chunks = split_text(text, self.store.config, self.store.embedder.count_tokens)[:max_chunks]
+        candidates = [
+            it for it in self.agent.all_items()
+            if it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+        ]
+        entries = self._search(chunks, candidates) if chunks and candidates else []
+        proposals = tuple(ContextEntry(e.key, e.mode, e.score, e.chunk, e.query_chunk, e.priority, "tool-result" if e.via == "query" else e.via, e.pulled_by) for e in entries)
+        s = self.settings
+        return RequestContext(proposals, text[:200], tuple(chunks), {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score, "source": "tool-result"})
 
     def _keyword_scores(self, qchunks: Sequence[str], all_items: list[Item], allowed: np.ndarray, owner: np.ndarray) -> np.ndarray | None:
         """BM25 of every chunk for the message, normalised by the best candidate chunk (``None`` when off)."""

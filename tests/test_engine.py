@@ -441,3 +441,16 @@ def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: A
     assert any(e.key.name == "refunds" for e in ctx.entries)
     with pytest.raises(InputError, match="query_pooling"):
         Session(agent, store, query_pooling="median")
+
+
+def test_expand_from_a_tool_result_proposes_items_without_changing_the_session(agent: Agent, store: ChunkStore) -> None:
+    s = Session(agent, store, context_top_n=1, context_include_score=0.99)
+    before = s.items()
+    result = "ERROR: outage detected on checkout. The on-call engineer must be paged.\n\nEscalate outages to the on-call engineer now."
+    ctx = s.expand_from(result)
+    assert [e.key.name for e in ctx.entries] == ["escalate"] and ctx.entries[0].via == "tool-result"
+    assert ctx.settings["source"] == "tool-result" and len(ctx.query_chunks) == 2
+    assert s.items() == before
+    assert s.expand_from("").entries == ()
+    with pytest.raises(InputError):
+        s.expand_from(42)  # type: ignore[arg-type]
