@@ -54,6 +54,9 @@ class AgentSettings:
         expansion_chunk_cap: chunks of each selected item used as queries, best first (default 5).
         query_pooling: how a chunk's scores against several query sentences combine: ``"max"``
             (default, the reference) or ``"mean"``.
+        tool_top_k, tool_top_n, tool_include_score: when any is set, tools are searched as a domain of
+            their own with these settings (unset ones fall back to the ``context_*`` values), and rules +
+            references keep the ``context_*`` ones; default ``None``: one shared search, as the reference.
         keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
             Measured (``python -m benchmarks.tool_selection --scifact``): SciFact nDCG@10 67.41 -> 70.93,
@@ -77,6 +80,9 @@ class AgentSettings:
     expansion_top_n: int = 3
     expansion_chunk_cap: int = 5
     query_pooling: str = "max"
+    tool_top_k: int | None = None
+    tool_top_n: int | None = None
+    tool_include_score: float | None = None
     keyword_weight: float = 0.3
 
     def __post_init__(self) -> None:
@@ -96,6 +102,10 @@ class AgentSettings:
             raise InputError(f"setting min_representation_floor must be None or in -1..1, got {self.min_representation_floor!r}")
         if self.token_budget is not None and (isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0):
             raise InputError(f"setting token_budget must be None or an int >= 0, got {self.token_budget!r}")
+        for name, lo, hi in (("tool_top_k", 1, 100), ("tool_top_n", 1, 50), ("tool_include_score", 0.0, 1.0)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or (isinstance(lo, int) and not isinstance(v, int))):
+                raise InputError(f"setting {name} must be None or a number in {lo}..{hi}, got {v!r}")
         if self.query_pooling not in ("max", "mean"):
             raise InputError(f"setting query_pooling must be max or mean, got {self.query_pooling!r}")
         if self.tool_permission not in ("always", "never", "tool"):

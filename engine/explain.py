@@ -17,7 +17,7 @@ class Explanation:
         mode: how it got in (``always`` / ``manual`` / ``agent`` / ``expansion``), or ``None``.
         via: for searched items, ``query`` / ``min-representation`` / ``expansion``.
         scores: its best dense score against each query sentence (searched items only).
-        best_score: the score the selection ranked it by (pooled dense score plus any keyword term).
+        best_score: its similarity (the dense score of its best chunk; a keyword term only changes the ranking).
         chunk_rank: 1-based rank of its best chunk among all candidate chunks (the top-K cut counts chunks).
         item_rank: 1-based rank among the items the top-K chunks grouped into (``None`` if not among them).
         reasons: the decisive facts, in order.

@@ -21,12 +21,19 @@ __all__ = ["Selected", "select_items"]
 
 @dataclass(frozen=True)
 class Selected:
-    """One chosen item: its position among the candidates, score, best chunk row, and query chunk."""
+    """One chosen item: its position among the candidates, ranking score, best chunk row, query chunk,
+    and similarity (the dense score of that chunk, which the include-score threshold is compared with;
+    equal to ``score`` unless a keyword term is added)."""
 
     item: int
     score: float
     chunk: int
     query_chunk: int
+    similarity: float | None = None
+
+    @property
+    def sim(self) -> float:
+        return self.score if self.similarity is None else self.similarity
 
 
 def select_items(
@@ -60,30 +67,31 @@ def select_items(
         return []
     if pooling == "max" and (keyword is None or keyword_weight == 0):
         hits = score_pool_topk(queries, chunks, top_k, exclude=~candidates[chunk_item])
+        sims = hits.scores
     else:
-        hits = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight)
+        hits, sims = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight)
     best: dict[int, Selected] = {}
-    for row, score, q in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist()):
+    for row, score, q, sim in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), sims.tolist()):
         if score <= 0:
             continue
         item = int(chunk_item[row])
         if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
-            best[item] = Selected(item, float(score), int(row), int(q))
+            best[item] = Selected(item, float(score), int(row), int(q), float(sim))
     ranked = sorted(best.values(), key=lambda s: -s.score)  # stable: ties keep first-seen order
-    high = [s for s in ranked if s.score >= include_score]
-    other = [s for s in ranked if s.score < include_score]
+    # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
+    high = [s for s in ranked if s.sim >= include_score]
+    other = [s for s in ranked if s.sim < include_score]
     return high + other[: max(0, top_n - len(high))]
 
 
-def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float) -> Hits:
-    """Top-k chunks for mean pooling and/or a keyword term (numpy; agent-sized inputs)."""
+def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float) -> tuple[Hits, np.ndarray]:
+    """Top-k chunks for mean pooling and/or a keyword term (numpy; agent-sized inputs), and their dense scores."""
     s = chunks @ queries.T
-    pooled = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
-    if keyword is not None and weight:
-        pooled = pooled + np.float32(weight) * keyword.astype(np.float32)
-    pooled[exclude] = -np.inf
-    idx = top_rows(pooled, k)
-    return Hits(idx, pooled[idx], s[idx].argmax(axis=1).astype(np.int32))
+    dense = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
+    ranking = dense + np.float32(weight) * keyword.astype(np.float32) if keyword is not None and weight else dense.copy()
+    ranking[exclude] = -np.inf
+    idx = top_rows(ranking, k)
+    return Hits(idx, ranking[idx], s[idx].argmax(axis=1).astype(np.int32)), dense[idx]
 
 
 def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

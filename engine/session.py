@@ -209,17 +209,27 @@ class Session:
         qvec = self.store.embed_query(qchunks)
         s = self.settings
         keyword = self._keyword_scores(qchunks, all_items, allowed, owner)
-        chosen = select_items(
-            qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score,
-            pooling=s.query_pooling, keyword=keyword, keyword_weight=s.keyword_weight,
-        )
+        common = {"pooling": s.query_pooling, "keyword": keyword, "keyword_weight": s.keyword_weight}
+        if s.tool_top_k is None and s.tool_top_n is None and s.tool_include_score is None:
+            chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score, **common)
+        else:  # two domains: rules + references, and tools, each with its own settings
+            is_tool = np.array([isinstance(it, Tool) for it in all_items])
+            docs = select_items(qvec, chunks, owner, allowed & ~is_tool, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score, **common)
+            tools = select_items(
+                qvec, chunks, owner, allowed & is_tool,
+                top_k=s.tool_top_k if s.tool_top_k is not None else s.context_top_k,
+                top_n=s.tool_top_n if s.tool_top_n is not None else s.context_top_n,
+                include_score=s.tool_include_score if s.tool_include_score is not None else s.context_include_score,
+                **common,
+            )
+            chosen = sorted(docs + tools, key=lambda c: -c.score)  # ranking score; entries report similarity
 
         def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
             it = all_items[item]
             first = int(np.searchsorted(owner, item))
             return ContextEntry(it.key, mode, round(score, 6), row - first, qc, getattr(it, "priority", None), via, all_items[pulled].key if pulled is not None else None)
 
-        entries = [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
+        entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
         picked = [c.item for c in chosen]
         if s.min_representation_floor is not None and qvec.shape[0] > 1 and s.min_representation_cap > 0:
             per, arg = item_query_scores(qvec, chunks, owner, allowed)
@@ -315,16 +325,16 @@ class Session:
             elif entry.via == "expansion":
                 reasons.append(f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})")
             elif entry.score is not None and entry.score >= s.context_include_score:
-                reasons.append(f"its score {entry.score:.3f} is at or above the include score {s.context_include_score}")
+                reasons.append(f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}")
             else:
                 reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
         elif dropped is not None:
             reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
         elif facts["item_rank"] is not None and facts["best"] > 0:
-            reasons.append(f"its score {facts['best']:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
+            reasons.append(f"its similarity {facts['similarity']:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
         return Explanation(
             str(k), entry is not None, entry.mode.value if entry else None, entry.via if entry else None,
-            tuple(facts["scores"]), facts["best"], facts["chunk_rank"], facts["item_rank"], tuple(reasons),
+            tuple(facts["scores"]), facts["similarity"], facts["chunk_rank"], facts["item_rank"], tuple(reasons),
         )
 
     def _search_facts(self, ctx: RequestContext, key: ItemKey) -> dict[str, Any]:
@@ -360,7 +370,8 @@ class Session:
             ranked = sorted(grouped, key=lambda g: -scores[g])
             item_rank = ranked.index(i) + 1
         kw = float(keyword[best_row] * self.settings.keyword_weight) if keyword is not None else 0.0
-        return {"scores": [float(x) for x in per_q], "best": best, "chunk_rank": chunk_rank, "item_rank": item_rank, "keyword": kw}
+        sim = float(dense[best_row].mean() if self.settings.query_pooling == "mean" else dense[best_row].max())
+        return {"scores": [float(x) for x in per_q], "best": best, "similarity": sim, "chunk_rank": chunk_rank, "item_rank": item_rank, "keyword": kw}
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""

@@ -435,7 +435,10 @@ def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: A
     mean = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, pooling="mean")
     assert [s.item for s in mx] == [0, 1] and [round(s.score, 3) for s in mean] == [0.5, 0.5]
     kw = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, keyword=np.array([0.0, 1.0]), keyword_weight=0.5)
-    assert [(s.item, round(s.score, 3)) for s in kw] == [(1, 1.0), (0, 0.9)]
+    assert [(s.item, round(s.score, 3), round(s.sim, 3)) for s in kw] == [(1, 1.0, 0.5), (0, 0.9, 0.9)]
+    # the include score is compared with the similarity, not with the keyword-boosted ranking score
+    thr = select_items(q, chunks, owner, ok, top_k=5, top_n=1, include_score=0.8, keyword=np.array([0.0, 1.0]), keyword_weight=0.5)
+    assert [s.item for s in thr] == [0]
     s = Session(agent, store, keyword_weight=0.5, query_pooling="mean")
     ctx = s.build_request("refunds parcel arrives").context
     assert any(e.key.name == "refunds" for e in ctx.entries)
@@ -454,3 +457,21 @@ def test_expand_from_a_tool_result_proposes_items_without_changing_the_session(a
     assert s.expand_from("").entries == ()
     with pytest.raises(InputError):
         s.expand_from(42)  # type: ignore[arg-type]
+
+
+def test_tools_as_their_own_domain(store: ChunkStore) -> None:
+    agent = Agent(
+        rules=[Rule("r1", "fetch the web page url now", include=G), Rule("r2", "fetch web page url carefully", include=G)],
+        servers={"web": McpServer("web", default_include=G)},
+        tools=[Tool("web", "fetch", "fetch a url"), Tool("web", "paint", "paint colors")],
+    )
+    q = "fetch the web page url"
+    shared = Session(agent, store, context_top_n=1, context_include_score=0.99).build_request(q).context
+    assert [e.key.kind for e in shared.entries] == [ItemKind.RULE]  # the tool is crowded out
+    split = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_top_n=1).build_request(q).context
+    assert sorted(e.key.kind.value for e in split.entries) == ["rule", "tool"]
+    assert [e.key.name for e in split.entries if e.key.kind is ItemKind.TOOL] == ["fetch"]
+    scores = [e.score for e in split.entries]
+    assert scores == sorted(scores, reverse=True)
+    with pytest.raises(InputError, match="tool_top_n"):
+        Session(agent, store, tool_top_n=0)
