@@ -31,6 +31,17 @@ class UnknownItemError(ContextSieveError, KeyError):
         return str(self.args[0])
 
 
+#: (name, low, high, may be None) of every numeric setting; int bounds mean the value must be an int.
+_NUMERIC_SETTINGS = (
+    ("context_top_k", 1, 100, False), ("context_top_n", 1, 50, False), ("context_include_score", 0.0, 1.0, False),
+    ("temperature", 0.0, 1.0, False), ("top_p", 0.0, 1.0, False), ("max_chat_turns", 1, 10**6, False),
+    ("max_output_tokens", 1, 10**7, False), ("token_budget", 0, 10**9, True), ("min_representation_floor", -1.0, 1.0, True),
+    ("min_representation_cap", 0, 100, False), ("expansion_depth", 0, 5, False), ("expansion_threshold", -1.0, 1.0, False),
+    ("expansion_top_n", 0, 50, False), ("expansion_chunk_cap", 1, 1000, False), ("keyword_weight", 0.0, 10.0, False),
+    ("tool_top_k", 1, 100, True), ("tool_top_n", 1, 50, True), ("tool_include_score", 0.0, 1.0, True),
+)
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """Settings an agent gives its sessions (names and defaults as in the reference system).
@@ -86,26 +97,14 @@ class AgentSettings:
     keyword_weight: float = 0.3
 
     def __post_init__(self) -> None:
-        checks = [
-            ("context_top_k", 1, 100), ("context_top_n", 1, 50), ("context_include_score", 0.0, 1.0),
-            ("temperature", 0.0, 1.0), ("top_p", 0.0, 1.0), ("max_chat_turns", 1, 10**6), ("max_output_tokens", 1, 10**7),
-            ("min_representation_cap", 0, 100), ("expansion_depth", 0, 5), ("expansion_threshold", -1.0, 1.0),
-            ("expansion_top_n", 0, 50), ("expansion_chunk_cap", 1, 1000), ("keyword_weight", 0.0, 10.0),
-        ]
-        for name, lo, hi in checks:
+        for name, lo, hi, optional in _NUMERIC_SETTINGS:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-                raise InputError(f"setting {name} must be a number in {lo}..{hi}, got {v!r}")
-            if isinstance(lo, int) and not isinstance(v, int):
-                raise InputError(f"setting {name} must be an int, got {v!r}")
-        if self.min_representation_floor is not None and not -1.0 <= self.min_representation_floor <= 1.0:
-            raise InputError(f"setting min_representation_floor must be None or in -1..1, got {self.min_representation_floor!r}")
-        if self.token_budget is not None and (isinstance(self.token_budget, bool) or not isinstance(self.token_budget, int) or self.token_budget < 0):
-            raise InputError(f"setting token_budget must be None or an int >= 0, got {self.token_budget!r}")
-        for name, lo, hi in (("tool_top_k", 1, 100), ("tool_top_n", 1, 50), ("tool_include_score", 0.0, 1.0)):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or (isinstance(lo, int) and not isinstance(v, int))):
-                raise InputError(f"setting {name} must be None or a number in {lo}..{hi}, got {v!r}")
+            if v is None and optional:
+                continue
+            wrong_type = isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(lo, int) and not isinstance(v, int))
+            if wrong_type or not lo <= v <= hi:
+                kind = "an int" if isinstance(lo, int) else "a number"
+                raise InputError(f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {v!r}")
         if self.query_pooling not in ("max", "mean"):
             raise InputError(f"setting query_pooling must be max or mean, got {self.query_pooling!r}")
         if self.tool_permission not in ("always", "never", "tool"):
