@@ -6,14 +6,15 @@ The agent is the source of truth; sessions copy its settings and may override th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
-__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS"]
+__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger. Explicit settings given with a preset win over it.
@@ -38,8 +39,20 @@ _NUMERIC_SETTINGS = (
     ("max_output_tokens", 1, 10**7, False), ("token_budget", 0, 10**9, True), ("min_representation_floor", -1.0, 1.0, True),
     ("min_representation_cap", 0, 100, False), ("expansion_depth", 0, 5, False), ("expansion_threshold", -1.0, 1.0, False),
     ("expansion_top_n", 0, 50, False), ("expansion_chunk_cap", 1, 1000, False), ("keyword_weight", 0.0, 10.0, False),
-    ("tool_top_k", 1, 100, True), ("tool_top_n", 1, 50, True), ("tool_include_score", 0.0, 1.0, True),
 )
+#: (name, allowed values) of every string choice setting.
+_CHOICE_SETTINGS = (
+    ("query_pooling", ("max", "mean")),
+    ("tool_permission", ("always", "never", "tool")),
+    ("expansion_source", ("pass2", "graph", "hybrid")),
+    ("relation_pooling", ("mean_embedding", "best_pair", "mean_pairs")),
+)
+#: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
+DOMAIN_SETTINGS = frozenset({
+    "context_top_k", "context_top_n", "context_include_score", "keyword_weight", "query_pooling",
+    "min_representation_floor", "min_representation_cap", "expansion_depth", "expansion_threshold",
+    "expansion_top_n", "expansion_chunk_cap", "expansion_source", "relation_pooling",
+})
 
 
 @dataclass(frozen=True)
@@ -63,11 +76,17 @@ class AgentSettings:
         expansion_threshold: similarity an item needs to be pulled in by a selected item (default 0.75).
         expansion_top_n: most items each pass adds (default 3).
         expansion_chunk_cap: chunks of each selected item used as queries, best first (default 5).
+        expansion_source: where expansion finds related items: ``"pass2"`` (default; the selected items'
+            chunks search the others), ``"graph"`` (the item relationship graph, computed once per index
+            and looked up) or ``"hybrid"`` (both, the higher score wins).
+        relation_pooling: item-item similarity of the graph: ``"mean_embedding"`` (default),
+            ``"best_pair"`` or ``"mean_pairs"``.
         query_pooling: how a chunk's scores against several query sentences combine: ``"max"``
             (default, the reference) or ``"mean"``.
-        tool_top_k, tool_top_n, tool_include_score: when any is set, tools are searched as a domain of
-            their own with these settings (unset ones fall back to the ``context_*`` values), and rules +
-            references keep the ``context_*`` ones; default ``None``: one shared search, as the reference.
+        tool_settings: overrides for the tools domain (names from :data:`DOMAIN_SETTINGS`, e.g.
+            ``{"context_top_n": 8, "keyword_weight": 0.5}``). When given, tools are searched as a domain
+            of their own with these settings, rules + references with the others; expansion in each domain
+            may still be pulled by items of either. Default ``None``: one shared search, as the reference.
         keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
             Measured (``python -m benchmarks.tool_selection --scifact``): SciFact nDCG@10 67.41 -> 70.93,
@@ -91,9 +110,9 @@ class AgentSettings:
     expansion_top_n: int = 3
     expansion_chunk_cap: int = 5
     query_pooling: str = "max"
-    tool_top_k: int | None = None
-    tool_top_n: int | None = None
-    tool_include_score: float | None = None
+    expansion_source: str = "pass2"
+    relation_pooling: str = "mean_embedding"
+    tool_settings: Mapping[str, Any] | None = None
     keyword_weight: float = 0.3
 
     def __post_init__(self) -> None:
@@ -105,10 +124,26 @@ class AgentSettings:
             if wrong_type or not lo <= v <= hi:
                 kind = "an int" if isinstance(lo, int) else "a number"
                 raise InputError(f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {v!r}")
-        if self.query_pooling not in ("max", "mean"):
-            raise InputError(f"setting query_pooling must be max or mean, got {self.query_pooling!r}")
-        if self.tool_permission not in ("always", "never", "tool"):
-            raise InputError(f"setting tool_permission must be always, never or tool, got {self.tool_permission!r}")
+        for name, allowed in _CHOICE_SETTINGS:
+            if getattr(self, name) not in allowed:
+                raise InputError(f"setting {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.tool_settings is not None:
+            if not isinstance(self.tool_settings, Mapping):
+                raise InputError(f"setting tool_settings must be a mapping or None, got {type(self.tool_settings).__name__}")
+            wrong = set(self.tool_settings) - DOMAIN_SETTINGS
+            if wrong:
+                raise InputError(f"tool_settings may set only {sorted(DOMAIN_SETTINGS)}; got {sorted(wrong)}")
+            object.__setattr__(self, "tool_settings", MappingProxyType(dict(self.tool_settings)))
+            try:
+                self.for_tools()  # validates the values
+            except InputError as e:
+                raise InputError(f"tool_settings: {e}") from e
+
+    def for_tools(self) -> "AgentSettings":
+        """The settings the tools domain is searched with (these settings when ``tool_settings`` is ``None``)."""
+        if not self.tool_settings:
+            return self
+        return dataclasses.replace(self, tool_settings=None, **self.tool_settings)
 
     def with_overrides(self, preset: str | None = None, **overrides: Any) -> "AgentSettings":
         """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
@@ -132,12 +167,15 @@ class McpServer:
         config: its connection config as in the agent file (type, command/args or url, ...), kept as is.
         default_include: include mode of its tools that set none (``None``: ``always``).
         default_permission_required: for its tools that set none (``None``: required).
+        description: what the server is for (a contextsieve extension: ``description`` in its config
+            in the agent file; default ``""``); used as embedding context of its tools.
     """
 
     name: str
     config: dict[str, Any] = field(default_factory=dict)
     default_include: IncludeMode | None = None
     default_permission_required: bool | None = None
+    description: str = ""
 
 
 @dataclass

@@ -14,6 +14,8 @@ lists, which come from another runtime's quantized model and are never used as v
 Tool descriptions are not part of the reference format (tools come from the live MCP server):
 a ``description`` / ``inputSchema`` under ``mcpServers.<server>.tools.<tool>`` (a contextsieve
 extension) or a ``tools`` catalog (server -> MCP ``tools/list`` entries) supplies them.
+Other contextsieve extensions, for contextual embeddings: ``summary`` on a rule or reference, on
+``mcpServers.<server>.tools.<tool>``, and ``description`` on ``mcpServers.<server>``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ SETTING_NAMES = {
 }
 _INTS = {"maxChatTurns", "maxOutputTokens", "contextTopK", "contextTopN"}
 _FLOATS = {"temperature", "topP", "contextIncludeScore"}
-_ITEM_FIELDS = {"name", "description", "priorityLevel", "text", "include"}
+_ITEM_FIELDS = {"name", "description", "priorityLevel", "text", "include", "summary"}
 
 
 def _fail(path: Path, where: str, why: str) -> AgentFileError:
@@ -126,6 +128,7 @@ def _item(cls: type, raw: Any, path: Path, where: str, legacy: bool = False) -> 
             description=raw.get("description") or "",
             priority=int(prio) if isinstance(prio, str) else prio,
             include=IncludeMode(raw.get("include") or "manual"),
+            summary=raw.get("summary") or "",
             extra=extra,
         )
     except (ContextSieveError, ValueError, TypeError) as e:
@@ -146,7 +149,9 @@ def _servers_and_tools(raw: Any, path: Path, catalog: Mapping[str, list[dict[str
         cfg = _migrate_server(cfg)
         defaults = cfg.get("serverToolDefaults") or {}
         try:
-            servers[name] = McpServer(name, cfg, IncludeMode(defaults["include"]) if defaults.get("include") else None, defaults.get("permissionRequired"))
+            servers[name] = McpServer(
+                name, cfg, IncludeMode(defaults["include"]) if defaults.get("include") else None, defaults.get("permissionRequired"), str(cfg.get("description") or "")
+            )
         except ValueError as e:
             raise _fail(path, f"{where}.serverToolDefaults.include", str(e)) from e
         overrides = cfg.get("tools") or {}
@@ -159,7 +164,7 @@ def _servers_and_tools(raw: Any, path: Path, catalog: Mapping[str, list[dict[str
         for tool_name, t in listed.items():
             o = overrides.get(tool_name) or {}
             try:
-                tools.append(Tool(name, tool_name, t.get("description") or "", t.get("inputSchema") or {}, IncludeMode(o["include"]) if o.get("include") else None, o.get("permissionRequired")))
+                tools.append(Tool(name, tool_name, t.get("description") or "", t.get("inputSchema") or {}, IncludeMode(o["include"]) if o.get("include") else None, o.get("permissionRequired"), str(o.get("summary") or "")))
             except (ContextSieveError, ValueError) as e:
                 raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
     return servers, tools
@@ -275,6 +280,8 @@ _Dumper.add_representer(list, _list)
 
 def _item_doc(item: Rule) -> dict[str, Any]:
     d = {"name": item.name, "description": item.description, "priorityLevel": item.priority, "text": item.text, "include": item.include.value}
+    if item.summary:
+        d["summary"] = item.summary
     d.update(item.extra)
     return d
 

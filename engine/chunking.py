@@ -12,6 +12,15 @@ Follows the reference system (``../shared/reference/tsagent-notes.md`` §2.1) wi
   ``text`` (shown and sent) apart from their ``embed_text`` (embedded).
 - A tool is one chunk, ``"name: description"`` (split only if over the token window).
 - A query is split into sentences (punctuation kept), each cut at ``max_chars``; an empty query has no chunks.
+
+Contextual embeddings (``../shared/seeds/002``): a chunk's embedding text is ``context + "\n\n" + text``
+where the context joins, line by line, what the chunk alone lacks: for a body chunk its item's header,
+the heading path above it in a markdown document (``Setup > Linux``) and the item's ``summary``;
+for a tool its server (name, and description when the server has one; see ``tool_context``) and its
+``summary``; and, for any chunk, what a ``summarizer`` callable returns for it. With none of these the
+chunk is embedded as it is (a tool as ``name: description``). The text shown and sent never changes.
+Identifiers in tool names are split for embedding (``searchIssues`` and ``search_issues`` embed as
+``search issues``), since the tokenizer reads ``searchIssues`` as ``search ##iss ##ues``.
 """
 
 from __future__ import annotations
@@ -20,11 +29,24 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.items import Item, Tool
 
-__all__ = ["Chunk", "ChunkConfig", "chunk_item", "split_text", "query_chunks", "TokenCounter"]
+__all__ = ["Chunk", "ChunkConfig", "chunk_item", "split_text", "query_chunks", "heading_sections", "split_identifier", "TokenCounter", "Summarizer", "SummarizerError", "TOOL_CONTEXTS"]
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
+#: ``summarizer(item, chunk_texts) -> one context string (or None / "") per chunk``; called once per item
+#: when its chunks are (re-)made, e.g. to let an LLM write Anthropic-style chunk context.
+Summarizer = Callable[[Item, Sequence[str]], Sequence["str | None"]]
+#: Values of :attr:`ChunkConfig.tool_context`.
+TOOL_CONTEXTS = ("none", "server", "server+description")
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class SummarizerError(ContextSieveError):
+    """The summarizer callable failed or returned something other than one string per chunk."""
 
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -40,12 +62,30 @@ class ChunkConfig:
             MiniLM's window); needs a token counter, else only ``max_chars`` applies.
         header_prefix: prefix body chunks' embedding text with the item header (default True).
         max_header_tokens: longest header used as a prefix (default 64 tokens; cut at a word boundary).
+        heading_paths: add the markdown heading path above a body chunk to its context (default True;
+            text without headings is chunked exactly as without this).
+        tool_context: what of a tool's MCP server goes into its embedding text: ``"none"``,
+            ``"server"`` (its name; the default) or ``"server+description"`` (name and description).
+        split_identifiers: embed tool names with camelCase / snake_case split into words (default True).
+        max_summary_tokens: longest summary (item ``summary`` or summarizer output) used (default 64 tokens).
     """
 
     max_chars: int = 500
     max_tokens: int = 256
     header_prefix: bool = True
     max_header_tokens: int = 64
+    heading_paths: bool = True
+    tool_context: str = "server"
+    split_identifiers: bool = True
+    max_summary_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if self.tool_context not in TOOL_CONTEXTS:
+            raise InputError(f"tool_context must be one of {TOOL_CONTEXTS}, got {self.tool_context!r}")
+        for name in ("max_chars", "max_tokens", "max_header_tokens", "max_summary_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{name} must be a positive int, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -115,25 +155,121 @@ def _header(item: Item) -> str:
     return f"{item.name}: {item.description}" if item.description else item.name
 
 
-def chunk_item(item: Item, config: ChunkConfig = ChunkConfig(), count_tokens: TokenCounter | None = None) -> list[Chunk]:
-    """The chunks of an item, in order (header first for rules and references)."""
+def split_identifier(name: str) -> str:
+    """``searchIssues`` / ``search_issues`` / ``HTTPServer-v2`` -> ``search Issues`` / ``search issues`` / ``HTTP Server v2``."""
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", name)
+    return " ".join(re.sub(r"[_\-.]+", " ", name).split()) or name
+
+
+def heading_sections(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """Markdown ``text`` as ``(heading path, section text)`` pairs, heading lines left out of the text.
+
+    ATX headings (``#`` to ``######``) outside fenced code blocks open a section; a deeper heading
+    nests under the ones above it. Text before the first heading has the path ``()``.
+    """
+    sections: list[tuple[tuple[str, ...], str]] = []
+    stack: list[tuple[int, str]] = []
+    lines: list[str] = []
+    fenced = False
+
+    def close() -> None:
+        body = "\n".join(lines).strip()
+        if body:
+            sections.append((tuple(h for _, h in stack), body))
+        lines.clear()
+
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else _HEADING.match(line)
+        if m is None:
+            lines.append(line)
+            continue
+        close()
+        level = len(m.group(1))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, m.group(2)))
+    close()
+    return sections
+
+
+def _cap(text: str, limit: int, count_tokens: TokenCounter | None) -> str:
+    """``text`` cut at a word boundary to ``limit`` tokens (about 4 characters a token without a counter)."""
+    if count_tokens is not None:
+        return _fit_tokens(text, limit, count_tokens)[0] if text.split() else ""
+    return text if len(text) <= 4 * limit else text[: 4 * limit].rsplit(" ", 1)[0]
+
+
+def _summaries(item: Item, texts: list[str], summarizer: Summarizer | None) -> list[str]:
+    if summarizer is None or not texts:
+        return [""] * len(texts)
+    try:
+        out = list(summarizer(item, list(texts)))
+    except Exception as e:  # the caller's code: keep its error as the cause
+        raise SummarizerError(f"the summarizer failed on {item.key}: {e}") from e
+    if len(out) != len(texts) or not all(x is None or isinstance(x, str) for x in out):
+        raise SummarizerError(f"the summarizer must return one str or None per chunk ({len(texts)} for {item.key}), got {out!r:.200}")
+    return [(x or "").strip() for x in out]
+
+
+def _join(context: Sequence[str], text: str) -> str:
+    lines = "\n".join(c for c in context if c)
+    return f"{lines}\n\n{text}" if lines else text
+
+
+def chunk_item(
+    item: Item,
+    config: ChunkConfig = ChunkConfig(),
+    count_tokens: TokenCounter | None = None,
+    *,
+    server_description: str = "",
+    summarizer: Summarizer | None = None,
+) -> list[Chunk]:
+    """The chunks of an item, in order (header first for rules and references).
+
+    Args:
+        item: a rule, reference or tool.
+        config: chunking settings.
+        count_tokens: the model's token counter (for the token window); ``None``: characters only.
+        server_description: the description of a tool's MCP server (used by ``tool_context``).
+        summarizer: optional per-chunk context writer (see :data:`Summarizer`).
+    """
     header = _header(item)
+    summary = _cap(getattr(item, "summary", "").strip(), config.max_summary_tokens, count_tokens)
+    reserve = config.max_summary_tokens if summarizer is not None else 0
     if isinstance(item, Tool):
-        return [Chunk(t, t, i) for i, t in enumerate(split_text(header, config, count_tokens))]
-    head_chunks = split_text(header, config, count_tokens)
-    prefix = ""
-    body_limit = config.max_tokens
-    if config.header_prefix:
-        prefix = header
+        server = "" if config.tool_context == "none" else item.server
+        if config.tool_context == "server+description" and server_description.strip():
+            server = f"{server}: {server_description.strip()}"
+        server = _cap(server, config.max_header_tokens, count_tokens)
+        limit = None
         if count_tokens is not None:
-            prefix = _fit_tokens(header, config.max_header_tokens, count_tokens)[0]
-            body_limit = max(16, config.max_tokens - count_tokens([prefix + "\n\n"])[0])
-        elif len(prefix) > 4 * config.max_header_tokens:
-            prefix = prefix[: 4 * config.max_header_tokens].rsplit(" ", 1)[0]
-    body = split_text(item.text, config, count_tokens, body_limit)
-    chunks = [Chunk(t, t, 0) for t in head_chunks]
-    chunks += [Chunk(t, f"{prefix}\n\n{t}" if prefix else t, 0) for t in body]
-    return [Chunk(c.text, c.embed_text, i) for i, c in enumerate(chunks)]
+            used = count_tokens([_join([server, summary], "")])[0] if server or summary else 0
+            limit = max(16, config.max_tokens - used - reserve)
+        shown = split_text(header, config, count_tokens, limit)
+        name = split_identifier(item.name) if config.split_identifiers else item.name
+        embed = split_text(f"{name}: {item.description}" if item.description else name, config, count_tokens, limit)
+        if len(embed) != len(shown):  # splitting the name moved a cut: embed the shown pieces
+            embed = shown
+        extra = _summaries(item, shown, summarizer)
+        return [Chunk(t, _join([server, summary, _cap(x, config.max_summary_tokens, count_tokens)], e), i) for i, (t, e, x) in enumerate(zip(shown, embed, extra))]
+    head_chunks = split_text(header, config, count_tokens)
+    prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""
+    sections = heading_sections(item.text) if config.heading_paths else [((), item.text)]
+    body: list[tuple[str, str]] = []  # (context lines without the summarizer's, text)
+    for path, section in sections:
+        context = [prefix, _cap(" > ".join(path), config.max_header_tokens, count_tokens), summary]
+        limit = config.max_tokens
+        if count_tokens is not None:
+            used = count_tokens([_join(context, "")])[0] if any(context) else 0
+            limit = max(16, config.max_tokens - used - reserve)
+        body += [("\n".join(c for c in context if c), t) for t in split_text(section, config, count_tokens, limit)]
+    extra = _summaries(item, [t for _, t in body], summarizer)
+    chunks = [Chunk(t, t, i) for i, t in enumerate(head_chunks)]
+    chunks += [Chunk(t, _join([ctx, _cap(x, config.max_summary_tokens, count_tokens)], t), len(chunks) + j) for j, ((ctx, t), x) in enumerate(zip(body, extra))]
+    return chunks
 
 
 def query_chunks(message: str, max_chars: int = 500) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from contextsieve.agent import Agent
-from contextsieve.chunking import ChunkConfig
+from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.session import Request, Session
 from contextsieve.store import ChunkStore, TextEmbedder
@@ -48,14 +48,17 @@ class Engine:
             (all-MiniLM-L6-v2 int8), loaded on first need.
         cache_dir: folder of the persistent embedding cache (default: the model cache folder,
             ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``); ``False`` keeps vectors in memory only.
-        chunking: chunking settings.
+        chunking: chunking settings (including contextual embeddings: see :class:`~contextsieve.chunking.ChunkConfig`).
+        summarizer: optional callable writing embedding context per chunk (see
+            :data:`contextsieve.chunking.Summarizer`); called only for new or changed items. Default
+            ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
     """
 
-    def __init__(self, agent: Agent, *, embedder: TextEmbedder | None = None, cache_dir: str | os.PathLike[str] | bool | None = None, chunking: ChunkConfig = ChunkConfig()) -> None:
+    def __init__(self, agent: Agent, *, embedder: TextEmbedder | None = None, cache_dir: str | os.PathLike[str] | bool | None = None, chunking: ChunkConfig = ChunkConfig(), summarizer: Summarizer | None = None) -> None:
         self.agent = agent
         self.embedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
-        self.store = ChunkStore(self.embedder, chunking, cache_factory=self._open_cache)
+        self.store = ChunkStore(self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any) -> "Engine":
@@ -87,7 +90,7 @@ class Engine:
         t = time.perf_counter()
         before = self.store.embedded_texts
         items = list(self.agent.all_items())
-        self.store.sync(items, show_progress=show_progress)
+        self.store.sync(items, server_descriptions={n: s.description for n, s in self.agent.servers.items()}, show_progress=show_progress)
         chunks = sum(len(self.store.chunks_of(i.key).chunks) for i in items)
         return {"items": len(items), "chunks": chunks, "embedded": self.store.embedded_texts - before, "seconds": time.perf_counter() - t}
 

@@ -100,6 +100,8 @@ class Rule:
         description: one line on what it is for (may be empty).
         priority: ``priorityLevel`` 0-999 (default 500); sessions list items by priority, then name.
         include: include mode (default ``manual``, as in the reference system).
+        summary: what the item is about, for its chunks' embedding context (contextual embeddings;
+            default ``""``: none). Never sent to the model. A contextsieve field (``summary`` in the file).
         extra: fields of the agent file this library does not use, kept for round trips.
     """
 
@@ -108,6 +110,7 @@ class Rule:
     description: str = ""
     priority: int = 500
     include: IncludeMode = IncludeMode.MANUAL
+    summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     kind = ItemKind.RULE
@@ -141,6 +144,7 @@ class Tool:
         input_schema: its JSON schema.
         include: the tool's own include mode, or ``None`` to use the server default.
         permission_required: the tool's own setting, or ``None`` for the server default.
+        summary: extra embedding context for the tool (default ``""``); never sent to the model.
     """
 
     server: str
@@ -149,6 +153,7 @@ class Tool:
     input_schema: dict[str, Any] = field(default_factory=dict, compare=False)
     include: IncludeMode | None = None
     permission_required: bool | None = None
+    summary: str = ""
 
     kind = ItemKind.TOOL
 

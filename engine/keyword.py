@@ -19,11 +19,15 @@ STOPWORDS = frozenset(
 )
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits of any script), stopwords and 1-letter words removed,
-    a trailing plural ``s`` dropped from words over 3 letters (``files`` and ``file`` match)."""
+    a trailing plural ``s`` dropped from words over 3 letters (``files`` and ``file`` match).
+    Identifiers are split into words: ``searchIssues`` and ``search_issues`` give ``search``, ``issue``."""
     out = []
-    for w in _WORD.findall(text.lower()):
+    for w in _WORD.findall(_CAMEL.sub(" ", text).lower()):
         if len(w) < 2 or w in STOPWORDS:
             continue
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):

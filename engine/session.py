@@ -20,7 +20,7 @@ from contextsieve.explain import Explanation
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.kernels.scoring import score_pool
-from contextsieve.selection import expand, item_query_scores, min_representation, select_items
+from contextsieve.selection import expand, expansion_scores, graph_expand, item_query_scores, min_representation, select_items
 from contextsieve.store import ChunkStore
 
 __all__ = ["Session", "Message", "Request"]
@@ -199,56 +199,78 @@ class Session:
     def _search(self, qchunks: Sequence[str], candidates: list[Item]) -> list[ContextEntry]:
         """Semantic search over every indexed item, limited to ``candidates`` (all items are indexed,
         so a later request with other candidates embeds nothing new): the reference ranking, then
-        minimum representation and expansion when the settings turn them on."""
+        minimum representation and expansion when the settings turn them on. With ``tool_settings``,
+        rules + references and tools are two domains, each searched with its own settings."""
         all_items = list(self.agent.all_items())
-        self.store.sync(all_items)
-        chunks, owner = self.store.matrix([it.key for it in all_items])
+        self.store.sync(all_items, server_descriptions={n: srv.description for n, srv in self.agent.servers.items()})
+        order = [it.key for it in all_items]
+        chunks, owner = self.store.matrix(order)
         position = {it.key: i for i, it in enumerate(all_items)}
         allowed = np.zeros(len(all_items), dtype=bool)
         allowed[[position[it.key] for it in candidates]] = True
         qvec = self.store.embed_query(qchunks)
         s = self.settings
-        keyword = self._keyword_scores(qchunks, all_items, allowed, owner)
-        common = {"pooling": s.query_pooling, "keyword": keyword, "keyword_weight": s.keyword_weight}
-        if s.tool_top_k is None and s.tool_top_n is None and s.tool_include_score is None:
-            chosen = select_items(qvec, chunks, owner, allowed, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score, **common)
-        else:  # two domains: rules + references, and tools, each with its own settings
+        if s.tool_settings:
             is_tool = np.array([isinstance(it, Tool) for it in all_items])
-            docs = select_items(qvec, chunks, owner, allowed & ~is_tool, top_k=s.context_top_k, top_n=s.context_top_n, include_score=s.context_include_score, **common)
-            tools = select_items(
-                qvec, chunks, owner, allowed & is_tool,
-                top_k=s.tool_top_k if s.tool_top_k is not None else s.context_top_k,
-                top_n=s.tool_top_n if s.tool_top_n is not None else s.context_top_n,
-                include_score=s.tool_include_score if s.tool_include_score is not None else s.context_include_score,
-                **common,
-            )
-            chosen = sorted(docs + tools, key=lambda c: -c.score)  # ranking score; entries report similarity
+            domains = [(allowed & ~is_tool, s), (allowed & is_tool, s.for_tools())]
+        else:
+            domains = [(allowed, s)]
+        raw_keyword = None
+        if any(ds.keyword_weight > 0 for _, ds in domains):
+            raw_keyword = self.store.keyword_index(order).scores(" ".join(qchunks))
 
         def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
             it = all_items[item]
             first = int(np.searchsorted(owner, item))
             return ContextEntry(it.key, mode, round(score, 6), row - first, qc, getattr(it, "priority", None), via, all_items[pulled].key if pulled is not None else None)
 
+        chosen, extra = [], []
+        for mask, ds in domains:
+            keyword = None
+            if raw_keyword is not None and ds.keyword_weight > 0:
+                top = raw_keyword[mask[owner]].max(initial=0.0)  # normalised by the domain's best candidate chunk
+                keyword = raw_keyword / top if top > 0 else raw_keyword
+            found = select_items(
+                qvec, chunks, owner, mask, top_k=ds.context_top_k, top_n=ds.context_top_n, include_score=ds.context_include_score,
+                pooling=ds.query_pooling, keyword=keyword, keyword_weight=ds.keyword_weight,
+            )
+            chosen += found
+            if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
+                per, arg = item_query_scores(qvec, chunks, owner, mask)
+                extra += min_representation(found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap)
+        if len(domains) > 1:
+            chosen.sort(key=lambda c: -c.score)  # ranking score across domains; entries report similarity
         entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
-        picked = [c.item for c in chosen]
-        if s.min_representation_floor is not None and qvec.shape[0] > 1 and s.min_representation_cap > 0:
-            per, arg = item_query_scores(qvec, chunks, owner, allowed)
-            extra = min_representation(chosen, per, arg, floor=s.min_representation_floor, cap=s.min_representation_cap)
-            entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in extra]
-            picked += [c.item for c in extra]
-        if s.expansion_depth > 0 and picked:
-            pool = allowed.copy()
-            pool[picked] = False
-            priority, _ = score_pool(qvec, chunks)
-            seeds = picked
-            for _ in range(s.expansion_depth):
-                new = expand(chunks, owner, seeds, pool, threshold=s.expansion_threshold, top_n=s.expansion_top_n, chunk_cap=s.expansion_chunk_cap, priority=priority)
-                entries += [entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item) for x in new]
-                seeds = [x.item for x in new]
-                pool[seeds] = False
-                if not seeds:
-                    break
+        entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in extra]
+        picked = [c.item for c in chosen] + [c.item for c in extra]
+        for mask, ds in domains:
+            entries += self._expand(ds, mask, picked, qvec, chunks, owner, order, entry)
         return entries
+
+    def _expand(self, ds: AgentSettings, mask: np.ndarray, picked: list[int], qvec: np.ndarray, chunks: np.ndarray, owner: np.ndarray, order: list[ItemKey], entry: Callable[..., ContextEntry]) -> list[ContextEntry]:
+        """Expansion passes in one domain: items of ``mask`` related to the picked items (of any domain)."""
+        if ds.expansion_depth <= 0 or not picked or ds.expansion_top_n <= 0:
+            return []
+        pool = mask.copy()
+        pool[picked] = False
+        priority, _ = score_pool(qvec, chunks)
+        graph = self.store.relation_graph(order, ds.relation_pooling, min(ds.expansion_threshold, 0.5)) if ds.expansion_source != "pass2" else None
+        first = np.searchsorted(owner, np.arange(len(order)))
+        out: list[ContextEntry] = []
+        seeds = picked
+        for _ in range(ds.expansion_depth):
+            if ds.expansion_source == "pass2":
+                new = expand(chunks, owner, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, chunk_cap=ds.expansion_chunk_cap, priority=priority)
+            else:
+                assert graph is not None
+                also = expansion_scores(chunks, owner, seeds, pool, chunk_cap=ds.expansion_chunk_cap, priority=priority) if ds.expansion_source == "hybrid" else None
+                new = graph_expand(graph, first, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, also=also)
+            out += [entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item) for x in new]
+            seeds = [x.item for x in new]
+            pool[seeds] = False
+            if not seeds:
+                break
+        return out
 
     def expand_from(self, text: str, *, max_chunks: int = 16) -> RequestContext:
         """Items a tool result points to: ``text`` is chunked like a document (token-aware) and its
@@ -268,14 +290,6 @@ class Session:
         proposals = tuple(ContextEntry(e.key, e.mode, e.score, e.chunk, e.query_chunk, e.priority, "tool-result" if e.via == "query" else e.via, e.pulled_by) for e in entries)
         s = self.settings
         return RequestContext(proposals, text[:200], tuple(chunks), {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score, "source": "tool-result"})
-
-    def _keyword_scores(self, qchunks: Sequence[str], all_items: list[Item], allowed: np.ndarray, owner: np.ndarray) -> np.ndarray | None:
-        """BM25 of every chunk for the message, normalised by the best candidate chunk (``None`` when off)."""
-        if self.settings.keyword_weight <= 0:
-            return None
-        kw = self.store.keyword_index([it.key for it in all_items]).scores(" ".join(qchunks))
-        top = kw[allowed[owner]].max(initial=0.0)
-        return kw / top if top > 0 else kw
 
     def explain(self, message: str, key: ItemKey | str) -> Explanation:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged).
@@ -310,7 +324,7 @@ class Session:
             reasons.append("the message has no text to search with")
             return Explanation(str(k), False, reasons=tuple(reasons))
         facts = self._search_facts(ctx, k)
-        s = self.settings
+        s = self._domain_settings(item)
         if facts["best"] <= 0:
             reasons.append(f"its best score {facts['best']:.3f} is not above 0")
         elif facts["chunk_rank"] > s.context_top_k:
@@ -337,21 +351,32 @@ class Session:
             tuple(facts["scores"]), facts["similarity"], facts["chunk_rank"], facts["item_rank"], tuple(reasons),
         )
 
+    def _domain_settings(self, item: Item) -> AgentSettings:
+        """The settings ``item`` is searched with (its domain's)."""
+        return self.settings.for_tools() if isinstance(item, Tool) else self.settings
+
     def _search_facts(self, ctx: RequestContext, key: ItemKey) -> dict[str, Any]:
-        """Scores and ranks of ``key`` in the search behind ``ctx`` (same candidates, same vectors)."""
+        """Scores and ranks of ``key`` in the search behind ``ctx`` (same candidates, same vectors, its domain's settings)."""
         all_items = list(self.agent.all_items())
-        chunks, owner = self.store.matrix([it.key for it in all_items])
+        order = [it.key for it in all_items]
+        chunks, owner = self.store.matrix(order)
         position = {it.key: i for i, it in enumerate(all_items)}
+        is_tool = isinstance(self.agent.get(key), Tool)
+        ds = self._domain_settings(self.agent.get(key))
         candidates = np.array([
             it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+            and (not self.settings.tool_settings or isinstance(it, Tool) == is_tool)
             for it in all_items
         ])
         qvec = self.store.embed_query(ctx.query_chunks)
         dense = chunks @ qvec.T
-        pooled = (dense.mean(axis=1) if self.settings.query_pooling == "mean" else dense.max(axis=1)).astype(np.float32)
-        keyword = self._keyword_scores(ctx.query_chunks, all_items, candidates, owner)
-        if keyword is not None:
-            pooled = pooled + np.float32(self.settings.keyword_weight) * keyword.astype(np.float32)
+        pooled = (dense.mean(axis=1) if ds.query_pooling == "mean" else dense.max(axis=1)).astype(np.float32)
+        keyword = None
+        if ds.keyword_weight > 0:
+            raw = self.store.keyword_index(order).scores(" ".join(ctx.query_chunks))
+            top = raw[candidates[owner]].max(initial=0.0)
+            keyword = raw / top if top > 0 else raw
+            pooled = pooled + np.float32(ds.keyword_weight) * keyword.astype(np.float32)
         pooled[~candidates[owner]] = -np.inf
         i = position[key]
         rows = np.flatnonzero(owner == i)
@@ -359,9 +384,9 @@ class Session:
         best_row = int(rows[np.argmax(pooled[rows])])
         best = float(pooled[best_row])
         chunk_rank = int(np.sum(pooled > best) + np.sum(pooled[:best_row] == best)) + 1
-        order = np.lexsort((np.arange(pooled.size), -pooled))[: self.settings.context_top_k]
+        top_rows = np.lexsort((np.arange(pooled.size), -pooled))[: ds.context_top_k]
         grouped: list[int] = []
-        for r in order:
+        for r in top_rows:
             if pooled[r] > 0 and int(owner[r]) not in grouped:
                 grouped.append(int(owner[r]))
         item_rank = None
@@ -369,8 +394,8 @@ class Session:
             scores = {g: float(pooled[owner == g].max()) for g in grouped}
             ranked = sorted(grouped, key=lambda g: -scores[g])
             item_rank = ranked.index(i) + 1
-        kw = float(keyword[best_row] * self.settings.keyword_weight) if keyword is not None else 0.0
-        sim = float(dense[best_row].mean() if self.settings.query_pooling == "mean" else dense[best_row].max())
+        kw = float(keyword[best_row] * ds.keyword_weight) if keyword is not None else 0.0
+        sim = float(dense[best_row].mean() if ds.query_pooling == "mean" else dense[best_row].max())
         return {"scores": [float(x) for x in per_q], "best": best, "similarity": sim, "chunk_rank": chunk_rank, "item_rank": item_rank, "keyword": kw}
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
@@ -401,7 +426,7 @@ class Session:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "settings": dict(self.settings.__dict__),
+            "settings": {k: dict(v) if k == "tool_settings" and v is not None else v for k, v in self.settings.__dict__.items()},
             "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
             "history": [m.to_dict() for m in self.history],
         }

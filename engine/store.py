@@ -8,16 +8,17 @@ flag. Items that are gone are dropped. The matrix of all chunk vectors is rebuil
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from contextsieve.chunking import Chunk, ChunkConfig, chunk_item
+from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.items import Item, ItemKey
+from contextsieve.items import Item, ItemKey, Tool
 from contextsieve.keyword import BM25Index
+from contextsieve.selection import RelationGraph
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
 
@@ -56,6 +57,8 @@ class ChunkStore:
         cache: persistent vectors by text (a restarted agent re-embeds nothing); ``None`` = memory only.
         cache_factory: called once, on the first embedding, to open the cache lazily (its key needs
             the model id, which needs the model loaded); ignored when ``cache`` is given.
+        summarizer: optional per-chunk embedding context writer (see :data:`contextsieve.chunking.Summarizer`),
+            called only for items whose content changed.
     """
 
     def __init__(
@@ -64,28 +67,37 @@ class ChunkStore:
         config: ChunkConfig = ChunkConfig(),
         cache: EmbeddingCache | None = None,
         cache_factory: Callable[[], EmbeddingCache | None] | None = None,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.embedder = embedder
+        self.summarizer = summarizer
         self.config = config
         self.cache = cache
         self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
         self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk], str]] = {}  # chunking memo by item content
-        self._last: list[Item] = []  # the items of the last sync, to skip all work when they are the same objects
+        self._last: tuple[list[Item], dict[str, str]] = ([], {})  # the last sync's items and server descriptions
         self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
         self._bm25: tuple[list[ItemKey], object, BM25Index] | None = None
+        self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
 
     def chunks_of(self, key: ItemKey) -> ItemChunks:
         """The item's chunks (after :meth:`sync`)."""
         return self._items[key]
 
-    def sync(self, items: Iterable[Item], *, show_progress: bool = False) -> int:
-        """Make the store hold exactly ``items``; returns how many items were (re-)embedded."""
+    def sync(self, items: Iterable[Item], *, server_descriptions: Mapping[str, str] | None = None, show_progress: bool = False) -> int:
+        """Make the store hold exactly ``items``; returns how many items were (re-)embedded.
+
+        ``server_descriptions`` (server name -> description) gives tools their server's description
+        for :attr:`ChunkConfig.tool_context` ``"server+description"``.
+        """
         items = list(items)
-        if len(items) == len(self._last) and all(a is b for a, b in zip(items, self._last)):
+        servers = dict(server_descriptions or {})
+        last, last_servers = self._last
+        if len(items) == len(last) and servers == last_servers and all(a is b for a, b in zip(items, last)):
             return 0  # items are frozen: the same objects mean the same texts
-        planned = {it.key: self._plan(it) for it in items}
+        planned = {it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "") for it in items}
         todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
@@ -101,7 +113,7 @@ class ChunkStore:
                 at += len(chunks)
         if todo or gone:
             self._matrix = None
-        self._last = items
+        self._last = (items, servers)
         return len(todo)
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
@@ -127,12 +139,12 @@ class ChunkStore:
         """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
         return self.embedder.embed(list(texts))
 
-    def _plan(self, item: Item) -> tuple[list[Chunk], str]:
-        """The item's chunks and their digest, recomputed only when its name, description or text changed."""
-        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""))
+    def _plan(self, item: Item, server_description: str = "") -> tuple[list[Chunk], str]:
+        """The item's chunks and their digest, recomputed only when what they are made of changed."""
+        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""), item.summary, server_description)
         memo = self._plans.get(item.key)
         if memo is None or memo[0] != fingerprint:
-            chunks = chunk_item(item, self.config, self.embedder.count_tokens)
+            chunks = chunk_item(item, self.config, self.embedder.count_tokens, server_description=server_description, summarizer=self.summarizer)
             memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo
         return memo[1], memo[2]
@@ -145,6 +157,20 @@ class ChunkStore:
             texts = [c.text for k in order for c in self._items[k].chunks]
             self._bm25 = (order, self._matrix, BM25Index(texts))
         return self._bm25[2]
+
+    def relation_graph(self, order: Sequence[ItemKey], pooling: str, floor: float) -> RelationGraph:
+        """The item relationship graph of the items in ``order`` (positions as in :meth:`matrix`), built
+        once per chunk matrix, pooling and floor, and rebuilt only after the items change."""
+        self.matrix(order)
+        key = (pooling, float(floor))
+        got = self._graphs.get(key)
+        if got is None or got[0] is not self._matrix:
+            assert self._matrix is not None
+            _, mat, owner = self._matrix
+            got = (self._matrix, RelationGraph(mat, owner, len(self._matrix[0]), pooling=pooling, floor=floor))
+            self._graphs = {k: v for k, v in self._graphs.items() if v[0] is self._matrix}  # drop stale graphs
+            self._graphs[key] = got
+        return got[1]  # type: ignore[return-value]
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

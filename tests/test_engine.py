@@ -468,10 +468,20 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
     q = "fetch the web page url"
     shared = Session(agent, store, context_top_n=1, context_include_score=0.99).build_request(q).context
     assert [e.key.kind for e in shared.entries] == [ItemKind.RULE]  # the tool is crowded out
-    split = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_top_n=1).build_request(q).context
+    split = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1}).build_request(q).context
     assert sorted(e.key.kind.value for e in split.entries) == ["rule", "tool"]
     assert [e.key.name for e in split.entries if e.key.kind is ItemKind.TOOL] == ["fetch"]
     scores = [e.score for e in split.entries]
     assert scores == sorted(scores, reverse=True)
-    with pytest.raises(InputError, match="tool_top_n"):
-        Session(agent, store, tool_top_n=0)
+    with pytest.raises(InputError, match="tool_settings: setting context_top_n"):
+        Session(agent, store, tool_settings={"context_top_n": 0})
+    with pytest.raises(InputError, match="may set only"):
+        Session(agent, store, tool_settings={"temperature": 0.1})
+    # a domain's settings apply to it alone: the tools' include score 0 keeps every tool scoring above 0
+    wide = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_include_score": 0.0}).build_request(q).context
+    tool_entries = [e for e in wide.entries if e.key.kind is ItemKind.TOOL]
+    assert tool_entries and all(e.score > 0 for e in tool_entries) and tool_entries[0].key.name == "fetch"
+    assert [e.key.kind for e in wide.entries].count(ItemKind.RULE) == 1
+    exp = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1})
+    explained = exp.explain(q, "tool:web:fetch")
+    assert explained.included and explained.via == "query" and "within top-N 1" in " ".join(explained.reasons)
