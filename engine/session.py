@@ -20,7 +20,14 @@ from contextsieve.explain import Explanation
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.kernels.scoring import score_pool
-from contextsieve.selection import expand, expansion_scores, graph_expand, item_query_scores, min_representation, select_items
+from contextsieve.selection import (
+    expand,
+    expansion_scores,
+    graph_expand,
+    item_query_scores,
+    min_representation,
+    select_items,
+)
 from contextsieve.store import ChunkStore
 
 __all__ = ["Session", "Message", "Request"]
