@@ -6,14 +6,16 @@ Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jso
 "query", "relevant": ["server/name", ...]}`` (optional ``relevant_groups``: any member of a group
 satisfies it). By default a fixed sample of 2,000 queries (``random.Random(0)``), the tuning set;
 ``--full`` adds the whole file; ``--split multi`` keeps only the queries needing several tools.
-Tools are indexed as ``name: description``.
+An optional ``servers.jsonl`` (``{"server", "description"}`` lines) gives servers descriptions.
+The hand-written multi-server task set is ``--data benchmarks/data/mcp_tasks``.
 
-Systems: ``bm25``; ``dense`` (one vector per query); ``dense-maxpool`` (one vector per query
-sentence, max-pooled, as the reference does); ``reference`` (the engine's session over an agent
-whose tools are all in ``agent`` mode, with the reference system's settings and no keyword score: the
+Systems: ``bm25`` and ``dense`` over ``name: description`` (dense: one vector per query);
+``dense-maxpool`` (one vector per query sentence, max-pooled, as the reference does);
+``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and ``fusion-rrf``
+(reciprocal-rank fusion, k = 60); ``reference pipeline`` (the engine's session over an agent whose
+tools are all in ``agent`` mode, with the reference system's chunking and no keyword term: the
 ranked list is what it selects, so it is short by design); ``default pipeline`` (contextsieve's
-defaults); the reference with minimum representation, one expansion pass or mean pooling; ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and
-``fusion-rrf`` (reciprocal-rank fusion, k = 60).
+defaults) and the default with one feature switched off or on.
 
 Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
 all@5 = share of queries with every relevant tool in the top 5; nDCG@10 (binary gains); p50 =
@@ -41,6 +43,15 @@ def load(folder: Path) -> tuple[list[dict], list[dict]]:
     tools = [json.loads(line) for line in (folder / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     return tools, queries
+
+
+def load_servers(folder: Path) -> dict[str, str]:
+    """Server name -> description from an optional ``servers.jsonl`` (``{"server", "description"}`` lines)."""
+    path = folder / "servers.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {r["server"]: r.get("description", "") for r in rows}
 
 
 def groups(q: dict) -> list[set[str]]:
@@ -86,29 +97,42 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
+    from contextsieve.chunking import ChunkConfig
     from contextsieve.engine import Engine
     from contextsieve.items import IncludeMode, Tool
 
     tools, queries = load(args.data)
+    server_desc = load_servers(args.data)
     if args.split:
         queries = [q for q in queries if q.get("split") == args.split]
-    sets = {f"sample {args.sample}": random.Random(0).sample(queries, min(args.sample, len(queries)))}
-    if args.full:
+    if len(queries) <= args.sample:
+        sets = {f"all {len(queries)}": queries}
+    else:
+        sets = {f"sample {args.sample}": random.Random(0).sample(queries, args.sample)}
+    if args.full and len(queries) > args.sample:
         sets[f"full {len(queries)}"] = queries
     ids = [f"{t['server']}/{t['name']}" for t in tools]
     texts = [f"{t['name']}: {t['description']}" if t.get("description") else t["name"] for t in tools]
     emb = Embedder(variant=args.variant)
     tool_vecs = emb.embed(texts)
     bm25 = BM25Index(texts)
-    servers = {s: McpServer(s, default_include=IncludeMode.AGENT) for s in {t["server"] for t in tools}}
+    servers = {s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, "")) for s in {t["server"] for t in tools}}
     agent = Agent(name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools])
-    engine = Engine(agent, embedder=emb, cache_dir=False)
-    ref = {"keyword_weight": 0.0}  # the reference system: dense only
-    session = engine.session(**ref)
-    default = engine.session()
-    minrep = engine.session(min_representation_floor=0.3, min_representation_cap=2, **ref)
-    expansion = engine.session(expansion_depth=1, expansion_threshold=0.75, expansion_top_n=3, **ref)
-    mean_pool = engine.session(query_pooling="mean", **ref)
+    engines: dict[ChunkConfig, Engine] = {}
+
+    def session(chunking: ChunkConfig = ChunkConfig(), **settings: object) -> Callable[[str], list[str]]:
+        if chunking not in engines:
+            engines[chunking] = Engine(agent, embedder=emb, cache_dir=False, chunking=chunking)
+            engines[chunking].index()
+        sess = engines[chunking].session(**settings)
+
+        def run(q: str) -> list[str]:
+            ctx = sess.build_request(q).context
+            return [f"{e.key.server}/{e.key.name}" for e in ctx.entries]
+
+        return run
+
+    reference_chunking = ChunkConfig(tool_context="none", split_identifiers=False)
 
     def dense(q: str) -> np.ndarray:
         return tool_vecs @ emb.embed([q])[0]
@@ -128,27 +152,27 @@ def main(argv: list[str] | None = None) -> None:
             out[order] += 1.0 / (k + np.arange(1, len(s) + 1))
         return out
 
-    def selected(sess: object) -> Callable[[str], list[str]]:
-        def run(q: str) -> list[str]:
-            ctx = sess.build_request(q).context  # type: ignore[attr-defined]
-            return [f"{e.key.server}/{e.key.name}" for e in ctx.entries]
-
-        return run
-
+    expansion = {"expansion_depth": 1, "expansion_threshold": 0.75, "expansion_top_n": 3}
     systems: dict[str, Callable[[str], list[str]]] = {
         "bm25": lambda q: rank(bm25.scores(q), ids),
-        "dense": lambda q: rank(dense(q), ids),
+        "dense (name: description, one vector)": lambda q: rank(dense(q), ids),
         "dense-maxpool": lambda q: rank(dense_max(q), ids),
-        "reference": selected(session),
-        "default pipeline (reference + keyword weight 0.3)": selected(default),
-        "reference + min-representation (floor 0.3)": selected(minrep),
-        "reference + expansion (0.75, top 3)": selected(expansion),
-        "reference + mean pooling": selected(mean_pool),
         "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
         "fusion-rrf": lambda q: rank(rrf(q), ids),
+        "reference pipeline": session(reference_chunking, keyword_weight=0.0),
+        "default pipeline": session(),
+        "default - keyword term": session(keyword_weight=0.0),
+        "default - server context": session(ChunkConfig(tool_context="none")),
+        "default + server description": session(ChunkConfig(tool_context="server+description")),
+        "default - identifier splitting": session(ChunkConfig(split_identifiers=False)),
+        "default + min-representation (floor 0.3)": session(min_representation_floor=0.3, min_representation_cap=2),
+        "default + expansion pass 2 (0.75, top 3)": session(**expansion),
+        "default + expansion graph": session(**expansion, expansion_source="graph"),
+        "default + expansion hybrid": session(**expansion, expansion_source="hybrid"),
+        "default + mean pooling": session(query_pooling="mean"),
     }
     for name, qs in sets.items():
-        print(f"\nMetaTool {name} queries, {len(ids)} tools, contextsieve {args.variant}\n")
+        print(f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve {args.variant}\n")
         print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | p50 ms |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, f in systems.items():
@@ -161,8 +185,32 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10")) + f" | {np.median(lat) * 1e3:.2f} |", flush=True)
 
 
+    if (args.data / "results.jsonl").exists():
+        tool_results(args.data / "results.jsonl", engines[ChunkConfig()])
     if args.scifact:
         scifact(args.scifact, emb)
+
+
+def tool_results(path: Path, engine: object) -> None:
+    """Tool-result expansion: recall of the tools needed next, from the message alone vs ``expand_from(result)``."""
+    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    print(f"\nTool-result expansion ({len(cases)} cases): recall of the tools needed next\n")
+    print("| settings | from the message | from expand_from(result) | either | items proposed (mean) |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, settings in (("reference (keyword 0)", {"keyword_weight": 0.0}), ("default", {})):
+        msg = res = both = size = 0.0
+        for c in cases:
+            sess = engine.session(**settings)  # type: ignore[attr-defined]
+            by_msg = {f"{e.key.server}/{e.key.name}" for e in sess.build_request(c["query"]).context.entries}
+            proposed = sess.expand_from(c["result"]).entries
+            by_res = {f"{e.key.server}/{e.key.name}" for e in proposed}
+            need = set(c["next"])
+            msg += len(need & by_msg) / len(need)
+            res += len(need & by_res) / len(need)
+            both += len(need & (by_msg | by_res)) / len(need)
+            size += len(proposed)
+        n = len(cases)
+        print(f"| {name} | {msg / n:.3f} | {res / n:.3f} | {both / n:.3f} | {size / n:.1f} |", flush=True)
 
 
 def scifact(folder: Path, emb: object) -> None:

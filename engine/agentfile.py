@@ -14,13 +14,16 @@ lists, which come from another runtime's quantized model and are never used as v
 Tool descriptions are not part of the reference format (tools come from the live MCP server):
 a ``description`` / ``inputSchema`` under ``mcpServers.<server>.tools.<tool>`` (a contextsieve
 extension) or a ``tools`` catalog (server -> MCP ``tools/list`` entries) supplies them.
-Other contextsieve extensions, for contextual embeddings: ``summary`` on a rule or reference, on
-``mcpServers.<server>.tools.<tool>``, and ``description`` on ``mcpServers.<server>``.
+Other contextsieve extensions: ``summary`` on a rule or reference and on
+``mcpServers.<server>.tools.<tool>``, and ``description`` on ``mcpServers.<server>`` (contextual
+embeddings); ``settings.contextsieve`` (a mapping of :class:`AgentSettings` field names, e.g.
+``keyword_weight`` or ``tool_settings``, written back only where they differ from the defaults).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,7 +111,17 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
         except (TypeError, ValueError) as e:
             raise _fail(path, f"settings.{key}", f"not a number: {v!r}") from e
         values[field_name] = v
+    own = raw.get("contextsieve")
+    if own is not None:
+        if not isinstance(own, dict):
+            raise _fail(path, "settings.contextsieve", "must be a mapping of contextsieve setting names to values")
+        clash = sorted(set(own) & set(SETTING_NAMES.values()))
+        if clash:
+            raise _fail(path, "settings.contextsieve", f"{clash} are reference settings: set them under settings")
+        values.update(own)
     try:
+        if own:
+            return AgentSettings().with_overrides(**values)  # names unknown to AgentSettings are an error
         return AgentSettings(**values)
     except ContextSieveError as e:
         raise _fail(path, "settings", str(e)) from e
@@ -295,6 +308,15 @@ def to_document(agent: Agent) -> dict[str, Any]:
         v = getattr(agent.settings, field_name)
         if v is not None:
             settings[key] = v
+    defaults = AgentSettings()
+    own = {
+        f.name: (dict(getattr(agent.settings, f.name)) if f.name == "tool_settings" and getattr(agent.settings, f.name) else getattr(agent.settings, f.name))
+        for f in dataclasses.fields(AgentSettings)
+        if f.name not in SETTING_NAMES.values() and getattr(agent.settings, f.name) != getattr(defaults, f.name)
+    }
+    settings.pop("contextsieve", None)
+    if own:
+        settings["contextsieve"] = own
     meta = dict(doc.get("metadata") or agent.metadata)
     meta.setdefault("name", agent.name)
     doc["metadata"] = meta

@@ -16,8 +16,8 @@ Follows the reference system (``../shared/reference/tsagent-notes.md`` §2.1) wi
 Contextual embeddings (``../shared/seeds/002``): a chunk's embedding text is ``context + "\n\n" + text``
 where the context joins, line by line, what the chunk alone lacks: for a body chunk its item's header,
 the heading path above it in a markdown document (``Setup > Linux``) and the item's ``summary``;
-for a tool its server (name, and description when the server has one; see ``tool_context``) and its
-``summary``; and, for any chunk, what a ``summarizer`` callable returns for it. With none of these the
+for a tool its server (name, and description when the server has one; see ``tool_context``; only
+while the agent's tools come from two servers or more) and its ``summary``; and, for any chunk, what a ``summarizer`` callable returns for it. With none of these the
 chunk is embedded as it is (a tool as ``name: description``). The text shown and sent never changes.
 Identifiers in tool names are split for embedding (``searchIssues`` and ``search_issues`` embed as
 ``search issues``), since the tokenizer reads ``searchIssues`` as ``search ##iss ##ues``.
@@ -219,12 +219,34 @@ def _join(context: Sequence[str], text: str) -> str:
     return f"{lines}\n\n{text}" if lines else text
 
 
+def _with_context(context: Sequence[str], text: str, max_tokens: int, count_tokens: TokenCounter | None) -> str:
+    """``context`` lines, a blank line, then ``text``; the context is cut (never the text) to fit ``max_tokens``."""
+    lines = "\n".join(c for c in context if c)
+    if lines and count_tokens is not None:
+        joined = f"{lines}\n\n{text}"
+        if count_tokens([joined])[0] <= max_tokens:
+            return joined
+        room = max_tokens - count_tokens([text])[0]
+        lines = _cap(lines, room, count_tokens) if room > 2 else ""
+    return f"{lines}\n\n{text}" if lines else text
+
+
+def _static_context(parts: Sequence[str], config: ChunkConfig, count_tokens: TokenCounter | None) -> tuple[str, int]:
+    """The joined context lines, cut to half the token window, and their token count (0 without a counter)."""
+    lines = "\n".join(c for c in parts if c)
+    if not lines:
+        return "", 0
+    lines = _cap(lines, config.max_tokens // 2, count_tokens) if count_tokens is not None and count_tokens([lines])[0] > config.max_tokens // 2 else lines
+    return lines, (count_tokens([lines + "\n\n"])[0] if count_tokens is not None else 0)
+
+
 def chunk_item(
     item: Item,
     config: ChunkConfig = ChunkConfig(),
     count_tokens: TokenCounter | None = None,
     *,
     server_description: str = "",
+    server_context: bool = True,
     summarizer: Summarizer | None = None,
 ) -> list[Chunk]:
     """The chunks of an item, in order (header first for rules and references).
@@ -234,41 +256,43 @@ def chunk_item(
         config: chunking settings.
         count_tokens: the model's token counter (for the token window); ``None``: characters only.
         server_description: the description of a tool's MCP server (used by ``tool_context``).
+        server_context: ``False`` leaves the server out whatever ``tool_context`` says (the store
+            does so while all tools come from one server: a prefix every tool shares tells none apart).
         summarizer: optional per-chunk context writer (see :data:`Summarizer`).
     """
     header = _header(item)
     summary = _cap(getattr(item, "summary", "").strip(), config.max_summary_tokens, count_tokens)
-    reserve = config.max_summary_tokens if summarizer is not None else 0
+    reserve = min(config.max_summary_tokens, config.max_tokens // 4) if summarizer is not None else 0
+
+    def body_limit(used: int) -> int | None:
+        return max(16, config.max_tokens - used - reserve) if count_tokens is not None else None
+
+    def extra(texts: list[str]) -> list[str]:
+        return [_cap(x, config.max_summary_tokens, count_tokens) for x in _summaries(item, texts, summarizer)]
+
     if isinstance(item, Tool):
-        server = "" if config.tool_context == "none" else item.server
+        server = "" if config.tool_context == "none" or not server_context else item.server
         if config.tool_context == "server+description" and server_description.strip():
             server = f"{server}: {server_description.strip()}"
-        server = _cap(server, config.max_header_tokens, count_tokens)
-        limit = None
-        if count_tokens is not None:
-            used = count_tokens([_join([server, summary], "")])[0] if server or summary else 0
-            limit = max(16, config.max_tokens - used - reserve)
-        shown = split_text(header, config, count_tokens, limit)
+        context, used = _static_context([_cap(server, config.max_header_tokens, count_tokens), summary], config, count_tokens)
+        shown = split_text(header, config, count_tokens, body_limit(used))
         name = split_identifier(item.name) if config.split_identifiers else item.name
-        embed = split_text(f"{name}: {item.description}" if item.description else name, config, count_tokens, limit)
+        embed = split_text(f"{name}: {item.description}" if item.description else name, config, count_tokens, body_limit(used))
         if len(embed) != len(shown):  # splitting the name moved a cut: embed the shown pieces
             embed = shown
-        extra = _summaries(item, shown, summarizer)
-        return [Chunk(t, _join([server, summary, _cap(x, config.max_summary_tokens, count_tokens)], e), i) for i, (t, e, x) in enumerate(zip(shown, embed, extra))]
+        return [Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i) for i, (t, e, x) in enumerate(zip(shown, embed, extra(shown)))]
     head_chunks = split_text(header, config, count_tokens)
     prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""
     sections = heading_sections(item.text) if config.heading_paths else [((), item.text)]
-    body: list[tuple[str, str]] = []  # (context lines without the summarizer's, text)
+    body: list[tuple[str, str]] = []  # (context without the summarizer's, text)
     for path, section in sections:
-        context = [prefix, _cap(" > ".join(path), config.max_header_tokens, count_tokens), summary]
-        limit = config.max_tokens
-        if count_tokens is not None:
-            used = count_tokens([_join(context, "")])[0] if any(context) else 0
-            limit = max(16, config.max_tokens - used - reserve)
-        body += [("\n".join(c for c in context if c), t) for t in split_text(section, config, count_tokens, limit)]
-    extra = _summaries(item, [t for _, t in body], summarizer)
+        context, used = _static_context([prefix, _cap(" > ".join(path), config.max_header_tokens, count_tokens), summary], config, count_tokens)
+        body += [(context, t) for t in split_text(section, config, count_tokens, body_limit(used))]
     chunks = [Chunk(t, t, i) for i, t in enumerate(head_chunks)]
-    chunks += [Chunk(t, _join([ctx, _cap(x, config.max_summary_tokens, count_tokens)], t), len(chunks) + j) for j, ((ctx, t), x) in enumerate(zip(body, extra))]
+    chunks += [
+        Chunk(t, _with_context([ctx, x], t, config.max_tokens, count_tokens), len(chunks) + j)
+        for j, ((ctx, t), x) in enumerate(zip(body, extra([t for _, t in body])))
+    ]
     return chunks
 
 

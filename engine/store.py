@@ -90,14 +90,17 @@ class ChunkStore:
         """Make the store hold exactly ``items``; returns how many items were (re-)embedded.
 
         ``server_descriptions`` (server name -> description) gives tools their server's description
-        for :attr:`ChunkConfig.tool_context` ``"server+description"``.
+        for :attr:`ChunkConfig.tool_context` ``"server+description"``. The server goes into tools'
+        embedding text only while the tools come from two servers or more (so adding a second server
+        re-embeds the first one's tools).
         """
         items = list(items)
         servers = dict(server_descriptions or {})
         last, last_servers = self._last
         if len(items) == len(last) and servers == last_servers and all(a is b for a, b in zip(items, last)):
             return 0  # items are frozen: the same objects mean the same texts
-        planned = {it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "") for it in items}
+        several = len({it.server for it in items if isinstance(it, Tool)}) > 1  # else a server prefix tells no tool apart
+        planned = {it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "", several) for it in items}
         todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
@@ -139,12 +142,14 @@ class ChunkStore:
         """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
         return self.embedder.embed(list(texts))
 
-    def _plan(self, item: Item, server_description: str = "") -> tuple[list[Chunk], str]:
+    def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
         """The item's chunks and their digest, recomputed only when what they are made of changed."""
-        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""), item.summary, server_description)
+        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""), item.summary, server_description, server_context)
         memo = self._plans.get(item.key)
         if memo is None or memo[0] != fingerprint:
-            chunks = chunk_item(item, self.config, self.embedder.count_tokens, server_description=server_description, summarizer=self.summarizer)
+            chunks = chunk_item(
+                item, self.config, self.embedder.count_tokens, server_description=server_description, server_context=server_context, summarizer=self.summarizer
+            )
             memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo
         return memo[1], memo[2]

@@ -452,9 +452,13 @@ def test_expand_from_a_tool_result_proposes_items_without_changing_the_session(a
     result = "ERROR: outage detected on checkout. The on-call engineer must be paged.\n\nEscalate outages to the on-call engineer now."
     ctx = s.expand_from(result)
     assert [e.key.name for e in ctx.entries] == ["escalate"] and ctx.entries[0].via == "tool-result"
-    assert ctx.settings["source"] == "tool-result" and len(ctx.query_chunks) == 2
+    assert ctx.settings["source"] == "tool-result"
+    assert ctx.query_chunks == ("ERROR: outage detected on checkout.", "The on-call engineer must be paged.", "Escalate outages to the on-call engineer now.")
+    assert len(s.expand_from(result, max_chunks=1).query_chunks) == 1
     assert s.items() == before
     assert s.expand_from("").entries == ()
+    with pytest.raises(InputError, match="max_chunks"):
+        s.expand_from(result, max_chunks=0)
     with pytest.raises(InputError):
         s.expand_from(42)  # type: ignore[arg-type]
 

@@ -5,7 +5,9 @@
 Written for contextsieve (not taken from any data set): 10 MCP servers shaped like popular real
 ones, with overlapping tool names across servers (search / list / create / get), some thin
 descriptions and some in German, Spanish or French; 48 tasks, most needing tools from two or three
-servers. ``relevant`` lists ``server/tool``; ``split`` is ``single`` or ``multi``.
+servers. ``relevant`` lists ``server/tool``; ``split`` is ``single`` or ``multi``. ``results.jsonl``:
+10 tool-result cases (a message, the text its first tool returned, the tools needed next) for
+measuring ``session.expand_from``.
 """
 
 import json
@@ -132,6 +134,22 @@ TASKS = [
 ]
 
 
+# Tool-result expansion cases: (the user's message, the text a first tool returned, tools needed next
+# that the message alone does not name).
+RESULTS = [
+    ("Look at GitHub issue 311.", "Issue #311: Checkout fails for EU customers. Reported by support; the customer asked for a refund of the failed payment. Tracked in Jira as PAY-88.", ["stripe/create_refund", "jira/searchIssues"]),
+    ("What did the lawyer send me?", "From: lawyer@firm.example. Subject: contract v3. Please save the attached contract text to the shared project folder and put a signing meeting on the calendar next week.", ["filesystem/write_file", "gcal/create_event"]),
+    ("What's new in #incidents?", "09:12 alice: the signups table stopped updating at 03:00, can someone check the database? 09:15 bob: probably the nightly job, see the commit on main from yesterday.", ["postgres/query", "github/list_commits"]),
+    ("Show me today's events.", "10:00 Outdoor team lunch in Munich park. 15:00 Call with Acme about their unpaid invoice.", ["weather/vorhersage", "stripe/list_invoices"]),
+    ("Read notes.txt.", "TODO: open a ticket for the login bug, message Priya about the deploy, and take a screenshot of the new landing page.", ["jira/createIssue", "slack/send_dm", "browser/screenshot"]),
+    ("What's in the current sprint?", "PROJ-7 Update the pricing page text (In Progress). PROJ-9 Fix the typo in the README file (To Do).", ["browser/navigate", "filesystem/read_file"]),
+    ("Get the customer record for jane@example.com.", "Customer cus_123, Jane Roe, subscription active, last invoice failed twice; she emailed support about cancelling.", ["stripe/cancel_subscription", "gmail/search_emails"]),
+    ("Open our status page.", "Status page text: Degraded performance in the EU region. Severe weather warning affecting our Frankfurt data center.", ["weather/unwetterwarnungen", "slack/post_message"]),
+    ("List the tables.", "orders, customers, refunds, invoices_archive", ["postgres/describe_table"]),
+    ("Search the repo for the config loader.", "src/config.py: def parse_config(path): reads config.yaml from the project folder; see open pull request 57 for the rewrite.", ["filesystem/read_file", "github/merge_pull_request"]),
+]
+
+
 def main() -> None:
     here = Path(__file__).parent
     names = {f"{s}/{n}" for s, n, _ in TOOLS}
@@ -146,6 +164,10 @@ def main() -> None:
         for i, (q, rel) in enumerate(TASKS)
     ]
     (here / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for _, _, nxt in RESULTS:
+        assert set(nxt) <= names, set(nxt) - names
+    lines = [json.dumps({"id": f"result-{i}", "query": q, "result": r, "next": n}, ensure_ascii=False) for i, (q, r, n) in enumerate(RESULTS)]
+    (here / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
