@@ -17,11 +17,12 @@ from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, 
 __all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
-#: small, conservative larger. Explicit settings given with a preset win over it.
+#: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones).
+#: Explicit settings given with a preset win over it.
 PRESETS: dict[str, dict[str, Any]] = {
-    "aggressive": {"context_top_k": 10, "context_top_n": 3, "context_include_score": 0.8},
-    "normal": {"context_top_k": 20, "context_top_n": 5, "context_include_score": 0.7},
-    "conservative": {"context_top_k": 40, "context_top_n": 8, "context_include_score": 0.6},
+    "aggressive": {"context_top_k": 10, "context_top_n": 3, "context_include_score": 0.8, "expansion_depth": 0},
+    "normal": {"context_top_k": 20, "context_top_n": 5, "context_include_score": 0.7, "expansion_depth": 0},
+    "conservative": {"context_top_k": 40, "context_top_n": 8, "context_include_score": 0.6, "expansion_depth": 1, "expansion_threshold": 0.75, "expansion_top_n": 3},
 }
 
 

@@ -86,13 +86,20 @@ class Engine:
         return Session(self.agent, self.store, **settings)
 
     def index(self, *, show_progress: bool = False) -> dict[str, float]:
-        """Embed every item now (instead of on the first search); returns counts and seconds."""
+        """Embed every item now (instead of on the first search), and build the item relationship graph
+        when the agent's settings expand from it; returns counts and seconds."""
         t = time.perf_counter()
         before = self.store.embedded_texts
         items = list(self.agent.all_items())
         self.store.sync(items, server_descriptions={n: s.description for n, s in self.agent.servers.items()}, show_progress=show_progress)
         chunks = sum(len(self.store.chunks_of(i.key).chunks) for i in items)
-        return {"items": len(items), "chunks": chunks, "embedded": self.store.embedded_texts - before, "seconds": time.perf_counter() - t}
+        graphs = 0
+        base = self.agent.settings
+        for s in [base] + ([base.for_tools()] if base.tool_settings else []):
+            if s.expansion_depth > 0 and s.expansion_source != "pass2":  # the relationship graph, built now
+                self.store.relation_graph([i.key for i in items], s.relation_pooling, min(s.expansion_threshold, 0.5))
+                graphs += 1
+        return {"items": len(items), "chunks": chunks, "embedded": self.store.embedded_texts - before, "graphs": graphs, "seconds": time.perf_counter() - t}
 
     def select(self, message: str, **settings: Any) -> Request:
         """One-off request for ``message`` in a fresh session (keyword arguments as for :meth:`session`)."""

@@ -325,3 +325,27 @@ def test_server_context_only_when_it_tells_tools_apart() -> None:
     two = [*one, Tool("b", "z", "three")]
     assert store.sync(two) == 3  # a second server: every tool gets its server
     assert [store.chunks_of(t.key).chunks[0].embed_text for t in two] == ["a\n\nx: one", "a\n\ny: two", "b\n\nz: three"]
+
+
+def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
+    from contextsieve.agent import AgentSettings
+    from contextsieve.engine import Engine
+
+    agent = graph_agent()
+    agent.settings = AgentSettings(tool_settings={"expansion_depth": 1, "expansion_source": "hybrid"})
+    engine = Engine(agent, embedder=FakeEmbedder(), cache_dir=False)
+    stats = engine.index()
+    assert stats["graphs"] == 1 and stats["items"] == 4
+    order = [it.key for it in agent.all_items()]
+    g = engine.store.relation_graph(order, "mean_embedding", 0.5)
+    engine.session().build_request("authenticate")
+    assert engine.store.relation_graph(order, "mean_embedding", 0.5) is g  # built once, at index time
+
+
+def test_conservative_preset_expands() -> None:
+    from contextsieve.agent import AgentSettings
+
+    s = AgentSettings().with_overrides("conservative")
+    assert (s.context_top_n, s.expansion_depth, s.expansion_threshold) == (8, 1, 0.75)
+    assert AgentSettings().with_overrides("aggressive").expansion_depth == 0
+    assert AgentSettings().with_overrides("conservative", expansion_depth=0).expansion_depth == 0  # explicit wins
