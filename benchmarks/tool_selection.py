@@ -37,6 +37,7 @@ from contextsieve.chunking import query_chunks
 from contextsieve.keyword import BM25Index
 
 KS = (1, 3, 5, 10)
+KEYWORD_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", default="int8")
     ap.add_argument("--split", help="only queries whose 'split' field has this value (e.g. multi)")
     ap.add_argument("--scifact", type=Path, help="also run the pipeline on a BEIR folder (documents as agent-mode references)")
+    ap.add_argument("--sweep-keyword", action="store_true", help=f"only the default pipeline at keyword weights {KEYWORD_WEIGHTS}")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
@@ -170,7 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         "default + expansion graph": session(**expansion, expansion_source="graph"),
         "default + expansion hybrid": session(**expansion, expansion_source="hybrid"),
         "default + mean pooling": session(query_pooling="mean"),
+        "default with RRF fusion (weight 1)": session(keyword_fusion="rrf", keyword_weight=1.0),
     }
+    if args.sweep_keyword:
+        systems = {f"default, keyword_weight {w}": session(keyword_weight=w) for w in KEYWORD_WEIGHTS}
     for name, qs in sets.items():
         print(f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve {args.variant}\n")
         print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | p50 ms |")
@@ -188,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     if (args.data / "results.jsonl").exists():
         tool_results(args.data / "results.jsonl", engines[ChunkConfig()])
     if args.scifact:
-        scifact(args.scifact, emb)
+        scifact(args.scifact, emb, KEYWORD_WEIGHTS if args.sweep_keyword else None)
 
 
 def tool_results(path: Path, engine: object) -> None:
@@ -213,7 +218,7 @@ def tool_results(path: Path, engine: object) -> None:
         print(f"| {name} | {msg / n:.3f} | {res / n:.3f} | {both / n:.3f} | {size / n:.1f} |", flush=True)
 
 
-def scifact(folder: Path, emb: object) -> None:
+def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None) -> None:
     """Documents as agent-mode references (title = description); nDCG@10 of dense vs the pipeline."""
     from benchmarks.beir_quality import evaluate, load_beir
     from contextsieve.agent import Agent
@@ -235,7 +240,10 @@ def scifact(folder: Path, emb: object) -> None:
     m = evaluate(Q @ D.T, doc_ids, query_ids, qrels)
     print(f"| dense (title + text, one vector) | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | - |")
     col = {f"d{d}": i for i, d in enumerate(doc_ids)}
-    for name, settings in (("reference pipeline", {"keyword_weight": 0.0}), ("default pipeline (keyword weight 0.3)", {})):
+    runs: list[tuple[str, dict[str, object]]] = [("reference pipeline", {"keyword_weight": 0.0}), ("default pipeline (keyword weight 0.3)", {}), ("default with RRF fusion (weight 1)", {"keyword_fusion": "rrf", "keyword_weight": 1.0})]
+    if weights is not None:
+        runs = [(f"default, keyword_weight {w}", {"keyword_weight": w}) for w in weights]
+    for name, settings in runs:
         session = engine.session(context_top_k=100, context_top_n=10, context_include_score=1.0, **settings)
         scores = np.full((len(query_ids), len(doc_ids)), -np.inf, dtype=np.float32)
         lat = []

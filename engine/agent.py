@@ -47,12 +47,13 @@ _CHOICE_SETTINGS = (
     ("tool_permission", ("always", "never", "tool")),
     ("expansion_source", ("pass2", "graph", "hybrid")),
     ("relation_pooling", ("mean_embedding", "best_pair", "mean_pairs")),
+    ("keyword_fusion", ("weighted", "rrf")),
 )
 #: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
 DOMAIN_SETTINGS = frozenset({
     "context_top_k", "context_top_n", "context_include_score", "keyword_weight", "query_pooling",
     "min_representation_floor", "min_representation_cap", "expansion_depth", "expansion_threshold",
-    "expansion_top_n", "expansion_chunk_cap", "expansion_source", "relation_pooling",
+    "expansion_top_n", "expansion_chunk_cap", "expansion_source", "relation_pooling", "keyword_fusion",
 })
 
 
@@ -92,6 +93,8 @@ class AgentSettings:
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
             Measured (``python -m benchmarks.tool_selection --scifact``): SciFact nDCG@10 67.41 -> 70.93,
             MetaTool multi-tool R@5 0.622 -> 0.641, single-tool R@5 unchanged (0.745).
+        keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
+            weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
     """
 
     context_top_k: int = 20
@@ -115,6 +118,7 @@ class AgentSettings:
     relation_pooling: str = "mean_embedding"
     tool_settings: Mapping[str, Any] | None = None
     keyword_weight: float = 0.3
+    keyword_fusion: str = "weighted"
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:

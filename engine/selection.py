@@ -16,7 +16,7 @@ import numpy as np
 from contextsieve.kernels.scoring import Hits, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 
-__all__ = ["Selected", "select_items", "item_query_scores", "min_representation", "Expanded", "expand", "expansion_scores", "RelationGraph", "graph_expand"]
+__all__ = ["Selected", "select_items", "fuse", "RRF_K", "item_query_scores", "min_representation", "Expanded", "expand", "expansion_scores", "RelationGraph", "graph_expand"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ def select_items(
     pooling: str = "max",
     keyword: np.ndarray | None = None,
     keyword_weight: float = 0.0,
+    fusion: str = "weighted",
 ) -> list[Selected]:
     """Choose items for a request.
 
@@ -58,7 +59,7 @@ def select_items(
         candidates: bool per item position: which items may be selected.
         top_k: chunks kept before grouping. top_n: items to aim for. include_score: always-keep threshold.
         pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
-        keyword: optional per-chunk keyword scores in [0, 1], added with ``keyword_weight``.
+        keyword: optional per-chunk keyword scores in [0, 1], combined by ``fusion`` (see :func:`fuse`).
 
     Returns:
         The selected items, best first.
@@ -69,10 +70,10 @@ def select_items(
         hits = score_pool_topk(queries, chunks, top_k, exclude=~candidates[chunk_item])
         sims = hits.scores
     else:
-        hits, sims = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight)
+        hits, sims = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight, fusion)
     best: dict[int, Selected] = {}
     for row, score, q, sim in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), sims.tolist()):
-        if score <= 0:
+        if sim <= 0:  # the reference drops similarities <= 0; a keyword term only re-ranks
             continue
         item = int(chunk_item[row])
         if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
@@ -84,12 +85,43 @@ def select_items(
     return high + other[: max(0, top_n - len(high))]
 
 
-def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float) -> tuple[Hits, np.ndarray]:
+RRF_K = 60  #: the constant of reciprocal-rank fusion (Cormack et al. 2009)
+
+
+def _ranks(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """1-based rank of each kept row by ``scores`` (best first, lower row first on ties)."""
+    rows = np.flatnonzero(keep)
+    order = rows[np.lexsort((rows, -scores[rows]))]
+    rank = np.zeros(scores.shape[0], dtype=np.float64)
+    rank[order] = np.arange(1, order.size + 1)
+    return rank
+
+
+def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: str, exclude: np.ndarray) -> np.ndarray:
+    """The ranking score of each chunk (``-inf`` where ``exclude``).
+
+    ``"weighted"``: ``dense + weight * keyword``. ``"rrf"``: ``1 / (60 + dense rank) + weight /
+    (60 + keyword rank)``, ranks among the candidate chunks (chunks without a keyword match get no
+    keyword term). Without a keyword term the dense score itself.
+    """
+    keep = ~exclude
+    if keyword is None or not weight:
+        ranking = dense.astype(np.float32).copy()
+    elif fusion == "rrf":
+        ranking = (1.0 / (RRF_K + _ranks(dense, keep))).astype(np.float32)
+        matched = keep & (keyword > 0)
+        ranking[matched] += np.float32(weight) / (RRF_K + _ranks(keyword, matched)[matched]).astype(np.float32)
+    else:
+        ranking = dense.astype(np.float32) + np.float32(weight) * keyword.astype(np.float32)
+    ranking[exclude] = -np.inf
+    return ranking
+
+
+def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float, fusion: str = "weighted") -> tuple[Hits, np.ndarray]:
     """Top-k chunks for mean pooling and/or a keyword term (numpy; agent-sized inputs), and their dense scores."""
     s = chunks @ queries.T
     dense = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
-    ranking = dense + np.float32(weight) * keyword.astype(np.float32) if keyword is not None and weight else dense.copy()
-    ranking[exclude] = -np.inf
+    ranking = fuse(dense, keyword, weight, fusion, exclude)
     idx = top_rows(ranking, k)
     return Hits(idx, ranking[idx], s[idx].argmax(axis=1).astype(np.int32)), dense[idx]
 

@@ -23,6 +23,7 @@ from contextsieve.kernels.scoring import score_pool
 from contextsieve.selection import (
     expand,
     expansion_scores,
+    fuse,
     graph_expand,
     item_query_scores,
     min_representation,
@@ -239,7 +240,7 @@ class Session:
                 keyword = raw_keyword / top if top > 0 else raw_keyword
             found = select_items(
                 qvec, chunks, owner, mask, top_k=ds.context_top_k, top_n=ds.context_top_n, include_score=ds.context_include_score,
-                pooling=ds.query_pooling, keyword=keyword, keyword_weight=ds.keyword_weight,
+                pooling=ds.query_pooling, keyword=keyword, keyword_weight=ds.keyword_weight, fusion=ds.keyword_fusion,
             )
             chosen += found
             if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
@@ -339,14 +340,16 @@ class Session:
             return Explanation(str(k), False, reasons=tuple(reasons))
         facts = self._search_facts(ctx, k)
         s = self._domain_settings(item)
-        if facts["best"] <= 0:
-            reasons.append(f"its best score {facts['best']:.3f} is not above 0")
+        if facts["similarity"] <= 0:
+            reasons.append(f"its best similarity {facts['similarity']:.3f} is not above 0")
         elif facts["chunk_rank"] > s.context_top_k:
             reasons.append(f"its best chunk ranks {facts['chunk_rank']} among candidate chunks, past the top-K cut of {s.context_top_k} chunks")
         elif facts["item_rank"] is not None:
             reasons.append(f"its best chunk ranks {facts['chunk_rank']} (within top-K {s.context_top_k}); it is item {facts['item_rank']} after grouping")
         if facts["keyword"]:
             reasons.append(f"keyword match (BM25, weight {s.keyword_weight}) adds {facts['keyword']:.3f} to its best chunk's score")
+        elif s.keyword_fusion == "rrf" and s.keyword_weight > 0:
+            reasons.append(f"chunks are ranked by reciprocal-rank fusion of dense and keyword (weight {s.keyword_weight}) ranks")
         if entry is not None:
             if entry.via == "min-representation":
                 reasons.append(f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor {s.min_representation_floor})")
@@ -358,7 +361,7 @@ class Session:
                 reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
         elif dropped is not None:
             reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
-        elif facts["item_rank"] is not None and facts["best"] > 0:
+        elif facts["item_rank"] is not None and facts["similarity"] > 0:
             reasons.append(f"its similarity {facts['similarity']:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
         return Explanation(
             str(k), entry is not None, entry.mode.value if entry else None, entry.via if entry else None,
@@ -390,8 +393,8 @@ class Session:
             raw = self.store.keyword_index(order).scores(" ".join(ctx.query_chunks))
             top = raw[candidates[owner]].max(initial=0.0)
             keyword = raw / top if top > 0 else raw
-            pooled = pooled + np.float32(ds.keyword_weight) * keyword.astype(np.float32)
-        pooled[~candidates[owner]] = -np.inf
+        dense_pooled = pooled
+        pooled = fuse(pooled, keyword, ds.keyword_weight, ds.keyword_fusion, ~candidates[owner])
         i = position[key]
         rows = np.flatnonzero(owner == i)
         per_q = dense[rows].max(axis=0)
@@ -401,14 +404,14 @@ class Session:
         top_rows = np.lexsort((np.arange(pooled.size), -pooled))[: ds.context_top_k]
         grouped: list[int] = []
         for r in top_rows:
-            if pooled[r] > 0 and int(owner[r]) not in grouped:
+            if dense_pooled[r] > 0 and int(owner[r]) not in grouped:
                 grouped.append(int(owner[r]))
         item_rank = None
         if i in grouped:
             scores = {g: float(pooled[owner == g].max()) for g in grouped}
             ranked = sorted(grouped, key=lambda g: -scores[g])
             item_rank = ranked.index(i) + 1
-        kw = float(keyword[best_row] * ds.keyword_weight) if keyword is not None else 0.0
+        kw = float(pooled[best_row] - dense_pooled[best_row]) if keyword is not None and ds.keyword_fusion == "weighted" else 0.0
         sim = float(dense[best_row].mean() if ds.query_pooling == "mean" else dense[best_row].max())
         return {"scores": [float(x) for x in per_q], "best": best, "similarity": sim, "chunk_rank": chunk_rank, "item_rank": item_rank, "keyword": kw}
 

@@ -349,3 +349,41 @@ def test_conservative_preset_expands() -> None:
     assert (s.context_top_n, s.expansion_depth, s.expansion_threshold) == (8, 1, 0.75)
     assert AgentSettings().with_overrides("aggressive").expansion_depth == 0
     assert AgentSettings().with_overrides("conservative", expansion_depth=0).expansion_depth == 0  # explicit wins
+
+
+# -- keyword fusion --------------------------------------------------------------------------------
+
+
+def test_fuse_matches_plain_oracles() -> None:
+    from contextsieve.selection import RRF_K, fuse
+
+    rng = np.random.default_rng(3)
+    dense = rng.standard_normal(40).astype(np.float32)
+    dense[5] = dense[6]  # a tie: the lower row ranks first
+    kw = np.where(rng.random(40) < 0.5, rng.random(40), 0.0).astype(np.float32)
+    exclude = rng.random(40) < 0.2
+    w = fuse(dense, kw, 0.3, "weighted", exclude)
+    np.testing.assert_allclose(w[~exclude], dense[~exclude] + 0.3 * kw[~exclude], rtol=1e-6)
+    assert np.all(np.isneginf(w[exclude]))
+    r = fuse(dense, kw, 0.5, "rrf", exclude)
+    kept = [i for i in range(40) if not exclude[i]]
+    d_rank = {i: k + 1 for k, i in enumerate(sorted(kept, key=lambda i: (-dense[i], i)))}
+    matched = [i for i in kept if kw[i] > 0]
+    k_rank = {i: k + 1 for k, i in enumerate(sorted(matched, key=lambda i: (-kw[i], i)))}
+    for i in kept:
+        want = 1 / (RRF_K + d_rank[i]) + (0.5 / (RRF_K + k_rank[i]) if i in k_rank else 0.0)
+        assert r[i] == pytest.approx(want, rel=1e-5)
+    assert np.all(np.isneginf(r[exclude]))
+    np.testing.assert_array_equal(fuse(dense, None, 0.3, "rrf", exclude)[~exclude], dense[~exclude])
+
+
+def test_rrf_sessions_select_and_explain_consistently(store: ChunkStore) -> None:
+    agent = graph_agent()
+    s = Session(agent, store, keyword_fusion="rrf", keyword_weight=1.0, context_top_n=2, context_include_score=0.99)
+    ctx = s.build_request("fetch the token endpoint").context
+    names = [e.key.name for e in ctx.entries]
+    assert len(names) == 2 and all(e.score is not None and e.score > 0 for e in ctx.entries)  # similarities, not RRF scores
+    for item in agent.all_items():
+        assert s.explain("fetch the token endpoint", item.key).included == (item.name in names)
+    with pytest.raises(InputError, match="keyword_fusion"):
+        Session(agent, store, keyword_fusion="sum")
