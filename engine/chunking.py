@@ -19,8 +19,8 @@ the heading path above it in a markdown document (``Setup > Linux``) and the ite
 for a tool its server (name, and description when the server has one; see ``tool_context``; only
 while the agent's tools come from two servers or more) and its ``summary``; and, for any chunk, what a ``summarizer`` callable returns for it. With none of these the
 chunk is embedded as it is (a tool as ``name: description``). The text shown and sent never changes.
-Identifiers in tool names are split for embedding (``searchIssues`` and ``search_issues`` embed as
-``search issues``), since the tokenizer reads ``searchIssues`` as ``search ##iss ##ues``.
+With ``split_identifiers``, tool names are embedded split into words (``searchIssues`` as
+``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (no measured gain).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class ChunkConfig:
             text without headings is chunked exactly as without this).
         tool_context: what of a tool's MCP server goes into its embedding text: ``"none"``,
             ``"server"`` (its name; the default) or ``"server+description"`` (name and description).
-        split_identifiers: embed tool names with camelCase / snake_case split into words (default True).
+        split_identifiers: embed tool names with camelCase / snake_case split into words (default False:
+            measured neutral, MetaTool R@5 0.756 vs 0.754, the multi-server set 0.830 vs 0.837).
         max_summary_tokens: longest summary (item ``summary`` or summarizer output) used (default 64 tokens).
     """
 
@@ -76,7 +77,7 @@ class ChunkConfig:
     max_header_tokens: int = 64
     heading_paths: bool = True
     tool_context: str = "server"
-    split_identifiers: bool = True
+    split_identifiers: bool = False
     max_summary_tokens: int = 64
 
     def __post_init__(self) -> None:

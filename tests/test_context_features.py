@@ -88,11 +88,14 @@ def test_tool_context_and_identifier_splitting() -> None:
     assert split_identifier("__") == "__"
     [c] = chunk_item(tool)
     assert c.text == "searchIssues: Search issues and pull requests"  # shown as it is
+    assert c.embed_text == "github\n\nsearchIssues: Search issues and pull requests"
+    [c] = chunk_item(tool, ChunkConfig(split_identifiers=True))
+    assert c.text == "searchIssues: Search issues and pull requests"
     assert c.embed_text == "github\n\nsearch Issues: Search issues and pull requests"
-    [c] = chunk_item(tool, ChunkConfig(tool_context="none", split_identifiers=False))
+    [c] = chunk_item(tool, ChunkConfig(tool_context="none"))
     assert c.embed_text == c.text  # the reference system's tool text
     [c] = chunk_item(tool, ChunkConfig(tool_context="server+description"), server_description="GitHub: code and issues")
-    assert c.embed_text.startswith("github: GitHub: code and issues\n\nsearch Issues")
+    assert c.embed_text.startswith("github: GitHub: code and issues\n\nsearchIssues")
     [c] = chunk_item(tool, ChunkConfig(tool_context="server+description"))  # no description: the name alone
     assert c.embed_text.startswith("github\n\n")
     with pytest.raises(InputError, match="tool_context"):
