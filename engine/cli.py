@@ -16,7 +16,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from contextsieve.errors import ContextSieveError
+from contextsieve.errors import ContextSieveError, InputError
 
 __all__ = ["main", "example_agent_path", "DEMO_MESSAGES"]
 
@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
     s.add_argument("--preset", choices=["aggressive", "normal", "conservative"], help="selection preset")
     s.add_argument("--token-budget", type=int, help="most tokens the request's items may take")
+    s.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
+        help='any session setting, VALUE as JSON when it parses (--set keyword_weight=0.1 --set expansion_source=graph --set \'tool_settings={"context_top_n": 8}\'); repeatable',
+    )
     s.add_argument("--explain", action="append", default=[], metavar="KEY", help="explain why an item (rule:NAME, reference:NAME, tool:SERVER:NAME) is or is not included; repeatable")
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
@@ -73,10 +77,25 @@ def _engine(path: Path, tools: Path | None):  # noqa: ANN202
     return Engine.from_file(path, tools=catalog)
 
 
+def _parse_settings(pairs: list[str]) -> dict[str, object]:
+    """``NAME=VALUE`` strings as settings (VALUE read as JSON when it parses, else as a string)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--set needs NAME=VALUE, got {pair!r}")
+        try:
+            out[name.strip()] = json.loads(raw)
+        except ValueError:
+            out[name.strip()] = raw
+    return out
+
+
 def _select(args: argparse.Namespace) -> None:
     engine = _engine(args.agent, args.tools)
     pairs = (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score), ("token_budget", args.token_budget), ("preset", args.preset))
     overrides = {k: v for k, v in pairs if v is not None}
+    overrides.update(_parse_settings(args.settings))
     session = engine.session(**overrides)
     t = time.perf_counter()
     req = session.build_request(args.message)

@@ -47,6 +47,17 @@ def test_select_explains_items(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["select", str(example_agent_path()), "hi", "--explain", "rule:nope"]) == 1
 
 
+def test_select_with_generic_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    msg = "Checkout fails with 502 after the deploy"
+    assert main(["select", str(example_agent_path()), msg, "--json", "--set", "context_top_n=1", "--set", "context_include_score=1", "--set", 'tool_settings={"context_top_n": 2, "context_include_score": 1}']) == 0
+    items = json.loads(capsys.readouterr().out)["context"]["items"]
+    searched = [i for i in items if i["mode"] == "agent"]
+    assert sum(1 for i in searched if i["key"].startswith("tool:")) == 2 and sum(1 for i in searched if not i["key"].startswith("tool:")) == 1
+    assert main(["select", str(example_agent_path()), msg, "--set", "expansion_source=magic"]) == 1
+    assert "expansion_source" in capsys.readouterr().err
+    assert main(["select", str(example_agent_path()), msg, "--set", "no_equals_sign"]) == 1
+
+
 def test_index_then_restart_uses_the_disk_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", str(example_agent_path())]) == 0
     assert main(["index", str(example_agent_path())]) == 0

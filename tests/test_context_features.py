@@ -390,3 +390,35 @@ def test_rrf_sessions_select_and_explain_consistently(store: ChunkStore) -> None
         assert s.explain("fetch the token endpoint", item.key).included == (item.name in names)
     with pytest.raises(InputError, match="keyword_fusion"):
         Session(agent, store, keyword_fusion="sum")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> None:
+    """Random settings (domains, fusion, pooling, expansion source, min-representation): for every item,
+    ``explain`` says included exactly when the request has it, and explaining changes nothing."""
+    import random
+
+    rng = random.Random(seed)
+    words_ = "fetch token endpoint paint house blue url colors list authenticate refund parcel outage deploy".split()
+    rules = [Rule(f"r{i}", " ".join(rng.choices(words_, k=6)), " ".join(rng.choices(words_, k=2)), include=G) for i in range(6)]
+    refs = [Reference(f"d{i}", "# A\n\n" + " ".join(rng.choices(words_, k=8)) + "\n\n## B\n\n" + " ".join(rng.choices(words_, k=5)), include=G) for i in range(4)]
+    tools = [Tool(f"s{i % 2}", f"t{i}", " ".join(rng.choices(words_, k=4))) for i in range(6)]
+    agent = Agent(rules=rules, references=refs, servers={"s0": McpServer("s0", default_include=G), "s1": McpServer("s1", default_include=G)}, tools=tools)
+    settings = {
+        "context_top_k": rng.choice([3, 10, 20]), "context_top_n": rng.choice([1, 3, 5]), "context_include_score": rng.choice([0.3, 0.7, 0.99]),
+        "keyword_weight": rng.choice([0.0, 0.3, 1.0]), "keyword_fusion": rng.choice(["weighted", "rrf"]),
+        "query_pooling": rng.choice(["max", "mean"]), "expansion_depth": rng.choice([0, 1, 2]),
+        "expansion_threshold": rng.choice([0.2, 0.5]), "expansion_source": rng.choice(["pass2", "graph", "hybrid"]),
+        "min_representation_floor": rng.choice([None, 0.1]),
+    }
+    if rng.random() < 0.5:
+        settings["tool_settings"] = {"context_top_n": rng.choice([1, 2]), "keyword_weight": rng.choice([0.0, 0.5])}
+    s = Session(agent, ChunkStore(FakeEmbedder()), **settings)
+    msg = " ".join(rng.choices(words_, k=5)) + ". " + " ".join(rng.choices(words_, k=3)) + "."
+    chosen = {e.key for e in s.build_request(msg).context.entries}
+    before = s.items()
+    for item in agent.all_items():
+        ex = s.explain(msg, item.key)
+        assert ex.included == (item.key in chosen), (settings, str(ex))
+        assert ex.reasons
+    assert s.items() == before
