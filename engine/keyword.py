@@ -1,4 +1,4 @@
-"""Keyword search: a BM25 index over chunk texts (the scorer is :func:`contextsieve.kernels.scoring.bm25_scores`)."""
+"""Keyword search: a BM25 index over chunks' embedding texts (the scorer is :func:`contextsieve.kernels.scoring.bm25_scores`)."""
 
 from __future__ import annotations
 

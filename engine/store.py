@@ -155,11 +155,14 @@ class ChunkStore:
         return memo[1], memo[2]
 
     def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
-        """BM25 over the chunk texts of the items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes."""
+        """BM25 over the embedding texts (chunk plus its context: header, heading path, server) of the
+        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes. The context matters for
+        keywords as for vectors: measured against chunk text alone, SciFact nDCG@10 71.11 -> 72.17 and
+        the markdown section set's section@1 0.697 -> 0.879 (``benchmarks.section_retrieval``)."""
         order = list(order)
         if self._bm25 is None or self._bm25[0] != order or self._bm25[1] is not self._matrix:
             self.matrix(order)
-            texts = [c.text for k in order for c in self._items[k].chunks]
+            texts = [c.embed_text for k in order for c in self._items[k].chunks]
             self._bm25 = (order, self._matrix, BM25Index(texts))
         return self._bm25[2]
 

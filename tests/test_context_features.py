@@ -422,3 +422,17 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
         assert ex.included == (item.key in chosen), (settings, str(ex))
         assert ex.reasons
     assert s.items() == before
+
+
+def test_keyword_index_sees_the_chunk_context() -> None:
+    """A section body that never names its parent is still found by the parent's name (heading path)."""
+    from contextsieve.agent import AgentSettings
+
+    ref = Reference("runbook", "# Redis\n\nStop the server and copy the snapshot.\n\n# Kafka\n\nFail over the consumers.", "ops")
+    store = ChunkStore(FakeEmbedder())
+    store.sync([ref])
+    order = [ref.key]
+    scores = store.keyword_index(order).scores("redis")
+    texts = [c.text for c in store.chunks_of(ref.key).chunks]
+    assert texts[int(np.argmax(scores))] == "Stop the server and copy the snapshot."
+    assert AgentSettings().keyword_weight > 0  # the default uses it
