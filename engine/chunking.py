@@ -17,8 +17,10 @@ Contextual embeddings (``../shared/seeds/002``): a chunk's embedding text is ``c
 where the context joins, line by line, what the chunk alone lacks: for a body chunk its item's header,
 the heading path above it in a markdown document (``Setup > Linux``) and the item's ``summary``;
 for a tool its server (name, and description when the server has one; see ``tool_context``; only
-while the agent's tools come from two servers or more) and its ``summary``; and, for any chunk, what a ``summarizer`` callable returns for it. With none of these the
-chunk is embedded as it is (a tool as ``name: description``). The text shown and sent never changes.
+while the agent's tools come from two servers or more) and its ``summary``; and, for any chunk,
+what a ``summarizer`` callable returns for it. With none of these the chunk is embedded as it is (a
+tool as ``name: description``). The text shown and sent never changes. The keyword index reads the
+same embedding texts, so a section that never names its parent is found by the parent's name.
 With ``split_identifiers``, tool names are embedded split into words (``searchIssues`` as
 ``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (no measured gain).
 """
@@ -213,11 +215,6 @@ def _summaries(item: Item, texts: list[str], summarizer: Summarizer | None) -> l
     if len(out) != len(texts) or not all(x is None or isinstance(x, str) for x in out):
         raise SummarizerError(f"the summarizer must return one str or None per chunk ({len(texts)} for {item.key}), got {out!r:.200}")
     return [(x or "").strip() for x in out]
-
-
-def _join(context: Sequence[str], text: str) -> str:
-    lines = "\n".join(c for c in context if c)
-    return f"{lines}\n\n{text}" if lines else text
 
 
 def _with_context(context: Sequence[str], text: str, max_tokens: int, count_tokens: TokenCounter | None) -> str:
