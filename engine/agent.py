@@ -238,6 +238,10 @@ class Agent:
             raise UnknownItemError(f"the agent has no {key}")
         return item
 
+    def server_descriptions(self) -> dict[str, str]:
+        """Server name -> description (the context tools are embedded with)."""
+        return {name: server.description for name, server in self.servers.items()}
+
     def include_mode(self, item: Item) -> IncludeMode:
         """Effective include mode: a tool's own, else its server's default, else ``always``."""
         if isinstance(item, Tool):

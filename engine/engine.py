@@ -91,7 +91,7 @@ class Engine:
         t = time.perf_counter()
         before = self.store.embedded_texts
         items = list(self.agent.all_items())
-        self.store.sync(items, server_descriptions={n: s.description for n, s in self.agent.servers.items()}, show_progress=show_progress)
+        self.store.sync(items, server_descriptions=self.agent.server_descriptions(), show_progress=show_progress)
         chunks = sum(len(self.store.chunks_of(i.key).chunks) for i in items)
         graphs = 0
         base = self.agent.settings

@@ -179,6 +179,13 @@ class Expanded:
     source_item: int
 
 
+def _best_expanded(score: np.ndarray, row: np.ndarray, source: np.ndarray, threshold: float, top_n: int) -> list[Expanded]:
+    """Items scoring ``>= threshold``, best first (lower position on ties), at most ``top_n``."""
+    order = np.lexsort((np.arange(score.shape[0]), -score))
+    keep = [int(i) for i in order[:top_n] if score[i] >= threshold]
+    return [Expanded(i, float(score[i]), int(row[i]), int(source[i])) for i in keep]
+
+
 def expansion_scores(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int], candidates: np.ndarray, *, chunk_cap: int, priority: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per item: best score of its chunks against the seeds' chunks (at most ``chunk_cap`` each, by
     ``priority``; ``-inf`` for non-candidates), that chunk's row, and the seed item whose chunk matched."""
@@ -202,13 +209,7 @@ def expand(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int], candida
     if not seeds or top_n <= 0 or not candidates.any():
         return []
     best, row, source = expansion_scores(chunks, chunk_item, seeds, candidates, chunk_cap=chunk_cap, priority=priority)
-    order = np.lexsort((np.arange(best.shape[0]), -best))
-    out = []
-    for i in order[:top_n]:
-        if not best[i] >= threshold:
-            break
-        out.append(Expanded(int(i), float(best[i]), int(row[i]), int(source[i])))
-    return out
+    return _best_expanded(best, row, source, threshold, top_n)
 
 
 class RelationGraph:
@@ -267,10 +268,4 @@ def graph_expand(graph: RelationGraph, first_chunk: np.ndarray, seeds: list[int]
         score = np.where(take, a_score, score)
         row = np.where(take, a_row, row)
         source = np.where(take, a_source, source)
-    order = np.lexsort((np.arange(score.shape[0]), -score))
-    out = []
-    for i in order[:top_n]:
-        if not score[i] >= threshold:
-            break
-        out.append(Expanded(int(i), float(score[i]), int(row[i]), int(source[i])))
-    return out
+    return _best_expanded(score, row, source, threshold, top_n)

@@ -142,6 +142,10 @@ class Session:
             self.add(ItemKey(ItemKind.REFERENCE if kind == "ref" else ItemKind.RULE, name))
         return " ".join(_MENTION.sub(" ", message).split())
 
+    def _searchable(self, item: Item) -> bool:
+        """Whether search may choose ``item`` now: agent mode, not in the session, and (a tool) usable."""
+        return item.key not in self._items and self.agent.include_mode(item) is IncludeMode.AGENT and (not isinstance(item, Tool) or self._tool_available(item))
+
     def _tool_available(self, tool: Tool) -> bool:
         if not self.agent.autonomous:
             return True
@@ -156,7 +160,7 @@ class Session:
         entries = [ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()]
         candidates = [
             it for it in self.agent.all_items()
-            if it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+            if self._searchable(it)
         ]
         qchunks = query_chunks(query)
         if candidates and qchunks:
@@ -210,7 +214,7 @@ class Session:
         minimum representation and expansion when the settings turn them on. With ``tool_settings``,
         rules + references and tools are two domains, each searched with its own settings."""
         all_items = list(self.agent.all_items())
-        self.store.sync(all_items, server_descriptions={n: srv.description for n, srv in self.agent.servers.items()})
+        self.store.sync(all_items, server_descriptions=self.agent.server_descriptions())
         order = [it.key for it in all_items]
         chunks, owner = self.store.matrix(order)
         position = {it.key: i for i, it in enumerate(all_items)}
@@ -251,17 +255,18 @@ class Session:
         entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
         entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in extra]
         picked = [c.item for c in chosen] + [c.item for c in extra]
-        for mask, ds in domains:
-            entries += self._expand(ds, mask, picked, qvec, chunks, owner, order, entry)
+        if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, ds in domains):
+            priority, _ = score_pool(qvec, chunks)  # which chunks of a selected item query first
+            for mask, ds in domains:
+                entries += self._expand(ds, mask, picked, priority, chunks, owner, order, entry)
         return entries
 
-    def _expand(self, ds: AgentSettings, mask: np.ndarray, picked: list[int], qvec: np.ndarray, chunks: np.ndarray, owner: np.ndarray, order: list[ItemKey], entry: Callable[..., ContextEntry]) -> list[ContextEntry]:
+    def _expand(self, ds: AgentSettings, mask: np.ndarray, picked: list[int], priority: np.ndarray, chunks: np.ndarray, owner: np.ndarray, order: list[ItemKey], entry: Callable[..., ContextEntry]) -> list[ContextEntry]:
         """Expansion passes in one domain: items of ``mask`` related to the picked items (of any domain)."""
         if ds.expansion_depth <= 0 or not picked or ds.expansion_top_n <= 0:
             return []
         pool = mask.copy()
         pool[picked] = False
-        priority, _ = score_pool(qvec, chunks)
         graph = self.store.relation_graph(order, ds.relation_pooling, min(ds.expansion_threshold, 0.5)) if ds.expansion_source != "pass2" else None
         first = np.searchsorted(owner, np.arange(len(order)))
         out: list[ContextEntry] = []
@@ -299,7 +304,7 @@ class Session:
         chunks = query_chunks(text)[:max_chunks]
         candidates = [
             it for it in self.agent.all_items()
-            if it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+            if self._searchable(it)
         ]
         entries = self._search(chunks, candidates) if chunks and candidates else []
         proposals = tuple(ContextEntry(e.key, e.mode, e.score, e.chunk, e.query_chunk, e.priority, "tool-result" if e.via == "query" else e.via, e.pulled_by) for e in entries)
@@ -381,7 +386,7 @@ class Session:
         is_tool = isinstance(self.agent.get(key), Tool)
         ds = self._domain_settings(self.agent.get(key))
         candidates = np.array([
-            it.key not in self._items and self.agent.include_mode(it) is IncludeMode.AGENT and (not isinstance(it, Tool) or self._tool_available(it))
+            self._searchable(it)
             and (not self.settings.tool_settings or isinstance(it, Tool) == is_tool)
             for it in all_items
         ])
