@@ -25,13 +25,15 @@ from contextsieve.models.weights import read_bert_config, read_safetensors
 __all__ = ["BUILDER_VERSION", "build_onnx"]
 
 
-def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence") -> bytes:
+def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence", weight_type: str = "s8") -> bytes:
     """Serialized ONNX model of ``variant`` built from ``folder``'s weights.
 
     Args:
         folder: a sentence-transformers BERT folder (``model.safetensors``, ``config.json``, ``tokenizer.json``).
         variant: ``"fp32"`` or ``"int8"``; int8 calibrates activation ranges on the shipped text first.
         output: ``"sentence"`` (unit vectors) or ``"token"`` (last hidden state, for other runtimes).
+        weight_type: int8 weights as ``"s8"`` (default) or ``"u8"`` (the same integers for CPUs without
+            VNNI; see :func:`contextsieve.models.cpu.int8_weight_type`). Ignored for fp32.
     """
     folder = Path(folder)
     variant = Variant(variant)
@@ -44,4 +46,4 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
     amax = activation_ranges(weights, cfg, calibration_texts(), tok)
     prepared = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
     prepared = split_outliers(prepared, amax, [f"L{i}.ffn_out" for i in range(cfg.num_layers)])
-    return build_graph(prepared, cfg, QuantPlan(frozenset(layers), int8_embeddings=True), output=output).SerializeToString()
+    return build_graph(prepared, cfg, QuantPlan(frozenset(layers), int8_embeddings=True, unsigned_weights=weight_type == "u8"), output=output).SerializeToString()

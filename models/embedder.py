@@ -16,6 +16,7 @@ import numpy as np
 from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError
 from contextsieve.kernels.pooling import mean_pool_normalize
 from contextsieve.models.cache import ModelCache
+from contextsieve.models.cpu import int8_weight_type
 from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant, get_model, resolve_folder
 from contextsieve.models.tokenizer import Batch, TextTokenizer
 from contextsieve.models.weights import read_bert_config
@@ -106,13 +107,17 @@ class Embedder:
         cache = ModelCache(Path(cache_dir) if cache_dir is not None else None)
         weights_sha = cache.weights_sha256(folder / "model.safetensors")
         stem = f"{Path(name).name}-{variant.value}-sentence"
-        entry = cache.entry_path(stem, {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"})
+        key = {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
+        weight_type = int8_weight_type() if variant is Variant.INT8 else "f32"
+        if weight_type == "u8":  # the same vectors from another graph file (s8 keys stay as they were)
+            key["int8_weights"] = "u8"
+        entry = cache.entry_path(stem, key)
         cached = None if rebuild else cache.load(entry)
         built = cached is None
         if cached is None:
             from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
-            data = build_onnx(folder, variant)
+            data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
             path = cache.store(entry, data, {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name})
         else:
             data, path = cached.data, cached.path

@@ -48,11 +48,16 @@ class QuantPlan:
         per_tensor_activations: one activation scale per tensor (ORT's fused ``DynamicQuantizeMatMul``)
             instead of one per token row. Kept as the baseline of ``benchmarks/int8_recipe.py``: it
             loses too much accuracy on MiniLM (mean cosine 0.992) to be a default.
+        unsigned_weights: store int8 weights as uint8 with zero point 128 (the same integers, so the
+            same vectors) for CPUs without VNNI: there ONNX Runtime's u8 x s8 kernel adds pairs of
+            products in saturating 16-bit lanes (``vpmaddubsw``) and loses accuracy, while its u8 x u8
+            kernel widens to 16 bits first and is exact. Default ``False`` (u8 x s8, exact with VNNI).
     """
 
     int8_layers: frozenset[str] = field(default_factory=frozenset)
     int8_embeddings: bool = False
     per_tensor_activations: bool = False
+    unsigned_weights: bool = False
 
 
 @dataclass
@@ -168,13 +173,13 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
         keep[idx] = 0.0
         outl = g.node("MatMul", [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])])[0]
         xm = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
-        y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None]), outl])[0]
+        y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None], plan.unsigned_weights), outl])[0]
     elif name in plan.int8_layers and plan.per_tensor_activations:
         q, wscale = quantize_weight(w)
         zeros = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
         y = g.node("DynamicQuantizeMatMul", [x, g.init(name + ".wq", q), g.init(name + ".ws", wscale), zeros], domain=MS)[0]
     elif name in plan.int8_layers:
-        y = _row_int8_matmul(g, x, name, w)
+        y = _row_int8_matmul(g, x, name, w, plan.unsigned_weights)
     else:
         y = g.node("MatMul", [x, g.init(name + ".w", w)])[0]
     if bias:
@@ -182,7 +187,7 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
     return y
 
 
-def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray) -> str:
+def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, unsigned_weights: bool = False) -> str:
     """int8 ``x @ w`` for 2-D ``x`` ``[rows, in]``, one activation scale per row (symmetric, uint8 around 128).
 
     ``MatMulIntegerToFloat`` applies the ``[rows, 1]`` activation scale and the per-column weight scale.
@@ -196,7 +201,11 @@ def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray) -> str:
     amax = g.node("ReduceMax", [g.node("Abs", [x])[0]], axes=[1], keepdims=1)[0]  # [T, 1]
     scale = g.node("Max", [g.node("Mul", [amax, step])[0], floor])[0]
     xq = g.node("QuantizeLinear", [x, g.node("Reshape", [scale, _const(g, "flat1", [-1])])[0], zp_rows], axis=0)[0]
-    wz = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
+    if unsigned_weights:  # the same integers shifted by 128 (see QuantPlan.unsigned_weights)
+        q = (q.astype(np.int16) + 128).astype(np.uint8)
+        wz = g.init(name + ".wz", np.full(wscale.shape, 128, dtype=np.uint8))
+    else:
+        wz = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
     return g.node("MatMulIntegerToFloat", [xq, g.init(name + ".wq", q), scale, g.init(name + ".ws", wscale), zp, wz], domain=MS)[0]
 
 

@@ -8,6 +8,7 @@ import pytest
 from contextsieve import Embedder
 from contextsieve.errors import ContextSieveError, InputError, ModelFilesNotFoundError, UnknownModelError
 from contextsieve.models.build import build_onnx
+from contextsieve.models.cpu import WEIGHTS_ENV
 from contextsieve.models.registry import get_model, list_models, resolve_folder
 
 
@@ -27,6 +28,34 @@ def test_int8_within_the_quality_bar(int8, golden) -> None:  # noqa: ANN001
     c = cosines(int8.embed(texts), ref)
     assert c.min() >= 0.99, [(texts[i][:30], float(c[i])) for i in np.argsort(c)[:3]]
     assert c.mean() >= 0.998, c.mean()
+
+
+def test_unsigned_int8_weights_pass_the_quality_bar_on_any_cpu(model_cache, golden, monkeypatch) -> None:  # noqa: ANN001
+    """The graph CPUs without VNNI get (forced here, whatever this CPU is): same recipe, uint8 weights."""
+    monkeypatch.setenv(WEIGHTS_ENV, "u8")
+    emb = Embedder(variant="int8", cache_dir=model_cache)
+    texts, ref, _ = golden
+    c = cosines(emb.embed(texts), ref)
+    assert c.min() >= 0.99 and c.mean() >= 0.998, (float(c.min()), float(c.mean()))
+
+
+def test_int8_weight_type_follows_the_cpu_and_the_override(monkeypatch) -> None:  # noqa: ANN001
+    import contextsieve.models.cpu as cpu
+
+    monkeypatch.delenv(WEIGHTS_ENV, raising=False)
+    monkeypatch.setattr(cpu.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert cpu.int8_weight_type() == "u8"
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+    assert cpu.int8_weight_type() == "s8"
+    monkeypatch.setattr(cpu.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset())
+    assert cpu.int8_weight_type() == "s8"
+    monkeypatch.setenv(WEIGHTS_ENV, "u8")
+    assert cpu.int8_weight_type() == "u8"
+    monkeypatch.setenv(WEIGHTS_ENV, "x9")
+    with pytest.raises(InputError, match="must be 's8' or 'u8'"):
+        cpu.int8_weight_type()
 
 
 def test_long_texts_truncate_like_sentence_transformers(fp32, golden) -> None:  # noqa: ANN001

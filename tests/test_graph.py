@@ -7,6 +7,7 @@ import onnxruntime as ort
 import pytest
 
 from contextsieve.errors import ModelError
+from contextsieve.models.cpu import int8_weight_type
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights, quantize_weight
 from contextsieve.models.quantize import LAYER_KINDS, smooth_weights
 
@@ -74,15 +75,18 @@ def test_smoothing_is_exact_in_fp32(tiny, tiny_weights) -> None:  # noqa: ANN001
     np.testing.assert_allclose(run(build_graph(smoothed, cfg), ids, mask), bert_oracle(tensors, cfg, ids, mask), atol=3e-5)
 
 
-def test_int8_graph_stays_close_to_oracle(tiny, tiny_weights) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("weights", ["this cpu", "u8"])
+def test_int8_graph_stays_close_to_oracle(tiny, tiny_weights, weights) -> None:  # noqa: ANN001
+    """int8 graphs with the weight type this CPU gets, and with uint8 weights (the no-VNNI path) forced."""
     cfg, tensors = tiny
     layers = frozenset(f"L{i}.{k}" for i in range(cfg.num_layers) for k in LAYER_KINDS)
+    plan = QuantPlan(layers, unsigned_weights=(weights == "u8" or int8_weight_type() == "u8"))
     ids, mask = batch(11, [15, 15, 9, 2], cfg.vocab_size)
-    got = run(build_graph(tiny_weights, cfg, QuantPlan(layers)), ids, mask)
+    got = run(build_graph(tiny_weights, cfg, plan), ids, mask)
     cos = (got * bert_oracle(tensors, cfg, ids, mask)).sum(1)
     assert cos.min() > 0.99, cos
     # and int8 is really in the graph
-    ops = {n.op_type for n in build_graph(tiny_weights, cfg, QuantPlan(layers)).graph.node}
+    ops = {n.op_type for n in build_graph(tiny_weights, cfg, plan).graph.node}
     assert "MatMulIntegerToFloat" in ops and "MatMul" in ops  # MatMul only in pooling
 
 
@@ -130,7 +134,8 @@ def test_outlier_split_is_exact_without_int8_and_helps_with_it(tiny, tiny_weight
     assert split.linears["L0.ffn_out"].fp32_inputs.tolist() == sorted(np.argsort(-amax["L0.ffn_out"])[:4].tolist())
     ids, mask = batch(13, [10, 6], cfg.vocab_size)
     want = bert_oracle(tensors, cfg, ids, mask)
-    got = run(build_graph(split, cfg, QuantPlan(frozenset(layers))), ids, mask)
+    plan = QuantPlan(frozenset(layers), unsigned_weights=int8_weight_type() == "u8")
+    got = run(build_graph(split, cfg, plan), ids, mask)
     assert (got * want).sum(1).min() > 0.99
     ops = [n.op_type for n in build_graph(split, cfg, QuantPlan(frozenset(layers))).graph.node]
     assert ops.count("Gather") == 2  # one outlier gather per split layer
