@@ -201,12 +201,15 @@ class Agent:
     metadata: dict[str, Any] = field(default_factory=dict)
     autonomous: bool = False
     document: dict[str, Any] = field(default_factory=dict, repr=False)  # the file as read, for round trips
+    catalog: Mapping[ItemKey, tuple[str, str]] = field(default_factory=dict, repr=False)  # tools a catalog described
+    loaded_keys: frozenset[ItemKey] = field(default=frozenset(), init=False, repr=False)  # the items it was made with
 
     def __post_init__(self) -> None:
         self._check_unique()
         self.rules.sort(key=lambda r: (r.priority, r.name))
         self.references.sort(key=lambda r: (r.priority, r.name))
         self._reindex()
+        self.loaded_keys = frozenset(self._by_key)
 
     def _reindex(self) -> None:
         self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
@@ -237,6 +240,26 @@ class Agent:
         if item is None:
             raise UnknownItemError(f"the agent has no {key}")
         return item
+
+    def has(self, key: ItemKey | str) -> bool:
+        """Whether the agent has an item with ``key``."""
+        try:
+            self.get(key)
+        except UnknownItemError:
+            return False
+        return True
+
+    def add_server(self, server: McpServer) -> None:
+        """Add an MCP server, or replace the one with the same name (its tools stay)."""
+        self.servers[server.name] = server
+
+    def remove_server(self, name: str) -> None:
+        """Remove an MCP server and its tools; :class:`UnknownItemError` if there is none."""
+        if name not in self.servers:
+            raise UnknownItemError(f"the agent has no MCP server {name!r}")
+        del self.servers[name]
+        self.tools = [t for t in self.tools if t.server != name]
+        self._reindex()
 
     def server_descriptions(self) -> dict[str, str]:
         """Server name -> description (the context tools are embedded with)."""

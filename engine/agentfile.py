@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ import yaml
 from contextsieve.agent import Agent, AgentSettings, McpServer
 from contextsieve.errors import AgentFileError, ContextSieveError
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, Reference, Rule, Tool
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 
 __all__ = ["load_agent", "save_agent", "SETTING_NAMES"]
 
@@ -148,13 +149,16 @@ def _item(cls: type, raw: Any, path: Path, where: str, legacy: bool = False) -> 
         raise _fail(path, where, str(e)) from e
 
 
-def _servers_and_tools(raw: Any, path: Path, catalog: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict[str, McpServer], list[Tool]]:
+def _servers_and_tools(
+    raw: Any, path: Path, catalog: Mapping[str, list[dict[str, Any]]] | None
+) -> tuple[dict[str, McpServer], list[Tool], dict[ItemKey, tuple[str, str]]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise _fail(path, "mcpServers", "must be a mapping")
     servers: dict[str, McpServer] = {}
     tools: list[Tool] = []
+    from_catalog: dict[ItemKey, tuple[str, str]] = {}
     for name, cfg in raw.items():
         where = f"mcpServers.{name}"
         if not isinstance(cfg, dict):
@@ -171,16 +175,21 @@ def _servers_and_tools(raw: Any, path: Path, catalog: Mapping[str, list[dict[str
         if not isinstance(overrides, dict):
             raise _fail(path, f"{where}.tools", "must be a mapping of tool name to settings")
         listed = {t["name"]: t for t in (catalog or {}).get(name, []) if isinstance(t, dict) and "name" in t}
+        declared: set[str] = set()
         for tool_name, o in overrides.items():
             if isinstance(o, dict) and "description" in o and tool_name not in listed:
                 listed[tool_name] = {"name": tool_name, "description": o["description"], "inputSchema": o.get("inputSchema", {})}
+                declared.add(tool_name)
         for tool_name, t in listed.items():
             o = overrides.get(tool_name) or {}
             try:
-                tools.append(Tool(name, tool_name, t.get("description") or "", t.get("inputSchema") or {}, IncludeMode(o["include"]) if o.get("include") else None, o.get("permissionRequired"), str(o.get("summary") or "")))
+                tool = Tool(name, tool_name, t.get("description") or "", t.get("inputSchema") or {}, IncludeMode(o["include"]) if o.get("include") else None, o.get("permissionRequired"), str(o.get("summary") or ""))
             except (ContextSieveError, ValueError) as e:
                 raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
-    return servers, tools
+            tools.append(tool)
+            if tool_name not in declared:
+                from_catalog[tool.key] = _describe(tool)
+    return servers, tools, from_catalog
 
 
 def _migrate_server(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +228,7 @@ def _from_document(doc: dict[str, Any], path: Path, catalog: Mapping[str, list[d
     prompt = doc.get("systemPrompt") or ""
     if not isinstance(prompt, str):
         raise _fail(path, "systemPrompt", "must be a string")
-    servers, tools = _servers_and_tools(doc.get("mcpServers"), path, catalog)
+    servers, tools, from_catalog = _servers_and_tools(doc.get("mcpServers"), path, catalog)
     try:
         return Agent(
             name=str(meta.get("name") or path.stem),
@@ -232,6 +241,7 @@ def _from_document(doc: dict[str, Any], path: Path, catalog: Mapping[str, list[d
             metadata=dict(meta),
             autonomous=bool(meta.get("autonomous", False)),
             document=doc,
+            catalog=from_catalog,
         )
     except AgentFileError:
         raise
@@ -239,9 +249,28 @@ def _from_document(doc: dict[str, Any], path: Path, catalog: Mapping[str, list[d
         raise _fail(path, "items", str(e)) from e
 
 
-def _read_mdt(path: Path) -> dict[str, Any]:
+def _read_text(path: Path, folder: Path, where: str) -> str:
+    """A legacy agent folder's text file: a regular file inside ``folder`` (a FIFO, a device or a link
+    leading outside would hang the load or read another file), decoded as UTF-8; else
+    :class:`AgentFileError` naming the file."""
+    try:
+        real = path.resolve(strict=True)
+        if not real.is_relative_to(folder.resolve(strict=True)):
+            raise _fail(path, where, f"is a link to {real}, outside the agent folder")
+        if not stat.S_ISREG(real.stat().st_mode):
+            raise _fail(path, where, "is not a regular file")
+        data = real.read_bytes()
+    except OSError as e:
+        raise _fail(path, where, f"cannot read: {e.strerror or e}") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _fail(path, where, f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r})") from e
+
+
+def _read_mdt(path: Path, folder: Path) -> dict[str, Any]:
     """A legacy ``.mdt``: split on ``'---\\n'``; part 1 is the front matter, the rest is the text."""
-    raw = path.read_text(encoding="utf-8")
+    raw = _read_text(path, folder, "file")
     parts = raw.split("---\n")
     if len(parts) < 3:
         raise _fail(path, "front matter", "expected '---' lines around the metadata")
@@ -262,15 +291,15 @@ def _read_mdt(path: Path) -> dict[str, Any]:
 def _load_legacy(folder: Path, catalog: Mapping[str, list[dict[str, Any]]] | None) -> Agent:
     cfg_path = folder / "tsagent.json"
     try:
-        doc = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        doc = json.loads(_read_text(cfg_path, folder, "file"))
+    except ValueError as e:
         raise AgentFileError(f"{cfg_path}: cannot read as JSON: {e}") from e
     if not isinstance(doc, dict):
         raise _fail(cfg_path, "top level", "must be an object")
     prompt = folder / "prompt.md"
-    doc["systemPrompt"] = prompt.read_text(encoding="utf-8") if prompt.is_file() else ""
-    doc["rules"] = [_read_mdt(p) for p in sorted((folder / "rules").glob("*.mdt"))]
-    doc["references"] = [_read_mdt(p) for p in sorted((folder / "refs").glob("*.mdt"))]
+    doc["systemPrompt"] = _read_text(prompt, folder, "file") if prompt.exists() or prompt.is_symlink() else ""
+    doc["rules"] = [_read_mdt(p, folder) for p in sorted((folder / "rules").glob("*.mdt"))]
+    doc["references"] = [_read_mdt(p, folder) for p in sorted((folder / "refs").glob("*.mdt"))]
     return _from_document(doc, cfg_path, catalog, legacy=True)
 
 
@@ -291,55 +320,140 @@ _Dumper.add_representer(str, _str)
 _Dumper.add_representer(list, _list)
 
 
-def _item_doc(item: Rule) -> dict[str, Any]:
-    d = {"name": item.name, "description": item.description, "priorityLevel": item.priority, "text": item.text, "include": item.include.value}
+#: Top-level keys of the reference format this library reads; everything else is kept from the file.
+_KNOWN_TOP = ("metadata", "settings", "systemPrompt", "rules", "references", "mcpServers")
+
+
+def _settings_doc(agent: Agent, loaded: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings``: the agent's values for the reference's keys (written where the file had the key or
+    the value is not the default), contextsieve's own under ``contextsieve``, unknown keys as loaded."""
+    defaults = AgentSettings()
+    out = {k: copy.deepcopy(v) for k, v in loaded.items() if k not in SETTING_NAMES and k not in ("mostRecentModel", "contextsieve")}
+    for key, field_name in SETTING_NAMES.items():
+        v = getattr(agent.settings, field_name)
+        if v is not None and (key in loaded or (key == "model" and "mostRecentModel" in loaded) or v != getattr(defaults, field_name)):
+            out[key] = v
+    own = {
+        f.name: (dict(v) if isinstance(v, Mapping) else v)
+        for f in dataclasses.fields(AgentSettings)
+        if f.name not in SETTING_NAMES.values() and (v := getattr(agent.settings, f.name)) != getattr(defaults, f.name)
+    }
+    if own:
+        out["contextsieve"] = own
+    return out
+
+
+def _item_doc(item: Rule, loaded: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A rule or reference; its unknown fields kept, except another runtime's ``embeddings`` once the
+    embedded text changed (the reference system would otherwise read stale vectors)."""
+    d: dict[str, Any] = {"name": item.name, "description": item.description, "priorityLevel": item.priority, "text": item.text, "include": item.include.value}
     if item.summary:
         d["summary"] = item.summary
-    d.update(item.extra)
+    extra = dict(item.extra)
+    if loaded is not None and (loaded.get("text") != item.text or (loaded.get("description") or "") != item.description):
+        extra.pop("embeddings", None)
+    d.update(extra)
     return d
 
 
+def _server_doc(agent: Agent, server: McpServer) -> dict[str, Any]:
+    """An MCP server: its connection config as loaded, its defaults and tools as the agent has them now.
+
+    Tool entries of tools the agent never loaded (overrides for tools of a live server that was not
+    listed) are kept as they were; entries of tools deleted since loading are dropped. A tool's
+    ``description`` / ``inputSchema`` are written only for tools the file declares or the API added,
+    never for tools that came from a catalog (the live server stays their source).
+    """
+    cfg = copy.deepcopy(_migrate_server(dict(server.config)))
+    for key in ("serverToolDefaults", "description", "tools"):
+        cfg.pop(key, None)
+    defaults: dict[str, Any] = {}
+    if server.default_permission_required is not None:
+        defaults["permissionRequired"] = server.default_permission_required
+    if server.default_include is not None:
+        defaults["include"] = server.default_include.value
+    if defaults:
+        cfg["serverToolDefaults"] = defaults
+    if server.description:
+        cfg["description"] = server.description
+    loaded_tools = _migrate_server(dict(server.config)).get("tools") or {}
+    tools: dict[str, Any] = {}
+    for name, entry in loaded_tools.items():
+        key = ItemKey(ItemKind.TOOL, name, server.name)
+        if key not in agent.loaded_keys and not agent.has(key):
+            tools[name] = copy.deepcopy(entry)  # an override for a tool this library never saw
+    for tool in (t for t in agent.tools if t.server == server.name):
+        was = loaded_tools.get(tool.name)
+        entry = copy.deepcopy(was) if isinstance(was, dict) else {}
+        for key in ("include", "permissionRequired", "summary"):
+            entry.pop(key, None)
+        if tool.include is not None:
+            entry["include"] = tool.include.value
+        if tool.permission_required is not None:
+            entry["permissionRequired"] = tool.permission_required
+        if agent.catalog.get(tool.key) != _describe(tool):  # declared in the file, added or edited here
+            entry["description"] = tool.description
+            entry.pop("inputSchema", None)
+            if tool.input_schema:
+                entry["inputSchema"] = copy.deepcopy(tool.input_schema)
+        if tool.summary:
+            entry["summary"] = tool.summary
+        if entry or was is not None:
+            tools[tool.name] = entry
+    if tools:
+        cfg["tools"] = tools
+    return cfg
+
+
+def _describe(tool: Tool) -> tuple[str, str]:
+    """What a catalog says of a tool (to tell a catalog tool from one declared or edited here)."""
+    return (tool.description, json.dumps(tool.input_schema, sort_keys=True, default=str))
+
+
+def _file_order(items: list[Rule], loaded: Any) -> list[Rule]:
+    """Items in the order the file listed them (the agent keeps its own sorted order), new ones after."""
+    names = [r.get("name") for r in loaded if isinstance(r, dict)] if isinstance(loaded, list) else []
+    rank = {name: i for i, name in enumerate(names)}
+    return sorted(items, key=lambda r: rank.get(r.name, len(rank)))  # stable: new items keep the agent's order
+
+
 def to_document(agent: Agent) -> dict[str, Any]:
-    """The agent as a current-format document, on top of the document it was loaded from."""
-    doc = copy.deepcopy(agent.document)
-    settings = dict(doc.get("settings") or {})
-    settings.pop("mostRecentModel", None)
-    for key, field_name in SETTING_NAMES.items():
-        v = getattr(agent.settings, field_name)
-        if v is not None:
-            settings[key] = v
-    defaults = AgentSettings()
-    own = {
-        f.name: (dict(getattr(agent.settings, f.name)) if f.name == "tool_settings" and getattr(agent.settings, f.name) else getattr(agent.settings, f.name))
-        for f in dataclasses.fields(AgentSettings)
-        if f.name not in SETTING_NAMES.values() and getattr(agent.settings, f.name) != getattr(defaults, f.name)
+    """The agent as a current-format document, built from the agent's own fields.
+
+    The document it was loaded from (``agent.document``) contributes only what this library does not
+    know: unknown top-level keys (``providers``, ``supervisors``, ...), unknown settings and metadata,
+    unknown item and server fields. So every edit made through the API is saved: added, changed and
+    deleted items and servers, settings, the name, ``autonomous`` and the system prompt.
+    """
+    loaded = agent.document
+    meta = copy.deepcopy(agent.metadata)
+    meta["name"] = agent.name
+    if agent.autonomous:
+        meta["autonomous"] = True
+    elif "autonomous" in (loaded.get("metadata") or {}):
+        meta["autonomous"] = False  # as the file had it
+    else:
+        meta.pop("autonomous", None)  # the reference drops it when false
+    loaded_settings = loaded.get("settings") if isinstance(loaded.get("settings"), dict) else {}
+    loaded_items = {
+        (kind, r.get("name")): r
+        for kind in ("rules", "references")
+        for r in (loaded.get(kind) if isinstance(loaded.get(kind), list) else [])
+        if isinstance(r, dict)
     }
-    settings.pop("contextsieve", None)
-    if own:
-        settings["contextsieve"] = own
-    meta = dict(doc.get("metadata") or agent.metadata)
-    meta.setdefault("name", agent.name)
-    doc["metadata"] = meta
-    doc["settings"] = settings
-    doc["systemPrompt"] = agent.system_prompt
-    doc["rules"] = [_item_doc(r) for r in agent.rules]
-    doc["references"] = [_item_doc(r) for r in agent.references]
-    servers = dict(doc.get("mcpServers") or {})
-    for name, server in agent.servers.items():
-        cfg = dict(servers.get(name) or server.config)
-        cfg = _migrate_server(cfg)
-        tool_cfg = dict(cfg.get("tools") or {})
-        for tool in (t for t in agent.tools if t.server == name):
-            entry = dict(tool_cfg.get(tool.name) or {})
-            if tool.include is not None:
-                entry["include"] = tool.include.value
-            if tool.permission_required is not None:
-                entry["permissionRequired"] = tool.permission_required
-            tool_cfg[tool.name] = entry
-        if tool_cfg:
-            cfg["tools"] = tool_cfg
-        servers[name] = cfg
-    doc["mcpServers"] = servers
+    built: dict[str, Any] = {
+        "metadata": meta,
+        "settings": _settings_doc(agent, loaded_settings or {}),
+        "systemPrompt": agent.system_prompt,
+        "rules": [_item_doc(r, loaded_items.get(("rules", r.name))) for r in _file_order(agent.rules, loaded.get("rules"))],
+        "references": [_item_doc(r, loaded_items.get(("references", r.name))) for r in _file_order(agent.references, loaded.get("references"))],
+        "mcpServers": {name: _server_doc(agent, server) for name, server in agent.servers.items()},
+    }
+    doc: dict[str, Any] = {}
+    for key in [*loaded, *_KNOWN_TOP]:  # the file's key order, then what it lacked
+        if key in doc:
+            continue
+        doc[key] = built[key] if key in built else copy.deepcopy(loaded[key])
     return doc
 
 

@@ -160,3 +160,112 @@ def test_missing_paths(tmp_path: Path) -> None:
         load_agent(tmp_path / "nope.yaml")
     with pytest.raises(AgentFileError, match="no tsagent"):
         load_agent(tmp_path)
+
+
+def _saved_and_loaded(agent, tmp_path: Path, catalog=None):  # noqa: ANN001, ANN202
+    out = tmp_path / "saved.yaml"
+    save_agent(agent, out)
+    return load_agent(out, tools=catalog), yaml.safe_load(out.read_text(encoding="utf-8"))
+
+
+def test_untouched_files_round_trip_to_the_same_document(tmp_path: Path) -> None:
+    from contextsieve.cli import example_agent_path
+
+    for src in (write(tmp_path / "a.yaml", CURRENT), example_agent_path()):
+        want = yaml.safe_load(src.read_text(encoding="utf-8"))
+        want["settings"]["model"] = want["settings"].pop("mostRecentModel", want["settings"].get("model"))
+        if want["settings"]["model"] is None:
+            del want["settings"]["model"]
+        _, got = _saved_and_loaded(load_agent(src), tmp_path)
+        assert got == want, src
+
+
+def test_every_kind_of_edit_survives_save_and_load(tmp_path: Path) -> None:
+    """Failed before the fix: the loaded document won over the agent's own fields on save."""
+    from contextsieve.agent import McpServer
+    from contextsieve.items import Reference, Rule, Tool
+
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    agent.name, agent.autonomous, agent.system_prompt = "Renamed", True, "A new prompt."
+    agent.settings = agent.settings.with_overrides(context_top_n=9, keyword_weight=0.1, model="x:y")
+    agent.upsert(Rule("added-rule", "Say please.", "politeness", 10, IncludeMode.AGENT))
+    agent.upsert(Rule("be-brief", "Answer in one sentence.", "Keep answers short", 100, IncludeMode.ALWAYS))  # changed text
+    agent.delete("reference:testRef")  # a rename: delete, then add under the new name
+    agent.upsert(Reference("test-ref-2", "Full name is Bob Dickinson", "Test Reference", 500, IncludeMode.AGENT))
+    agent.delete("tool:tools:listTools")  # a deleted declared tool must not come back
+    fetch = agent.get("tool:fetch:fetch")
+    assert isinstance(fetch, Tool)
+    agent.upsert(Tool("fetch", "fetch", "Downloads a web page", {"type": "object"}, IncludeMode.MANUAL, True))  # changed
+    agent.add_server(McpServer("time", {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}, IncludeMode.AGENT, False, "clock"))
+    agent.upsert(Tool("time", "get_current_time", "Current time in a timezone"))
+    agent.remove_server("tools")
+    again, doc = _saved_and_loaded(agent, tmp_path)
+    assert (again.name, again.autonomous, again.system_prompt) == ("Renamed", True, "A new prompt.")
+    assert (again.settings.context_top_n, again.settings.keyword_weight, again.settings.model) == (9, 0.1, "x:y")
+    assert [r.name for r in again.rules] == ["added-rule", "be-brief"] and again.get("rule:be-brief").text == "Answer in one sentence."
+    assert [r.name for r in again.references] == ["test-ref-2"]
+    assert sorted(str(t.key) for t in again.tools) == ["tool:fetch:fetch", "tool:time:get_current_time"]
+    f = again.get("tool:fetch:fetch")
+    assert (f.description, again.include_mode(f), again.permission_required(f)) == ("Downloads a web page", IncludeMode.MANUAL, True)
+    assert doc["mcpServers"]["fetch"]["tools"]["fetch"]["hash"] == "25309c0b"  # unknown tool fields kept
+    assert set(doc["mcpServers"]) == {"fetch", "time"} and doc["mcpServers"]["time"]["description"] == "clock"
+    assert again.include_mode(again.get("tool:time:get_current_time")) is IncludeMode.AGENT
+    assert doc["providers"] == {"gemini": {"GOOGLE_API_KEY": "xyz"}} and doc["settings"]["theme"] == "dark"
+
+
+def test_changed_items_lose_stale_foreign_embeddings(tmp_path: Path) -> None:
+    from contextsieve.items import Reference
+
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    _, doc = _saved_and_loaded(agent, tmp_path)
+    assert "embeddings" in doc["references"][0]  # untouched: kept
+    old = agent.get("reference:testRef")
+    agent.upsert(Reference(old.name, "New text", old.description, old.priority, old.include, extra=dict(old.extra)))
+    _, doc = _saved_and_loaded(agent, tmp_path)
+    assert "embeddings" not in doc["references"][0]  # the reference system would read them as current
+
+
+def test_catalog_tools_are_not_written_into_the_file(tmp_path: Path) -> None:
+    catalog = {"fetch": [{"name": "fetch", "description": "From the live server", "inputSchema": {"type": "object"}}, {"name": "head", "description": "HEAD a URL"}]}
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT), tools=catalog)
+    again, doc = _saved_and_loaded(agent, tmp_path, catalog)
+    entry = doc["mcpServers"]["fetch"]["tools"]
+    assert "head" not in entry and entry["fetch"]["description"] == "Fetches a URL from the internet and returns its contents as markdown"
+    assert again.get("tool:fetch:fetch").description == "From the live server"
+    offline = load_agent(tmp_path / "saved.yaml")  # overrides of tools it never saw are kept
+    save_agent(offline, tmp_path / "offline.yaml")
+    assert yaml.safe_load((tmp_path / "offline.yaml").read_text())["mcpServers"]["fetch"]["tools"]["fetch"]["permissionRequired"] is False
+
+
+def _legacy(tmp_path: Path) -> Path:
+    d = tmp_path / "legacy"
+    (d / "rules").mkdir(parents=True)
+    (d / "tsagent.json").write_text(json.dumps({"metadata": {"name": "L"}}))
+    return d
+
+
+def test_legacy_mdt_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    """Failed before the fix with a raw UnicodeDecodeError."""
+    d = _legacy(tmp_path)
+    (d / "rules" / "latin.mdt").write_bytes(b'---\n{"name": "latin"}---\nCaf\xe9\n')
+    with pytest.raises(AgentFileError, match=r"latin\.mdt: file: not UTF-8"):
+        load_agent(d)
+    (d / "rules" / "latin.mdt").unlink()
+    (d / "prompt.md").write_bytes(b"\xff\xfe")
+    with pytest.raises(AgentFileError, match=r"prompt\.md: file: not UTF-8"):
+        load_agent(d)
+
+
+def test_legacy_folder_reads_regular_files_inside_it_only(tmp_path: Path) -> None:
+    import os
+
+    d = _legacy(tmp_path)
+    os.mkfifo(d / "rules" / "pipe.mdt")  # would block the load forever if opened
+    with pytest.raises(AgentFileError, match=r"pipe\.mdt: file: is not a regular file"):
+        load_agent(d)
+    (d / "rules" / "pipe.mdt").unlink()
+    secret = tmp_path / "secret.txt"
+    secret.write_text('---\n{"name": "s"}---\nsecret\n')
+    (d / "rules" / "s.mdt").symlink_to(secret)
+    with pytest.raises(AgentFileError, match="outside the agent folder"):
+        load_agent(d)
