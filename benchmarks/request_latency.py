@@ -51,7 +51,7 @@ def main() -> None:
         t = time.perf_counter()
         session.build_request(msgs[0])
         cold = time.perf_counter() - t
-        n_chunks = engine.index()["chunks"]
+        n_chunks = engine.index().chunks
         for m in msgs[:10]:
             session.build_request(m)
         total, query = [], []

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.choices import ExpansionSource, KeywordFusion, Preset, QueryPooling, RelationPooling, ToolPermission, allowed
+from contextsieve.errors import InputError, UnknownItemError
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
 __all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
@@ -26,13 +27,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class UnknownItemError(ContextSieveError, KeyError):
-    """An item key names no item of the agent."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
-
-
 #: (name, low, high, may be None) of every numeric setting; int bounds mean the value must be an int.
 _NUMERIC_SETTINGS = (
     ("context_top_k", 1, 100, False), ("context_top_n", 1, 50, False), ("context_include_score", 0.0, 1.0, False),
@@ -43,11 +37,11 @@ _NUMERIC_SETTINGS = (
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
-    ("query_pooling", ("max", "mean")),
-    ("tool_permission", ("always", "never", "tool")),
-    ("expansion_source", ("pass2", "graph", "hybrid")),
-    ("relation_pooling", ("mean_embedding", "best_pair", "mean_pairs")),
-    ("keyword_fusion", ("weighted", "rrf")),
+    ("query_pooling", allowed(QueryPooling)),
+    ("tool_permission", allowed(ToolPermission)),
+    ("expansion_source", allowed(ExpansionSource)),
+    ("relation_pooling", allowed(RelationPooling)),
+    ("keyword_fusion", allowed(KeywordFusion)),
 )
 #: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
 DOMAIN_SETTINGS = frozenset({
@@ -105,7 +99,7 @@ class AgentSettings:
     max_output_tokens: int = 1000
     temperature: float = 0.5
     top_p: float = 0.5
-    tool_permission: str = "tool"
+    tool_permission: ToolPermission = "tool"
     model: str | None = None
     token_budget: int | None = None
     min_representation_floor: float | None = None
@@ -114,12 +108,12 @@ class AgentSettings:
     expansion_threshold: float = 0.75
     expansion_top_n: int = 3
     expansion_chunk_cap: int = 5
-    query_pooling: str = "max"
-    expansion_source: str = "pass2"
-    relation_pooling: str = "mean_embedding"
+    query_pooling: QueryPooling = "max"
+    expansion_source: ExpansionSource = "pass2"
+    relation_pooling: RelationPooling = "mean_embedding"
     tool_settings: Mapping[str, Any] | None = None
     keyword_weight: float = 0.3
-    keyword_fusion: str = "weighted"
+    keyword_fusion: KeywordFusion = "weighted"
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:
@@ -151,7 +145,7 @@ class AgentSettings:
             return self
         return dataclasses.replace(self, tool_settings=None, **self.tool_settings)
 
-    def with_overrides(self, preset: str | None = None, **overrides: Any) -> "AgentSettings":
+    def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
         """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
         if preset is not None:
             if preset not in PRESETS:

@@ -31,7 +31,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.choices import ToolContext, allowed
+from contextsieve.errors import InputError, SummarizerError
 from contextsieve.items import Item, Tool
 
 __all__ = ["Chunk", "ChunkConfig", "chunk_item", "split_text", "query_chunks", "heading_sections", "split_identifier", "TokenCounter", "Summarizer", "SummarizerError", "TOOL_CONTEXTS"]
@@ -41,15 +42,10 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 #: when its chunks are (re-)made, e.g. to let an LLM write Anthropic-style chunk context.
 Summarizer = Callable[[Item, Sequence[str]], Sequence["str | None"]]
 #: Values of :attr:`ChunkConfig.tool_context`.
-TOOL_CONTEXTS = ("none", "server", "server+description")
+TOOL_CONTEXTS = allowed(ToolContext)
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-class SummarizerError(ContextSieveError):
-    """The summarizer callable failed or returned something other than one string per chunk."""
-
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -78,7 +74,7 @@ class ChunkConfig:
     header_prefix: bool = True
     max_header_tokens: int = 64
     heading_paths: bool = True
-    tool_context: str = "server"
+    tool_context: ToolContext = "server"
     split_identifiers: bool = False
     max_summary_tokens: int = 64
 

@@ -118,7 +118,7 @@ def _demo() -> None:
 
     engine = Engine.from_file(example_agent_path())
     stats = engine.index()
-    print(f"{engine.agent.name}: {stats['items']} items, {stats['chunks']} chunks ({stats['embedded']} embedded now, {stats['seconds']:.2f} s)\n")
+    print(f"{engine.agent.name}: {stats.items} items, {stats.chunks} chunks ({stats.embedded} embedded now, {stats.seconds:.2f} s)\n")
     session = engine.session()
     for message in DEMO_MESSAGES:
         t = time.perf_counter()
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "index":
             engine = _engine(args.agent, args.tools)
             s = engine.index(show_progress=True)
-            print(f"{s['items']} items, {s['chunks']} chunks, {s['embedded']} embedded now ({s['chunks'] - s['embedded']} from the cache), {s['seconds']:.2f} s")
+            print(f"{s.items} items, {s.chunks} chunks, {s.embedded} embedded now ({s.chunks - s.embedded} from the cache), {s.seconds:.2f} s")
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

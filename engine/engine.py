@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from contextsieve.agent import Agent
+from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.session import Request, Session
+from contextsieve.index import IndexConfig
+from contextsieve.session import Session
 from contextsieve.store import ChunkStore, TextEmbedder
 
-__all__ = ["Engine"]
+if TYPE_CHECKING:
+    from contextsieve.models.embedder import Embedder
+
+__all__ = ["Engine", "IndexReport"]
 
 
 class _LazyEmbedder:
@@ -22,28 +30,52 @@ class _LazyEmbedder:
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
-        self._emb: Any = None
+        self._emb: Embedder | None = None
 
     @property
-    def loaded(self) -> Any:
+    def loaded(self) -> Embedder:
         if self._emb is None:
             from contextsieve.models.embedder import Embedder
 
             self._emb = Embedder(**self._kwargs)
         return self._emb
 
-    def embed(self, texts: Any, **kwargs: Any) -> Any:
-        return self.loaded.embed(texts, **kwargs)
+    @property
+    def model_id(self) -> str:
+        return self.loaded.model_id
 
-    def count_tokens(self, texts: Any) -> list[int]:
+    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        return self.loaded.embed(texts, show_progress=show_progress)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.loaded.count_tokens(texts)
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What :meth:`Engine.index` did.
+
+    Attributes:
+        items: items of the agent. chunks: their chunks.
+        embedded: chunk texts sent to the embedder now (the rest came from memory or the disk cache).
+        graphs: item relationship graphs built (one per domain whose settings expand from the graph).
+        search: how requests search the chunks: ``"exact"`` or ``"hnsw"`` (see :class:`IndexConfig`).
+        seconds: wall time.
+    """
+
+    items: int
+    chunks: int
+    embedded: int
+    graphs: int
+    search: str
+    seconds: float
 
 
 class Engine:
     """Context selection for one agent.
 
     Args:
-        agent: the agent (see :func:`contextsieve.agentfile.load_agent`).
+        agent: the agent (see :func:`contextsieve.load_agent`).
         embedder: a :class:`~contextsieve.store.TextEmbedder`; default :class:`contextsieve.Embedder`
             (all-MiniLM-L6-v2 int8), loaded on first need.
         cache_dir: folder of the persistent embedding cache (default: the model cache folder,
@@ -52,32 +84,43 @@ class Engine:
         summarizer: optional callable writing embedding context per chunk (see
             :data:`contextsieve.chunking.Summarizer`); called only for new or changed items. Default
             ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
+        index: how requests search the chunks (:class:`~contextsieve.index.IndexConfig`; default:
+            exact search, HNSW from 100,000 chunks when hnswlib is installed).
     """
 
-    def __init__(self, agent: Agent, *, embedder: TextEmbedder | None = None, cache_dir: str | os.PathLike[str] | bool | None = None, chunking: ChunkConfig = ChunkConfig(), summarizer: Summarizer | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        embedder: TextEmbedder | None = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
+        chunking: ChunkConfig = ChunkConfig(),
+        summarizer: Summarizer | None = None,
+        index: IndexConfig = IndexConfig(),
+    ) -> None:
         self.agent = agent
-        self.embedder = embedder if embedder is not None else _LazyEmbedder()
+        self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
-        self.store = ChunkStore(self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer)
+        self.store = ChunkStore(self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer, index=index)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any) -> "Engine":
-        """Load an agent file (current YAML or legacy folder) and wrap it."""
+    def from_file(cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any) -> Engine:
+        """Load an agent file (current YAML or legacy folder) and wrap it; ``tools`` is a catalog
+        (server -> MCP ``tools/list`` entries); other keyword arguments as for :class:`Engine`."""
         from contextsieve.agentfile import load_agent
 
-        return cls(load_agent(path, tools=tools), **kwargs)
+        return cls(load_agent(Path(path), tools=tools), **kwargs)
 
     def _open_cache(self) -> EmbeddingCache | None:
         """The disk cache for this embedder's model id (``None`` when disabled or the id is unknown)."""
         if self._cache_dir is False:
             return None
-        emb = self.embedder.loaded if isinstance(self.embedder, _LazyEmbedder) else self.embedder
-        model_id = getattr(getattr(emb, "info", None), "model_id", None)
+        model_id = self.embedder.model_id
         if model_id is None:
             return None  # an embedder without an identity cannot share a persistent cache safely
         from contextsieve.models.cache import default_cache_dir
 
-        folder = Path(self._cache_dir) if self._cache_dir not in (None, True) else default_cache_dir()
+        folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
         return EmbeddingCache(folder / "embeddings.sqlite", model_id)
 
     def session(self, **settings: Any) -> Session:
@@ -85,21 +128,28 @@ class Engine:
         ``token_counter``, and settings overriding the agent's for this session only)."""
         return Session(self.agent, self.store, **settings)
 
-    def index(self, *, show_progress: bool = False) -> dict[str, float]:
-        """Embed every item now (instead of on the first search), and build the item relationship graph
-        when the agent's settings expand from it; returns counts and seconds."""
+    def load_session(self, path: str | os.PathLike[str]) -> Session:
+        """A session saved by :meth:`Session.save`, over this engine's agent;
+        :class:`~contextsieve.errors.SessionFileError` if the file is unreadable or does not fit the agent."""
+        return Session.load(Path(path), self.agent, self.store)
+
+    def index(self, *, show_progress: bool = False) -> IndexReport:
+        """Embed every item now (instead of on the first search), build the HNSW index when the agent
+        is large enough, and the item relationship graph when the agent's settings expand from it."""
         t = time.perf_counter()
         before = self.store.embedded_texts
         items = list(self.agent.all_items())
         self.store.sync(items, server_descriptions=self.agent.server_descriptions(), show_progress=show_progress)
-        chunks = sum(len(self.store.chunks_of(i.key).chunks) for i in items)
+        order = [i.key for i in items]
+        chunks = sum(len(self.store.chunks_of(k).chunks) for k in order)
         graphs = 0
         base = self.agent.settings
         for s in [base] + ([base.for_tools()] if base.tool_settings else []):
             if s.expansion_depth > 0 and s.expansion_source != "pass2":  # the relationship graph, built now
-                self.store.relation_graph([i.key for i in items], s.relation_pooling, min(s.expansion_threshold, 0.5))
+                self.store.relation_graph(order, s.relation_pooling, min(s.expansion_threshold, 0.5))
                 graphs += 1
-        return {"items": len(items), "chunks": chunks, "embedded": self.store.embedded_texts - before, "graphs": graphs, "seconds": time.perf_counter() - t}
+        search = "hnsw" if self.store.search_index(order) is not None else "exact"
+        return IndexReport(len(items), chunks, self.store.embedded_texts - before, graphs, search, time.perf_counter() - t)
 
     def select(self, message: str, **settings: Any) -> Request:
         """One-off request for ``message`` in a fresh session (keyword arguments as for :meth:`session`)."""

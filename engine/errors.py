@@ -18,6 +18,9 @@ __all__ = [
     "IndexFileError",
     "MissingExtraError",
     "AgentFileError",
+    "SessionFileError",
+    "UnknownItemError",
+    "SummarizerError",
 ]
 
 
@@ -55,3 +58,18 @@ class MissingExtraError(ContextSieveError, ImportError):
 
 class AgentFileError(ContextSieveError):
     """An agent file (or legacy agent directory) is malformed; the message names the file and field."""
+
+
+class SessionFileError(ContextSieveError):
+    """A saved session file is missing, malformed, or names items or settings the agent does not have."""
+
+
+class UnknownItemError(ContextSieveError, KeyError):
+    """An item key (or server name) names nothing the agent has."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class SummarizerError(ContextSieveError):
+    """The summarizer callable failed or returned the wrong shape (the cause is kept)."""

@@ -1,10 +1,16 @@
-"""Why (or why not) an item is in a request: the facts the selection used, in words."""
+"""Why (or why not) an item is in a request: the facts the selection recorded in its trace, in words."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["Explanation"]
+from contextsieve.items import IncludeMode, ItemKey
+
+if TYPE_CHECKING:
+    from contextsieve.assembly import Request
+
+__all__ = ["Explanation", "explain_item"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +48,68 @@ class Explanation:
             lines.append("  scores per query sentence: " + ", ".join(f"{s:.3f}" for s in self.scores))
         lines += [f"  - {r}" for r in self.reasons]
         return "\n".join(lines)
+
+
+def explain_item(
+    key: ItemKey,
+    request: Request,
+    *,
+    session_mode: IncludeMode | None,
+    include_mode: IncludeMode,
+    tool_available: bool,
+) -> Explanation:
+    """Why ``key`` is or is not in ``request``, from the request's own search trace.
+
+    Args:
+        session_mode: the item's mode in the session, if it is a session item.
+        include_mode: the item's effective include mode in the agent.
+        tool_available: for tools, whether the session may use it (autonomous sessions filter some).
+    """
+    ctx, trace = request.context, request.trace
+    k = str(key)
+    if session_mode is not None:
+        return Explanation(k, True, session_mode.value, None, reasons=(f"it is in the session as {session_mode.value}: session items go into every request",))
+    if include_mode is not IncludeMode.AGENT:
+        removed = " (removed from this session)" if include_mode is IncludeMode.ALWAYS else ""
+        return Explanation(k, False, reasons=(f"its include mode is {include_mode.value}: only agent-mode items are chosen by search{removed}",))
+    if not tool_available:
+        return Explanation(k, False, reasons=("the session is autonomous and this tool needs approval under the tool permission setting",))
+    if not ctx.query_chunks:
+        return Explanation(k, False, reasons=("the message has no text to search with",))
+    facts = trace.facts(key) if trace is not None else None
+    if facts is None:
+        return Explanation(k, False, reasons=("no search ran for this request",))
+    s = facts.domain.settings
+    entry = next((e for e in ctx.entries if e.key == key), None)
+    dropped = next((d for d in ctx.dropped if d.entry.key == key), None)
+    reasons: list[str] = []
+    if not facts.in_top_k:
+        reasons.append(f"its best chunk ranks {facts.chunk_rank} among candidate chunks, past the top-K cut of {s.context_top_k} chunks")
+    elif facts.similarity <= 0:
+        reasons.append(f"its best similarity {facts.similarity:.3f} is not above 0")
+    elif facts.item_rank is not None:
+        reasons.append(f"its best chunk ranks {facts.chunk_rank} (within top-K {s.context_top_k}); it is item {facts.item_rank} after grouping")
+    if facts.keyword:
+        reasons.append(f"keyword match (BM25, weight {s.keyword_weight}) adds {facts.keyword:.3f} to its best chunk's score")
+    elif s.keyword_fusion == "rrf" and s.keyword_weight > 0:
+        reasons.append(f"chunks are ranked by reciprocal-rank fusion of dense and keyword (weight {s.keyword_weight}) ranks")
+    if facts.domain.path == "hnsw":
+        reasons.append("the chunks were found through the HNSW index (approximate nearest neighbours, then scored exactly)")
+    if entry is not None:
+        if entry.via == "min-representation" and entry.query_chunk is not None:
+            reasons.append(f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor {s.min_representation_floor})")
+        elif entry.via == "expansion":
+            reasons.append(f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})")
+        elif entry.score is not None and entry.score >= s.context_include_score:
+            reasons.append(f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}")
+        else:
+            reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
+    elif dropped is not None:
+        reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
+    elif facts.item_rank is not None:
+        reasons.append(f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
+    included = entry is not None
+    return Explanation(
+        k, included, entry.mode.value if entry else None, entry.via if entry else None,
+        facts.scores, facts.similarity, facts.chunk_rank, facts.item_rank, tuple(reasons),
+    )

@@ -118,6 +118,11 @@ class ChunkIndex:
         return int(self._n - self._deleted[: self._n].sum())
 
     @property
+    def rows(self) -> int:
+        """All rows ever added (deleted ones included): row ids run from 0 to ``rows - 1``."""
+        return self._n
+
+    @property
     def backend(self) -> str:
         """The search actually in use: ``"exact"`` or ``"hnsw"``."""
         return "hnsw" if self._hnsw else "exact"

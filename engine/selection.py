@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.kernels.scoring import Hits, score_pool_topk
+from contextsieve.choices import KeywordFusion, QueryPooling, RelationPooling
 from contextsieve.kernels.scoring import top_k as top_rows
 
-__all__ = ["Selected", "select_items", "fuse", "RRF_K", "item_query_scores", "min_representation", "Expanded", "expand", "expansion_scores", "RelationGraph", "graph_expand"]
+__all__ = ["Selected", "Ranked", "rank_chunks", "cut", "select_items", "fuse", "RRF_K", "item_query_scores", "min_representation", "Expanded", "expand", "expansion_scores", "RelationGraph", "graph_expand"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,88 @@ class Selected:
         return self.score if self.similarity is None else self.similarity
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """The top-k candidate chunks of one search.
+
+    Attributes:
+        hits: chunk rows best first (ties: lower row), their ranking scores, and the query chunk that
+            gave each its dense score.
+        sims: the dense (pooled) similarity of each hit, which the ``> 0`` filter and the include
+            score are compared with.
+        ranking: the ranking score of every chunk (``-inf`` where excluded), when it was computed
+            whole (``None`` after the fused kernel or a search limited to some rows).
+    """
+
+    hits: Hits
+    sims: np.ndarray
+    ranking: np.ndarray | None = None
+
+
+def rank_chunks(
+    queries: np.ndarray,
+    chunks: np.ndarray,
+    exclude: np.ndarray,
+    top_k: int,
+    *,
+    pooling: QueryPooling = "max",
+    keyword: np.ndarray | None = None,
+    keyword_weight: float = 0.0,
+    fusion: KeywordFusion = "weighted",
+    rows: np.ndarray | None = None,
+) -> Ranked:
+    """The ``top_k`` chunks by ranking score (dense, pooled over the query chunks, plus the keyword term).
+
+    Args:
+        queries: ``[M, D]`` query-chunk vectors. chunks: ``[N, D]`` chunk vectors.
+        exclude: bool per chunk: rows that may not be returned.
+        pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
+        keyword: optional per-chunk keyword scores in [0, 1], joined by ``fusion`` (see :func:`fuse`).
+        rows: score only these chunk rows (candidates found by an approximate index); default all.
+    """
+    if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0):
+        hits = score_pool_topk(queries, chunks, top_k, exclude=exclude)
+        return Ranked(hits, hits.scores)
+    sub = chunks if rows is None else chunks[rows]
+    s = sub @ queries.T
+    dense = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
+    kw = keyword if keyword is None or rows is None else keyword[rows]
+    ranking = fuse(dense, kw, keyword_weight, fusion, exclude if rows is None else exclude[rows])
+    idx = top_rows(ranking, top_k)
+    idx = idx[np.isfinite(ranking[idx])]
+    which = s[idx].argmax(axis=1).astype(np.int32)
+    real = idx if rows is None else np.asarray(rows, dtype=np.int64)[idx]
+    if rows is not None:  # lower row first on ties, as a whole-matrix search orders them
+        order = np.lexsort((real, -ranking[idx]))
+        idx, real, which = idx[order], real[order], which[order]
+    return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None)
+
+
+def cut(ranked: Ranked, chunk_item: np.ndarray, *, top_n: int, include_score: float) -> tuple[list[Selected], list[Selected]]:
+    """Group the top chunks by item and apply the reference's cut-offs.
+
+    Chunks with similarity ``<= 0`` are dropped (a keyword term only re-ranks), each item keeps its
+    best chunk, items are ranked by score; every item at or above ``include_score`` stays (even past
+    ``top_n``), then the best of the rest fill up to ``top_n``.
+
+    Returns:
+        ``(grouped, chosen)``: every item the top chunks grouped into, ranked, and the chosen ones.
+    """
+    hits = ranked.hits
+    best: dict[int, Selected] = {}
+    for row, score, q, sim in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), ranked.sims.tolist()):
+        if sim <= 0:
+            continue
+        item = int(chunk_item[row])
+        if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
+            best[item] = Selected(item, float(score), int(row), int(q), float(sim))
+    grouped = sorted(best.values(), key=lambda s: -s.score)  # stable: ties keep first-seen order
+    # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
+    high = [s for s in grouped if s.sim >= include_score]
+    other = [s for s in grouped if s.sim < include_score]
+    return grouped, high + other[: max(0, top_n - len(high))]
+
+
 def select_items(
     queries: np.ndarray,
     chunks: np.ndarray,
@@ -45,44 +128,20 @@ def select_items(
     top_k: int,
     top_n: int,
     include_score: float,
-    pooling: str = "max",
+    pooling: QueryPooling = "max",
     keyword: np.ndarray | None = None,
     keyword_weight: float = 0.0,
-    fusion: str = "weighted",
+    fusion: KeywordFusion = "weighted",
 ) -> list[Selected]:
-    """Choose items for a request.
+    """Choose items for a request: :func:`rank_chunks` over every chunk, then :func:`cut`.
 
-    Args:
-        queries: ``[M, D]`` query-chunk vectors (M = 0 selects nothing).
-        chunks: ``[N, D]`` chunk vectors of all indexed items.
-        chunk_item: item position of each chunk, ``[N]``.
-        candidates: bool per item position: which items may be selected.
-        top_k: chunks kept before grouping. top_n: items to aim for. include_score: always-keep threshold.
-        pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
-        keyword: optional per-chunk keyword scores in [0, 1], combined by ``fusion`` (see :func:`fuse`).
-
-    Returns:
-        The selected items, best first.
+    ``chunk_item`` is the item position of each chunk and ``candidates`` a bool per item position.
+    M = 0 query chunks or no chunks select nothing. Returns the selected items, best first.
     """
     if queries.shape[0] == 0 or chunks.shape[0] == 0:
         return []
-    if pooling == "max" and (keyword is None or keyword_weight == 0):
-        hits = score_pool_topk(queries, chunks, top_k, exclude=~candidates[chunk_item])
-        sims = hits.scores
-    else:
-        hits, sims = _pooled_topk(queries, chunks, ~candidates[chunk_item], top_k, pooling, keyword, keyword_weight, fusion)
-    best: dict[int, Selected] = {}
-    for row, score, q, sim in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), sims.tolist()):
-        if sim <= 0:  # the reference drops similarities <= 0; a keyword term only re-ranks
-            continue
-        item = int(chunk_item[row])
-        if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
-            best[item] = Selected(item, float(score), int(row), int(q), float(sim))
-    ranked = sorted(best.values(), key=lambda s: -s.score)  # stable: ties keep first-seen order
-    # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
-    high = [s for s in ranked if s.sim >= include_score]
-    other = [s for s in ranked if s.sim < include_score]
-    return high + other[: max(0, top_n - len(high))]
+    ranked = rank_chunks(queries, chunks, ~candidates[chunk_item], top_k, pooling=pooling, keyword=keyword, keyword_weight=keyword_weight, fusion=fusion)
+    return cut(ranked, chunk_item, top_n=top_n, include_score=include_score)[1]
 
 
 RRF_K = 60  #: the constant of reciprocal-rank fusion (Cormack et al. 2009)
@@ -97,7 +156,7 @@ def _ranks(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return rank
 
 
-def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: str, exclude: np.ndarray) -> np.ndarray:
+def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: KeywordFusion, exclude: np.ndarray) -> np.ndarray:
     """The ranking score of each chunk (``-inf`` where ``exclude``).
 
     ``"weighted"``: ``dense + weight * keyword``. ``"rrf"``: ``1 / (60 + dense rank) + weight /
@@ -115,15 +174,6 @@ def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: s
         ranking = dense.astype(np.float32) + np.float32(weight) * keyword.astype(np.float32)
     ranking[exclude] = -np.inf
     return ranking
-
-
-def _pooled_topk(queries: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, k: int, pooling: str, keyword: np.ndarray | None, weight: float, fusion: str = "weighted") -> tuple[Hits, np.ndarray]:
-    """Top-k chunks for mean pooling and/or a keyword term (numpy; agent-sized inputs), and their dense scores."""
-    s = chunks @ queries.T
-    dense = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
-    ranking = fuse(dense, keyword, weight, fusion, exclude)
-    idx = top_rows(ranking, k)
-    return Hits(idx, ranking[idx], s[idx].argmax(axis=1).astype(np.int32)), dense[idx]
 
 
 def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +273,7 @@ class RelationGraph:
         floor: smallest similarity kept (lookups with a lower threshold see only pairs above it).
     """
 
-    def __init__(self, chunks: np.ndarray, chunk_item: np.ndarray, n_items: int, *, pooling: str, floor: float) -> None:
+    def __init__(self, chunks: np.ndarray, chunk_item: np.ndarray, n_items: int, *, pooling: RelationPooling, floor: float) -> None:
         from contextsieve.kernels.relations import item_relations
 
         rel = item_relations(chunks, chunk_item, n_items, pooling=pooling, threshold=floor)

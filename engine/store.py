@@ -10,25 +10,41 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.items import Item, ItemKey, Tool
+from contextsieve.index import ChunkIndex, IndexConfig, Scope
+from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
 from contextsieve.selection import RelationGraph
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
 
+_SCOPE = {ItemKind.RULE: Scope.RULES, ItemKind.REFERENCE: Scope.REFERENCES, ItemKind.TOOL: Scope.TOOLS}
 
+
+@runtime_checkable
 class TextEmbedder(Protocol):
-    """What the engine needs from an embedder (:class:`contextsieve.Embedder` is one)."""
+    """What the engine needs from an embedder (:class:`contextsieve.Embedder` is one).
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    Attributes:
+        model_id: identity of the vectors (two embedders with the same id give interchangeable vectors);
+            the persistent embedding cache is keyed by it. ``None``: vectors are kept in memory only.
+    """
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+    @property
+    def model_id(self) -> str | None: ...
+
+    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        """Unit vectors ``[len(texts), dim]``, float32, in input order; a progress bar when asked."""
+        ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Model tokens per text."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,10 @@ class ChunkStore:
             the model id, which needs the model loaded); ignored when ``cache`` is given.
         summarizer: optional per-chunk embedding context writer (see :data:`contextsieve.chunking.Summarizer`),
             called only for items whose content changed.
+        index: when and how chunks are also kept in a :class:`~contextsieve.index.ChunkIndex` whose
+            HNSW graphs requests search instead of scanning every chunk (default :class:`IndexConfig`:
+            from 100,000 chunks, if hnswlib is installed). The index is kept in step with every sync
+            (rows of changed and removed items are deleted, new rows added), never rebuilt whole.
     """
 
     def __init__(
@@ -68,8 +88,14 @@ class ChunkStore:
         cache: EmbeddingCache | None = None,
         cache_factory: Callable[[], EmbeddingCache | None] | None = None,
         summarizer: Summarizer | None = None,
+        index: IndexConfig = IndexConfig(),
     ) -> None:
         self.embedder = embedder
+        self.index_config = index
+        self._index: ChunkIndex | None = None
+        self._index_rows: dict[ItemKey, np.ndarray] = {}  # index rows of each item, in chunk order
+        self._item_ids: dict[ItemKey, int] = {}  # stable ids of items in the index (never reused)
+        self._rowmap: tuple[object, int, np.ndarray] | None = None  # (matrix, index rows, index row -> matrix row)
         self.summarizer = summarizer
         self.config = config
         self.cache = cache
@@ -116,8 +142,62 @@ class ChunkStore:
                 at += len(chunks)
         if todo or gone:
             self._matrix = None
+            self._update_index(todo, gone)
         self._last = (items, servers)
         return len(todo)
+
+    def _update_index(self, changed: Sequence[ItemKey], gone: Iterable[ItemKey]) -> None:
+        """Keep the chunk index in step: drop the rows of changed and removed items, add the new ones;
+        create it once the chunks reach the configured size."""
+        cfg = self.index_config
+        if self._index is None:
+            total = sum(ic.vectors.shape[0] for ic in self._items.values())
+            if cfg.backend == "exact" or (cfg.backend == "auto" and total < cfg.hnsw_min_rows) or total == 0:
+                return
+            dim = next(ic.vectors.shape[1] for ic in self._items.values() if ic.vectors.size)
+            self._index = ChunkIndex(dim, cfg)
+            self._index_rows = {}
+            changed = list(self._items)
+        else:
+            stale = [r for k in [*changed, *gone] if (r := self._index_rows.pop(k, None)) is not None]
+            if stale:
+                self._index.remove(np.concatenate(stale).tolist())
+        keys = [k for k in changed if k in self._items and self._items[k].vectors.size]
+        if not keys:
+            return
+        vecs = np.vstack([self._items[k].vectors for k in keys])
+        ids = np.concatenate([np.full(self._items[k].vectors.shape[0], self._item_id(k), dtype=np.int64) for k in keys])
+        scopes = [_SCOPE[k.kind] for k in keys for _ in range(self._items[k].vectors.shape[0])]
+        rows = self._index.add(vecs, ids, scopes)
+        at = 0
+        for k in keys:
+            n = self._items[k].vectors.shape[0]
+            self._index_rows[k] = rows[at : at + n]
+            at += n
+
+    def _item_id(self, key: ItemKey) -> int:
+        return self._item_ids.setdefault(key, len(self._item_ids))
+
+    def search_index(self, order: Sequence[ItemKey]) -> tuple[ChunkIndex, np.ndarray] | None:
+        """The chunk index and, per index row, its row in :meth:`matrix` (``-1`` for deleted rows),
+        when requests should search through it (it uses HNSW); ``None`` when scanning the matrix is
+        the faster exact search."""
+        if self._index is None or self._index.backend != "hnsw":
+            return None
+        self.matrix(order)
+        assert self._matrix is not None
+        n_rows = self._index.rows
+        if self._rowmap is None or self._rowmap[0] is not self._matrix or self._rowmap[1] != n_rows:
+            rowmap = np.full(n_rows, -1, dtype=np.int64)
+            at = 0
+            for k in self._matrix[0]:
+                rows = self._index_rows.get(k)
+                n = self._items[k].vectors.shape[0]
+                if rows is not None:
+                    rowmap[rows] = np.arange(at, at + n)
+                at += n
+            self._rowmap = (self._matrix, n_rows, rowmap)
+        return self._index, self._rowmap[2]
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Vectors of chunk texts: from the disk cache where present, the rest in one embedder call."""
@@ -126,7 +206,7 @@ class ChunkStore:
         cached = self.cache.get(texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
-        fresh = (self.embedder.embed(todo, show_progress=True) if show_progress else self.embedder.embed(todo)) if missing else None
+        fresh = self.embedder.embed(todo, show_progress=show_progress) if missing else None
         self.embedded_texts += len(missing)
         if fresh is not None and self.cache is not None:
             self.cache.put([texts[i] for i in missing], fresh)

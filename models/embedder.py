@@ -284,6 +284,11 @@ class Embedder:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="contextsieve-embed")
             return self._pool
 
+    @property
+    def model_id(self) -> str:
+        """``info.model_id``: the identity of this embedder's vectors (see :class:`ModelInfo`)."""
+        return self.info.model_id
+
     def count_tokens(self, texts: Sequence[str], *, truncate: bool = False) -> list[int]:
         """Model tokens per text, special tokens included (full length unless ``truncate``)."""
         _check_texts(texts)

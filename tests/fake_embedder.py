@@ -24,11 +24,13 @@ class FakeEmbedder:
         calls: how many times :meth:`embed` was called, and ``texts`` how many texts in all.
     """
 
+    model_id: str | None = None  # vectors of a test embedder are never cached on disk
+
     def __init__(self) -> None:
         self.calls = 0
         self.texts = 0
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         self.calls += 1
         self.texts += len(texts)
         out = np.zeros((len(texts), DIM), dtype=np.float32)

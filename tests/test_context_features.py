@@ -341,7 +341,7 @@ def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
     agent.settings = AgentSettings(tool_settings={"expansion_depth": 1, "expansion_source": "hybrid"})
     engine = Engine(agent, embedder=FakeEmbedder(), cache_dir=False)
     stats = engine.index()
-    assert stats["graphs"] == 1 and stats["items"] == 4
+    assert stats.graphs == 1 and stats.items == 4
     order = [it.key for it in agent.all_items()]
     g = engine.store.relation_graph(order, "mean_embedding", 0.5)
     engine.session().build_request("authenticate")

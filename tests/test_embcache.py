@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,22 +20,22 @@ from .test_engine import make_agent
 class NamedFake(FakeEmbedder):
     def __init__(self, model_id: str = "fake/1") -> None:
         super().__init__()
-        self.info = SimpleNamespace(model_id=model_id)
+        self.model_id = model_id
 
 
 def test_restart_reembeds_nothing_and_edits_only_changed_chunks(tmp_path: Path) -> None:
     first = NamedFake()
     e1 = Engine(make_agent(), embedder=first, cache_dir=tmp_path)
     stats = e1.index()
-    assert stats["embedded"] == stats["chunks"] > 0 and first.calls == 1
+    assert stats.embedded == stats.chunks > 0 and first.calls == 1
     restarted = NamedFake()
     e2 = Engine(make_agent(), embedder=restarted, cache_dir=tmp_path)
-    assert e2.index()["embedded"] == 0 and restarted.calls == 0
+    assert e2.index().embedded == 0 and restarted.calls == 0
     np.testing.assert_array_equal(e2.store.matrix([i.key for i in e2.agent.all_items()])[0], e1.store.matrix([i.key for i in e1.agent.all_items()])[0])
     e2.agent.upsert(Rule("refunds", "Refunds take five days now.", "refund policy", 500, IncludeMode.AGENT))
-    assert e2.index()["embedded"] == 1  # the header chunk is unchanged and comes from the cache
+    assert e2.index().embedded == 1  # the header chunk is unchanged and comes from the cache
     other_model = NamedFake("fake/2")
-    assert Engine(make_agent(), embedder=other_model, cache_dir=tmp_path).index()["embedded"] == stats["chunks"]
+    assert Engine(make_agent(), embedder=other_model, cache_dir=tmp_path).index().embedded == stats.chunks
 
 
 def test_memory_only_and_unnamed_embedders_skip_the_disk(tmp_path: Path) -> None:

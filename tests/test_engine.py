@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from contextsieve.agent import Agent, AgentSettings, McpServer, UnknownItemError
+from contextsieve.engine import Engine
 from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, split_text
-from contextsieve.errors import InputError
+from contextsieve.errors import InputError, SessionFileError
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.selection import select_items
 from contextsieve.session import Session
@@ -288,7 +289,7 @@ def test_session_save_and_load(tmp_path, agent: Agent, store: ChunkStore) -> Non
     assert back.items() == s.items() and back.settings == s.settings
     assert back.history[-1].context == req.context
     p.write_text("{broken")
-    with pytest.raises(InputError, match="cannot load session"):
+    with pytest.raises(SessionFileError, match="cannot load session"):
         Session.load(p, agent, store)
 
 
@@ -489,3 +490,23 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
     exp = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1})
     explained = exp.explain(q, "tool:web:fetch")
     assert explained.included and explained.via == "query" and "within top-N 1" in " ".join(explained.reasons)
+
+
+def test_index_with_progress_through_a_custom_embedder(capsys) -> None:  # noqa: ANN001
+    """Failed before the fix: the store passed show_progress to an embedder whose protocol had none."""
+    from contextsieve.store import TextEmbedder
+
+    emb = FakeEmbedder()
+    assert isinstance(emb, TextEmbedder)
+    engine = Engine(make_agent(), embedder=emb)
+    report = engine.index(show_progress=True)
+    assert report.embedded == emb.texts > 0 and report.items == len(list(engine.agent.all_items()))
+
+
+@pytest.mark.parametrize("text", ["[]", '{"settings": {}, "items": [{"key": "rule:gone", "mode": "manual"}], "history": []}', '{"settings": {"context_top_k": "x"}, "items": [], "history": []}', "[" * 100_000])
+def test_bad_session_files_raise_session_file_error(tmp_path, text) -> None:  # noqa: ANN001
+    """Failed before: AttributeError / RecursionError escaped, or an unknown item loaded."""
+    p = tmp_path / "s.json"
+    p.write_text(text)
+    with pytest.raises(SessionFileError, match="cannot load session"):
+        Engine(make_agent(), embedder=FakeEmbedder()).load_session(p)

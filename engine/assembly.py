@@ -1,0 +1,110 @@
+"""Request assembly: the messages and tools an LLM gets for a request context, and the token budget.
+
+The order follows the reference system (notes §4): the system prompt, the history, one
+``"Reference: ..."`` user message per reference, then one ``"Rule: ..."`` per rule (each group in
+request-context order), then the user message. Tools are offered as ``<server>_<tool>``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from contextsieve.agent import Agent
+from contextsieve.context import ContextEntry, Dropped, RequestContext
+from contextsieve.items import IncludeMode, Item, Reference, Rule, Tool
+
+if TYPE_CHECKING:
+    from contextsieve.search import SearchTrace
+
+__all__ = ["Request", "tool_definition", "item_text", "assemble", "fit_budget"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to send to an LLM for one user message.
+
+    Attributes:
+        context: the items used and why.
+        message: the user's message with ``@ref:`` / ``@rule:`` mentions removed.
+        messages: system prompt, history, one ``"Reference: ..."`` and one ``"Rule: ..."`` user message per
+            item (references first), then the user message: OpenAI chat shape.
+        tools: the tools offered, as ``{"name": "<server>_<tool>", "description", "input_schema"}``.
+        trace: what the search computed (``None`` for a request rebuilt from a stored context).
+    """
+
+    context: RequestContext
+    message: str
+    messages: list[dict[str, str]]
+    tools: list[dict[str, Any]]
+    trace: SearchTrace | None = field(default=None, compare=False, repr=False)
+
+    def openai(self) -> dict[str, Any]:
+        """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
+        tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}} for t in self.tools]
+        return {"messages": self.messages, "tools": tools}
+
+    def anthropic(self) -> dict[str, Any]:
+        """``{"system": ..., "messages": [...], "tools": [...]}`` for the Anthropic messages API."""
+        system = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else ""
+        rest = [m for m in self.messages if m["role"] != "system"]
+        return {"system": system, "messages": rest, "tools": [dict(t) for t in self.tools]}
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """A tool as offered to the LLM: ``{"name": "<server>_<tool>", "description", "input_schema"}``."""
+    return {"name": f"{tool.server}_{tool.name}", "description": tool.description, "input_schema": tool.input_schema}
+
+
+def item_text(item: Item) -> str:
+    """What an item adds to a request: its message text, or its tool definition as JSON (for token counts)."""
+    if isinstance(item, Tool):
+        return json.dumps(tool_definition(item))
+    return ("Reference: " if isinstance(item, Reference) else "Rule: ") + item.text
+
+
+def assemble(
+    agent: Agent, ctx: RequestContext, message: str, history: Iterable[tuple[str, str]], tool_available: Callable[[Tool], bool], trace: SearchTrace | None = None
+) -> Request:
+    """The LLM request for ``ctx`` (items are looked up now, by key, so later edits show).
+
+    Args:
+        history: earlier ``(role, content)`` messages (system messages are skipped).
+        tool_available: whether a tool may be offered in this session (autonomous sessions filter some).
+    """
+    msgs: list[dict[str, str]] = [{"role": "system", "content": agent.system_prompt}]
+    msgs += [{"role": role, "content": content} for role, content in history if role != "system"]
+    items = [agent.get(e.key) for e in ctx.entries]
+    msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Reference)]
+    msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Rule) and not isinstance(r, Reference)]
+    msgs.append({"role": "user", "content": message})
+    tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
+    return Request(ctx, message, msgs, tools, trace)
+
+
+def fit_budget(entries: Sequence[ContextEntry], budget: int, cost: Callable[[ContextEntry], int]) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
+    """Drop agent and expansion items, lowest score first (later first on ties), until the items fit
+    ``budget`` tokens; ``always`` and ``manual`` items are never dropped.
+
+    Returns:
+        ``(kept entries, their tokens, dropped, notes)``.
+    """
+    costs = [cost(e) for e in entries]
+    total = sum(costs)
+    searched = (IncludeMode.AGENT, IncludeMode.EXPANSION)
+    fixed = sum(c for e, c in zip(entries, costs) if e.mode not in searched)
+    notes = []
+    if fixed > budget:
+        notes.append(f"always and manual items alone take {fixed} tokens, over the budget of {budget}; they are never cut")
+    dropped: list[Dropped] = []
+    candidates = [i for i, e in enumerate(entries) if e.mode in searched]
+    for i in sorted(candidates, key=lambda i: (entries[i].score or 0.0, -i)):
+        if total <= budget:
+            break
+        total -= costs[i]
+        dropped.append(Dropped(entries[i], costs[i], f"token budget: the request was over {budget} tokens"))
+    gone = {id(d.entry) for d in dropped}
+    return [e for e in entries if id(e) not in gone], total, dropped, notes
+

@@ -1,0 +1,302 @@
+"""One search: the agent-mode items chosen for a message, and the trace of every decision it made.
+
+:func:`search` is the only place the selection is computed. It returns the entries it chose and a
+:class:`SearchTrace` (per domain: the top-K chunks with their ranking and similarity scores, the
+items they grouped into, the cut-offs, promotions and expansions). Explanations read the trace
+(:func:`contextsieve.explain.explain_item`), so an explanation cannot disagree with a selection.
+
+Large agents are searched through the chunk store's HNSW index: the index proposes dense candidates
+(more than top-K, then more again while too few of them are candidates), the best keyword chunks
+join them, and the same fused score as the exact path ranks that union exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from contextsieve.agent import AgentSettings
+from contextsieve.context import ContextEntry
+from contextsieve.index import ChunkIndex, Scope
+from contextsieve.items import IncludeMode, Item, ItemKey, Tool
+from contextsieve.kernels.scoring import score_pool
+from contextsieve.selection import (
+    Expanded,
+    Ranked,
+    Selected,
+    cut,
+    expand,
+    expansion_scores,
+    graph_expand,
+    item_query_scores,
+    min_representation,
+    rank_chunks,
+)
+from contextsieve.store import ChunkStore
+
+__all__ = ["search", "SearchTrace", "DomainTrace", "ItemFacts", "context_settings", "OVERFETCH", "MAX_INDEX_CANDIDATES"]
+
+#: The HNSW path asks the index for this many times top-K chunks first (x4 again while fewer than
+#: top-K of them are candidates, up to :data:`MAX_INDEX_CANDIDATES`, then it scans exactly).
+OVERFETCH = 4
+#: Most chunks the HNSW path asks the index for before it falls back to an exact scan.
+MAX_INDEX_CANDIDATES = 4096
+
+_DOMAIN_SCOPES = {"all": None, "rules+references": [Scope.RULES, Scope.REFERENCES], "tools": [Scope.TOOLS]}
+
+
+def context_settings(s: AgentSettings) -> dict[str, object]:
+    """The settings a request context records (the reference's three)."""
+    return {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score}
+
+
+@dataclass
+class DomainTrace:
+    """What the search did in one domain (all items, or rules + references, or tools).
+
+    Attributes:
+        name: ``"all"``, ``"rules+references"`` or ``"tools"``.
+        settings: the settings this domain was searched with.
+        candidates: bool per item position: the items search could choose.
+        exclude: bool per chunk row: chunks of items that were not candidates.
+        keyword: per chunk, the keyword score normalised by the best candidate chunk (``None``: no term).
+        path: ``"exact"`` (every chunk scored) or ``"hnsw"`` (the index proposed the chunks scored).
+        ranked: the top-K chunks (rows, ranking scores, query chunks) and their similarities.
+        grouped: every item those chunks grouped into (similarity > 0), best first.
+        chosen: the items the cut-offs kept (include score, then top-N).
+        promoted: items added for unrepresented query sentences (minimum representation).
+    """
+
+    name: str
+    settings: AgentSettings
+    candidates: np.ndarray
+    exclude: np.ndarray
+    keyword: np.ndarray | None
+    path: Literal["exact", "hnsw"]
+    ranked: Ranked
+    grouped: list[Selected]
+    chosen: list[Selected]
+    promoted: list[Selected] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """One item's numbers in a search (read off the trace; see :meth:`SearchTrace.facts`).
+
+    Attributes:
+        domain: the domain that could choose it.
+        scores: its best dense score against each query sentence.
+        similarity: the dense score of its best chunk (what the include score is compared with).
+        chunk_rank: 1-based rank of that chunk among the domain's candidate chunks by ranking score.
+        in_top_k: whether that chunk was among the top-K chunks.
+        item_rank: 1-based rank among the items the top-K chunks grouped into (``None``: not among them).
+        keyword: what the keyword term added to its best chunk's ranking score (weighted fusion).
+    """
+
+    domain: DomainTrace
+    scores: tuple[float, ...]
+    similarity: float
+    chunk_rank: int
+    in_top_k: bool
+    item_rank: int | None
+    keyword: float
+
+
+@dataclass
+class SearchTrace:
+    """Everything one search computed, for explanations and tests.
+
+    Attributes:
+        query_chunks: the query sentences. order: item keys by position. chunks: ``[N, D]`` chunk
+        vectors; owner: item position of each chunk; queries: ``[M, D]`` query vectors.
+        domains: one :class:`DomainTrace` per domain searched.
+    """
+
+    query_chunks: tuple[str, ...]
+    order: list[ItemKey]
+    chunks: np.ndarray
+    owner: np.ndarray
+    queries: np.ndarray
+    domains: list[DomainTrace] = field(default_factory=list)
+    _ranking: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def path(self) -> str:
+        """``"hnsw"`` if any domain was searched through the index, else ``"exact"``."""
+        return "hnsw" if any(d.path == "hnsw" for d in self.domains) else "exact"
+
+    def ranking(self, d: DomainTrace) -> np.ndarray:
+        """The ranking score of every chunk in domain ``d`` (``-inf`` where excluded): kept from the
+        search when it scored every chunk, else scored now the same way (an explanation's detail)."""
+        if d.ranked.ranking is not None:
+            return d.ranked.ranking
+        key = id(d)
+        if key not in self._ranking:
+            s = d.settings
+            full = rank_chunks(self.queries, self.chunks, d.exclude, 1, pooling=s.query_pooling, keyword=d.keyword, keyword_weight=s.keyword_weight, fusion=s.keyword_fusion)
+            if full.ranking is None:  # the fused kernel ran: max pooling, no keyword term
+                full_ranking = (self.chunks @ self.queries.T).max(axis=1).astype(np.float32)
+                full_ranking[d.exclude] = -np.inf
+            else:
+                full_ranking = full.ranking
+            self._ranking[key] = full_ranking
+        return self._ranking[key]
+
+    def facts(self, key: ItemKey) -> ItemFacts | None:
+        """The item's numbers in this search; ``None`` if no domain had it as a candidate."""
+        pos = self.order.index(key)
+        domain = next((d for d in self.domains if d.candidates[pos]), None)
+        if domain is None:
+            return None
+        s = domain.settings
+        rows = np.flatnonzero(self.owner == pos)
+        dense = self.chunks[rows] @ self.queries.T
+        pooled = dense.mean(axis=1) if s.query_pooling == "mean" else dense.max(axis=1)
+        hit_rows = domain.ranked.hits.idx.tolist()
+        in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
+        ranking = None
+        if in_hits:
+            best_row = hit_rows[in_hits[0]]
+            chunk_rank = in_hits[0] + 1
+            best_score = float(domain.ranked.hits.scores[in_hits[0]])
+        else:
+            ranking = self.ranking(domain)
+            local = int(np.argmax(ranking[rows]))
+            best_row = int(rows[local])
+            best_score = float(ranking[best_row])
+            chunk_rank = int(np.sum(ranking > best_score) + np.sum(ranking[:best_row] == best_score)) + 1
+        similarity = float(pooled[int(np.flatnonzero(rows == best_row)[0])])
+        item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
+        keyword = best_score - similarity if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight else 0.0
+        return ItemFacts(domain, tuple(float(x) for x in dense.max(axis=0)), similarity, chunk_rank, bool(in_hits), item_rank, keyword)
+
+
+def search(
+    store: ChunkStore,
+    items: Sequence[Item],
+    searchable: Callable[[Item], bool],
+    settings: AgentSettings,
+    query_chunks: Sequence[str],
+    server_descriptions: dict[str, str],
+) -> tuple[list[ContextEntry], SearchTrace]:
+    """Choose agent-mode items for the query sentences.
+
+    Every item is indexed (so a later request with other candidates embeds nothing new); search
+    chooses among ``searchable`` ones: the reference ranking (top-K chunks, similarity > 0, best chunk
+    per item, include score, top-N) with contextsieve's keyword term, then minimum representation and
+    expansion when the settings turn them on. With ``tool_settings``, rules + references and tools are
+    two domains, each searched with its own settings.
+
+    Returns:
+        The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
+    """
+    items = list(items)
+    store.sync(items, server_descriptions=server_descriptions)
+    order = [it.key for it in items]
+    chunks, owner = store.matrix(order)
+    qvec = store.embed_query(query_chunks)
+    trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
+    allowed = np.array([searchable(it) for it in items], dtype=bool)
+    if not allowed.any() or qvec.shape[0] == 0 or chunks.shape[0] == 0:
+        return [], trace
+    if settings.tool_settings:
+        is_tool = np.array([isinstance(it, Tool) for it in items], dtype=bool)
+        domains = [("rules+references", allowed & ~is_tool, settings), ("tools", allowed & is_tool, settings.for_tools())]
+    else:
+        domains = [("all", allowed, settings)]
+    raw_keyword = store.keyword_index(order).scores(" ".join(query_chunks)) if any(ds.keyword_weight > 0 for _, _, ds in domains) else None
+    indexed = store.search_index(order)
+
+    def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
+        it = items[item]
+        first = int(np.searchsorted(owner, item))
+        priority = None if isinstance(it, Tool) else it.priority
+        return ContextEntry(it.key, mode, round(score, 6), row - first, qc, priority, via, items[pulled].key if pulled is not None else None)
+
+    chosen: list[Selected] = []
+    promoted: list[Selected] = []
+    for name, mask, ds in domains:
+        exclude = ~mask[owner]
+        keyword = None
+        if raw_keyword is not None and ds.keyword_weight > 0:
+            top = raw_keyword[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
+            keyword = raw_keyword / top if top > 0 else raw_keyword
+        rows = _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_SCOPES[name]) if indexed else None
+        ranked = rank_chunks(
+            qvec, chunks, exclude, ds.context_top_k, pooling=ds.query_pooling, keyword=keyword, keyword_weight=ds.keyword_weight, fusion=ds.keyword_fusion, rows=rows
+        )
+        grouped, found = cut(ranked, owner, top_n=ds.context_top_n, include_score=ds.context_include_score)
+        d = DomainTrace(name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found)
+        if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
+            per, arg = item_query_scores(qvec, chunks, owner, mask)
+            d.promoted = min_representation(found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap)
+        trace.domains.append(d)
+        chosen += found
+        promoted += d.promoted
+    if len(domains) > 1:
+        chosen.sort(key=lambda c: -c.score)  # ranking score across domains; entries report similarity
+    entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
+    entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in promoted]
+    picked = [c.item for c in chosen] + [c.item for c in promoted]
+    if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, _, ds in domains):
+        priority, _ = score_pool(qvec, chunks)  # which chunks of a selected item query first
+        for d in trace.domains:
+            for x in _expand(store, d.settings, d.candidates, picked, priority, chunks, owner, order):
+                entries.append(entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item))
+    return entries, trace
+
+
+def _index_candidates(
+    indexed: tuple[ChunkIndex, np.ndarray], qvec: np.ndarray, exclude: np.ndarray, keyword: np.ndarray | None, top_k: int, scopes: list[Scope] | None
+) -> np.ndarray | None:
+    """Chunk rows to score exactly: the index's nearest chunks (over-fetched until top-K of them are
+    candidates) and the best keyword chunks. ``None``: too few candidates found, scan exactly."""
+    index, rowmap = indexed
+    live = len(index)
+    k = OVERFETCH * top_k
+    while True:
+        hits = index.search(qvec, min(k, live), scopes=scopes)
+        rows = rowmap[hits.idx]
+        rows = rows[rows >= 0]
+        rows = rows[~exclude[rows]]
+        if rows.size >= top_k or k >= live:
+            break
+        if k >= MAX_INDEX_CANDIDATES:
+            return None
+        k *= OVERFETCH
+    if keyword is not None:
+        kw = np.where(exclude, 0.0, keyword)
+        n = min(OVERFETCH * top_k, kw.size)
+        best = np.argpartition(-kw, n - 1)[:n] if n < kw.size else np.arange(kw.size)
+        rows = np.concatenate([rows, best[kw[best] > 0]])
+    return np.unique(rows)
+
+
+def _expand(
+    store: ChunkStore, ds: AgentSettings, mask: np.ndarray, picked: list[int], priority: np.ndarray, chunks: np.ndarray, owner: np.ndarray, order: list[ItemKey]
+) -> list[Expanded]:
+    """Expansion passes in one domain: items of ``mask`` related to the picked items (of any domain)."""
+    if ds.expansion_depth <= 0 or not picked or ds.expansion_top_n <= 0:
+        return []
+    pool = mask.copy()
+    pool[picked] = False
+    graph = store.relation_graph(order, ds.relation_pooling, min(ds.expansion_threshold, 0.5)) if ds.expansion_source != "pass2" else None
+    first = np.searchsorted(owner, np.arange(len(order)))
+    out: list[Expanded] = []
+    seeds = picked
+    for _ in range(ds.expansion_depth):
+        if graph is None:
+            new = expand(chunks, owner, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, chunk_cap=ds.expansion_chunk_cap, priority=priority)
+        else:
+            also = expansion_scores(chunks, owner, seeds, pool, chunk_cap=ds.expansion_chunk_cap, priority=priority) if ds.expansion_source == "hybrid" else None
+            new = graph_expand(graph, first, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, also=also)
+        out += new
+        seeds = [x.item for x in new]
+        pool[seeds] = False
+        if not seeds:
+            break
+    return out
+
