@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from contextsieve.choices import ExpansionSource, KeywordFusion, Preset, QueryPooling, RelationPooling, ToolPermission, allowed
 from contextsieve.errors import InputError, UnknownItemError
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
-__all__ = ["AgentSettings", "McpServer", "Agent", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
+__all__ = ["AgentSettings", "McpServer", "Agent", "ItemTable", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones).
@@ -178,11 +180,33 @@ class McpServer:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class ItemTable:
+    """An agent's items as arrays (see :meth:`Agent.table`): position ``i`` is ``items[i]``.
+
+    Attributes:
+        always / agent: the item's effective include mode is ``always`` / ``agent``.
+        tool: the item is a tool. needs_permission: a tool whose calls need approval.
+        position: item key -> position.
+    """
+
+    shape: tuple[int, ...]
+    items: list[Item]
+    keys: list[ItemKey]
+    always: np.ndarray
+    agent: np.ndarray
+    tool: np.ndarray
+    needs_permission: np.ndarray
+    position: dict[ItemKey, int]
+
+
 @dataclass
 class Agent:
     """An agent's items and settings. Items are kept sorted (priority, then name) for rules/references.
 
-    Change items through :meth:`upsert` and :meth:`delete` (they keep the order and the key index).
+    Change items through :meth:`upsert` and :meth:`delete`, servers through :meth:`add_server` and
+    :meth:`remove_server` (they keep the order, the key index and :meth:`table` up to date; an item
+    replaced in a list in place would not be seen by :meth:`table`).
     """
 
     name: str = "agent"
@@ -207,6 +231,28 @@ class Agent:
 
     def _reindex(self) -> None:
         self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
+        self._version = getattr(self, "_version", 0) + 1
+        self._table: ItemTable | None = None
+
+    def table(self) -> ItemTable:
+        """All items with their effective include modes and permissions as arrays, for per-request
+        masks that cost no Python loop over the items. Rebuilt after :meth:`upsert`, :meth:`delete`,
+        :meth:`add_server` or :meth:`remove_server`, and when a list was replaced or changed length."""
+        shape = (self._version, id(self.rules), len(self.rules), id(self.references), len(self.references), id(self.tools), len(self.tools), id(self.servers), len(self.servers))
+        if self._table is None or self._table.shape != shape:
+            items = list(self.all_items())
+            modes = [self.include_mode(it) for it in items]
+            self._table = ItemTable(
+                shape,
+                items,
+                [it.key for it in items],
+                np.array([m is IncludeMode.ALWAYS for m in modes], dtype=bool),
+                np.array([m is IncludeMode.AGENT for m in modes], dtype=bool),
+                np.array([isinstance(it, Tool) for it in items], dtype=bool),
+                np.array([isinstance(it, Tool) and self.permission_required(it) for it in items], dtype=bool),
+                {it.key: i for i, it in enumerate(items)},
+            )
+        return self._table
 
     def _check_unique(self) -> None:
         seen: set[ItemKey] = set()
@@ -246,6 +292,7 @@ class Agent:
     def add_server(self, server: McpServer) -> None:
         """Add an MCP server, or replace the one with the same name (its tools stay)."""
         self.servers[server.name] = server
+        self._reindex()
 
     def remove_server(self, name: str) -> None:
         """Remove an MCP server and its tools; :class:`UnknownItemError` if there is none."""

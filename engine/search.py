@@ -12,16 +12,16 @@ join them, and the same fused score as the exact path ranks that union exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from contextsieve.agent import AgentSettings
+from contextsieve.agent import AgentSettings, ItemTable
 from contextsieve.context import ContextEntry
 from contextsieve.index import ChunkIndex, Scope
-from contextsieve.items import IncludeMode, Item, ItemKey, Tool
+from contextsieve.items import IncludeMode, ItemKey, Tool
 from contextsieve.kernels.scoring import score_pool
 from contextsieve.selection import (
     Expanded,
@@ -37,13 +37,16 @@ from contextsieve.selection import (
 )
 from contextsieve.store import ChunkStore
 
-__all__ = ["search", "SearchTrace", "DomainTrace", "ItemFacts", "context_settings", "OVERFETCH", "MAX_INDEX_CANDIDATES"]
+__all__ = ["search", "SearchTrace", "DomainTrace", "ItemFacts", "context_settings", "OVERFETCH", "MAX_INDEX_CANDIDATES", "KEYWORD_CANDIDATES"]
 
 #: The HNSW path asks the index for this many times top-K chunks first (x4 again while fewer than
 #: top-K of them are candidates, up to :data:`MAX_INDEX_CANDIDATES`, then it scans exactly).
 OVERFETCH = 4
 #: Most chunks the HNSW path asks the index for before it falls back to an exact scan.
 MAX_INDEX_CANDIDATES = 4096
+#: Chunks with the best keyword scores that join the index's candidates on the HNSW path (a chunk
+#: can rank in the top K by dense + keyword while in neither list's top K alone).
+KEYWORD_CANDIDATES = 2048
 
 _DOMAIN_SCOPES = {"all": None, "rules+references": [Scope.RULES, Scope.REFERENCES], "tools": [Scope.TOOLS]}
 
@@ -176,16 +179,16 @@ class SearchTrace:
 
 def search(
     store: ChunkStore,
-    items: Sequence[Item],
-    searchable: Callable[[Item], bool],
+    table: ItemTable,
+    allowed: np.ndarray,
     settings: AgentSettings,
     query_chunks: Sequence[str],
     server_descriptions: dict[str, str],
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """Choose agent-mode items for the query sentences.
 
-    Every item is indexed (so a later request with other candidates embeds nothing new); search
-    chooses among ``searchable`` ones: the reference ranking (top-K chunks, similarity > 0, best chunk
+    Every item of ``table`` (:meth:`Agent.table`) is indexed (so a later request with other
+    candidates embeds nothing new); search chooses among the ``allowed`` ones (a bool per item): the reference ranking (top-K chunks, similarity > 0, best chunk
     per item, include score, top-N) with contextsieve's keyword term, then minimum representation and
     expansion when the settings turn them on. With ``tool_settings``, rules + references and tools are
     two domains, each searched with its own settings.
@@ -193,18 +196,15 @@ def search(
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
-    items = list(items)
-    store.sync(items, server_descriptions=server_descriptions)
-    order = [it.key for it in items]
+    items, order = table.items, table.keys
+    store.sync(items, server_descriptions=server_descriptions, version=table.shape)
     chunks, owner = store.matrix(order)
     qvec = store.embed_query(query_chunks)
     trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
-    allowed = np.array([searchable(it) for it in items], dtype=bool)
     if not allowed.any() or qvec.shape[0] == 0 or chunks.shape[0] == 0:
         return [], trace
     if settings.tool_settings:
-        is_tool = np.array([isinstance(it, Tool) for it in items], dtype=bool)
-        domains = [("rules+references", allowed & ~is_tool, settings), ("tools", allowed & is_tool, settings.for_tools())]
+        domains = [("rules+references", allowed & ~table.tool, settings), ("tools", allowed & table.tool, settings.for_tools())]
     else:
         domains = [("all", allowed, settings)]
     raw_keyword = store.keyword_index(order).scores(" ".join(query_chunks)) if any(ds.keyword_weight > 0 for _, _, ds in domains) else None
@@ -269,7 +269,7 @@ def _index_candidates(
         k *= OVERFETCH
     if keyword is not None:
         kw = np.where(exclude, 0.0, keyword)
-        n = min(OVERFETCH * top_k, kw.size)
+        n = min(max(KEYWORD_CANDIDATES, OVERFETCH * top_k), kw.size)
         best = np.argpartition(-kw, n - 1)[:n] if n < kw.size else np.arange(kw.size)
         rows = np.concatenate([rows, best[kw[best] > 0]])
     return np.unique(rows)

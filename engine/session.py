@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from contextsieve.agent import Agent, AgentSettings
 from contextsieve.assembly import Request, assemble, fit_budget, item_text
 from contextsieve.chunking import query_chunks
@@ -24,11 +26,12 @@ from contextsieve.errors import ContextSieveError, InputError, SessionFileError
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
-from contextsieve.search import context_settings, search
+from contextsieve.search import SearchTrace, context_settings, search
 from contextsieve.store import ChunkStore
 
 __all__ = ["Session", "Message", "Request"]
 
+_SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
 _MENTION = re.compile(r"@(ref|rule):([\w-]+)")
 
 
@@ -76,10 +79,11 @@ class Session:
         self._token_counter = token_counter
         self._token_memo: dict[ItemKey, tuple[Item, int]] = {}
         self.history: list[Message] = []
-        self._items: dict[ItemKey, IncludeMode] = {}
-        for item in [*agent.references, *agent.rules, *agent.tools]:
-            if agent.include_mode(item) is IncludeMode.ALWAYS:
-                self._items[item.key] = IncludeMode.ALWAYS
+        table = agent.table()
+        always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
+        self._items: dict[ItemKey, IncludeMode] = {
+            it.key: IncludeMode.ALWAYS for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
+        }
 
     # -- session items ----------------------------------------------------------------------------
 
@@ -101,9 +105,22 @@ class Session:
         """Override settings (or apply a preset) for this session from now on."""
         self.settings = self.settings.with_overrides(preset, **settings)
 
-    def _searchable(self, item: Item) -> bool:
-        """Whether search may choose ``item`` now: agent mode, not in the session, and (a tool) usable."""
-        return item.key not in self._items and self.agent.include_mode(item) is IncludeMode.AGENT and (not isinstance(item, Tool) or self._tool_available(item))
+    def _searchable(self) -> np.ndarray:
+        """Per item position: whether search may choose it now (agent mode, not in the session, and,
+        for a tool, usable in this session)."""
+        table = self.agent.table()
+        mask = table.agent.copy()
+        if self.agent.autonomous:
+            mode = self.settings.tool_permission
+            if mode == "always":
+                mask &= ~table.tool
+            elif mode == "tool":
+                mask &= ~table.needs_permission
+        for key in self._items:
+            pos = table.position.get(key)
+            if pos is not None:
+                mask[pos] = False
+        return mask
 
     def _tool_available(self, tool: Tool) -> bool:
         """Whether the session may offer ``tool``: autonomous sessions drop tools that would need approval."""
@@ -120,8 +137,8 @@ class Session:
             self.add(ItemKey(ItemKind.REFERENCE if kind == "ref" else ItemKind.RULE, name))
         return " ".join(_MENTION.sub(" ", message).split())
 
-    def _search(self, chunks: Sequence[str]) -> tuple[list[ContextEntry], Any]:
-        return search(self.store, list(self.agent.all_items()), self._searchable, self.settings, chunks, self.agent.server_descriptions())
+    def _search(self, chunks: Sequence[str]) -> tuple[list[ContextEntry], SearchTrace]:
+        return search(self.store, self.agent.table(), self._searchable(), self.settings, chunks, self.agent.server_descriptions())
 
     def build_request(self, message: str) -> Request:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only."""

@@ -102,9 +102,9 @@ class ChunkStore:
         self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
         self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk], str]] = {}  # chunking memo by item content
-        self._last: tuple[list[Item], dict[str, str]] = ([], {})  # the last sync's items and server descriptions
-        self._matrix: tuple[list[ItemKey], np.ndarray, np.ndarray] | None = None
-        self._bm25: tuple[list[ItemKey], object, BM25Index] | None = None
+        self._last: tuple[list[Item], dict[str, str], object] = ([], {}, None)  # the last sync's items, server descriptions, version
+        self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
+        self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
 
@@ -112,18 +112,25 @@ class ChunkStore:
         """The item's chunks (after :meth:`sync`)."""
         return self._items[key]
 
-    def sync(self, items: Iterable[Item], *, server_descriptions: Mapping[str, str] | None = None, show_progress: bool = False) -> int:
+    def sync(
+        self, items: Iterable[Item], *, server_descriptions: Mapping[str, str] | None = None, show_progress: bool = False, version: object = None
+    ) -> int:
         """Make the store hold exactly ``items``; returns how many items were (re-)embedded.
 
+        ``version``: an optional token that changes whenever ``items`` do (e.g. :attr:`ItemTable.shape`);
+        a sync with the version of the last one returns at once instead of comparing every item.
         ``server_descriptions`` (server name -> description) gives tools their server's description
         for :attr:`ChunkConfig.tool_context` ``"server+description"``. The server goes into tools'
         embedding text only while the tools come from two servers or more (so adding a second server
         re-embeds the first one's tools).
         """
-        items = list(items)
         servers = dict(server_descriptions or {})
-        last, last_servers = self._last
+        last, last_servers, last_version = self._last
+        if version is not None and version == last_version and servers == last_servers:
+            return 0  # the caller vouches that the items are the same (Agent.table's shape)
+        items = list(items)
         if len(items) == len(last) and servers == last_servers and all(a is b for a, b in zip(items, last)):
+            self._last = (items, servers, version)
             return 0  # items are frozen: the same objects mean the same texts
         several = len({it.server for it in items if isinstance(it, Tool)}) > 1  # else a server prefix tells no tool apart
         planned = {it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "", several) for it in items}
@@ -143,7 +150,7 @@ class ChunkStore:
         if todo or gone:
             self._matrix = None
             self._update_index(todo, gone)
-        self._last = (items, servers)
+        self._last = (items, servers, version)
         return len(todo)
 
     def _update_index(self, changed: Sequence[ItemKey], gone: Iterable[ItemKey]) -> None:
@@ -239,12 +246,11 @@ class ChunkStore:
         items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes. The context matters for
         keywords as for vectors: measured against chunk text alone, SciFact nDCG@10 71.11 -> 72.17 and
         the markdown section set's section@1 0.697 -> 0.879 (``benchmarks.section_retrieval``)."""
-        order = list(order)
-        if self._bm25 is None or self._bm25[0] != order or self._bm25[1] is not self._matrix:
-            self.matrix(order)
+        self.matrix(order)
+        if self._bm25 is None or self._bm25[0] is not self._matrix:
             texts = [c.embed_text for k in order for c in self._items[k].chunks]
-            self._bm25 = (order, self._matrix, BM25Index(texts))
-        return self._bm25[2]
+            self._bm25 = (self._matrix, BM25Index(texts))
+        return self._bm25[1]
 
     def relation_graph(self, order: Sequence[ItemKey], pooling: str, floor: float) -> RelationGraph:
         """The item relationship graph of the items in ``order`` (positions as in :meth:`matrix`), built
@@ -262,8 +268,8 @@ class ChunkStore:
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""
-        order = list(order)
-        if self._matrix is None or self._matrix[0] != order:
+        if self._matrix is None or (self._matrix[0] is not order and self._matrix[0] != list(order)):
+            order = order if isinstance(order, list) else list(order)  # kept: the same list object compares in O(1)
             vecs = [self._items[k].vectors for k in order]
             owner = [np.full(len(v), i, dtype=np.int64) for i, v in enumerate(vecs)]
             dim = next((v.shape[1] for v in vecs if v.size), 0)
