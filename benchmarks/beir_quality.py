@@ -41,7 +41,9 @@ def load_beir(folder: Path, split: str = "test") -> tuple[dict[str, str], dict[s
     return corpus, queries, qrels
 
 
-def evaluate(scores: np.ndarray, doc_ids: list[str], query_ids: list[str], qrels: dict[str, dict[str, int]], k_max: int = 100) -> dict[str, float]:
+def evaluate(
+    scores: np.ndarray, doc_ids: list[str], query_ids: list[str], qrels: dict[str, dict[str, int]], k_max: int = 100
+) -> dict[str, float]:
     """nDCG@10, Recall@10/100, MRR@10 from a ``[queries, docs]`` score matrix (ties: lower doc index first)."""
     ndcg, r10, r100, mrr = [], [], [], []
     k = min(k_max, scores.shape[1])
@@ -60,7 +62,12 @@ def evaluate(scores: np.ndarray, doc_ids: list[str], query_ids: list[str], qrels
         r100.append((gains[:100] > 0).sum() / n_rel)
         hit = np.flatnonzero(gains[:10] > 0)
         mrr.append(1.0 / (hit[0] + 1) if len(hit) else 0.0)
-    return {"nDCG@10": float(np.mean(ndcg)), "Recall@10": float(np.mean(r10)), "Recall@100": float(np.mean(r100)), "MRR@10": float(np.mean(mrr))}
+    return {
+        "nDCG@10": float(np.mean(ndcg)),
+        "Recall@10": float(np.mean(r10)),
+        "Recall@100": float(np.mean(r100)),
+        "MRR@10": float(np.mean(mrr)),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +98,11 @@ def main(argv: list[str] | None = None) -> None:
         secs = time.perf_counter() - t
         Q = emb.embed([queries[q] for q in query_ids])
         m = evaluate(Q @ D.T, doc_ids, query_ids, qrels)
-        print(f"| contextsieve {variant} | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | {100 * m['Recall@100']:.2f} | {100 * m['MRR@10']:.2f} | {secs:.1f} |", flush=True)
+        print(
+            f"| contextsieve {variant} | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | "
+            f"{100 * m['Recall@100']:.2f} | {100 * m['MRR@10']:.2f} | {secs:.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

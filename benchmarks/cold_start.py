@@ -18,8 +18,10 @@ import numpy as np
 PRELUDE = "import time, numpy as np\nrng = np.random.default_rng(0)\n"
 
 CASES = {
-    "import contextsieve (numpy included)": "import time\nt = time.perf_counter(); import contextsieve; print(time.perf_counter() - t)",
-    "import contextsieve.kernels.scoring (numpy included)": "import time\nt = time.perf_counter(); import contextsieve.kernels.scoring; print(time.perf_counter() - t)",
+    "import contextsieve (numpy included)": "import time\nt = time.perf_counter(); import contextsieve; "
+    "print(time.perf_counter() - t)",
+    "import contextsieve.kernels.scoring (numpy included)": "import time\nt = time.perf_counter(); import "
+    "contextsieve.kernels.scoring; print(time.perf_counter() - t)",
     "first request, 1k chunks x 2 queries (numpy path, no Numba)": (
         PRELUDE + "import contextsieve.kernels.scoring as K, sys\n"
         "c = rng.standard_normal((1000, 384), dtype=np.float32); q = rng.standard_normal((2, 384), dtype=np.float32)\n"
@@ -59,7 +61,8 @@ def main() -> None:
         for name, call in KERNELS.items():
             code = PRELUDE + (
                 "import contextsieve.kernels.scoring as K\nK.NUMBA_MIN_WORK = 0\nimport numba\n"
-                "c = rng.standard_normal((20000, 384), dtype=np.float32); q = rng.standard_normal((2, 384), dtype=np.float32)\n"
+                "c = rng.standard_normal((20000, 384), dtype=np.float32); q = rng.standard_normal((2, 384), "
+                "dtype=np.float32)\n"
                 f"t = time.perf_counter(); {call}; print(time.perf_counter() - t)"
             )
             cold = run(code, env, fresh_cache=True)

@@ -64,7 +64,12 @@ def _st() -> Engine:
         f"import torch; torch.set_num_threads({THREADS}); from sentence_transformers import SentenceTransformer; "
         f"m = SentenceTransformer({str(_folder())!r}, device='cpu'); m.encode([Q])"
     )
-    return Engine("sentence-transformers", load, lambda m, t: m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True), code)
+    return Engine(
+        "sentence-transformers",
+        load,
+        lambda m, t: m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True),
+        code,
+    )
 
 
 def _fastembed_dir() -> Path:
@@ -83,11 +88,17 @@ def _fe() -> Engine:
     def load() -> object:
         from fastembed import TextEmbedding
 
-        return TextEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(_fastembed_dir()), local_files_only=True, threads=THREADS)
+        return TextEmbedding(
+            model_name="sentence-transformers/all-MiniLM-L6-v2",
+            specific_model_path=str(_fastembed_dir()),
+            local_files_only=True,
+            threads=THREADS,
+        )
 
     code = (
         "from fastembed import TextEmbedding; "
-        f"m = TextEmbedding(model_name='sentence-transformers/all-MiniLM-L6-v2', specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={THREADS}); "
+        "m = TextEmbedding(model_name='sentence-transformers/all-MiniLM-L6-v2', "
+        f"specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={THREADS}); "
         "list(m.embed([Q]))"
     )
     return Engine("fastembed", load, lambda m, t: np.asarray(list(m.embed(t, batch_size=32)), dtype=np.float32), code)
@@ -99,7 +110,12 @@ def _folder() -> Path:
     return resolve_folder(get_model("all-MiniLM-L6-v2"))
 
 
-ENGINES = {"contextsieve-fp32": lambda: _cs("fp32"), "contextsieve-int8": lambda: _cs("int8"), "sentence-transformers": _st, "fastembed": _fe}
+ENGINES = {
+    "contextsieve-fp32": lambda: _cs("fp32"),
+    "contextsieve-int8": lambda: _cs("int8"),
+    "sentence-transformers": _st,
+    "fastembed": _fe,
+}
 
 
 def cold_load(code: str, runs: int = 3) -> float:
@@ -124,7 +140,9 @@ def timed(f: Callable[[], object]) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engines", default=",".join(ENGINES))
-    ap.add_argument("--rounds", type=int, default=5, help="timed rounds of the chunk workload (sentences: rounds - 2, min 3)")
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="timed rounds of the chunk workload (sentences: rounds - 2, min 3)"
+    )
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-load subprocesses")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -153,8 +171,12 @@ def main(argv: list[str] | None = None) -> None:
             e.embed(e.model, [workloads.QUERY])
         e.times["query"] = [timed(lambda: e.embed(e.model, [workloads.QUERY])) for _ in range(200)]
         e.times["cold"] = [] if args.no_cold else [cold_load(e.cold_code)]
-    print(f"\n{len(chunks)} chunks (mean {np.mean([len(c) for c in chunks]):.0f} chars), {len(sents)} sentences, query {workloads.QUERY!r}; "
-          f"{THREADS} threads; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on {len(varied)} varied texts\n")
+    print(
+        f"\n{len(chunks)} chunks (mean {np.mean([len(c) for c in chunks]):.0f} chars), {len(sents)} sentences, "
+        f"query {workloads.QUERY!r}; "
+        f"{THREADS} threads; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on {len(varied)} "
+        "varied texts\n"
+    )
     print("| engine | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | min cos | mean cos |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for e in engines:
@@ -167,7 +189,10 @@ def main(argv: list[str] | None = None) -> None:
             "p99": np.percentile(e.times["query"], 99) * 1000,
         }
         cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] else "-"
-        print(f"| {e.name} | {row['chunk']:.2f} | {row['sent']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} | {cold} | {c.min():.5f} | {c.mean():.5f} |")
+        print(
+            f"| {e.name} | {row['chunk']:.2f} | {row['sent']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} | {cold} | "
+            f"{c.min():.5f} | {c.mean():.5f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -90,8 +90,10 @@ def main(argv: list[str] | None = None) -> None:
     hnsw = ChunkIndex(384, IndexConfig(backend="hnsw"))
     hnsw.add(corpus, np.arange(len(corpus)), "references")
     build = time.perf_counter() - t
-    print(f"\n{len(corpus):,} real MiniLM vectors, {len(queries)} queries, top-10; HNSW M=16, ef_construction=200, "
-          f"built in {build:.1f} s (with the recall guard, which chose ef={hnsw._ef})\n")
+    print(
+        f"\n{len(corpus):,} real MiniLM vectors, {len(queries)} queries, top-10; HNSW M=16, ef_construction=200, "
+        f"built in {build:.1f} s (with the recall guard, which chose ef={hnsw._ef})\n"
+    )
     print("| search | ef | recall@10 | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| exact (fused kernel) | - | 1.000 | {e50:.3f} | {e99:.3f} |")

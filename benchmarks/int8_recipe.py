@@ -50,8 +50,16 @@ def main() -> None:
         ("  + SmoothQuant", smoothed, QuantPlan(all8, per_tensor_activations=True, unsigned_weights=u8)),
         ("int8, one activation scale per row", w, QuantPlan(all8, unsigned_weights=u8)),
         ("  + SmoothQuant", smoothed, QuantPlan(all8, unsigned_weights=u8)),
-        ("  + 8 fp32 outlier channels in ffn_out", split_outliers(smoothed, amax, ffn_out), QuantPlan(all8, unsigned_weights=u8)),
-        ("  + int8 word embeddings (shipped)", split_outliers(smoothed, amax, ffn_out), QuantPlan(all8, int8_embeddings=True, unsigned_weights=u8)),
+        (
+            "  + 8 fp32 outlier channels in ffn_out",
+            split_outliers(smoothed, amax, ffn_out),
+            QuantPlan(all8, unsigned_weights=u8),
+        ),
+        (
+            "  + int8 word embeddings (shipped)",
+            split_outliers(smoothed, amax, ffn_out),
+            QuantPlan(all8, int8_embeddings=True, unsigned_weights=u8),
+        ),
     ]
     varied, chunks = list(workloads.varied_texts()), list(workloads.doc_chunks())
     ref = None
@@ -71,7 +79,11 @@ def main() -> None:
             emb.embed(chunks)
             ms.append((time.perf_counter() - t) * 1000)
         emb.close()
-        print(f"| {name} | {c.min():.4f} | {c.mean():.5f} | {np.percentile(c, 1):.4f} | {len(data) / 1e6:.1f} | {np.median(ms):.0f} |", flush=True)
+        print(
+            f"| {name} | {c.min():.4f} | {c.mean():.5f} | {np.percentile(c, 1):.4f} | {len(data) / 1e6:.1f} | "
+            f"{np.median(ms):.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

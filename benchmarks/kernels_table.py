@@ -4,7 +4,8 @@
 
 For each corpus size N (random unit 384-d float32 rows) and query count M: numpy (``C @ Q.T``,
 ``max``, ``argpartition`` top-20), the fused Numba kernel (score + max-pool + top-20 in one pass), and
-the int8 corpus (fused the same way) and the fp16 corpus (score + pool in float32 blocks, then top-20). ``x bw`` = time / (bytes scanned / stream-read
+the int8 corpus (fused the same way) and the fp16 corpus (score + pool in float32 blocks, then top-20).
+``x bw`` = time / (bytes scanned / stream-read
 bandwidth), the bandwidth being a parallel Numba read of the same fp32 array measured in this run
 (1.0 = as fast as the memory allows). ``r@20`` is the int8 corpus' top-20 recall against exact.
 Times are medians (200 repetitions below 100k rows, 30 at 100k, 7 at 1M).
@@ -57,7 +58,10 @@ def main(argv: list[str] | None = None) -> None:
 
     rng = np.random.default_rng(1)
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads; top-{args.k}; 384-d float32\n")
-    print("| N | M | stream-read ms | numpy ms | x bw | fused ms | x bw | int8 ms | x bw (int8 bytes) | r@20 int8 | fp16 ms |")
+    print(
+        "| N | M | stream-read ms | numpy ms | x bw | fused ms | x bw | int8 ms | x bw (int8 bytes) | r@20 int8 | "
+        "fp16 ms |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in map(int, args.sizes.split(",")):
         c = rng.standard_normal((n, 384), dtype=np.float32)
@@ -86,8 +90,12 @@ def main(argv: list[str] | None = None) -> None:
             exact = set(K.score_pool_topk(q, c, args.k).idx.tolist())
             r8 = len(exact & set(c8.score_pool_topk(q, args.k).idx.tolist())) / args.k
             K.NUMBA_MIN_WORK = saved
-            print(f"| {n:,} | {m} | {bw * 1e3:.3f} | {t_np * 1e3:.3f} | {t_np / bw:.2f} | {t_fused * 1e3:.3f} | {t_fused / bw:.2f} | "
-                  f"{t_8 * 1e3:.3f} | {t_8 / bw8:.2f} | {r8:.2f} | {t_16 * 1e3:.2f} |", flush=True)
+            print(
+                f"| {n:,} | {m} | {bw * 1e3:.3f} | {t_np * 1e3:.3f} | {t_np / bw:.2f} | {t_fused * 1e3:.3f} | "
+                f"{t_fused / bw:.2f} | "
+                f"{t_8 * 1e3:.3f} | {t_8 / bw8:.2f} | {r8:.2f} | {t_16 * 1e3:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,15 @@ def golden_texts() -> list[str]:
     edge = list(v._EDGE)
     long_texts = [" ".join(v.doc_chunks(600, seed=99)[i : i + 4]) for i in range(300, 324, 4)]
     long_texts += ["the " * 400, "word " * 700]
-    return edge + list(v._NON_ENGLISH[::2]) + list(v._LISTS[:4]) + list(v.code_snippets(40)[:5]) + list(v.sentences(1100, seed=99)[1000:1008]) + list(v.doc_chunks(600, seed=99)[:8]) + long_texts
+    return (
+        edge
+        + list(v._NON_ENGLISH[::2])
+        + list(v._LISTS[:4])
+        + list(v.code_snippets(40)[:5])
+        + list(v.sentences(1100, seed=99)[1000:1008])
+        + list(v.doc_chunks(600, seed=99)[:8])
+        + long_texts
+    )
 
 
 def main() -> None:

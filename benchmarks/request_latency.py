@@ -27,7 +27,10 @@ from contextsieve.items import IncludeMode, Reference, Rule, Tool
 def build_agent() -> Agent:
     chunks = list(workloads.doc_chunks(60 * 12 + 60, seed=5))
     sents = list(workloads.sentences(1200, seed=5))
-    refs = [Reference(f"ref_{i:03d}", "\n\n".join(chunks[i * 12 : (i + 1) * 12]), sents[i], 500, IncludeMode.AGENT) for i in range(60)]
+    refs = [
+        Reference(f"ref_{i:03d}", "\n\n".join(chunks[i * 12 : (i + 1) * 12]), sents[i], 500, IncludeMode.AGENT)
+        for i in range(60)
+    ]
     rules = [Rule(f"rule_{i:03d}", chunks[720 + i], sents[100 + i], 500, IncludeMode.AGENT) for i in range(60)]
     servers = {f"s{k}": McpServer(f"s{k}", default_include=IncludeMode.AGENT) for k in range(4)}
     tools = [Tool(f"s{i % 4}", f"tool_{i:03d}", sents[200 + i]) for i in range(80)]
@@ -71,11 +74,17 @@ def main() -> None:
         warm_disk = time.perf_counter() - t
     total_ms, query_ms = np.array(total) * 1e3, np.array(query) * 1e3
     rest = total_ms - query_ms
-    print(f"agent: {len(list(engine.agent.all_items()))} items, {n_chunks} chunks; {len(msgs)} messages of 1-3 sentences; {emb.info.variant} model\n")
+    print(
+        f"agent: {len(list(engine.agent.all_items()))} items, {n_chunks} chunks; {len(msgs)} messages of 1-3 "
+        f"sentences; {emb.info.variant} model\n"
+    )
     print("| request | p50 ms | p99 ms |")
     print("| --- | --- | --- |")
     print(f"| warm (all caches) | {np.percentile(total_ms, 50):.2f} | {np.percentile(total_ms, 99):.2f} |")
-    print(f"|   of which embedding the query chunks | {np.percentile(query_ms, 50):.2f} | {np.percentile(query_ms, 99):.2f} |")
+    print(
+        f"|   of which embedding the query chunks | {np.percentile(query_ms, 50):.2f} | "
+        f"{np.percentile(query_ms, 99):.2f} |"
+    )
     print(f"|   of which selection and assembly | {np.percentile(rest, 50):.2f} | {np.percentile(rest, 99):.2f} |")
     print(f"| first request, cold cache (embeds {n_chunks} chunks) | {cold * 1e3:.0f} | - |")
     print(f"| first request after a restart, disk cache warm | {warm_disk * 1e3:.1f} | - |")

@@ -27,15 +27,27 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.engine import Engine
     from contextsieve.items import IncludeMode, Reference
 
-    docs = [json.loads(line) for line in (args.data / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    questions = [json.loads(line) for line in (args.data / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    docs = [
+        json.loads(line) for line in (args.data / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    questions = [
+        json.loads(line)
+        for line in (args.data / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     refs = [Reference(d["name"], d["text"], d["description"], include=IncludeMode.AGENT) for d in docs]
     sections = {d["name"]: heading_sections(d["text"]) for d in docs}
     emb = Embedder(variant=args.variant)
-    print(f"\n{len(docs)} markdown references, {sum(len(s) for s in sections.values())} sections, {len(questions)} questions, contextsieve {args.variant}\n")
+    print(
+        f"\n{len(docs)} markdown references, {sum(len(s) for s in sections.values())} sections, {len(questions)} "
+        f"questions, contextsieve {args.variant}\n"
+    )
     print("| chunking | keyword weight | section@1 | doc@1 |")
     print("| --- | --- | --- | --- |")
-    for label, chunking in (("heading paths (default)", ChunkConfig()), ("no heading paths", ChunkConfig(heading_paths=False))):
+    for label, chunking in (
+        ("heading paths (default)", ChunkConfig()),
+        ("no heading paths", ChunkConfig(heading_paths=False)),
+    ):
         engine = Engine(Agent(name="docs", references=refs), embedder=emb, cache_dir=False, chunking=chunking)
         engine.index()
         for weight in (0.3, 0.0):

@@ -34,7 +34,11 @@ def test_score_pool_topk(benchmark, corpus: np.ndarray, m: int, backend: str, mo
 
 def test_index_search_with_scope(benchmark, corpus: np.ndarray) -> None:  # noqa: ANN001
     idx = ChunkIndex(384, IndexConfig(backend="exact"))
-    idx.add(corpus, np.arange(len(corpus)) // 5, ["rules", "references", "tools"] * (len(corpus) // 3) + ["tools"] * (len(corpus) % 3))
+    idx.add(
+        corpus,
+        np.arange(len(corpus)) // 5,
+        ["rules", "references", "tools"] * (len(corpus) // 3) + ["tools"] * (len(corpus) % 3),
+    )
     hits = benchmark(idx.search, corpus[:2], 20, scopes=["tools"])
     assert len(hits) == 20
 

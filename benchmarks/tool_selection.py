@@ -41,8 +41,12 @@ KEYWORD_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
-    tools = [json.loads(line) for line in (folder / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    tools = [
+        json.loads(line) for line in (folder / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    queries = [
+        json.loads(line) for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     return tools, queries
 
 
@@ -114,8 +118,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--full", action="store_true", help="also evaluate every query in the file")
     ap.add_argument("--variant", default="int8")
     ap.add_argument("--split", help="only queries whose 'split' field has this value (e.g. multi)")
-    ap.add_argument("--scifact", type=Path, help="also run the pipeline on a BEIR folder (documents as agent-mode references)")
-    ap.add_argument("--sweep-keyword", action="store_true", help=f"only the default pipeline at keyword weights {KEYWORD_WEIGHTS}")
+    ap.add_argument(
+        "--scifact", type=Path, help="also run the pipeline on a BEIR folder (documents as agent-mode references)"
+    )
+    ap.add_argument(
+        "--sweep-keyword", action="store_true", help=f"only the default pipeline at keyword weights {KEYWORD_WEIGHTS}"
+    )
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
@@ -138,8 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     emb = MemoEmbedder(Embedder(variant=args.variant))
     tool_vecs = emb.embed(texts)
     bm25 = BM25Index(texts)
-    servers = {s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, "")) for s in {t["server"] for t in tools}}
-    agent = Agent(name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools])
+    servers = {
+        s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, ""))
+        for s in {t["server"] for t in tools}
+    }
+    agent = Agent(
+        name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools]
+    )
     engines: dict[ChunkConfig, Engine] = {}
 
     def session(chunking: ChunkConfig = ChunkConfig(), **settings: object) -> Callable[[str], list[str]]:
@@ -197,7 +210,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.sweep_keyword:
         systems = {f"default, keyword_weight {w}": session(keyword_weight=w) for w in KEYWORD_WEIGHTS}
     for name, qs in sets.items():
-        print(f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve {args.variant}\n")
+        print(
+            f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve "
+            f"{args.variant}\n"
+        )
         print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | p50 ms |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, f in systems.items():
@@ -209,8 +225,12 @@ def main(argv: list[str] | None = None) -> None:
                 lat.append(time.perf_counter() - t)
             emb.enabled = True  # quality: the same vectors, computed once per query text
             m = metrics([f(q["query"]) for q in qs], qs)
-            print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10")) + f" | {np.median(lat) * 1e3:.2f} |", flush=True)
-
+            print(
+                f"| {sname} | "
+                + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10"))
+                + f" | {np.median(lat) * 1e3:.2f} |",
+                flush=True,
+            )
 
     if (args.data / "results.jsonl").exists():
         tool_results(args.data / "results.jsonl", engines[ChunkConfig()])
@@ -249,14 +269,24 @@ def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None)
 
     if isinstance(emb, MemoEmbedder):
         emb.enabled = False  # per-query latency below: embed every query for real
-    corpus_raw = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    corpus_raw = [
+        json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     corpus, queries, qrels = load_beir(folder)
     doc_ids, query_ids = list(corpus), list(queries)
-    refs = [Reference(f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT) for d in corpus_raw]
+    refs = [
+        Reference(
+            f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT
+        )
+        for d in corpus_raw
+    ]
     engine = Engine(Agent(name="scifact", references=refs), embedder=emb, cache_dir=False)
     t = time.perf_counter()
     engine.index()
-    print(f"\nSciFact test: {len(doc_ids)} documents as references ({time.perf_counter() - t:.0f} s to index), {len(query_ids)} queries\n")
+    print(
+        f"\nSciFact test: {len(doc_ids)} documents as references ({time.perf_counter() - t:.0f} s to index), "
+        f"{len(query_ids)} queries\n"
+    )
     print("| system | nDCG@10 | R@10 | p50 ms |")
     print("| --- | --- | --- | --- |")
     D = emb.embed([corpus[d] for d in doc_ids])  # type: ignore[attr-defined]
@@ -264,7 +294,11 @@ def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None)
     m = evaluate(Q @ D.T, doc_ids, query_ids, qrels)
     print(f"| dense (title + text, one vector) | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | - |")
     col = {f"d{d}": i for i, d in enumerate(doc_ids)}
-    runs: list[tuple[str, dict[str, object]]] = [("reference pipeline", {"keyword_weight": 0.0}), ("default pipeline (keyword weight 0.3)", {}), ("default with RRF fusion (weight 1)", {"keyword_fusion": "rrf", "keyword_weight": 1.0})]
+    runs: list[tuple[str, dict[str, object]]] = [
+        ("reference pipeline", {"keyword_weight": 0.0}),
+        ("default pipeline (keyword weight 0.3)", {}),
+        ("default with RRF fusion (weight 1)", {"keyword_fusion": "rrf", "keyword_weight": 1.0}),
+    ]
     if weights is not None:
         runs = [(f"default, keyword_weight {w}", {"keyword_weight": w}) for w in weights]
     for name, settings in runs:
@@ -278,7 +312,10 @@ def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None)
             for rank_, e in enumerate(entries):
                 scores[qi, col[e.key.name]] = 100.0 - rank_
         m = evaluate(scores, doc_ids, query_ids, qrels)
-        print(f"| {name} | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | {np.median(lat) * 1e3:.2f} |", flush=True)
+        print(
+            f"| {name} | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | {np.median(lat) * 1e3:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

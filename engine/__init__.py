@@ -1,38 +1,132 @@
 """contextsieve: choose which rules, references and tools go into each LLM request, and record why.
 
 The entry point is :class:`Engine` (an agent with its sessions); :class:`Embedder` is the embedding
-runner underneath. ``import contextsieve`` is light: ONNX Runtime, numpy and Numba load only when
-something needs them.
+runner underneath. Everything a user builds or receives is importable from here. ``import
+contextsieve`` is light: each name loads its module (and ONNX Runtime, numpy, Numba) on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from contextsieve.errors import ContextSieveError
-
 __version__ = "0.1.0"
-__all__ = ["Engine", "Embedder", "load_agent", "save_agent", "example_agent_path", "ContextSieveError", "__version__"]
+
+#: public name -> module that defines it (imported on first access)
+_LAZY = {
+    "Engine": "contextsieve.engine",
+    "IndexReport": "contextsieve.engine",
+    "Session": "contextsieve.session",
+    "Message": "contextsieve.session",
+    "Request": "contextsieve.assembly",
+    "Agent": "contextsieve.agent",
+    "AgentSettings": "contextsieve.agent",
+    "McpServer": "contextsieve.agent",
+    "PRESETS": "contextsieve.agent",
+    "ChunkConfig": "contextsieve.chunking",
+    "IndexConfig": "contextsieve.index",
+    "Rule": "contextsieve.items",
+    "Reference": "contextsieve.items",
+    "Tool": "contextsieve.items",
+    "IncludeMode": "contextsieve.items",
+    "ItemKey": "contextsieve.items",
+    "ItemKind": "contextsieve.items",
+    "RequestContext": "contextsieve.context",
+    "ContextEntry": "contextsieve.context",
+    "Dropped": "contextsieve.context",
+    "Explanation": "contextsieve.explain",
+    "TextEmbedder": "contextsieve.store",
+    "Embedder": "contextsieve.models.embedder",
+    "load_agent": "contextsieve.agentfile",
+    "save_agent": "contextsieve.agentfile",
+    "example_agent_path": "contextsieve.agentfile",
+    "ContextSieveError": "contextsieve.errors",
+    "InputError": "contextsieve.errors",
+    "AgentFileError": "contextsieve.errors",
+    "SessionFileError": "contextsieve.errors",
+    "UnknownItemError": "contextsieve.errors",
+    "SummarizerError": "contextsieve.errors",
+    "ModelError": "contextsieve.errors",
+    "ModelCacheError": "contextsieve.errors",
+    "IndexFileError": "contextsieve.errors",
+    "MissingExtraError": "contextsieve.errors",
+}
+
+__all__ = [
+    "Engine",
+    "IndexReport",
+    "Session",
+    "Message",
+    "Request",
+    "Agent",
+    "AgentSettings",
+    "McpServer",
+    "PRESETS",
+    "ChunkConfig",
+    "IndexConfig",
+    "Rule",
+    "Reference",
+    "Tool",
+    "IncludeMode",
+    "ItemKey",
+    "ItemKind",
+    "RequestContext",
+    "ContextEntry",
+    "Dropped",
+    "Explanation",
+    "TextEmbedder",
+    "Embedder",
+    "load_agent",
+    "save_agent",
+    "example_agent_path",
+    "ContextSieveError",
+    "InputError",
+    "AgentFileError",
+    "SessionFileError",
+    "UnknownItemError",
+    "SummarizerError",
+    "ModelError",
+    "ModelCacheError",
+    "IndexFileError",
+    "MissingExtraError",
+    "__version__",
+]
 
 if TYPE_CHECKING:
-    from contextsieve.agentfile import load_agent, save_agent
-    from contextsieve.cli import example_agent_path
-    from contextsieve.engine import Engine
+    from contextsieve.agent import PRESETS, Agent, AgentSettings, McpServer
+    from contextsieve.agentfile import example_agent_path, load_agent, save_agent
+    from contextsieve.assembly import Request
+    from contextsieve.chunking import ChunkConfig
+    from contextsieve.context import ContextEntry, Dropped, RequestContext
+    from contextsieve.engine import Engine, IndexReport
+    from contextsieve.errors import (
+        AgentFileError,
+        ContextSieveError,
+        IndexFileError,
+        InputError,
+        MissingExtraError,
+        ModelCacheError,
+        ModelError,
+        SessionFileError,
+        SummarizerError,
+        UnknownItemError,
+    )
+    from contextsieve.explain import Explanation
+    from contextsieve.index import IndexConfig
+    from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.models.embedder import Embedder
-
-_LAZY = {
-    "Engine": ("contextsieve.engine", "Engine"),
-    "Embedder": ("contextsieve.models.embedder", "Embedder"),
-    "load_agent": ("contextsieve.agentfile", "load_agent"),
-    "save_agent": ("contextsieve.agentfile", "save_agent"),
-    "example_agent_path": ("contextsieve.cli", "example_agent_path"),
-}
+    from contextsieve.session import Message, Session
+    from contextsieve.store import TextEmbedder
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextsieve' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'contextsieve' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from contextsieve.choices import ExpansionSource, KeywordFusion, Preset, QueryPooling, RelationPooling, ToolPermission, allowed
+from contextsieve.choices import (
+    ExpansionSource,
+    KeywordFusion,
+    Preset,
+    QueryPooling,
+    RelationPooling,
+    ToolPermission,
+    allowed,
+)
 from contextsieve.errors import InputError, UnknownItemError
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
@@ -25,17 +33,34 @@ __all__ = ["AgentSettings", "McpServer", "Agent", "ItemTable", "UnknownItemError
 PRESETS: dict[str, dict[str, Any]] = {
     "aggressive": {"context_top_k": 10, "context_top_n": 3, "context_include_score": 0.8, "expansion_depth": 0},
     "normal": {"context_top_k": 20, "context_top_n": 5, "context_include_score": 0.7, "expansion_depth": 0},
-    "conservative": {"context_top_k": 40, "context_top_n": 8, "context_include_score": 0.6, "expansion_depth": 1, "expansion_threshold": 0.75, "expansion_top_n": 3},
+    "conservative": {
+        "context_top_k": 40,
+        "context_top_n": 8,
+        "context_include_score": 0.6,
+        "expansion_depth": 1,
+        "expansion_threshold": 0.75,
+        "expansion_top_n": 3,
+    },
 }
 
 
 #: (name, low, high, may be None) of every numeric setting; int bounds mean the value must be an int.
 _NUMERIC_SETTINGS = (
-    ("context_top_k", 1, 100, False), ("context_top_n", 1, 50, False), ("context_include_score", 0.0, 1.0, False),
-    ("temperature", 0.0, 1.0, False), ("top_p", 0.0, 1.0, False), ("max_chat_turns", 1, 10**6, False),
-    ("max_output_tokens", 1, 10**7, False), ("token_budget", 0, 10**9, True), ("min_representation_floor", -1.0, 1.0, True),
-    ("min_representation_cap", 0, 100, False), ("expansion_depth", 0, 5, False), ("expansion_threshold", -1.0, 1.0, False),
-    ("expansion_top_n", 0, 50, False), ("expansion_chunk_cap", 1, 1000, False), ("keyword_weight", 0.0, 10.0, False),
+    ("context_top_k", 1, 100, False),
+    ("context_top_n", 1, 50, False),
+    ("context_include_score", 0.0, 1.0, False),
+    ("temperature", 0.0, 1.0, False),
+    ("top_p", 0.0, 1.0, False),
+    ("max_chat_turns", 1, 10**6, False),
+    ("max_output_tokens", 1, 10**7, False),
+    ("token_budget", 0, 10**9, True),
+    ("min_representation_floor", -1.0, 1.0, True),
+    ("min_representation_cap", 0, 100, False),
+    ("expansion_depth", 0, 5, False),
+    ("expansion_threshold", -1.0, 1.0, False),
+    ("expansion_top_n", 0, 50, False),
+    ("expansion_chunk_cap", 1, 1000, False),
+    ("keyword_weight", 0.0, 10.0, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -46,11 +71,24 @@ _CHOICE_SETTINGS = (
     ("keyword_fusion", allowed(KeywordFusion)),
 )
 #: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
-DOMAIN_SETTINGS = frozenset({
-    "context_top_k", "context_top_n", "context_include_score", "keyword_weight", "query_pooling",
-    "min_representation_floor", "min_representation_cap", "expansion_depth", "expansion_threshold",
-    "expansion_top_n", "expansion_chunk_cap", "expansion_source", "relation_pooling", "keyword_fusion",
-})
+DOMAIN_SETTINGS = frozenset(
+    {
+        "context_top_k",
+        "context_top_n",
+        "context_include_score",
+        "keyword_weight",
+        "query_pooling",
+        "min_representation_floor",
+        "min_representation_cap",
+        "expansion_depth",
+        "expansion_threshold",
+        "expansion_top_n",
+        "expansion_chunk_cap",
+        "expansion_source",
+        "relation_pooling",
+        "keyword_fusion",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -122,16 +160,24 @@ class AgentSettings:
             v = getattr(self, name)
             if v is None and optional:
                 continue
-            wrong_type = isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(lo, int) and not isinstance(v, int))
+            wrong_type = (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or (isinstance(lo, int) and not isinstance(v, int))
+            )
             if wrong_type or not lo <= v <= hi:
                 kind = "an int" if isinstance(lo, int) else "a number"
-                raise InputError(f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {v!r}")
-        for name, allowed in _CHOICE_SETTINGS:
-            if getattr(self, name) not in allowed:
-                raise InputError(f"setting {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+                raise InputError(
+                    f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {v!r}"
+                )
+        for name, values in _CHOICE_SETTINGS:
+            if getattr(self, name) not in values:
+                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {getattr(self, name)!r}")
         if self.tool_settings is not None:
             if not isinstance(self.tool_settings, Mapping):
-                raise InputError(f"setting tool_settings must be a mapping or None, got {type(self.tool_settings).__name__}")
+                raise InputError(
+                    f"setting tool_settings must be a mapping or None, got {type(self.tool_settings).__name__}"
+                )
             wrong = set(self.tool_settings) - DOMAIN_SETTINGS
             if wrong:
                 raise InputError(f"tool_settings may set only {sorted(DOMAIN_SETTINGS)}; got {sorted(wrong)}")
@@ -238,7 +284,17 @@ class Agent:
         """All items with their effective include modes and permissions as arrays, for per-request
         masks that cost no Python loop over the items. Rebuilt after :meth:`upsert`, :meth:`delete`,
         :meth:`add_server` or :meth:`remove_server`, and when a list was replaced or changed length."""
-        shape = (self._version, id(self.rules), len(self.rules), id(self.references), len(self.references), id(self.tools), len(self.tools), id(self.servers), len(self.servers))
+        shape = (
+            self._version,
+            id(self.rules),
+            len(self.rules),
+            id(self.references),
+            len(self.references),
+            id(self.tools),
+            len(self.tools),
+            id(self.servers),
+            len(self.servers),
+        )
         if self._table is None or self._table.shape != shape:
             items = list(self.all_items())
             modes = [self.include_mode(it) for it in items]
@@ -322,10 +378,18 @@ class Agent:
         server = self.servers.get(tool.server)
         return server.default_permission_required if server and server.default_permission_required is not None else True
 
+    def _list_of(self, item: Item) -> list[Any]:
+        """The list that holds items of ``item``'s kind."""
+        lists: dict[ItemKind, list[Any]] = {
+            ItemKind.RULE: self.rules,
+            ItemKind.REFERENCE: self.references,
+            ItemKind.TOOL: self.tools,
+        }
+        return lists[item.kind]
+
     def upsert(self, item: Item) -> None:
         """Add ``item``, or replace the item with the same key."""
-        lists = {ItemKind.RULE: self.rules, ItemKind.REFERENCE: self.references, ItemKind.TOOL: self.tools}
-        target = lists[item.kind]
+        target = self._list_of(item)
         if isinstance(item, Tool) and item.server not in self.servers:
             raise InputError(f"tool {item.key} names server {item.server!r}, which the agent does not have")
         for i, old in enumerate(target):
@@ -341,5 +405,5 @@ class Agent:
     def delete(self, key: ItemKey | str) -> None:
         """Remove the item with ``key``; :class:`UnknownItemError` if there is none."""
         item = self.get(key)
-        {ItemKind.RULE: self.rules, ItemKind.REFERENCE: self.references, ItemKind.TOOL: self.tools}[item.kind].remove(item)  # type: ignore[arg-type]
+        self._list_of(item).remove(item)
         self._reindex()

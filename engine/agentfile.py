@@ -26,9 +26,10 @@ import copy
 import dataclasses
 import json
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -37,7 +38,7 @@ from contextsieve.errors import AgentFileError, ContextSieveError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 
-__all__ = ["load_agent", "save_agent", "SETTING_NAMES"]
+__all__ = ["load_agent", "save_agent", "to_document", "example_agent_path", "SETTING_NAMES"]
 
 #: agent-file setting name -> AgentSettings field
 SETTING_NAMES = {
@@ -54,6 +55,15 @@ SETTING_NAMES = {
 _INTS = {"maxChatTurns", "maxOutputTokens", "contextTopK", "contextTopN"}
 _FLOATS = {"temperature", "topP", "contextIncludeScore"}
 _ITEM_FIELDS = {"name", "description", "priorityLevel", "text", "include", "summary"}
+
+
+def example_agent_path() -> Path:
+    """The bundled example agent (``contextsieve/data/example_agent.yaml``): a support and engineering
+    assistant with rules, references and MCP tools of several servers."""
+    return Path(str(resources.files("contextsieve").joinpath("data/example_agent.yaml")))
+
+
+_R = TypeVar("_R", Rule, Reference)
 
 
 def _fail(path: Path, where: str, why: str) -> AgentFileError:
@@ -128,7 +138,19 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
         raise _fail(path, "settings", str(e)) from e
 
 
-def _item(cls: type, raw: Any, path: Path, where: str, legacy: bool = False) -> Rule:
+def _string(raw: Mapping[str, Any], key: str, path: Path, where: str, *, required: bool = False) -> str:
+    """A string field of an item (``None`` or missing: ``""``, or an error when ``required``)."""
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise _fail(path, f"{where}.{key}", "is required")
+        return ""
+    if not isinstance(value, str):
+        raise _fail(path, f"{where}.{key}", f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _item(cls: type[_R], raw: Any, path: Path, where: str, legacy: bool = False) -> _R:
     if not isinstance(raw, dict):
         raise _fail(path, where, "must be a mapping")
     extra = {k: v for k, v in raw.items() if k not in _ITEM_FIELDS}
@@ -137,12 +159,12 @@ def _item(cls: type, raw: Any, path: Path, where: str, legacy: bool = False) -> 
         prio = 500
     try:
         return cls(
-            name=raw.get("name"),
-            text=raw.get("text"),
-            description=raw.get("description") or "",
+            name=_string(raw, "name", path, where, required=True),
+            text=_string(raw, "text", path, where, required=True),
+            description=_string(raw, "description", path, where),
             priority=int(prio) if isinstance(prio, str) else prio,
             include=IncludeMode(raw.get("include") or "manual"),
-            summary=raw.get("summary") or "",
+            summary=_string(raw, "summary", path, where),
             extra=extra,
         )
     except (ContextSieveError, ValueError, TypeError) as e:
@@ -167,7 +189,11 @@ def _servers_and_tools(
         defaults = cfg.get("serverToolDefaults") or {}
         try:
             servers[name] = McpServer(
-                name, cfg, IncludeMode(defaults["include"]) if defaults.get("include") else None, defaults.get("permissionRequired"), str(cfg.get("description") or "")
+                name,
+                cfg,
+                IncludeMode(defaults["include"]) if defaults.get("include") else None,
+                defaults.get("permissionRequired"),
+                str(cfg.get("description") or ""),
             )
         except ValueError as e:
             raise _fail(path, f"{where}.serverToolDefaults.include", str(e)) from e
@@ -178,12 +204,24 @@ def _servers_and_tools(
         declared: set[str] = set()
         for tool_name, o in overrides.items():
             if isinstance(o, dict) and "description" in o and tool_name not in listed:
-                listed[tool_name] = {"name": tool_name, "description": o["description"], "inputSchema": o.get("inputSchema", {})}
+                listed[tool_name] = {
+                    "name": tool_name,
+                    "description": o["description"],
+                    "inputSchema": o.get("inputSchema", {}),
+                }
                 declared.add(tool_name)
         for tool_name, t in listed.items():
             o = overrides.get(tool_name) or {}
             try:
-                tool = Tool(name, tool_name, t.get("description") or "", t.get("inputSchema") or {}, IncludeMode(o["include"]) if o.get("include") else None, o.get("permissionRequired"), str(o.get("summary") or ""))
+                tool = Tool(
+                    name,
+                    tool_name,
+                    t.get("description") or "",
+                    t.get("inputSchema") or {},
+                    IncludeMode(o["include"]) if o.get("include") else None,
+                    o.get("permissionRequired"),
+                    str(o.get("summary") or ""),
+                )
             except (ContextSieveError, ValueError) as e:
                 raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
             tools.append(tool)
@@ -217,7 +255,9 @@ def _migrate_server(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def _from_document(doc: dict[str, Any], path: Path, catalog: Mapping[str, list[dict[str, Any]]] | None, legacy: bool = False) -> Agent:
+def _from_document(
+    doc: dict[str, Any], path: Path, catalog: Mapping[str, list[dict[str, Any]]] | None, legacy: bool = False
+) -> Agent:
     rules = doc.get("rules") or []
     refs = doc.get("references") or []
     if not isinstance(rules, list) or not isinstance(refs, list):
@@ -328,10 +368,16 @@ def _settings_doc(agent: Agent, loaded: Mapping[str, Any]) -> dict[str, Any]:
     """``settings``: the agent's values for the reference's keys (written where the file had the key or
     the value is not the default), contextsieve's own under ``contextsieve``, unknown keys as loaded."""
     defaults = AgentSettings()
-    out = {k: copy.deepcopy(v) for k, v in loaded.items() if k not in SETTING_NAMES and k not in ("mostRecentModel", "contextsieve")}
+    out = {
+        k: copy.deepcopy(v)
+        for k, v in loaded.items()
+        if k not in SETTING_NAMES and k not in ("mostRecentModel", "contextsieve")
+    }
     for key, field_name in SETTING_NAMES.items():
         v = getattr(agent.settings, field_name)
-        if v is not None and (key in loaded or (key == "model" and "mostRecentModel" in loaded) or v != getattr(defaults, field_name)):
+        if v is not None and (
+            key in loaded or (key == "model" and "mostRecentModel" in loaded) or v != getattr(defaults, field_name)
+        ):
             out[key] = v
     own = {
         f.name: (dict(v) if isinstance(v, Mapping) else v)
@@ -346,11 +392,19 @@ def _settings_doc(agent: Agent, loaded: Mapping[str, Any]) -> dict[str, Any]:
 def _item_doc(item: Rule, loaded: Mapping[str, Any] | None) -> dict[str, Any]:
     """A rule or reference; its unknown fields kept, except another runtime's ``embeddings`` once the
     embedded text changed (the reference system would otherwise read stale vectors)."""
-    d: dict[str, Any] = {"name": item.name, "description": item.description, "priorityLevel": item.priority, "text": item.text, "include": item.include.value}
+    d: dict[str, Any] = {
+        "name": item.name,
+        "description": item.description,
+        "priorityLevel": item.priority,
+        "text": item.text,
+        "include": item.include.value,
+    }
     if item.summary:
         d["summary"] = item.summary
     extra = dict(item.extra)
-    if loaded is not None and (loaded.get("text") != item.text or (loaded.get("description") or "") != item.description):
+    if loaded is not None and (
+        loaded.get("text") != item.text or (loaded.get("description") or "") != item.description
+    ):
         extra.pop("embeddings", None)
     d.update(extra)
     return d
@@ -379,8 +433,8 @@ def _server_doc(agent: Agent, server: McpServer) -> dict[str, Any]:
     loaded_tools = _migrate_server(dict(server.config)).get("tools") or {}
     tools: dict[str, Any] = {}
     for name, entry in loaded_tools.items():
-        key = ItemKey(ItemKind.TOOL, name, server.name)
-        if key not in agent.loaded_keys and not agent.has(key):
+        tool_key = ItemKey(ItemKind.TOOL, name, server.name)
+        if tool_key not in agent.loaded_keys and not agent.has(tool_key):
             tools[name] = copy.deepcopy(entry)  # an override for a tool this library never saw
     for tool in (t for t in agent.tools if t.server == server.name):
         was = loaded_tools.get(tool.name)
@@ -410,7 +464,11 @@ def _describe(tool: Tool) -> tuple[str, str]:
     return (tool.description, json.dumps(tool.input_schema, sort_keys=True, default=str))
 
 
-def _file_order(items: list[Rule], loaded: Any) -> list[Rule]:
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _file_order(items: Sequence[_R], loaded: Any) -> list[_R]:
     """Items in the order the file listed them (the agent keeps its own sorted order), new ones after."""
     names = [r.get("name") for r in loaded if isinstance(r, dict)] if isinstance(loaded, list) else []
     rank = {name: i for i, name in enumerate(names)}
@@ -438,15 +496,20 @@ def to_document(agent: Agent) -> dict[str, Any]:
     loaded_items = {
         (kind, r.get("name")): r
         for kind in ("rules", "references")
-        for r in (loaded.get(kind) if isinstance(loaded.get(kind), list) else [])
+        for r in _as_list(loaded.get(kind))
         if isinstance(r, dict)
     }
     built: dict[str, Any] = {
         "metadata": meta,
         "settings": _settings_doc(agent, loaded_settings or {}),
         "systemPrompt": agent.system_prompt,
-        "rules": [_item_doc(r, loaded_items.get(("rules", r.name))) for r in _file_order(agent.rules, loaded.get("rules"))],
-        "references": [_item_doc(r, loaded_items.get(("references", r.name))) for r in _file_order(agent.references, loaded.get("references"))],
+        "rules": [
+            _item_doc(r, loaded_items.get(("rules", r.name))) for r in _file_order(agent.rules, loaded.get("rules"))
+        ],
+        "references": [
+            _item_doc(r, loaded_items.get(("references", r.name)))
+            for r in _file_order(agent.references, loaded.get("references"))
+        ],
         "mcpServers": {name: _server_doc(agent, server) for name, server in agent.servers.items()},
     }
     doc: dict[str, Any] = {}

@@ -43,7 +43,13 @@ class Request:
 
     def openai(self) -> dict[str, Any]:
         """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
-        tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}} for t in self.tools]
+        tools = [
+            {
+                "type": "function",
+                "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+            }
+            for t in self.tools
+        ]
         return {"messages": self.messages, "tools": tools}
 
     def anthropic(self) -> dict[str, Any]:
@@ -66,7 +72,12 @@ def item_text(item: Item) -> str:
 
 
 def assemble(
-    agent: Agent, ctx: RequestContext, message: str, history: Iterable[tuple[str, str]], tool_available: Callable[[Tool], bool], trace: SearchTrace | None = None
+    agent: Agent,
+    ctx: RequestContext,
+    message: str,
+    history: Iterable[tuple[str, str]],
+    tool_available: Callable[[Tool], bool],
+    trace: SearchTrace | None = None,
 ) -> Request:
     """The LLM request for ``ctx`` (items are looked up now, by key, so later edits show).
 
@@ -78,13 +89,17 @@ def assemble(
     msgs += [{"role": role, "content": content} for role, content in history if role != "system"]
     items = [agent.get(e.key) for e in ctx.entries]
     msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Reference)]
-    msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Rule) and not isinstance(r, Reference)]
+    msgs += [
+        {"role": "user", "content": item_text(r)} for r in items if isinstance(r, Rule) and not isinstance(r, Reference)
+    ]
     msgs.append({"role": "user", "content": message})
     tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
     return Request(ctx, message, msgs, tools, trace)
 
 
-def fit_budget(entries: Sequence[ContextEntry], budget: int, cost: Callable[[ContextEntry], int]) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
+def fit_budget(
+    entries: Sequence[ContextEntry], budget: int, cost: Callable[[ContextEntry], int]
+) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
     """Drop agent and expansion items, lowest score first (later first on ties), until the items fit
     ``budget`` tokens; ``always`` and ``manual`` items are never dropped.
 
@@ -97,7 +112,9 @@ def fit_budget(entries: Sequence[ContextEntry], budget: int, cost: Callable[[Con
     fixed = sum(c for e, c in zip(entries, costs) if e.mode not in searched)
     notes = []
     if fixed > budget:
-        notes.append(f"always and manual items alone take {fixed} tokens, over the budget of {budget}; they are never cut")
+        notes.append(
+            f"always and manual items alone take {fixed} tokens, over the budget of {budget}; they are never cut"
+        )
     dropped: list[Dropped] = []
     candidates = [i for i, e in enumerate(entries) if e.mode in searched]
     for i in sorted(candidates, key=lambda i: (entries[i].score or 0.0, -i)):
@@ -107,4 +124,3 @@ def fit_budget(entries: Sequence[ContextEntry], budget: int, cost: Callable[[Con
         dropped.append(Dropped(entries[i], costs[i], f"token budget: the request was over {budget} tokens"))
     gone = {id(d.entry) for d in dropped}
     return [e for e in entries if id(e) not in gone], total, dropped, notes
-

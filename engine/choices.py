@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 __all__ = [
-    "QueryPooling", "ToolPermission", "ExpansionSource", "RelationPooling", "KeywordFusion", "Preset", "IndexBackend", "ToolContext", "allowed",
+    "QueryPooling",
+    "ToolPermission",
+    "ExpansionSource",
+    "RelationPooling",
+    "KeywordFusion",
+    "Preset",
+    "IndexBackend",
+    "ToolContext",
+    "allowed",
 ]
 
 QueryPooling = Literal["max", "mean"]

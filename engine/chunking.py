@@ -35,7 +35,19 @@ from contextsieve.choices import ToolContext, allowed
 from contextsieve.errors import InputError, SummarizerError
 from contextsieve.items import Item, Tool
 
-__all__ = ["Chunk", "ChunkConfig", "chunk_item", "split_text", "query_chunks", "heading_sections", "split_identifier", "TokenCounter", "Summarizer", "SummarizerError", "TOOL_CONTEXTS"]
+__all__ = [
+    "Chunk",
+    "ChunkConfig",
+    "chunk_item",
+    "split_text",
+    "query_chunks",
+    "heading_sections",
+    "split_identifier",
+    "TokenCounter",
+    "Summarizer",
+    "SummarizerError",
+    "TOOL_CONTEXTS",
+]
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 #: ``summarizer(item, chunk_texts) -> one context string (or None / "") per chunk``; called once per item
@@ -134,7 +146,12 @@ def _fit_tokens(text: str, limit: int, count: TokenCounter) -> list[str]:
     return pieces
 
 
-def split_text(text: str, config: ChunkConfig = ChunkConfig(), count_tokens: TokenCounter | None = None, token_limit: int | None = None) -> list[str]:
+def split_text(
+    text: str,
+    config: ChunkConfig = ChunkConfig(),
+    count_tokens: TokenCounter | None = None,
+    token_limit: int | None = None,
+) -> list[str]:
     """Paragraph / sentence chunks of ``text`` (see the module docstring); ``[]`` for blank text."""
     chunks: list[str] = []
     for paragraph in _PARAGRAPHS.split(text):
@@ -155,7 +172,8 @@ def _header(item: Item) -> str:
 
 
 def split_identifier(name: str) -> str:
-    """``searchIssues`` / ``search_issues`` / ``HTTPServer-v2`` -> ``search Issues`` / ``search issues`` / ``HTTP Server v2``."""
+    """Identifier words: ``searchIssues`` / ``search_issues`` / ``HTTPServer-v2`` ->
+    ``search Issues`` / ``search issues`` / ``HTTP Server v2``."""
     name = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
     name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", name)
     return " ".join(re.sub(r"[_\-.]+", " ", name).split()) or name
@@ -209,7 +227,9 @@ def _summaries(item: Item, texts: list[str], summarizer: Summarizer | None) -> l
     except Exception as e:  # the caller's code: keep its error as the cause
         raise SummarizerError(f"the summarizer failed on {item.key}: {e}") from e
     if len(out) != len(texts) or not all(x is None or isinstance(x, str) for x in out):
-        raise SummarizerError(f"the summarizer must return one str or None per chunk ({len(texts)} for {item.key}), got {out!r:.200}")
+        raise SummarizerError(
+            f"the summarizer must return one str or None per chunk ({len(texts)} for {item.key}), got {out!r:.200}"
+        )
     return [(x or "").strip() for x in out]
 
 
@@ -230,7 +250,11 @@ def _static_context(parts: Sequence[str], config: ChunkConfig, count_tokens: Tok
     lines = "\n".join(c for c in parts if c)
     if not lines:
         return "", 0
-    lines = _cap(lines, config.max_tokens // 2, count_tokens) if count_tokens is not None and count_tokens([lines])[0] > config.max_tokens // 2 else lines
+    lines = (
+        _cap(lines, config.max_tokens // 2, count_tokens)
+        if count_tokens is not None and count_tokens([lines])[0] > config.max_tokens // 2
+        else lines
+    )
     return lines, (count_tokens([lines + "\n\n"])[0] if count_tokens is not None else 0)
 
 
@@ -268,19 +292,28 @@ def chunk_item(
         server = "" if config.tool_context == "none" or not server_context else item.server
         if config.tool_context == "server+description" and server_description.strip():
             server = f"{server}: {server_description.strip()}"
-        context, used = _static_context([_cap(server, config.max_header_tokens, count_tokens), summary], config, count_tokens)
+        context, used = _static_context(
+            [_cap(server, config.max_header_tokens, count_tokens), summary], config, count_tokens
+        )
         shown = split_text(header, config, count_tokens, body_limit(used))
         name = split_identifier(item.name) if config.split_identifiers else item.name
-        embed = split_text(f"{name}: {item.description}" if item.description else name, config, count_tokens, body_limit(used))
+        embed = split_text(
+            f"{name}: {item.description}" if item.description else name, config, count_tokens, body_limit(used)
+        )
         if len(embed) != len(shown):  # splitting the name moved a cut: embed the shown pieces
             embed = shown
-        return [Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i) for i, (t, e, x) in enumerate(zip(shown, embed, extra(shown)))]
+        return [
+            Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i)
+            for i, (t, e, x) in enumerate(zip(shown, embed, extra(shown)))
+        ]
     head_chunks = split_text(header, config, count_tokens)
     prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""
     sections = heading_sections(item.text) if config.heading_paths else [((), item.text)]
     body: list[tuple[str, str]] = []  # (context without the summarizer's, text)
     for path, section in sections:
-        context, used = _static_context([prefix, _cap(" > ".join(path), config.max_header_tokens, count_tokens), summary], config, count_tokens)
+        context, used = _static_context(
+            [prefix, _cap(" > ".join(path), config.max_header_tokens, count_tokens), summary], config, count_tokens
+        )
         body += [(context, t) for t in split_text(section, config, count_tokens, body_limit(used))]
     chunks = [Chunk(t, t, i) for i, t in enumerate(head_chunks)]
     chunks += [

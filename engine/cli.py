@@ -1,10 +1,10 @@
 """The ``contextsieve`` command line.
 
-    contextsieve select AGENT_FILE "message" [--json]   the request context for one message
-    contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
-    contextsieve demo                                    a few messages against the bundled example agent
-    contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
-    contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
+contextsieve select AGENT_FILE "message" [--json]   the request context for one message
+contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
+contextsieve demo                                    a few messages against the bundled example agent
+contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
+contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import argparse
 import json
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
+from contextsieve.agentfile import example_agent_path
 from contextsieve.errors import ContextSieveError, InputError
 
-__all__ = ["main", "example_agent_path", "DEMO_MESSAGES"]
+__all__ = ["main", "DEMO_MESSAGES"]
 
 DEMO_MESSAGES = (
     "Hi, my parcel is late. It has not moved for a week. Can I get my money back?",
@@ -26,11 +26,6 @@ DEMO_MESSAGES = (
     "How many orders from Canada were refunded last month? Write the SQL for it.",
     "@ref:style-guide Please open a pull request for the cart rounding fix.",
 )
-
-
-def example_agent_path() -> Path:
-    """The bundled example agent (``contextsieve/data/example_agent.yaml``)."""
-    return Path(str(resources.files("contextsieve").joinpath("data/example_agent.yaml")))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,10 +42,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--preset", choices=["aggressive", "normal", "conservative"], help="selection preset")
     s.add_argument("--token-budget", type=int, help="most tokens the request's items may take")
     s.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
-        help='any session setting, VALUE as JSON when it parses (--set keyword_weight=0.1 --set expansion_source=graph --set \'tool_settings={"context_top_n": 8}\'); repeatable',
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        dest="settings",
+        help=(
+            "any session setting, VALUE as JSON when it parses (--set keyword_weight=0.1 --set "
+            "expansion_source=graph --set 'tool_settings={\"context_top_n\": 8}'); repeatable"
+        ),
     )
-    s.add_argument("--explain", action="append", default=[], metavar="KEY", help="explain why an item (rule:NAME, reference:NAME, tool:SERVER:NAME) is or is not included; repeatable")
+    s.add_argument(
+        "--explain",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="explain why an item (rule:NAME, reference:NAME, tool:SERVER:NAME) is or is not included; repeatable",
+    )
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
     i.add_argument("--tools", type=Path)
@@ -93,7 +101,13 @@ def _parse_settings(pairs: list[str]) -> dict[str, object]:
 
 def _select(args: argparse.Namespace) -> None:
     engine = _engine(args.agent, args.tools)
-    pairs = (("context_top_k", args.top_k), ("context_top_n", args.top_n), ("context_include_score", args.include_score), ("token_budget", args.token_budget), ("preset", args.preset))
+    pairs = (
+        ("context_top_k", args.top_k),
+        ("context_top_n", args.top_n),
+        ("context_include_score", args.include_score),
+        ("token_budget", args.token_budget),
+        ("preset", args.preset),
+    )
     overrides = {k: v for k, v in pairs if v is not None}
     overrides.update(_parse_settings(args.settings))
     session = engine.session(**overrides)
@@ -118,7 +132,10 @@ def _demo() -> None:
 
     engine = Engine.from_file(example_agent_path())
     stats = engine.index()
-    print(f"{engine.agent.name}: {stats.items} items, {stats.chunks} chunks ({stats.embedded} embedded now, {stats.seconds:.2f} s)\n")
+    print(
+        f"{engine.agent.name}: {stats.items} items, {stats.chunks} chunks ({stats.embedded} embedded now, "
+        f"{stats.seconds:.2f} s)\n"
+    )
     session = engine.session()
     for message in DEMO_MESSAGES:
         t = time.perf_counter()
@@ -139,13 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "index":
             engine = _engine(args.agent, args.tools)
             s = engine.index(show_progress=True)
-            print(f"{s.items} items, {s.chunks} chunks, {s.embedded} embedded now ({s.chunks - s.embedded} from the cache), {s.seconds:.2f} s")
+            print(
+                f"{s.items} items, {s.chunks} chunks, {s.embedded} embedded now ({s.chunks - s.embedded} from the "
+                f"cache), {s.seconds:.2f} s"
+            )
         elif args.command == "demo":
             _demo()
         elif args.command == "build":
             from contextsieve.models.embedder import Embedder
 
-            for variant in (["fp32", "int8"] if args.variant == "all" else [args.variant]):
+            for variant in ["fp32", "int8"] if args.variant == "all" else [args.variant]:
                 t = time.perf_counter()
                 emb = Embedder(variant=variant, rebuild=args.rebuild)
                 how = "built" if emb.info.built else "loaded from cache"
@@ -155,7 +175,15 @@ def main(argv: list[str] | None = None) -> int:
 
             emb = Embedder(variant=args.variant)
             for text, vec in zip(args.texts, emb.embed(args.texts)):
-                print(json.dumps({"text": text, "model": emb.info.model_id, "vector": [round(float(v), args.digits) for v in vec]}))
+                print(
+                    json.dumps(
+                        {
+                            "text": text,
+                            "model": emb.info.model_id,
+                            "vector": [round(float(v), args.digits) for v in vec],
+                        }
+                    )
+                )
     except ContextSieveError as e:
         print(f"contextsieve: error: {e}", file=sys.stderr)
         return 1

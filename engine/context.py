@@ -52,7 +52,16 @@ class ContextEntry:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ContextEntry":
         pulled = ItemKey.parse(d["pulled_by"]) if d.get("pulled_by") else None
-        return cls(ItemKey.parse(d["key"]), IncludeMode(d["mode"]), d.get("score"), d.get("chunk"), d.get("query_chunk"), d.get("priority"), d.get("via"), pulled)
+        return cls(
+            ItemKey.parse(d["key"]),
+            IncludeMode(d["mode"]),
+            d.get("score"),
+            d.get("chunk"),
+            d.get("query_chunk"),
+            d.get("priority"),
+            d.get("via"),
+            pulled,
+        )
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,13 @@ class RequestContext:
         for kind in ItemKind:
             entries = sorted(
                 self.of_kind(kind),
-                key=lambda e: (_MODE_ORDER[e.mode], -(e.score or 0.0), e.priority if e.priority is not None else 0, e.key.server, e.key.name),
+                key=lambda e: (
+                    _MODE_ORDER[e.mode],
+                    -(e.score or 0.0),
+                    e.priority if e.priority is not None else 0,
+                    e.key.server,
+                    e.key.name,
+                ),
             )
             lines.append(f"{_PLURAL[kind].capitalize()} ({len(entries)}):")
             for e in entries:
@@ -129,12 +144,22 @@ class RequestContext:
                 lines.append(f"  • {name}{prio} [{badge}]")
             lines.append("")
         for x in self.dropped:
-            lines.append(f"Dropped: {x.entry.key} ({x.tokens} tokens, score {x.entry.score:.2f}): {x.reason}" if x.entry.score is not None else f"Dropped: {x.entry.key}: {x.reason}")
+            lines.append(
+                f"Dropped: {x.entry.key} ({x.tokens} tokens, score {x.entry.score:.2f}): {x.reason}"
+                if x.entry.score is not None
+                else f"Dropped: {x.entry.key}: {x.reason}"
+            )
         lines.extend(f"Note: {n}" for n in self.notes)
         return "\n".join(lines).rstrip() + "\n"
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"query": self.query, "query_chunks": list(self.query_chunks), "settings": self.settings, "items": [e.to_dict() for e in self.entries], "summary": self.summary()}
+        d: dict[str, Any] = {
+            "query": self.query,
+            "query_chunks": list(self.query_chunks),
+            "settings": self.settings,
+            "items": [e.to_dict() for e in self.entries],
+            "summary": self.summary(),
+        }
         if self.tokens is not None:
             d["tokens"] = self.tokens
         if self.dropped:
@@ -149,8 +174,11 @@ class RequestContext:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RequestContext":
         return cls(
-            tuple(ContextEntry.from_dict(e) for e in d["items"]), d.get("query", ""), tuple(d.get("query_chunks", ())), dict(d.get("settings", {})),
-            d.get("tokens"), tuple(Dropped.from_dict(x) for x in d.get("dropped", ())), tuple(d.get("notes", ())),
+            tuple(ContextEntry.from_dict(e) for e in d["items"]),
+            d.get("query", ""),
+            tuple(d.get("query_chunks", ())),
+            dict(d.get("settings", {})),
+            d.get("tokens"),
+            tuple(Dropped.from_dict(x) for x in d.get("dropped", ())),
+            tuple(d.get("notes", ())),
         )
-
-

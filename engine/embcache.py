@@ -40,7 +40,10 @@ class EmbeddingCache:
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, hash))")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
+                "PRIMARY KEY (model, hash))"
+            )
         except sqlite3.Error as e:
             raise ContextSieveError(f"cannot open the embedding cache {self.path}: {e}") from e
 
@@ -51,14 +54,18 @@ class EmbeddingCache:
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
             rows = self._db.execute(
-                f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})", [self.model_id, *part]
+                f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
+                [self.model_id, *part],
             ).fetchall()
             found.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
         return {i: found[k] for i, k in enumerate(keys) if k in found}
 
     def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Store vectors (one transaction)."""
-        rows = [(self.model_id, text_key(t), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        rows = [
+            (self.model_id, text_key(t), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            for t, v in zip(texts, vectors)
+        ]
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)

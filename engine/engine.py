@@ -101,10 +101,14 @@ class Engine:
         self.agent = agent
         self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
-        self.store = ChunkStore(self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer, index=index)
+        self.store = ChunkStore(
+            self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer, index=index
+        )
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any) -> Engine:
+    def from_file(
+        cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any
+    ) -> Engine:
         """Load an agent file (current YAML or legacy folder) and wrap it; ``tools`` is a catalog
         (server -> MCP ``tools/list`` entries); other keyword arguments as for :class:`Engine`."""
         from contextsieve.agentfile import load_agent
@@ -149,7 +153,9 @@ class Engine:
                 self.store.relation_graph(order, s.relation_pooling, min(s.expansion_threshold, 0.5))
                 graphs += 1
         search = "hnsw" if self.store.search_index(order) is not None else "exact"
-        return IndexReport(len(items), chunks, self.store.embedded_texts - before, graphs, search, time.perf_counter() - t)
+        return IndexReport(
+            len(items), chunks, self.store.embedded_texts - before, graphs, search, time.perf_counter() - t
+        )
 
     def select(self, message: str, **settings: Any) -> Request:
         """One-off request for ``message`` in a fresh session (keyword arguments as for :meth:`session`)."""

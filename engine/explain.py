@@ -68,12 +68,26 @@ def explain_item(
     ctx, trace = request.context, request.trace
     k = str(key)
     if session_mode is not None:
-        return Explanation(k, True, session_mode.value, None, reasons=(f"it is in the session as {session_mode.value}: session items go into every request",))
+        return Explanation(
+            k,
+            True,
+            session_mode.value,
+            None,
+            reasons=(f"it is in the session as {session_mode.value}: session items go into every request",),
+        )
     if include_mode is not IncludeMode.AGENT:
         removed = " (removed from this session)" if include_mode is IncludeMode.ALWAYS else ""
-        return Explanation(k, False, reasons=(f"its include mode is {include_mode.value}: only agent-mode items are chosen by search{removed}",))
+        return Explanation(
+            k,
+            False,
+            reasons=(f"its include mode is {include_mode.value}: only agent-mode items are chosen by search{removed}",),
+        )
     if not tool_available:
-        return Explanation(k, False, reasons=("the session is autonomous and this tool needs approval under the tool permission setting",))
+        return Explanation(
+            k,
+            False,
+            reasons=("the session is autonomous and this tool needs approval under the tool permission setting",),
+        )
     if not ctx.query_chunks:
         return Explanation(k, False, reasons=("the message has no text to search with",))
     facts = trace.facts(key) if trace is not None else None
@@ -84,32 +98,61 @@ def explain_item(
     dropped = next((d for d in ctx.dropped if d.entry.key == key), None)
     reasons: list[str] = []
     if not facts.in_top_k:
-        reasons.append(f"its best chunk ranks {facts.chunk_rank} among candidate chunks, past the top-K cut of {s.context_top_k} chunks")
+        reasons.append(
+            f"its best chunk ranks {facts.chunk_rank} among candidate chunks, past the top-K cut of "
+            f"{s.context_top_k} chunks"
+        )
     elif facts.similarity <= 0:
         reasons.append(f"its best similarity {facts.similarity:.3f} is not above 0")
     elif facts.item_rank is not None:
-        reasons.append(f"its best chunk ranks {facts.chunk_rank} (within top-K {s.context_top_k}); it is item {facts.item_rank} after grouping")
+        reasons.append(
+            f"its best chunk ranks {facts.chunk_rank} (within top-K {s.context_top_k}); it is item "
+            f"{facts.item_rank} after grouping"
+        )
     if facts.keyword:
-        reasons.append(f"keyword match (BM25, weight {s.keyword_weight}) adds {facts.keyword:.3f} to its best chunk's score")
+        reasons.append(
+            f"keyword match (BM25, weight {s.keyword_weight}) adds {facts.keyword:.3f} to its best chunk's score"
+        )
     elif s.keyword_fusion == "rrf" and s.keyword_weight > 0:
-        reasons.append(f"chunks are ranked by reciprocal-rank fusion of dense and keyword (weight {s.keyword_weight}) ranks")
+        reasons.append(
+            f"chunks are ranked by reciprocal-rank fusion of dense and keyword (weight {s.keyword_weight}) ranks"
+        )
     if facts.domain.path == "hnsw":
-        reasons.append("the chunks were found through the HNSW index (approximate nearest neighbours, then scored exactly)")
+        reasons.append(
+            "the chunks were found through the HNSW index (approximate nearest neighbours, then scored exactly)"
+        )
     if entry is not None:
         if entry.via == "min-representation" and entry.query_chunk is not None:
-            reasons.append(f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor {s.min_representation_floor})")
+            reasons.append(
+                f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor "
+                f"{s.min_representation_floor})"
+            )
         elif entry.via == "expansion":
-            reasons.append(f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})")
+            reasons.append(
+                f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})"
+            )
         elif entry.score is not None and entry.score >= s.context_include_score:
-            reasons.append(f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}")
+            reasons.append(
+                f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}"
+            )
         else:
             reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
     elif dropped is not None:
         reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
     elif facts.item_rank is not None:
-        reasons.append(f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and top-N {s.context_top_n} was already filled")
+        reasons.append(
+            f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and top-N "
+            f"{s.context_top_n} was already filled"
+        )
     included = entry is not None
     return Explanation(
-        k, included, entry.mode.value if entry else None, entry.via if entry else None,
-        facts.scores, facts.similarity, facts.chunk_rank, facts.item_rank, tuple(reasons),
+        k,
+        included,
+        entry.mode.value if entry else None,
+        entry.via if entry else None,
+        facts.scores,
+        facts.similarity,
+        facts.chunk_rank,
+        facts.item_rank,
+        tuple(reasons),
     )

@@ -22,14 +22,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Protocol, cast
 
 import numpy as np
 
+from contextsieve.choices import IndexBackend
 from contextsieve.errors import IndexFileError, InputError, MissingExtraError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.kernels.scoring import Hits, as_vectors, check_finite, score_pool_topk
 
-__all__ = ["Scope", "IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS"]
+__all__ = ["Scope", "IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "HnswIndex"]
 
 #: Live rows from which ``backend="auto"`` builds HNSW. Below it exact search costs at most ~6 ms
 #: (100k rows, one query; 8.5 ms for four) with no build, no recall loss and no graph file, while
@@ -64,7 +66,7 @@ class IndexConfig:
         recall_guard: minimum recall@10 against exact search that HNSW must reach (default 0.95).
     """
 
-    backend: str = "auto"
+    backend: IndexBackend = "auto"
     hnsw_min_rows: int = HNSW_MIN_ROWS
     hnsw_m: int = 16
     ef_construction: int = 200
@@ -78,12 +80,43 @@ class IndexConfig:
             raise InputError(f"recall_guard must be in (0, 1], got {self.recall_guard}")
 
 
-def _import_hnswlib() -> object:
+class HnswIndex(Protocol):
+    """What contextsieve uses of an ``hnswlib.Index``."""
+
+    ef: int
+    element_count: int
+
+    def init_index(
+        self,
+        max_elements: int,
+        ef_construction: int = ...,
+        M: int = ...,
+        random_seed: int = ...,
+        allow_replace_deleted: bool = ...,
+    ) -> None: ...
+    def add_items(self, data: np.ndarray, ids: np.ndarray) -> None: ...
+    def mark_deleted(self, label: int) -> None: ...
+    def knn_query(self, data: np.ndarray, k: int = ..., num_threads: int = ...) -> tuple[np.ndarray, np.ndarray]: ...
+    def set_ef(self, ef: int) -> None: ...
+    def get_current_count(self) -> int: ...
+    def get_max_elements(self) -> int: ...
+    def resize_index(self, new_size: int) -> None: ...
+    def save_index(self, path: str) -> None: ...
+    def load_index(self, path: str, max_elements: int = ...) -> None: ...
+
+
+class HnswModule(Protocol):
+    """What contextsieve uses of the ``hnswlib`` module."""
+
+    def Index(self, space: str, dim: int) -> HnswIndex: ...  # noqa: N802 - hnswlib's name
+
+
+def _import_hnswlib() -> HnswModule:
     try:
         import hnswlib
     except ImportError as e:
         raise MissingExtraError("HNSW search needs hnswlib: pip install 'contextsieve[hnsw]'") from e
-    return hnswlib
+    return cast(HnswModule, hnswlib)
 
 
 class ChunkIndex:
@@ -105,7 +138,7 @@ class ChunkIndex:
         self._deleted = np.zeros(0, dtype=np.bool_)
         self._n = 0
         self._masks: dict[tuple[int, ...], np.ndarray] = {}
-        self._hnsw: dict[int, object] = {}  # scope code -> hnswlib.Index
+        self._hnsw: dict[int, HnswIndex] = {}  # scope code -> hnswlib.Index
         self._ef = self.config.ef_search
         self._hnsw_failed_at = 0  # live rows when HNSW last missed the recall guard (retry at 2x)
         if self.config.backend == "hnsw":
@@ -137,7 +170,9 @@ class ChunkIndex:
         """Item id of every row, ``[rows]``."""
         return self._item[: self._n].copy()
 
-    def add(self, vectors: object, items: Sequence[int] | np.ndarray, scopes: Sequence[Scope | str] | Scope | str) -> np.ndarray:
+    def add(
+        self, vectors: object, items: Sequence[int] | np.ndarray, scopes: Sequence[Scope | str] | Scope | str
+    ) -> np.ndarray:
         """Append rows; returns their row ids. NaN/inf vectors are refused (nothing is added).
 
         Args:
@@ -207,7 +242,9 @@ class ChunkIndex:
             self._masks[scopes] = mask
         return self._masks[scopes]
 
-    def search(self, queries: object, k: int, *, scopes: Iterable[Scope | str] | None = None, exact: bool = False) -> Hits:
+    def search(
+        self, queries: object, k: int, *, scopes: Iterable[Scope | str] | None = None, exact: bool = False
+    ) -> Hits:
         """The ``k`` best rows by max-pooled dot product over the query rows.
 
         Args:
@@ -259,13 +296,22 @@ class ChunkIndex:
             if rows.size == 0:
                 continue
             index = hnswlib.Index(space="ip", dim=self.dim)
-            index.init_index(max_elements=max(rows.size * 2, 1024), ef_construction=self.config.ef_construction, M=self.config.hnsw_m, random_seed=100, allow_replace_deleted=False)
+            index.init_index(
+                max_elements=max(rows.size * 2, 1024),
+                ef_construction=self.config.ef_construction,
+                M=self.config.hnsw_m,
+                random_seed=100,
+                allow_replace_deleted=False,
+            )
             index.add_items(self._vec[rows], rows)
             self._hnsw[code] = index
         if not self._passes_recall_guard():
             self._hnsw = {}
             self._hnsw_failed_at = len(self)
-            warnings.warn(f"HNSW missed recall@10 >= {self.config.recall_guard} even at ef=512; exact search is kept", stacklevel=2)
+            warnings.warn(
+                f"HNSW missed recall@10 >= {self.config.recall_guard} even at ef=512; exact search is kept",
+                stacklevel=2,
+            )
 
     def _hnsw_add(self, rows: np.ndarray) -> None:
         for code in np.unique(self._scope[rows]).tolist():
@@ -274,7 +320,12 @@ class ChunkIndex:
             if index is None:
                 hnswlib = _import_hnswlib()
                 index = hnswlib.Index(space="ip", dim=self.dim)
-                index.init_index(max_elements=max(sel.size * 2, 1024), ef_construction=self.config.ef_construction, M=self.config.hnsw_m, random_seed=100)
+                index.init_index(
+                    max_elements=max(sel.size * 2, 1024),
+                    ef_construction=self.config.ef_construction,
+                    M=self.config.hnsw_m,
+                    random_seed=100,
+                )
                 self._hnsw[code] = index
             if index.get_current_count() + sel.size > index.get_max_elements():
                 index.resize_index(2 * (index.get_current_count() + sel.size))
@@ -299,7 +350,13 @@ class ChunkIndex:
                 labels, dist = index.knn_query(q, k=kk, num_threads=1)
             except RuntimeError:  # fewer live elements than kk
                 labels, dist = _knn_fallback(index, q, kk)
-            parts.append((labels.astype(np.int64).ravel(), (1.0 - dist).astype(np.float32).ravel(), np.repeat(np.arange(q.shape[0], dtype=np.int32), labels.shape[1])))
+            parts.append(
+                (
+                    labels.astype(np.int64).ravel(),
+                    (1.0 - dist).astype(np.float32).ravel(),
+                    np.repeat(np.arange(q.shape[0], dtype=np.int32), labels.shape[1]),
+                )
+            )
         if not parts:
             return empty
         if len(parts) == 1 and q.shape[0] == 1:  # one graph, one query: hnswlib's order is by distance
@@ -329,7 +386,10 @@ class ChunkIndex:
             if ef < self._ef:
                 continue
             self._ef = ef
-            got = [set(self._hnsw_search(queries[i : i + 1], k, tuple(range(len(_SCOPES)))).idx.tolist()) for i in range(pick.size)]
+            got = [
+                set(self._hnsw_search(queries[i : i + 1], k, tuple(range(len(_SCOPES)))).idx.tolist())
+                for i in range(pick.size)
+            ]
             recall = float(np.mean([len(g & t) / len(t) for g, t in zip(got, truth)]))
             if recall >= self.config.recall_guard:
                 return True
@@ -344,7 +404,9 @@ class ChunkIndex:
             "item": self._item[: self._n],
             "scope": self._scope[: self._n],
             "deleted": self._deleted[: self._n],
-            "meta": np.frombuffer(json.dumps({"dim": self.dim, "config": self.config.__dict__, "ef": self._ef}).encode(), dtype=np.uint8),
+            "meta": np.frombuffer(
+                json.dumps({"dim": self.dim, "config": self.config.__dict__, "ef": self._ef}).encode(), dtype=np.uint8
+            ),
         }
         with tempfile.TemporaryDirectory() as tmp:
             for code, index in self._hnsw.items():
@@ -352,7 +414,7 @@ class ChunkIndex:
                 index.save_index(p)
                 arrays[f"hnsw{code}"] = np.fromfile(p, dtype=np.uint8)
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
         body = buf.getvalue()
         atomic_write_bytes(Path(path), _MAGIC + hashlib.sha256(body).digest() + body)
 
@@ -395,7 +457,7 @@ class ChunkIndex:
         return self
 
 
-def _knn_fallback(index: object, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _knn_fallback(index: HnswIndex, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """knn_query with k lowered until hnswlib can fill it (it raises when live elements < k)."""
     while k > 1:
         k -= 1

@@ -1,4 +1,7 @@
-"""Keyword search: a BM25 index over chunks' embedding texts (the scorer is :func:`contextsieve.kernels.scoring.bm25_scores`)."""
+"""Keyword search: a BM25 index over chunks' embedding texts.
+
+The scorer is :func:`contextsieve.kernels.scoring.bm25_scores`.
+"""
 
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ class BM25Index:
                 postings.setdefault(tid, {})
                 postings[tid][row] = postings[tid].get(row, 0) + 1
         self.indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
-        rows, tfs = [], []
+        rows: list[int] = []
+        tfs: list[int] = []
         for tid in range(len(self.vocab)):
             p = postings.get(tid, {})
             rows.extend(p.keys())
@@ -71,5 +75,5 @@ class BM25Index:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (words not in the index are ignored)."""
-        terms = [self.vocab[t] for t in tokenize(query) if t in self.vocab]
+        terms = np.array([self.vocab[t] for t in tokenize(query) if t in self.vocab], dtype=np.int64)
         return bm25_scores(terms, self.indptr, self.rows, self.tf, self.doc_len, k1=self.k1, b=self.b)

@@ -37,7 +37,16 @@ from contextsieve.selection import (
 )
 from contextsieve.store import ChunkStore
 
-__all__ = ["search", "SearchTrace", "DomainTrace", "ItemFacts", "context_settings", "OVERFETCH", "MAX_INDEX_CANDIDATES", "KEYWORD_CANDIDATES"]
+__all__ = [
+    "search",
+    "SearchTrace",
+    "DomainTrace",
+    "ItemFacts",
+    "context_settings",
+    "OVERFETCH",
+    "MAX_INDEX_CANDIDATES",
+    "KEYWORD_CANDIDATES",
+]
 
 #: The HNSW path asks the index for this many times top-K chunks first (x4 again while fewer than
 #: top-K of them are candidates, up to :data:`MAX_INDEX_CANDIDATES`, then it scans exactly).
@@ -139,7 +148,16 @@ class SearchTrace:
         key = id(d)
         if key not in self._ranking:
             s = d.settings
-            full = rank_chunks(self.queries, self.chunks, d.exclude, 1, pooling=s.query_pooling, keyword=d.keyword, keyword_weight=s.keyword_weight, fusion=s.keyword_fusion)
+            full = rank_chunks(
+                self.queries,
+                self.chunks,
+                d.exclude,
+                1,
+                pooling=s.query_pooling,
+                keyword=d.keyword,
+                keyword_weight=s.keyword_weight,
+                fusion=s.keyword_fusion,
+            )
             if full.ranking is None:  # the fused kernel ran: max pooling, no keyword term
                 full_ranking = (self.chunks @ self.queries.T).max(axis=1).astype(np.float32)
                 full_ranking[d.exclude] = -np.inf
@@ -173,8 +191,20 @@ class SearchTrace:
             chunk_rank = int(np.sum(ranking > best_score) + np.sum(ranking[:best_row] == best_score)) + 1
         similarity = float(pooled[int(np.flatnonzero(rows == best_row)[0])])
         item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
-        keyword = best_score - similarity if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight else 0.0
-        return ItemFacts(domain, tuple(float(x) for x in dense.max(axis=0)), similarity, chunk_rank, bool(in_hits), item_rank, keyword)
+        keyword = (
+            best_score - similarity
+            if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight
+            else 0.0
+        )
+        return ItemFacts(
+            domain,
+            tuple(float(x) for x in dense.max(axis=0)),
+            similarity,
+            chunk_rank,
+            bool(in_hits),
+            item_rank,
+            keyword,
+        )
 
 
 def search(
@@ -188,8 +218,9 @@ def search(
     """Choose agent-mode items for the query sentences.
 
     Every item of ``table`` (:meth:`Agent.table`) is indexed (so a later request with other
-    candidates embeds nothing new); search chooses among the ``allowed`` ones (a bool per item): the reference ranking (top-K chunks, similarity > 0, best chunk
-    per item, include score, top-N) with contextsieve's keyword term, then minimum representation and
+    candidates embeds nothing new); search chooses among the ``allowed`` ones (a bool per item):
+    the reference ranking (top-K chunks, similarity > 0, best chunk per item, include score, top-N)
+    with contextsieve's keyword term, then minimum representation and
     expansion when the settings turn them on. With ``tool_settings``, rules + references and tools are
     two domains, each searched with its own settings.
 
@@ -204,17 +235,35 @@ def search(
     if not allowed.any() or qvec.shape[0] == 0 or chunks.shape[0] == 0:
         return [], trace
     if settings.tool_settings:
-        domains = [("rules+references", allowed & ~table.tool, settings), ("tools", allowed & table.tool, settings.for_tools())]
+        domains = [
+            ("rules+references", allowed & ~table.tool, settings),
+            ("tools", allowed & table.tool, settings.for_tools()),
+        ]
     else:
         domains = [("all", allowed, settings)]
-    raw_keyword = store.keyword_index(order).scores(" ".join(query_chunks)) if any(ds.keyword_weight > 0 for _, _, ds in domains) else None
+    raw_keyword = (
+        store.keyword_index(order).scores(" ".join(query_chunks))
+        if any(ds.keyword_weight > 0 for _, _, ds in domains)
+        else None
+    )
     indexed = store.search_index(order)
 
-    def entry(item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None) -> ContextEntry:
+    def entry(
+        item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None
+    ) -> ContextEntry:
         it = items[item]
         first = int(np.searchsorted(owner, item))
         priority = None if isinstance(it, Tool) else it.priority
-        return ContextEntry(it.key, mode, round(score, 6), row - first, qc, priority, via, items[pulled].key if pulled is not None else None)
+        return ContextEntry(
+            it.key,
+            mode,
+            round(score, 6),
+            row - first,
+            qc,
+            priority,
+            via,
+            items[pulled].key if pulled is not None else None,
+        )
 
     chosen: list[Selected] = []
     promoted: list[Selected] = []
@@ -224,22 +273,40 @@ def search(
         if raw_keyword is not None and ds.keyword_weight > 0:
             top = raw_keyword[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
             keyword = raw_keyword / top if top > 0 else raw_keyword
-        rows = _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_SCOPES[name]) if indexed else None
+        rows = (
+            _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_SCOPES[name])
+            if indexed
+            else None
+        )
         ranked = rank_chunks(
-            qvec, chunks, exclude, ds.context_top_k, pooling=ds.query_pooling, keyword=keyword, keyword_weight=ds.keyword_weight, fusion=ds.keyword_fusion, rows=rows
+            qvec,
+            chunks,
+            exclude,
+            ds.context_top_k,
+            pooling=ds.query_pooling,
+            keyword=keyword,
+            keyword_weight=ds.keyword_weight,
+            fusion=ds.keyword_fusion,
+            rows=rows,
         )
         grouped, found = cut(ranked, owner, top_n=ds.context_top_n, include_score=ds.context_include_score)
-        d = DomainTrace(name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found)
+        d = DomainTrace(
+            name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
+        )
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
             per, arg = item_query_scores(qvec, chunks, owner, mask)
-            d.promoted = min_representation(found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap)
+            d.promoted = min_representation(
+                found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap
+            )
         trace.domains.append(d)
         chosen += found
         promoted += d.promoted
     if len(domains) > 1:
         chosen.sort(key=lambda c: -c.score)  # ranking score across domains; entries report similarity
     entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
-    entries += [entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in promoted]
+    entries += [
+        entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in promoted
+    ]
     picked = [c.item for c in chosen] + [c.item for c in promoted]
     if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, _, ds in domains):
         priority, _ = score_pool(qvec, chunks)  # which chunks of a selected item query first
@@ -250,7 +317,12 @@ def search(
 
 
 def _index_candidates(
-    indexed: tuple[ChunkIndex, np.ndarray], qvec: np.ndarray, exclude: np.ndarray, keyword: np.ndarray | None, top_k: int, scopes: list[Scope] | None
+    indexed: tuple[ChunkIndex, np.ndarray],
+    qvec: np.ndarray,
+    exclude: np.ndarray,
+    keyword: np.ndarray | None,
+    top_k: int,
+    scopes: list[Scope] | None,
 ) -> np.ndarray | None:
     """Chunk rows to score exactly: the index's nearest chunks (over-fetched until top-K of them are
     candidates) and the best keyword chunks. ``None``: too few candidates found, scan exactly."""
@@ -276,27 +348,52 @@ def _index_candidates(
 
 
 def _expand(
-    store: ChunkStore, ds: AgentSettings, mask: np.ndarray, picked: list[int], priority: np.ndarray, chunks: np.ndarray, owner: np.ndarray, order: list[ItemKey]
+    store: ChunkStore,
+    ds: AgentSettings,
+    mask: np.ndarray,
+    picked: list[int],
+    priority: np.ndarray,
+    chunks: np.ndarray,
+    owner: np.ndarray,
+    order: list[ItemKey],
 ) -> list[Expanded]:
     """Expansion passes in one domain: items of ``mask`` related to the picked items (of any domain)."""
     if ds.expansion_depth <= 0 or not picked or ds.expansion_top_n <= 0:
         return []
     pool = mask.copy()
     pool[picked] = False
-    graph = store.relation_graph(order, ds.relation_pooling, min(ds.expansion_threshold, 0.5)) if ds.expansion_source != "pass2" else None
+    graph = (
+        store.relation_graph(order, ds.relation_pooling, min(ds.expansion_threshold, 0.5))
+        if ds.expansion_source != "pass2"
+        else None
+    )
     first = np.searchsorted(owner, np.arange(len(order)))
     out: list[Expanded] = []
     seeds = picked
     for _ in range(ds.expansion_depth):
         if graph is None:
-            new = expand(chunks, owner, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, chunk_cap=ds.expansion_chunk_cap, priority=priority)
+            new = expand(
+                chunks,
+                owner,
+                seeds,
+                pool,
+                threshold=ds.expansion_threshold,
+                top_n=ds.expansion_top_n,
+                chunk_cap=ds.expansion_chunk_cap,
+                priority=priority,
+            )
         else:
-            also = expansion_scores(chunks, owner, seeds, pool, chunk_cap=ds.expansion_chunk_cap, priority=priority) if ds.expansion_source == "hybrid" else None
-            new = graph_expand(graph, first, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, also=also)
+            also = (
+                expansion_scores(chunks, owner, seeds, pool, chunk_cap=ds.expansion_chunk_cap, priority=priority)
+                if ds.expansion_source == "hybrid"
+                else None
+            )
+            new = graph_expand(
+                graph, first, seeds, pool, threshold=ds.expansion_threshold, top_n=ds.expansion_top_n, also=also
+            )
         out += new
         seeds = [x.item for x in new]
         pool[seeds] = False
         if not seeds:
             break
     return out
-

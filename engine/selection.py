@@ -13,11 +13,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextsieve.kernels.scoring import Hits, score_pool_topk
 from contextsieve.choices import KeywordFusion, QueryPooling, RelationPooling
+from contextsieve.kernels.scoring import Hits, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 
-__all__ = ["Selected", "Ranked", "rank_chunks", "cut", "select_items", "fuse", "RRF_K", "item_query_scores", "min_representation", "Expanded", "expand", "expansion_scores", "RelationGraph", "graph_expand"]
+__all__ = [
+    "Selected",
+    "Ranked",
+    "rank_chunks",
+    "cut",
+    "select_items",
+    "fuse",
+    "RRF_K",
+    "item_query_scores",
+    "min_representation",
+    "Expanded",
+    "expand",
+    "expansion_scores",
+    "RelationGraph",
+    "graph_expand",
+]
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,9 @@ def rank_chunks(
     return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None)
 
 
-def cut(ranked: Ranked, chunk_item: np.ndarray, *, top_n: int, include_score: float) -> tuple[list[Selected], list[Selected]]:
+def cut(
+    ranked: Ranked, chunk_item: np.ndarray, *, top_n: int, include_score: float
+) -> tuple[list[Selected], list[Selected]]:
     """Group the top chunks by item and apply the reference's cut-offs.
 
     Chunks with similarity ``<= 0`` are dropped (a keyword term only re-ranks), each item keeps its
@@ -140,7 +157,16 @@ def select_items(
     """
     if queries.shape[0] == 0 or chunks.shape[0] == 0:
         return []
-    ranked = rank_chunks(queries, chunks, ~candidates[chunk_item], top_k, pooling=pooling, keyword=keyword, keyword_weight=keyword_weight, fusion=fusion)
+    ranked = rank_chunks(
+        queries,
+        chunks,
+        ~candidates[chunk_item],
+        top_k,
+        pooling=pooling,
+        keyword=keyword,
+        keyword_weight=keyword_weight,
+        fusion=fusion,
+    )
     return cut(ranked, chunk_item, top_n=top_n, include_score=include_score)[1]
 
 
@@ -156,7 +182,9 @@ def _ranks(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return rank
 
 
-def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: KeywordFusion, exclude: np.ndarray) -> np.ndarray:
+def fuse(
+    dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: KeywordFusion, exclude: np.ndarray
+) -> np.ndarray:
     """The ranking score of each chunk (``-inf`` where ``exclude``).
 
     ``"weighted"``: ``dense + weight * keyword``. ``"rrf"``: ``1 / (60 + dense rank) + weight /
@@ -176,7 +204,9 @@ def fuse(dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: K
     return ranking
 
 
-def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def item_query_scores(
+    queries: np.ndarray, chunks: np.ndarray, chunk_item: np.ndarray, candidates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each item's best score per query chunk, ``[n_items, M]`` (``-inf`` for non-candidates), and the
     chunk row that gave it. ``chunk_item`` must be sorted (an item's chunks are contiguous)."""
     n_items = candidates.shape[0]
@@ -195,7 +225,9 @@ def item_query_scores(queries: np.ndarray, chunks: np.ndarray, chunk_item: np.nd
     return per, arg
 
 
-def min_representation(chosen: list[Selected], per: np.ndarray, arg: np.ndarray, *, floor: float, cap: int) -> list[Selected]:
+def min_representation(
+    chosen: list[Selected], per: np.ndarray, arg: np.ndarray, *, floor: float, cap: int
+) -> list[Selected]:
     """Items to add so that every query chunk whose best candidate scores ``>= floor`` has an item.
 
     A query chunk is represented when a chosen item got its score from it. For each one that is not
@@ -229,14 +261,24 @@ class Expanded:
     source_item: int
 
 
-def _best_expanded(score: np.ndarray, row: np.ndarray, source: np.ndarray, threshold: float, top_n: int) -> list[Expanded]:
+def _best_expanded(
+    score: np.ndarray, row: np.ndarray, source: np.ndarray, threshold: float, top_n: int
+) -> list[Expanded]:
     """Items scoring ``>= threshold``, best first (lower position on ties), at most ``top_n``."""
     order = np.lexsort((np.arange(score.shape[0]), -score))
     keep = [int(i) for i in order[:top_n] if score[i] >= threshold]
     return [Expanded(i, float(score[i]), int(row[i]), int(source[i])) for i in keep]
 
 
-def expansion_scores(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int], candidates: np.ndarray, *, chunk_cap: int, priority: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def expansion_scores(
+    chunks: np.ndarray,
+    chunk_item: np.ndarray,
+    seeds: list[int],
+    candidates: np.ndarray,
+    *,
+    chunk_cap: int,
+    priority: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per item: best score of its chunks against the seeds' chunks (at most ``chunk_cap`` each, by
     ``priority``; ``-inf`` for non-candidates), that chunk's row, and the seed item whose chunk matched."""
     from contextsieve.kernels.relations import expansion_pass
@@ -253,7 +295,17 @@ def expansion_scores(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int
     return best, row, source.astype(np.int64)
 
 
-def expand(chunks: np.ndarray, chunk_item: np.ndarray, seeds: list[int], candidates: np.ndarray, *, threshold: float, top_n: int, chunk_cap: int, priority: np.ndarray | None = None) -> list[Expanded]:
+def expand(
+    chunks: np.ndarray,
+    chunk_item: np.ndarray,
+    seeds: list[int],
+    candidates: np.ndarray,
+    *,
+    threshold: float,
+    top_n: int,
+    chunk_cap: int,
+    priority: np.ndarray | None = None,
+) -> list[Expanded]:
     """One expansion pass: the chunks of ``seeds`` (at most ``chunk_cap`` each, by ``priority``) as queries
     against the chunks of the ``candidates`` items; items scoring ``>= threshold``, best first, at most ``top_n``."""
     if not seeds or top_n <= 0 or not candidates.any():
@@ -273,7 +325,9 @@ class RelationGraph:
         floor: smallest similarity kept (lookups with a lower threshold see only pairs above it).
     """
 
-    def __init__(self, chunks: np.ndarray, chunk_item: np.ndarray, n_items: int, *, pooling: RelationPooling, floor: float) -> None:
+    def __init__(
+        self, chunks: np.ndarray, chunk_item: np.ndarray, n_items: int, *, pooling: RelationPooling, floor: float
+    ) -> None:
         from contextsieve.kernels.relations import item_relations
 
         rel = item_relations(chunks, chunk_item, n_items, pooling=pooling, threshold=floor)
@@ -304,7 +358,16 @@ class RelationGraph:
         return score, source
 
 
-def graph_expand(graph: RelationGraph, first_chunk: np.ndarray, seeds: list[int], candidates: np.ndarray, *, threshold: float, top_n: int, also: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> list[Expanded]:
+def graph_expand(
+    graph: RelationGraph,
+    first_chunk: np.ndarray,
+    seeds: list[int],
+    candidates: np.ndarray,
+    *,
+    threshold: float,
+    top_n: int,
+    also: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> list[Expanded]:
     """Expansion from the relationship graph: candidates related to a seed at ``>= threshold``, best first,
     at most ``top_n``; an item's chunk is its first one. ``also`` = (score, chunk row, source item) per
     item from an expansion pass, merged by the higher score (the "hybrid" source)."""

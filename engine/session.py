@@ -21,7 +21,7 @@ import numpy as np
 from contextsieve.agent import Agent, AgentSettings
 from contextsieve.assembly import Request, assemble, fit_budget, item_text
 from contextsieve.chunking import query_chunks
-from contextsieve.context import ContextEntry, RequestContext
+from contextsieve.context import ContextEntry, Dropped, RequestContext
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
@@ -72,7 +72,15 @@ class Session:
         settings: overrides of the agent's settings for this session only (they win over the preset).
     """
 
-    def __init__(self, agent: Agent, store: ChunkStore, *, preset: str | None = None, token_counter: Callable[[Sequence[str]], list[int]] | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        store: ChunkStore,
+        *,
+        preset: str | None = None,
+        token_counter: Callable[[Sequence[str]], list[int]] | None = None,
+        **settings: Any,
+    ) -> None:
         self.agent = agent
         self.store = store
         self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
@@ -82,7 +90,8 @@ class Session:
         table = agent.table()
         always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
         self._items: dict[ItemKey, IncludeMode] = {
-            it.key: IncludeMode.ALWAYS for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
+            it.key: IncludeMode.ALWAYS
+            for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
         }
 
     # -- session items ----------------------------------------------------------------------------
@@ -138,25 +147,33 @@ class Session:
         return " ".join(_MENTION.sub(" ", message).split())
 
     def _search(self, chunks: Sequence[str]) -> tuple[list[ContextEntry], SearchTrace]:
-        return search(self.store, self.agent.table(), self._searchable(), self.settings, chunks, self.agent.server_descriptions())
+        return search(
+            self.store, self.agent.table(), self._searchable(), self.settings, chunks, self.agent.server_descriptions()
+        )
 
     def build_request(self, message: str) -> Request:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only."""
         if not isinstance(message, str):
             raise InputError(f"message must be a str, got {type(message).__name__}")
         query = self._mentions(message)
-        entries = [ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()]
+        entries = [
+            ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
+        ]
         qchunks = query_chunks(query)
         found, trace = self._search(qchunks)
         entries += found
         s = self.settings
         recorded = context_settings(s)
-        tokens, dropped, notes = None, [], []
+        tokens: int | None = None
+        dropped: list[Dropped] = []
+        notes: list[str] = []
         if s.token_budget is not None:
             recorded["token_budget"] = s.token_budget
             entries, tokens, dropped, notes = fit_budget(entries, s.token_budget, lambda e: self._item_tokens(e.key))
         ctx = RequestContext(tuple(entries), query, tuple(qchunks), recorded, tokens, tuple(dropped), tuple(notes))
-        return assemble(self.agent, ctx, query, ((m.role, m.content) for m in self.history), self._tool_available, trace)
+        return assemble(
+            self.agent, ctx, query, ((m.role, m.content) for m in self.history), self._tool_available, trace
+        )
 
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""
@@ -188,8 +205,22 @@ class Session:
             raise InputError(f"max_chunks must be a positive int, got {max_chunks!r}")
         chunks = query_chunks(text)[:max_chunks]
         entries, _ = self._search(chunks)
-        proposals = tuple(ContextEntry(e.key, e.mode, e.score, e.chunk, e.query_chunk, e.priority, "tool-result" if e.via == "query" else e.via, e.pulled_by) for e in entries)
-        return RequestContext(proposals, text[:200], tuple(chunks), {**context_settings(self.settings), "source": "tool-result"})
+        proposals = tuple(
+            ContextEntry(
+                e.key,
+                e.mode,
+                e.score,
+                e.chunk,
+                e.query_chunk,
+                e.priority,
+                "tool-result" if e.via == "query" else e.via,
+                e.pulled_by,
+            )
+            for e in entries
+        )
+        return RequestContext(
+            proposals, text[:200], tuple(chunks), {**context_settings(self.settings), "source": "tool-result"}
+        )
 
     def explain(self, message: str, key: ItemKey | str) -> Explanation:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged): the
@@ -204,7 +235,13 @@ class Session:
         finally:
             self._items = saved
         available = not isinstance(item, Tool) or self._tool_available(item)
-        return explain_item(item.key, request, session_mode=in_session, include_mode=self.agent.include_mode(item), tool_available=available)
+        return explain_item(
+            item.key,
+            request,
+            session_mode=in_session,
+            include_mode=self.agent.include_mode(item),
+            tool_available=available,
+        )
 
     def record_reply(self, request: Request, reply: str) -> Message:
         """Append the user message and the assistant reply (carrying its request context) to the history."""
@@ -217,7 +254,9 @@ class Session:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "settings": {k: dict(v) if k == "tool_settings" and v is not None else v for k, v in self.settings.__dict__.items()},
+            "settings": {
+                k: dict(v) if k == "tool_settings" and v is not None else v for k, v in self.settings.__dict__.items()
+            },
             "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
             "history": [m.to_dict() for m in self.history],
         }

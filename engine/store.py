@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from contextsieve.choices import RelationPooling
 from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.index import ChunkIndex, IndexConfig, Scope
@@ -101,8 +102,12 @@ class ChunkStore:
         self.cache = cache
         self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
-        self._plans: dict[ItemKey, tuple[tuple[str, ...], list[Chunk], str]] = {}  # chunking memo by item content
-        self._last: tuple[list[Item], dict[str, str], object] = ([], {}, None)  # the last sync's items, server descriptions, version
+        self._plans: dict[ItemKey, tuple[tuple[object, ...], list[Chunk], str]] = {}  # chunking memo by item content
+        self._last: tuple[list[Item], dict[str, str], object] = (
+            [],
+            {},
+            None,
+        )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
@@ -113,7 +118,12 @@ class ChunkStore:
         return self._items[key]
 
     def sync(
-        self, items: Iterable[Item], *, server_descriptions: Mapping[str, str] | None = None, show_progress: bool = False, version: object = None
+        self,
+        items: Iterable[Item],
+        *,
+        server_descriptions: Mapping[str, str] | None = None,
+        show_progress: bool = False,
+        version: object = None,
     ) -> int:
         """Make the store hold exactly ``items``; returns how many items were (re-)embedded.
 
@@ -132,8 +142,12 @@ class ChunkStore:
         if len(items) == len(last) and servers == last_servers and all(a is b for a, b in zip(items, last)):
             self._last = (items, servers, version)
             return 0  # items are frozen: the same objects mean the same texts
-        several = len({it.server for it in items if isinstance(it, Tool)}) > 1  # else a server prefix tells no tool apart
-        planned = {it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "", several) for it in items}
+        several = (
+            len({it.server for it in items if isinstance(it, Tool)}) > 1
+        )  # else a server prefix tells no tool apart
+        planned = {
+            it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "", several) for it in items
+        }
         todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
@@ -231,11 +245,24 @@ class ChunkStore:
 
     def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
         """The item's chunks and their digest, recomputed only when what they are made of changed."""
-        fingerprint = (item.name, item.description, getattr(item, "text", ""), getattr(item, "server", ""), item.summary, server_description, server_context)
+        fingerprint = (
+            item.name,
+            item.description,
+            getattr(item, "text", ""),
+            getattr(item, "server", ""),
+            item.summary,
+            server_description,
+            server_context,
+        )
         memo = self._plans.get(item.key)
         if memo is None or memo[0] != fingerprint:
             chunks = chunk_item(
-                item, self.config, self.embedder.count_tokens, server_description=server_description, server_context=server_context, summarizer=self.summarizer
+                item,
+                self.config,
+                self.embedder.count_tokens,
+                server_description=server_description,
+                server_context=server_context,
+                summarizer=self.summarizer,
             )
             memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo
@@ -243,16 +270,15 @@ class ChunkStore:
 
     def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
         """BM25 over the embedding texts (chunk plus its context: header, heading path, server) of the
-        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes. The context matters for
-        keywords as for vectors: measured against chunk text alone, SciFact nDCG@10 71.11 -> 72.17 and
-        the markdown section set's section@1 0.697 -> 0.879 (``benchmarks.section_retrieval``)."""
+        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes (the README's selection
+        quality section measures keywords over the context against chunk text alone)."""
         self.matrix(order)
         if self._bm25 is None or self._bm25[0] is not self._matrix:
             texts = [c.embed_text for k in order for c in self._items[k].chunks]
             self._bm25 = (self._matrix, BM25Index(texts))
         return self._bm25[1]
 
-    def relation_graph(self, order: Sequence[ItemKey], pooling: str, floor: float) -> RelationGraph:
+    def relation_graph(self, order: Sequence[ItemKey], pooling: RelationPooling, floor: float) -> RelationGraph:
         """The item relationship graph of the items in ``order`` (positions as in :meth:`matrix`), built
         once per chunk matrix, pooling and floor, and rebuilt only after the items change."""
         self.matrix(order)
@@ -264,7 +290,7 @@ class ChunkStore:
             got = (self._matrix, RelationGraph(mat, owner, len(self._matrix[0]), pooling=pooling, floor=floor))
             self._graphs = {k: v for k, v in self._graphs.items() if v[0] is self._matrix}  # drop stale graphs
             self._graphs[key] = got
-        return got[1]  # type: ignore[return-value]
+        return got[1]
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

@@ -31,7 +31,9 @@ def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def score_pool(q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray) -> None:
+def score_pool(
+    q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray
+) -> None:
     """best[i] = scale[i] * max_m q[m]·c[i] (scale empty = 1), which[i] = argmax (lowest m);
     excluded rows get -inf / -1. ``c`` is float32, or int8 with per-row ``scale``."""
     scaled = scale.shape[0] > 0
@@ -56,7 +58,9 @@ def _worst(ts: np.ndarray, ti: np.ndarray) -> int:
 
 
 @njit(cache=True, inline="always")
-def _push(ts: np.ndarray, ti: np.ndarray, tw: np.ndarray, filled: int, worst: int, b: float, i: int, w: int) -> tuple[int, int]:
+def _push(
+    ts: np.ndarray, ti: np.ndarray, tw: np.ndarray, filled: int, worst: int, b: float, i: int, w: int
+) -> tuple[int, int]:
     """Offer row ``i`` (score ``b``, query ``w``) to a block's top-k; returns the new (filled, worst)."""
     k = ts.shape[0]
     if filled < k:
@@ -91,7 +95,9 @@ def score_pool_topk(
         for i in range(blk * step, min(n, (blk + 1) * step)):
             if not (exclude.shape[0] and exclude[i]):
                 b, w = _row_best(q, c, i)
-                filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i] if scaled else b, i, w)
+                filled, worst = _push(
+                    out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i] if scaled else b, i, w
+                )
     return out_s, out_i, out_w
 
 
@@ -109,7 +115,18 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
 
 
 @njit(cache=True)
-def bm25(terms: np.ndarray, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, doc_len: np.ndarray, idf: np.ndarray, k1: float, b: float, avgdl: float, out: np.ndarray) -> None:
+def bm25(
+    terms: np.ndarray,
+    indptr: np.ndarray,
+    rows: np.ndarray,
+    tf: np.ndarray,
+    doc_len: np.ndarray,
+    idf: np.ndarray,
+    k1: float,
+    b: float,
+    avgdl: float,
+    out: np.ndarray,
+) -> None:
     """Okapi BM25 over a term-major CSR postings matrix; adds each query term's contribution to ``out``."""
     for t in terms:
         w = idf[t]

@@ -26,7 +26,9 @@ def _items(item_of: object, n: int) -> np.ndarray:
     return it.astype(np.int64, copy=False)
 
 
-def cap_rows_per_item(rows: np.ndarray, item_of: np.ndarray, cap: int, priority: np.ndarray | None = None) -> np.ndarray:
+def cap_rows_per_item(
+    rows: np.ndarray, item_of: np.ndarray, cap: int, priority: np.ndarray | None = None
+) -> np.ndarray:
     """Keep at most ``cap`` of ``rows`` per item: the highest ``priority`` first (then lower row).
 
     Without ``priority`` the first ``cap`` rows of each item (document order) are kept.
@@ -110,7 +112,9 @@ class Relations:
         return sorted(a, key=lambda t: (-t[1], t[0]))
 
 
-def item_relations(corpus: object, item_of: object, n_items: int, *, pooling: str = "mean_embedding", threshold: float = 0.75) -> Relations:
+def item_relations(
+    corpus: object, item_of: object, n_items: int, *, pooling: str = "mean_embedding", threshold: float = 0.75
+) -> Relations:
     """Item-item similarity from chunk vectors, kept where ``>= threshold``.
 
     Poolings (``a``, ``b`` items with chunk sets ``A``, ``B``):

@@ -118,7 +118,9 @@ def _prepare(queries: object, corpus: object) -> tuple[np.ndarray, np.ndarray]:
     return q, c
 
 
-def _pool_setup(queries: object, n: int, d: int, exclude: object) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _pool_setup(
+    queries: object, n: int, d: int, exclude: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Validated queries, the exclusion mask, and ``best`` / ``which`` filled with -inf / -1."""
     q = as_vectors(queries, "queries", d)
     check_finite(q, "queries")
@@ -265,7 +267,11 @@ class Int8Corpus:
     def from_vectors(cls, corpus: object) -> "Int8Corpus":
         c = as_vectors(corpus, "corpus")
         check_finite(c, "corpus")
-        scale = np.maximum(np.abs(c).max(axis=1) / 127.0, 1e-12).astype(np.float32) if c.size else np.zeros(c.shape[0], np.float32)
+        scale = (
+            np.maximum(np.abs(c).max(axis=1) / 127.0, 1e-12).astype(np.float32)
+            if c.size
+            else np.zeros(c.shape[0], np.float32)
+        )
         q8 = np.clip(np.rint(c / scale[:, None]), -127, 127).astype(np.int8) if c.size else np.zeros(c.shape, np.int8)
         return cls(np.ascontiguousarray(q8), scale)
 
@@ -300,7 +306,9 @@ class F16Corpus:
         check_finite(c, "corpus")
         return cls(np.ascontiguousarray(c.astype(np.float16)))
 
-    def score_pool(self, queries: object, *, exclude: object = None, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    def score_pool(
+        self, queries: object, *, exclude: object = None, block: int = 1024
+    ) -> tuple[np.ndarray, np.ndarray]:
         """As :func:`score_pool`, against the float16 rows (converted ``block`` rows at a time, then BLAS).
 
         Numba has no float16 on the CPU, so this trades the kernel for cache-sized float32 blocks: the

@@ -46,4 +46,9 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
     amax = activation_ranges(weights, cfg, calibration_texts(), tok)
     prepared = smooth_weights(weights, amax, SMOOTH_ALPHA, layers)
     prepared = split_outliers(prepared, amax, [f"L{i}.ffn_out" for i in range(cfg.num_layers)])
-    return build_graph(prepared, cfg, QuantPlan(frozenset(layers), int8_embeddings=True, unsigned_weights=weight_type == "u8"), output=output).SerializeToString()
+    return build_graph(
+        prepared,
+        cfg,
+        QuantPlan(frozenset(layers), int8_embeddings=True, unsigned_weights=weight_type == "u8"),
+        output=output,
+    ).SerializeToString()

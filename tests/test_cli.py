@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contextsieve.cli import DEMO_MESSAGES, example_agent_path, main
+from contextsieve import example_agent_path
+from contextsieve.cli import DEMO_MESSAGES, main
 from contextsieve.models.cache import CACHE_ENV
 
 
@@ -24,35 +25,100 @@ def test_select_json_picks_the_shipping_rule(capsys: pytest.CaptureFixture[str])
     assert items["rule:tone"]["mode"] == "always" and items["rule:no-secrets"]["mode"] == "always"
     agent_items = [i for i in out["context"]["items"] if i["mode"] == "agent"]
     assert agent_items[0]["key"] == "rule:shipping-delays" and 0 < agent_items[0]["score"] <= 1
-    assert out["request"]["messages"][0]["role"] == "system" and out["request"]["messages"][-1]["content"].startswith("My parcel")
+    assert out["request"]["messages"][0]["role"] == "system" and out["request"]["messages"][-1]["content"].startswith(
+        "My parcel"
+    )
 
 
 def test_select_text_view_and_overrides(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["select", str(example_agent_path()), "Checkout fails with 502 after the deploy", "--top-n", "1", "--include-score", "1"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                str(example_agent_path()),
+                "Checkout fails with 502 after the deploy",
+                "--top-n",
+                "1",
+                "--include-score",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("Context Used:") and out.count("[Agent - ") == 1
 
 
 def test_select_with_preset_and_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["select", str(example_agent_path()), "Checkout fails with 502 after the deploy", "--preset", "aggressive", "--token-budget", "60", "--json"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                str(example_agent_path()),
+                "Checkout fails with 502 after the deploy",
+                "--preset",
+                "aggressive",
+                "--token-budget",
+                "60",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["context"]["settings"]["top_n"] == 3 and out["context"]["settings"]["token_budget"] == 60
     assert out["context"]["tokens"] <= 60 or out["context"].get("notes")
 
 
 def test_select_explains_items(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["select", str(example_agent_path()), "My parcel is late.", "--explain", "rule:shipping-delays", "--explain", "reference:style-guide"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                str(example_agent_path()),
+                "My parcel is late.",
+                "--explain",
+                "rule:shipping-delays",
+                "--explain",
+                "reference:style-guide",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert "rule:shipping-delays: included (agent, via query)" in out and "reference:style-guide: not included" in out and "include mode is manual" in out
+    assert (
+        "rule:shipping-delays: included (agent, via query)" in out
+        and "reference:style-guide: not included" in out
+        and "include mode is manual" in out
+    )
     assert main(["select", str(example_agent_path()), "hi", "--explain", "rule:nope"]) == 1
 
 
 def test_select_with_generic_settings(capsys: pytest.CaptureFixture[str]) -> None:
     msg = "Checkout fails with 502 after the deploy"
-    assert main(["select", str(example_agent_path()), msg, "--json", "--set", "context_top_n=1", "--set", "context_include_score=1", "--set", 'tool_settings={"context_top_n": 2, "context_include_score": 1}']) == 0
+    assert (
+        main(
+            [
+                "select",
+                str(example_agent_path()),
+                msg,
+                "--json",
+                "--set",
+                "context_top_n=1",
+                "--set",
+                "context_include_score=1",
+                "--set",
+                'tool_settings={"context_top_n": 2, "context_include_score": 1}',
+            ]
+        )
+        == 0
+    )
     items = json.loads(capsys.readouterr().out)["context"]["items"]
     searched = [i for i in items if i["mode"] == "agent"]
-    assert sum(1 for i in searched if i["key"].startswith("tool:")) == 2 and sum(1 for i in searched if not i["key"].startswith("tool:")) == 1
+    assert (
+        sum(1 for i in searched if i["key"].startswith("tool:")) == 2
+        and sum(1 for i in searched if not i["key"].startswith("tool:")) == 1
+    )
     assert main(["select", str(example_agent_path()), msg, "--set", "expansion_source=magic"]) == 1
     assert "expansion_source" in capsys.readouterr().err
     assert main(["select", str(example_agent_path()), msg, "--set", "no_equals_sign"]) == 1

@@ -71,7 +71,10 @@ def test_heading_paths_go_into_the_embedding_text_only() -> None:
     chunks = chunk_item(ref)
     assert chunks[0].text == chunks[0].embed_text == "guide: the install guide"
     by_text = {c.text: c.embed_text for c in chunks[1:]}
-    assert by_text["Use apt.\n\n```\n# not a heading\n```".split("\n\n")[0]] == "guide: the install guide\nSetup > Linux\n\nUse apt."
+    assert (
+        by_text["Use apt.\n\n```\n# not a heading\n```".split("\n\n")[0]]
+        == "guide: the install guide\nSetup > Linux\n\nUse apt."
+    )
     assert by_text["Install the package."] == "guide: the install guide\nSetup\n\nInstall the package."
     assert by_text["Intro line."] == "guide: the install guide\n\nIntro line."
     assert not any(c.text.startswith("#") for c in chunks)  # heading lines are context, not chunk text
@@ -105,7 +108,9 @@ def test_tool_context_and_identifier_splitting() -> None:
 
 
 def test_item_summaries_prefix_the_embedding_never_the_text(store: ChunkStore) -> None:
-    rule = Rule("jwt", "It expires after 24 hours.", "tokens", summary="JWT token expiry in the auth service", include=G)
+    rule = Rule(
+        "jwt", "It expires after 24 hours.", "tokens", summary="JWT token expiry in the auth service", include=G
+    )
     chunks = chunk_item(rule)
     assert chunks[1].text == "It expires after 24 hours."
     assert chunks[1].embed_text == "jwt: tokens\nJWT token expiry in the auth service\n\nIt expires after 24 hours."
@@ -230,7 +235,10 @@ def test_relation_graph_matches_a_numpy_oracle() -> None:
         if not cand[j] or not vals:
             assert best[j] == -np.inf
         else:
-            assert best[j] == pytest.approx(max(vals), abs=1e-5) and src[j] == seeds[int(np.argmax([sims[s, j] if sims[s, j] >= 0.3 else -9 for s in seeds]))]
+            assert (
+                best[j] == pytest.approx(max(vals), abs=1e-5)
+                and src[j] == seeds[int(np.argmax([sims[s, j] if sims[s, j] >= 0.3 else -9 for s in seeds]))]
+            )
     first = np.searchsorted(owner, np.arange(n))
     got = graph_expand(graph, first, seeds, cand, threshold=0.5, top_n=3)
     want = sorted((j for j in range(n) if cand[j] and best[j] >= 0.5), key=lambda j: (-best[j], j))[:3]
@@ -245,9 +253,15 @@ def test_relation_graph_matches_a_numpy_oracle() -> None:
 
 def graph_agent(fetch_mode: IncludeMode = G) -> Agent:
     return Agent(
-        rules=[Rule("auth", "authenticate authenticate then fetch the token endpoint", include=G), Rule("paint", "paint the house blue", include=G)],
+        rules=[
+            Rule("auth", "authenticate authenticate then fetch the token endpoint", include=G),
+            Rule("paint", "paint the house blue", include=G),
+        ],
         servers={"web": McpServer("web")},
-        tools=[Tool("web", "fetch_url", "fetch the token endpoint", include=fetch_mode), Tool("web", "colors", "list paint colors", include=G)],
+        tools=[
+            Tool("web", "fetch_url", "fetch the token endpoint", include=fetch_mode),
+            Tool("web", "colors", "list paint colors", include=G),
+        ],
     )
 
 
@@ -255,14 +269,30 @@ def graph_agent(fetch_mode: IncludeMode = G) -> Agent:
 def test_graph_expansion_in_a_session(source: str) -> None:
     store = ChunkStore(FakeEmbedder(), ChunkConfig(tool_context="none"))
     base = {"context_top_n": 1, "context_include_score": 0.99, "keyword_weight": 0.0}
-    s = Session(graph_agent(), store, **base, expansion_depth=1, expansion_threshold=0.3, expansion_top_n=3, expansion_source=source)
+    s = Session(
+        graph_agent(),
+        store,
+        **base,
+        expansion_depth=1,
+        expansion_threshold=0.3,
+        expansion_top_n=3,
+        expansion_source=source,
+    )
     ctx = s.build_request("authenticate").context
     assert [e.key.name for e in ctx.entries if e.via == "query"] == ["auth"]
     exp = [e for e in ctx.entries if e.mode is IncludeMode.EXPANSION]
     assert exp and exp[0].key.name == "fetch_url" and exp[0].pulled_by.name == "auth" and exp[0].score >= 0.3
     assert "colors" not in [e.key.name for e in exp]  # unrelated to auth
     # never re-adds a session item, however low the threshold
-    s2 = Session(graph_agent(fetch_mode=A), store, **base, expansion_depth=2, expansion_threshold=-1.0, expansion_top_n=5, expansion_source=source)
+    s2 = Session(
+        graph_agent(fetch_mode=A),
+        store,
+        **base,
+        expansion_depth=2,
+        expansion_threshold=-1.0,
+        expansion_top_n=5,
+        expansion_source=source,
+    )
     keys = [e.key for e in s2.build_request("authenticate").context.entries]
     assert keys.count(ItemKey(ItemKind.TOOL, "fetch_url", "web")) == 1 and len(keys) == len(set(keys))
     with pytest.raises(InputError, match="expansion_source"):
@@ -296,7 +326,10 @@ def test_per_domain_keyword_weight_and_save_load(tmp_path) -> None:  # noqa: ANN
     s.save(tmp_path / "s.json")
     back = Session.load(tmp_path / "s.json", agent, store)
     assert dict(back.settings.tool_settings) == {"keyword_weight": 0.0, "expansion_depth": 1}
-    assert json.loads((tmp_path / "s.json").read_text())["settings"]["tool_settings"] == {"keyword_weight": 0.0, "expansion_depth": 1}
+    assert json.loads((tmp_path / "s.json").read_text())["settings"]["tool_settings"] == {
+        "keyword_weight": 0.0,
+        "expansion_depth": 1,
+    }
 
 
 def test_agent_file_carries_contextsieve_settings(tmp_path) -> None:  # noqa: ANN001
@@ -388,7 +421,9 @@ def test_rrf_sessions_select_and_explain_consistently(store: ChunkStore) -> None
     s = Session(agent, store, keyword_fusion="rrf", keyword_weight=1.0, context_top_n=2, context_include_score=0.99)
     ctx = s.build_request("fetch the token endpoint").context
     names = [e.key.name for e in ctx.entries]
-    assert len(names) == 2 and all(e.score is not None and e.score > 0 for e in ctx.entries)  # similarities, not RRF scores
+    assert len(names) == 2 and all(
+        e.score is not None and e.score > 0 for e in ctx.entries
+    )  # similarities, not RRF scores
     for item in agent.all_items():
         assert s.explain("fetch the token endpoint", item.key).included == (item.name in names)
     with pytest.raises(InputError, match="keyword_fusion"):
@@ -403,15 +438,35 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
 
     rng = random.Random(seed)
     words_ = "fetch token endpoint paint house blue url colors list authenticate refund parcel outage deploy".split()
-    rules = [Rule(f"r{i}", " ".join(rng.choices(words_, k=6)), " ".join(rng.choices(words_, k=2)), include=G) for i in range(6)]
-    refs = [Reference(f"d{i}", "# A\n\n" + " ".join(rng.choices(words_, k=8)) + "\n\n## B\n\n" + " ".join(rng.choices(words_, k=5)), include=G) for i in range(4)]
+    rules = [
+        Rule(f"r{i}", " ".join(rng.choices(words_, k=6)), " ".join(rng.choices(words_, k=2)), include=G)
+        for i in range(6)
+    ]
+    refs = [
+        Reference(
+            f"d{i}",
+            "# A\n\n" + " ".join(rng.choices(words_, k=8)) + "\n\n## B\n\n" + " ".join(rng.choices(words_, k=5)),
+            include=G,
+        )
+        for i in range(4)
+    ]
     tools = [Tool(f"s{i % 2}", f"t{i}", " ".join(rng.choices(words_, k=4))) for i in range(6)]
-    agent = Agent(rules=rules, references=refs, servers={"s0": McpServer("s0", default_include=G), "s1": McpServer("s1", default_include=G)}, tools=tools)
+    agent = Agent(
+        rules=rules,
+        references=refs,
+        servers={"s0": McpServer("s0", default_include=G), "s1": McpServer("s1", default_include=G)},
+        tools=tools,
+    )
     settings = {
-        "context_top_k": rng.choice([3, 10, 20]), "context_top_n": rng.choice([1, 3, 5]), "context_include_score": rng.choice([0.3, 0.7, 0.99]),
-        "keyword_weight": rng.choice([0.0, 0.3, 1.0]), "keyword_fusion": rng.choice(["weighted", "rrf"]),
-        "query_pooling": rng.choice(["max", "mean"]), "expansion_depth": rng.choice([0, 1, 2]),
-        "expansion_threshold": rng.choice([0.2, 0.5]), "expansion_source": rng.choice(["pass2", "graph", "hybrid"]),
+        "context_top_k": rng.choice([3, 10, 20]),
+        "context_top_n": rng.choice([1, 3, 5]),
+        "context_include_score": rng.choice([0.3, 0.7, 0.99]),
+        "keyword_weight": rng.choice([0.0, 0.3, 1.0]),
+        "keyword_fusion": rng.choice(["weighted", "rrf"]),
+        "query_pooling": rng.choice(["max", "mean"]),
+        "expansion_depth": rng.choice([0, 1, 2]),
+        "expansion_threshold": rng.choice([0.2, 0.5]),
+        "expansion_source": rng.choice(["pass2", "graph", "hybrid"]),
         "min_representation_floor": rng.choice([None, 0.1]),
     }
     if rng.random() < 0.5:
@@ -431,7 +486,9 @@ def test_keyword_index_sees_the_chunk_context() -> None:
     """A section body that never names its parent is still found by the parent's name (heading path)."""
     from contextsieve.agent import AgentSettings
 
-    ref = Reference("runbook", "# Redis\n\nStop the server and copy the snapshot.\n\n# Kafka\n\nFail over the consumers.", "ops")
+    ref = Reference(
+        "runbook", "# Redis\n\nStop the server and copy the snapshot.\n\n# Kafka\n\nFail over the consumers.", "ops"
+    )
     store = ChunkStore(FakeEmbedder())
     store.sync([ref])
     order = [ref.key]

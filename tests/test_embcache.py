@@ -31,7 +31,10 @@ def test_restart_reembeds_nothing_and_edits_only_changed_chunks(tmp_path: Path) 
     restarted = NamedFake()
     e2 = Engine(make_agent(), embedder=restarted, cache_dir=tmp_path)
     assert e2.index().embedded == 0 and restarted.calls == 0
-    np.testing.assert_array_equal(e2.store.matrix([i.key for i in e2.agent.all_items()])[0], e1.store.matrix([i.key for i in e1.agent.all_items()])[0])
+    np.testing.assert_array_equal(
+        e2.store.matrix([i.key for i in e2.agent.all_items()])[0],
+        e1.store.matrix([i.key for i in e1.agent.all_items()])[0],
+    )
     e2.agent.upsert(Rule("refunds", "Refunds take five days now.", "refund policy", 500, IncludeMode.AGENT))
     assert e2.index().embedded == 1  # the header chunk is unchanged and comes from the cache
     other_model = NamedFake("fake/2")
@@ -69,7 +72,12 @@ print("ok")
 def test_two_processes_share_one_cache(tmp_path: Path) -> None:
     db = tmp_path / "shared.sqlite"
     EmbeddingCache(db, "m").close()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for k in (1, 2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
     c = EmbeddingCache(db, "m")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from contextsieve.agent import Agent, AgentSettings, McpServer, UnknownItemError
-from contextsieve.engine import Engine
 from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, split_text
+from contextsieve.engine import Engine
 from contextsieve.errors import InputError, SessionFileError
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.selection import select_items
@@ -100,8 +100,10 @@ def test_query_chunks() -> None:
 def test_selection_follows_the_reference_order() -> None:
     # 4 items; item 0 has two chunks. Scores against the single query: 0.9, 0.8 | 0.75 | 0.3 | -0.2
     q = np.array([[1.0, 0.0]], dtype=np.float32)
+
     def vec(s: float) -> list[float]:
         return [s, float(np.sqrt(1 - s * s))]
+
     chunks = np.array([vec(0.9), vec(0.8), vec(0.75), vec(0.3), vec(-0.2)], dtype=np.float32)
     owner = np.array([0, 0, 1, 2, 3])
     allowed = np.ones(4, dtype=bool)
@@ -148,7 +150,11 @@ def test_agent_lookups_and_modes(agent: Agent) -> None:
 
 def test_session_starts_with_always_items_in_order(agent: Agent, store: ChunkStore) -> None:
     s = Session(agent, store)
-    assert s.items() == [(ItemKey(ItemKind.REFERENCE, "faq"), A), (ItemKey(ItemKind.RULE, "tone"), A), (ItemKey(ItemKind.TOOL, "fetch", "web"), A)]
+    assert s.items() == [
+        (ItemKey(ItemKind.REFERENCE, "faq"), A),
+        (ItemKey(ItemKind.RULE, "tone"), A),
+        (ItemKey(ItemKind.TOOL, "fetch", "web"), A),
+    ]
 
 
 def test_removed_always_stays_removed_and_comes_back_manual(agent: Agent, store: ChunkStore) -> None:
@@ -200,11 +206,16 @@ def test_messages_in_reference_order_and_shapes(agent: Agent, store: ChunkStore)
     s.record_reply(first, "Ten days.")
     req = s.build_request("@rule:legal what does the team plan cost in dollars")
     roles = [m["role"] for m in req.messages]
-    assert roles[0] == "system" and req.messages[1:3] == [{"role": "user", "content": "refunds after the parcel arrives"}, {"role": "assistant", "content": "Ten days."}]
+    assert roles[0] == "system" and req.messages[1:3] == [
+        {"role": "user", "content": "refunds after the parcel arrives"},
+        {"role": "assistant", "content": "Ten days."},
+    ]
     contents = [m["content"] for m in req.messages]
     ref_at = [i for i, c in enumerate(contents) if c.startswith("Reference: ")]
     rule_at = [i for i, c in enumerate(contents) if c.startswith("Rule: ")]
-    assert ref_at and rule_at and max(ref_at) < min(rule_at) and contents[-1] == "what does the team plan cost in dollars"
+    assert (
+        ref_at and rule_at and max(ref_at) < min(rule_at) and contents[-1] == "what does the team plan cost in dollars"
+    )
     assert "Reference: Passwords are reset from the security page." in contents
     names = [t["name"] for t in req.tools]
     assert "web_fetch" in names
@@ -257,13 +268,24 @@ def test_summary_grouped_view_and_json(agent: Agent, store: ChunkStore) -> None:
     s = Session(agent, store)
     s.add("rule:legal")
     req = s.build_request("outage escalate engineer refunds parcel")
-    assert req.context.summary() == "4 rules (2 agent, 1 always, 1 manual), 2 references (1 agent, 1 always), 2 tools (1 agent, 1 always)"
+    assert (
+        req.context.summary()
+        == "4 rules (2 agent, 1 always, 1 manual), 2 references (1 agent, 1 always), 2 tools (1 agent, 1 always)"
+    )
     from contextsieve.context import ContextEntry, RequestContext
 
-    hand = RequestContext((ContextEntry(ItemKey(ItemKind.TOOL, "a", "s"), M), ContextEntry(ItemKey(ItemKind.TOOL, "b", "s"), M), ContextEntry(ItemKey(ItemKind.REFERENCE, "r"), A)))
+    hand = RequestContext(
+        (
+            ContextEntry(ItemKey(ItemKind.TOOL, "a", "s"), M),
+            ContextEntry(ItemKey(ItemKind.TOOL, "b", "s"), M),
+            ContextEntry(ItemKey(ItemKind.REFERENCE, "r"), A),
+        )
+    )
     assert hand.summary() == "0 rules, 1 reference (all always), 2 tools (all manual)"
     text = req.context.grouped_text()
-    assert text.splitlines()[0] == "Context Used:" and "  • tone (priority 100) [Always]" in text and "[Agent - 0." in text
+    assert (
+        text.splitlines()[0] == "Context Used:" and "  • tone (priority 100) [Always]" in text and "[Agent - 0." in text
+    )
     lines = text.splitlines()
     assert lines.index("  • tone (priority 100) [Always]") < lines.index("  • legal (priority 10) [Manual]")
     back = type(req.context).from_dict(json.loads(req.context.to_json()))
@@ -312,7 +334,9 @@ def words(texts: list[str]) -> list[int]:
 
 
 def test_token_budget_drops_lowest_scored_agent_items_first(agent: Agent, store: ChunkStore) -> None:
-    free = Session(agent, store, token_counter=words).build_request("refunds parcel days outage escalate engineer prices dollars")
+    free = Session(agent, store, token_counter=words).build_request(
+        "refunds parcel days outage escalate engineer prices dollars"
+    )
     agent_entries = [e for e in free.context.entries if e.mode is G]
     assert len(agent_entries) >= 3
     costs = {e.key: Session(agent, store, token_counter=words)._item_tokens(e.key) for e in free.context.entries}
@@ -343,31 +367,64 @@ def test_token_budget_never_cuts_always_or_manual_and_says_so(agent: Agent, stor
 
 
 def rep_agent() -> Agent:
-    return Agent(rules=[
-        Rule("a1", "alpha gamma", include=G), Rule("a2", "alpha gamma delta", include=G), Rule("a3", "alpha delta", include=G),
-        Rule("b", "beta epsilon zeta eta", include=G), Rule("c", "omega sigma tau", include=G),
-    ])
+    return Agent(
+        rules=[
+            Rule("a1", "alpha gamma", include=G),
+            Rule("a2", "alpha gamma delta", include=G),
+            Rule("a3", "alpha delta", include=G),
+            Rule("b", "beta epsilon zeta eta", include=G),
+            Rule("c", "omega sigma tau", include=G),
+        ]
+    )
 
 
 def test_min_representation_promotes_the_missing_sentence(store: ChunkStore) -> None:
     q = "alpha gamma. beta epsilon. omega."
     base = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99).build_request(q)
     assert [e.key.name for e in base.context.entries] == ["a1", "a2"]  # both from sentence 0
-    s = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.2, min_representation_cap=1)
+    s = Session(
+        rep_agent(),
+        store,
+        context_top_n=2,
+        context_include_score=0.99,
+        min_representation_floor=0.2,
+        min_representation_cap=1,
+    )
     ctx = s.build_request(q).context
     promoted = [e for e in ctx.entries if e.via == "min-representation"]
     assert [(e.key.name, e.query_chunk) for e in promoted] == [("b", 1)]  # the cap stops sentence 2's item
-    both = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.2, min_representation_cap=5).build_request(q).context
+    both = (
+        Session(
+            rep_agent(),
+            store,
+            context_top_n=2,
+            context_include_score=0.99,
+            min_representation_floor=0.2,
+            min_representation_cap=5,
+        )
+        .build_request(q)
+        .context
+    )
     assert [(e.key.name, e.query_chunk) for e in both.entries if e.via == "min-representation"] == [("b", 1), ("c", 2)]
-    strict = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.95).build_request(q).context
+    strict = (
+        Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_floor=0.95)
+        .build_request(q)
+        .context
+    )
     assert not [e for e in strict.entries if e.via == "min-representation"]  # below the floor: nothing
 
 
 def exp_agent(fetch_mode: IncludeMode = G) -> Agent:
     return Agent(
-        rules=[Rule("auth", "authenticate authenticate then fetch the token endpoint", include=G), Rule("paint", "paint the house blue", include=G)],
+        rules=[
+            Rule("auth", "authenticate authenticate then fetch the token endpoint", include=G),
+            Rule("paint", "paint the house blue", include=G),
+        ],
         servers={"web": McpServer("web")},
-        tools=[Tool("web", "fetch_url", "fetch token endpoint url", include=fetch_mode), Tool("web", "colors", "list paint colors", include=G)],
+        tools=[
+            Tool("web", "fetch_url", "fetch token endpoint url", include=fetch_mode),
+            Tool("web", "colors", "list paint colors", include=G),
+        ],
     )
 
 
@@ -375,7 +432,15 @@ def test_expansion_pulls_related_items_and_records_who(store: ChunkStore) -> Non
     q = "authenticate"
     off = Session(exp_agent(), store, context_top_n=1, context_include_score=0.99).build_request(q).context
     assert [e.key.name for e in off.entries] == ["auth"]
-    s = Session(exp_agent(), store, context_top_n=1, context_include_score=0.99, expansion_depth=1, expansion_threshold=0.3, expansion_top_n=3)
+    s = Session(
+        exp_agent(),
+        store,
+        context_top_n=1,
+        context_include_score=0.99,
+        expansion_depth=1,
+        expansion_threshold=0.3,
+        expansion_top_n=3,
+    )
     ctx = s.build_request(q).context
     exp = [e for e in ctx.entries if e.mode is IncludeMode.EXPANSION]
     assert [(e.key.name, e.pulled_by.name) for e in exp] == [("fetch_url", "auth")]
@@ -386,7 +451,15 @@ def test_expansion_pulls_related_items_and_records_who(store: ChunkStore) -> Non
 
 
 def test_expansion_never_readds_a_session_item(store: ChunkStore) -> None:
-    s = Session(exp_agent(fetch_mode=A), store, context_top_n=1, context_include_score=0.99, expansion_depth=2, expansion_threshold=0.0, expansion_top_n=5)
+    s = Session(
+        exp_agent(fetch_mode=A),
+        store,
+        context_top_n=1,
+        context_include_score=0.99,
+        expansion_depth=2,
+        expansion_threshold=0.0,
+        expansion_top_n=5,
+    )
     ctx = s.build_request("authenticate").context
     keys = [e.key for e in ctx.entries]
     assert keys.count(ItemKey(ItemKind.TOOL, "fetch_url", "web")) == 1
@@ -435,10 +508,14 @@ def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: A
     mx = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0)
     mean = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, pooling="mean")
     assert [s.item for s in mx] == [0, 1] and [round(s.score, 3) for s in mean] == [0.5, 0.5]
-    kw = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, keyword=np.array([0.0, 1.0]), keyword_weight=0.5)
+    kw = select_items(
+        q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, keyword=np.array([0.0, 1.0]), keyword_weight=0.5
+    )
     assert [(s.item, round(s.score, 3), round(s.sim, 3)) for s in kw] == [(1, 1.0, 0.5), (0, 0.9, 0.9)]
     # the include score is compared with the similarity, not with the keyword-boosted ranking score
-    thr = select_items(q, chunks, owner, ok, top_k=5, top_n=1, include_score=0.8, keyword=np.array([0.0, 1.0]), keyword_weight=0.5)
+    thr = select_items(
+        q, chunks, owner, ok, top_k=5, top_n=1, include_score=0.8, keyword=np.array([0.0, 1.0]), keyword_weight=0.5
+    )
     assert [s.item for s in thr] == [0]
     s = Session(agent, store, keyword_weight=0.5, query_pooling="mean")
     ctx = s.build_request("refunds parcel arrives").context
@@ -450,11 +527,18 @@ def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: A
 def test_expand_from_a_tool_result_proposes_items_without_changing_the_session(agent: Agent, store: ChunkStore) -> None:
     s = Session(agent, store, context_top_n=1, context_include_score=0.99)
     before = s.items()
-    result = "ERROR: outage detected on checkout. The on-call engineer must be paged.\n\nEscalate outages to the on-call engineer now."
+    result = (
+        "ERROR: outage detected on checkout. The on-call engineer must be paged.\n\n"
+        "Escalate outages to the on-call engineer now."
+    )
     ctx = s.expand_from(result)
     assert [e.key.name for e in ctx.entries] == ["escalate"] and ctx.entries[0].via == "tool-result"
     assert ctx.settings["source"] == "tool-result"
-    assert ctx.query_chunks == ("ERROR: outage detected on checkout.", "The on-call engineer must be paged.", "Escalate outages to the on-call engineer now.")
+    assert ctx.query_chunks == (
+        "ERROR: outage detected on checkout.",
+        "The on-call engineer must be paged.",
+        "Escalate outages to the on-call engineer now.",
+    )
     assert len(s.expand_from(result, max_chunks=1).query_chunks) == 1
     assert s.items() == before
     assert s.expand_from("").entries == ()
@@ -466,14 +550,21 @@ def test_expand_from_a_tool_result_proposes_items_without_changing_the_session(a
 
 def test_tools_as_their_own_domain(store: ChunkStore) -> None:
     agent = Agent(
-        rules=[Rule("r1", "fetch the web page url now", include=G), Rule("r2", "fetch web page url carefully", include=G)],
+        rules=[
+            Rule("r1", "fetch the web page url now", include=G),
+            Rule("r2", "fetch web page url carefully", include=G),
+        ],
         servers={"web": McpServer("web", default_include=G)},
         tools=[Tool("web", "fetch", "fetch a url"), Tool("web", "paint", "paint colors")],
     )
     q = "fetch the web page url"
     shared = Session(agent, store, context_top_n=1, context_include_score=0.99).build_request(q).context
     assert [e.key.kind for e in shared.entries] == [ItemKind.RULE]  # the tool is crowded out
-    split = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1}).build_request(q).context
+    split = (
+        Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1})
+        .build_request(q)
+        .context
+    )
     assert sorted(e.key.kind.value for e in split.entries) == ["rule", "tool"]
     assert [e.key.name for e in split.entries if e.key.kind is ItemKind.TOOL] == ["fetch"]
     scores = [e.score for e in split.entries]
@@ -483,7 +574,11 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
     with pytest.raises(InputError, match="may set only"):
         Session(agent, store, tool_settings={"temperature": 0.1})
     # a domain's settings apply to it alone: the tools' include score 0 keeps every tool scoring above 0
-    wide = Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_include_score": 0.0}).build_request(q).context
+    wide = (
+        Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_include_score": 0.0})
+        .build_request(q)
+        .context
+    )
     tool_entries = [e for e in wide.entries if e.key.kind is ItemKind.TOOL]
     assert tool_entries and all(e.score > 0 for e in tool_entries) and tool_entries[0].key.name == "fetch"
     assert [e.key.kind for e in wide.entries].count(ItemKind.RULE) == 1
@@ -503,7 +598,15 @@ def test_index_with_progress_through_a_custom_embedder(capsys) -> None:  # noqa:
     assert report.embedded == emb.texts > 0 and report.items == len(list(engine.agent.all_items()))
 
 
-@pytest.mark.parametrize("text", ["[]", '{"settings": {}, "items": [{"key": "rule:gone", "mode": "manual"}], "history": []}', '{"settings": {"context_top_k": "x"}, "items": [], "history": []}', "[" * 100_000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"settings": {}, "items": [{"key": "rule:gone", "mode": "manual"}], "history": []}',
+        '{"settings": {"context_top_k": "x"}, "items": [], "history": []}',
+        "[" * 100_000,
+    ],
+)
 def test_bad_session_files_raise_session_file_error(tmp_path, text) -> None:  # noqa: ANN001
     """Failed before: AttributeError / RecursionError escaped, or an unknown item loaded."""
     p = tmp_path / "s.json"

@@ -72,7 +72,9 @@ def test_smoothing_is_exact_in_fp32(tiny, tiny_weights) -> None:  # noqa: ANN001
     smoothed = smooth_weights(tiny_weights, amax, 0.65, layers)
     assert tiny_weights.linears["L0.ffn_in"].smooth is None, "smoothing must not modify its input"
     ids, mask = batch(7, [12, 8, 3], cfg.vocab_size)
-    np.testing.assert_allclose(run(build_graph(smoothed, cfg), ids, mask), bert_oracle(tensors, cfg, ids, mask), atol=3e-5)
+    np.testing.assert_allclose(
+        run(build_graph(smoothed, cfg), ids, mask), bert_oracle(tensors, cfg, ids, mask), atol=3e-5
+    )
 
 
 @pytest.mark.parametrize("weights", ["this cpu", "u8"])

@@ -111,12 +111,44 @@ def test_missing_hnswlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 def real_vectors(int8) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
     """MiniLM embeddings of 3,000 generated support/dev sentences and 100 queries like them."""
     rnd = random.Random(7)
-    subjects = ["the billing page", "a failed deploy", "the login form", "our API client", "the nightly backup", "a refund request",
-                "the search index", "an expired token", "the mobile app", "a slow database query", "the CSV export", "two-factor setup"]
-    verbs = ["breaks when", "times out after", "needs review because", "was fixed once", "should log why", "is blocked until",
-             "retries silently if", "crashes only when", "gets slower as", "returns 500 if"]
-    tails = ["the user changes region", "the cache is cold", "a webhook fires twice", "the disk fills up", "the locale is German",
-             "the session expires", "the payload exceeds 1 MB", "two admins edit at once", "the VPN drops", "the clock skews"]
+    subjects = [
+        "the billing page",
+        "a failed deploy",
+        "the login form",
+        "our API client",
+        "the nightly backup",
+        "a refund request",
+        "the search index",
+        "an expired token",
+        "the mobile app",
+        "a slow database query",
+        "the CSV export",
+        "two-factor setup",
+    ]
+    verbs = [
+        "breaks when",
+        "times out after",
+        "needs review because",
+        "was fixed once",
+        "should log why",
+        "is blocked until",
+        "retries silently if",
+        "crashes only when",
+        "gets slower as",
+        "returns 500 if",
+    ]
+    tails = [
+        "the user changes region",
+        "the cache is cold",
+        "a webhook fires twice",
+        "the disk fills up",
+        "the locale is German",
+        "the session expires",
+        "the payload exceeds 1 MB",
+        "two admins edit at once",
+        "the VPN drops",
+        "the clock skews",
+    ]
     leads = ["Bug:", "Note:", "Customer says"]
     sents = [f"{lead} {s} {v} {t}" for lead, s, v, t in itertools.product(leads, subjects, verbs, tails)]
     rnd.shuffle(sents)
@@ -132,7 +164,12 @@ def test_hnsw_recall_against_exact_on_real_embeddings(real_vectors, tmp_path) ->
     hnsw = ChunkIndex(384, IndexConfig(backend="hnsw"))
     hnsw.add(corpus, range(len(corpus)), "references")
     assert hnsw.backend == "hnsw"
-    recall = np.mean([len(set(hnsw.search(q[None], 10).idx.tolist()) & set(exact.search(q[None], 10).idx.tolist())) / 10 for q in queries])
+    recall = np.mean(
+        [
+            len(set(hnsw.search(q[None], 10).idx.tolist()) & set(exact.search(q[None], 10).idx.tolist())) / 10
+            for q in queries
+        ]
+    )
     assert recall >= 0.95, recall
     hnsw.remove([int(hnsw.search(queries[:1], 1).idx[0])])
     p = tmp_path / "h.csidx"

@@ -15,7 +15,9 @@ from contextsieve.kernels import scoring as K
 
 SIZES = [0, 1, 2, 7, 97, 1025]
 # The backend fixture only sets a module constant, the same for every example: safe to share.
-HYP = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+HYP = settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture(params=["numpy", "numba"])
@@ -53,7 +55,13 @@ def oracle_topk(s: np.ndarray, k: int) -> list[int]:
     return sorted(idx, key=lambda i: (-s[i], i))[:k]
 
 
-@given(n=st.sampled_from(SIZES), m=st.integers(0, 8), d=st.sampled_from([1, 3, 8, 33]), seed=st.integers(0, 2**16), excl=st.booleans())
+@given(
+    n=st.sampled_from(SIZES),
+    m=st.integers(0, 8),
+    d=st.sampled_from([1, 3, 8, 33]),
+    seed=st.integers(0, 2**16),
+    excl=st.booleans(),
+)
 @HYP
 def test_score_pool_matches_oracle(backend: str, n: int, m: int, d: int, seed: int, excl: bool) -> None:
     rng = np.random.default_rng(seed)
@@ -66,7 +74,13 @@ def test_score_pool_matches_oracle(backend: str, n: int, m: int, d: int, seed: i
     np.testing.assert_array_equal(which, ow)
 
 
-@given(n=st.sampled_from(SIZES), m=st.integers(0, 8), k=st.sampled_from([0, 1, 5, 20, 2000]), seed=st.integers(0, 2**16), excl=st.booleans())
+@given(
+    n=st.sampled_from(SIZES),
+    m=st.integers(0, 8),
+    k=st.sampled_from([0, 1, 5, 20, 2000]),
+    seed=st.integers(0, 2**16),
+    excl=st.booleans(),
+)
 @HYP
 def test_score_pool_topk_matches_oracle(backend: str, n: int, m: int, k: int, seed: int, excl: bool) -> None:
     rng = np.random.default_rng(seed)
@@ -230,7 +244,12 @@ def test_import_does_not_load_numba() -> None:
 def test_bm25_index_matches_the_oracle_on_words() -> None:
     from contextsieve.keyword import BM25Index, tokenize
 
-    docs = ["Read a file from disk", "Write files to the disk", "Fetch a web page by its URL", "Search the web for pages"]
+    docs = [
+        "Read a file from disk",
+        "Write files to the disk",
+        "Fetch a web page by its URL",
+        "Search the web for pages",
+    ]
     assert tokenize("Reads the FILES, quickly!") == ["read", "file", "quickly"]
     idx = BM25Index(docs)
     vocab = idx.vocab

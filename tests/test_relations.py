@@ -16,7 +16,12 @@ def data(seed: int, n: int, items: int, d: int = 6) -> tuple[np.ndarray, np.ndar
     return rng.integers(-2, 3, (n, d)).astype(np.float32), rng.integers(0, items, n)
 
 
-@given(seed=st.integers(0, 9999), n=st.sampled_from([1, 5, 40, 200]), items=st.integers(1, 12), cap=st.sampled_from([None, 1, 2]))
+@given(
+    seed=st.integers(0, 9999),
+    n=st.sampled_from([1, 5, 40, 200]),
+    items=st.integers(1, 12),
+    cap=st.sampled_from([None, 1, 2]),
+)
 @settings(max_examples=40, deadline=None, derandomize=True)
 def test_expansion_matches_oracle(seed: int, n: int, items: int, cap: int | None) -> None:
     c, it = data(seed, n, items)

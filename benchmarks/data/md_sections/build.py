@@ -13,45 +13,66 @@ import json
 from pathlib import Path
 
 DOCS = {
-    "install-guide": ("Installing and running Acme CLI", {
-        ("Linux", "Install"): "Add the package repository, then run sudo apt install acme. The binary lands in /usr/bin.",
-        ("Linux", "Configure"): "Settings live in /etc/acme/config.toml; restart the systemd unit after editing it.",
-        ("Linux", "Upgrade"): "Run sudo apt update and sudo apt upgrade acme; the service restarts on its own.",
-        ("Linux", "Uninstall"): "Run sudo apt remove acme, then delete /etc/acme if you want the settings gone too.",
-        ("macOS", "Install"): "Run brew install acme. Apple silicon and Intel builds are both provided.",
-        ("macOS", "Configure"): "Settings live in ~/Library/Application Support/acme/config.toml.",
-        ("macOS", "Upgrade"): "Run brew upgrade acme. Grant the new binary disk access again if asked.",
-        ("macOS", "Uninstall"): "Run brew uninstall acme and drag the menu bar helper to the bin.",
-        ("Windows", "Install"): "Download the MSI and double-click it; it asks for administrator rights.",
-        ("Windows", "Configure"): "Settings live in %APPDATA%\\acme\\config.toml; the tray icon reloads them.",
-        ("Windows", "Upgrade"): "Run the newer MSI over the old one; your settings are kept.",
-        ("Windows", "Uninstall"): "Open Apps and features, pick Acme CLI and choose Uninstall.",
-    }),
-    "api-reference": ("REST API reference", {
-        ("Users", "Create"): "POST /v1/users with an email and a display name. Returns 201 and the new id.",
-        ("Users", "List"): "GET /v1/users?page=N returns 50 records a page, newest first.",
-        ("Users", "Delete"): "DELETE /v1/users/{id}. The record is kept for 30 days, then purged.",
-        ("Users", "Errors"): "409 when the email is taken; 422 when the display name is empty.",
-        ("Orders", "Create"): "POST /v1/orders with a customer id and line items. Returns 201 and the order number.",
-        ("Orders", "List"): "GET /v1/orders?status=open filters by status; results are paged by 100.",
-        ("Orders", "Delete"): "Only draft records can be deleted; others must be cancelled instead.",
-        ("Orders", "Errors"): "409 when a line item is out of stock; 402 when the payment fails.",
-        ("Invoices", "Create"): "POST /v1/invoices with an order number; totals and tax are computed for you.",
-        ("Invoices", "List"): "GET /v1/invoices?due_before=DATE lists unpaid ones due before a date.",
-        ("Invoices", "Delete"): "Issued documents cannot be deleted, only voided with POST .../void.",
-        ("Invoices", "Errors"): "422 when the order is not yet fulfilled; 409 when it was already billed.",
-    }),
-    "runbook": ("Operations runbook", {
-        ("Postgres", "Backup"): "A nightly base backup plus WAL archiving to the object store; keep 14 days.",
-        ("Postgres", "Restore"): "Stop the service, restore the base backup, replay WAL up to the target time.",
-        ("Postgres", "Alerts"): "Page when replication lag exceeds 60 seconds or connections exceed 90 percent.",
-        ("Redis", "Backup"): "RDB snapshots every 15 minutes, copied off the host hourly.",
-        ("Redis", "Restore"): "Stop the server, put the snapshot file in the data directory, start it again.",
-        ("Redis", "Alerts"): "Page when memory use passes 85 percent or evictions climb above zero.",
-        ("Kafka", "Backup"): "Topics are mirrored to the standby cluster; broker configs are in git.",
-        ("Kafka", "Restore"): "Fail consumers over to the standby cluster, then re-seed the lost brokers from it.",
-        ("Kafka", "Alerts"): "Page on under-replicated partitions or consumer lag above 10,000 messages.",
-    }),
+    "install-guide": (
+        "Installing and running Acme CLI",
+        {
+            (
+                "Linux",
+                "Install",
+            ): "Add the package repository, then run sudo apt install acme. The binary lands in /usr/bin.",
+            (
+                "Linux",
+                "Configure",
+            ): "Settings live in /etc/acme/config.toml; restart the systemd unit after editing it.",
+            ("Linux", "Upgrade"): "Run sudo apt update and sudo apt upgrade acme; the service restarts on its own.",
+            (
+                "Linux",
+                "Uninstall",
+            ): "Run sudo apt remove acme, then delete /etc/acme if you want the settings gone too.",
+            ("macOS", "Install"): "Run brew install acme. Apple silicon and Intel builds are both provided.",
+            ("macOS", "Configure"): "Settings live in ~/Library/Application Support/acme/config.toml.",
+            ("macOS", "Upgrade"): "Run brew upgrade acme. Grant the new binary disk access again if asked.",
+            ("macOS", "Uninstall"): "Run brew uninstall acme and drag the menu bar helper to the bin.",
+            ("Windows", "Install"): "Download the MSI and double-click it; it asks for administrator rights.",
+            ("Windows", "Configure"): "Settings live in %APPDATA%\\acme\\config.toml; the tray icon reloads them.",
+            ("Windows", "Upgrade"): "Run the newer MSI over the old one; your settings are kept.",
+            ("Windows", "Uninstall"): "Open Apps and features, pick Acme CLI and choose Uninstall.",
+        },
+    ),
+    "api-reference": (
+        "REST API reference",
+        {
+            ("Users", "Create"): "POST /v1/users with an email and a display name. Returns 201 and the new id.",
+            ("Users", "List"): "GET /v1/users?page=N returns 50 records a page, newest first.",
+            ("Users", "Delete"): "DELETE /v1/users/{id}. The record is kept for 30 days, then purged.",
+            ("Users", "Errors"): "409 when the email is taken; 422 when the display name is empty.",
+            (
+                "Orders",
+                "Create",
+            ): "POST /v1/orders with a customer id and line items. Returns 201 and the order number.",
+            ("Orders", "List"): "GET /v1/orders?status=open filters by status; results are paged by 100.",
+            ("Orders", "Delete"): "Only draft records can be deleted; others must be cancelled instead.",
+            ("Orders", "Errors"): "409 when a line item is out of stock; 402 when the payment fails.",
+            ("Invoices", "Create"): "POST /v1/invoices with an order number; totals and tax are computed for you.",
+            ("Invoices", "List"): "GET /v1/invoices?due_before=DATE lists unpaid ones due before a date.",
+            ("Invoices", "Delete"): "Issued documents cannot be deleted, only voided with POST .../void.",
+            ("Invoices", "Errors"): "422 when the order is not yet fulfilled; 409 when it was already billed.",
+        },
+    ),
+    "runbook": (
+        "Operations runbook",
+        {
+            ("Postgres", "Backup"): "A nightly base backup plus WAL archiving to the object store; keep 14 days.",
+            ("Postgres", "Restore"): "Stop the service, restore the base backup, replay WAL up to the target time.",
+            ("Postgres", "Alerts"): "Page when replication lag exceeds 60 seconds or connections exceed 90 percent.",
+            ("Redis", "Backup"): "RDB snapshots every 15 minutes, copied off the host hourly.",
+            ("Redis", "Restore"): "Stop the server, put the snapshot file in the data directory, start it again.",
+            ("Redis", "Alerts"): "Page when memory use passes 85 percent or evictions climb above zero.",
+            ("Kafka", "Backup"): "Topics are mirrored to the standby cluster; broker configs are in git.",
+            ("Kafka", "Restore"): "Fail consumers over to the standby cluster, then re-seed the lost brokers from it.",
+            ("Kafka", "Alerts"): "Page on under-replicated partitions or consumer lag above 10,000 messages.",
+        },
+    ),
 }
 
 QUESTIONS = [
@@ -103,11 +124,16 @@ def markdown(title: str, sections: dict[tuple[str, str], str]) -> str:
 
 def main() -> None:
     here = Path(__file__).parent
-    lines = [json.dumps({"name": n, "description": d, "text": markdown(d, secs)}, ensure_ascii=False) for n, (d, secs) in DOCS.items()]
+    lines = [
+        json.dumps({"name": n, "description": d, "text": markdown(d, secs)}, ensure_ascii=False)
+        for n, (d, secs) in DOCS.items()
+    ]
     (here / "docs.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for _, doc, path in QUESTIONS:
         assert path in DOCS[doc][1], (doc, path)
-    lines = [json.dumps({"query": q, "doc": d, "section": [DOCS[d][0], *p]}, ensure_ascii=False) for q, d, p in QUESTIONS]
+    lines = [
+        json.dumps({"query": q, "doc": d, "section": [DOCS[d][0], *p]}, ensure_ascii=False) for q, d, p in QUESTIONS
+    ]
     (here / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
