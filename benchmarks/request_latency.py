@@ -1,27 +1,39 @@
 """Request-context latency of the engine on a 200-item agent (~1,000 chunks), in one run.
 
-    python -m benchmarks.request_latency
+    python -m benchmarks.request_latency            # the 200-item agent
+    python -m benchmarks.request_latency --large    # also a ~150,000-chunk agent, HNSW vs exact search
 
 The agent is built from standard-library docstrings (``benchmarks/workloads.py``): 60 references of
 13 chunks, 60 rules of 2 chunks and 80 tools of 1 chunk, all in ``agent`` mode (every item is
 searched: the worst case). Messages are 1-3 docstring sentences. Reported: the first request on a
 cold cache (embedding all chunks; the model already loaded), warm requests (p50/p99 over 200
 messages, and how much of that is embedding the query), and the first request of a restarted engine
-whose disk cache is warm (a new process would add ~0.35 s of imports and model load).
+whose disk cache is warm (a new process would add the imports and the model load).
+
+``--large``: 14,000 references of 10 docstring sentences each (one chunk per sentence plus the
+header chunk: 154,000 chunks; the sentences of ``benchmarks.hnsw_table``), all in ``agent`` mode,
+searched by the same 200 messages through the default index (HNSW above 100,000 chunks) and with
+``IndexConfig(backend="exact")``, in one run; vectors are cached in the temp folder for reruns. It
+reports request and selection latency (selection = request minus embedding the message) and how
+many requests chose the same items both ways.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from benchmarks import workloads
 from contextsieve.agent import Agent, McpServer
 from contextsieve.engine import Engine
+from contextsieve.index import IndexConfig
 from contextsieve.items import IncludeMode, Reference, Rule, Tool
+from contextsieve.models.cpu import cpu_summary
 
 
 def build_agent() -> Agent:
@@ -43,9 +55,76 @@ def messages(n: int = 200) -> list[str]:
     return [" ".join(rnd.sample(sents, rnd.randint(1, 3))) for _ in range(n)]
 
 
+def large_agent(n_refs: int = 14_000, per_ref: int = 10) -> Agent:
+    from benchmarks.hnsw_table import docstring_sentences
+
+    sents = docstring_sentences(n_refs * (per_ref + 1))
+    refs = [
+        Reference(
+            f"doc_{i:05d}",
+            "\n\n".join(sents[n_refs + i * per_ref : n_refs + (i + 1) * per_ref]),
+            sents[i],
+            500,
+            IncludeMode.AGENT,
+        )
+        for i in range(n_refs)
+    ]
+    return Agent(name="large", references=refs)
+
+
+def timed(session_of: object, msgs: list[str], embed: object) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+    """Per message: request ms, selection ms (request minus embedding the message), chosen keys."""
+    from contextsieve.chunking import query_chunks
+
+    session = session_of()  # type: ignore[operator]
+    for m in msgs[:10]:
+        session.build_request(m)
+    total, select, keys = [], [], []
+    for m in msgs:
+        t = time.perf_counter()
+        req = session.build_request(m)
+        total.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        embed(query_chunks(m))  # type: ignore[operator]
+        select.append(total[-1] - (time.perf_counter() - t))
+        keys.append([str(k) for k in req.context.keys()])
+    return np.array(total) * 1e3, np.array(select) * 1e3, keys
+
+
+def large(emb: object, msgs: list[str]) -> None:
+    agent = large_agent()
+    cache = Path(tempfile.gettempdir()) / "contextsieve-bench-large"
+    t = time.perf_counter()
+    hnsw = Engine(agent, embedder=emb, cache_dir=cache)  # type: ignore[arg-type]
+    report = hnsw.index(show_progress=True)
+    build = time.perf_counter() - t
+    exact = Engine(agent, embedder=emb, cache_dir=cache, index=IndexConfig(backend="exact"))  # type: ignore[arg-type]
+    assert exact.index().search == "exact" and report.search == "hnsw", report
+    rows = {}
+    for name, engine in (("HNSW (default above 100,000 chunks)", hnsw), ("exact", exact)):
+        rows[name] = timed(engine.session, msgs, emb.embed)  # type: ignore[attr-defined]
+    same = sum(a == b for a, b in zip(rows["exact"][2], next(iter(rows.values()))[2]))
+    print(
+        f"\nagent: {len(agent.references)} references, {report.chunks} chunks; index built in {build:.0f} s "
+        f"(embedding included, vectors from the disk cache when rerun); same {len(msgs)} messages\n"
+    )
+    print("| search | request p50 ms | request p99 ms | selection p50 ms | selection p99 ms |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (total, select, _) in rows.items():
+        print(
+            f"| {name} | {np.percentile(total, 50):.2f} | {np.percentile(total, 99):.2f} | "
+            f"{np.percentile(select, 50):.2f} | {np.percentile(select, 99):.2f} |"
+        )
+    print(f"\nHNSW chose the same items as exact search in {same} of {len(msgs)} requests.")
+
+
 def main() -> None:
     from contextsieve import Embedder
 
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", action="store_true", help="also the ~150,000-chunk agent, HNSW vs exact")
+    args = ap.parse_args()
+    print(f"CPU: {cpu_summary()}\n")
     emb = Embedder()  # int8, graph from the model cache
     msgs = messages()
     with tempfile.TemporaryDirectory() as cache:
@@ -88,6 +167,8 @@ def main() -> None:
     print(f"|   of which selection and assembly | {np.percentile(rest, 50):.2f} | {np.percentile(rest, 99):.2f} |")
     print(f"| first request, cold cache (embeds {n_chunks} chunks) | {cold * 1e3:.0f} | - |")
     print(f"| first request after a restart, disk cache warm | {warm_disk * 1e3:.1f} | - |")
+    if args.large:
+        large(emb, msgs)
 
 
 if __name__ == "__main__":

@@ -125,9 +125,7 @@ class AgentSettings:
             may still be pulled by items of either. Default ``None``: one shared search, as the reference.
         keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
-            Measured with ``python -m benchmarks.tool_selection`` (README, "Selection quality"): R@5
-            0.684 -> 0.837 on the multi-server set, MetaTool 0.745 -> 0.754 (multi-tool 0.622 -> 0.679),
-            SciFact nDCG@10 67.41 -> 72.17.
+            Chosen by ``python -m benchmarks.tool_selection`` (README, "Selection quality").
         keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
             weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
     """

@@ -22,7 +22,8 @@ what a ``summarizer`` callable returns for it. With none of these the chunk is e
 tool as ``name: description``). The text shown and sent never changes. The keyword index reads the
 same embedding texts, so a section that never names its parent is found by the parent's name.
 With ``split_identifiers``, tool names are embedded split into words (``searchIssues`` as
-``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (no measured gain).
+``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (README,
+"Selection quality", says why).
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ class ChunkConfig:
             text without headings is chunked exactly as without this).
         tool_context: what of a tool's MCP server goes into its embedding text: ``"none"``,
             ``"server"`` (its name; the default) or ``"server+description"`` (name and description).
-        split_identifiers: embed tool names with camelCase / snake_case split into words (default False:
-            measured neutral, MetaTool R@5 0.756 vs 0.754, the multi-server set 0.830 vs 0.837).
+        split_identifiers: embed tool names with camelCase / snake_case split into words (default False;
+            ``benchmarks.tool_selection`` measures it).
         max_summary_tokens: longest summary (item ``summary`` or summarizer output) used (default 64 tokens).
     """
 

@@ -1,10 +1,11 @@
 """Numba kernels (``@njit(cache=True)``). Imported only through :mod:`contextsieve.kernels.scoring`'s
-dispatch on the first call that needs them, so ``import contextsieve`` never loads Numba (~300 ms).
+dispatch on the first call that needs them, so ``import contextsieve`` never loads Numba (a few
+hundred ms; ``benchmarks.cold_start``).
 
 All take float32 C-contiguous arrays (validated by the caller). Each corpus row is scored against the
 query rows one dot product at a time: the row stays in L1 between queries, and this plain loop shape
-is the one LLVM vectorises best (measured at 100k x 384: M=2 7.0 ms and M=4 8.6 ms, against 9.4 and
-9.7 ms for four interleaved accumulators; int8 rows 2.0 ms at M=1, against 8 ms for integer dots).
+is the one LLVM vectorised best of those tried (interleaved accumulators, integer dots for int8 rows;
+``benchmarks.kernels_table`` measures the kernels).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
 """
 

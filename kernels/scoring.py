@@ -33,10 +33,9 @@ __all__ = [
     "bm25_scores",
 ]
 
-#: Multiply-adds (rows x queries x dim) from which Numba is used. From ``benchmarks/kernels_table.py``:
-#: numpy's gemv is faster for one query up to ~10k rows (10k: 0.39 vs 0.52 ms) and every small case
-#: costs well under 0.2 ms either way, while Numba's import and cache load cost ~0.3-0.4 s once; from
-#: 10k rows x 2 queries the fused kernel is 2x faster (0.67 vs 1.43 ms) and at 100k 1.4-4x.
+#: Multiply-adds (rows x queries x dim) from which Numba is used: below it numpy's gemv is as fast or
+#: faster and a small case costs little either way, while Numba's import and cache load cost a few
+#: hundred ms once; above it the fused kernel wins (``benchmarks/kernels_table.py``).
 NUMBA_MIN_WORK = 4_000_000
 
 #: Rows from which :func:`group_max` uses its Numba loop (numpy's lexsort is fine below).

@@ -27,12 +27,11 @@ __all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS"
 #: Most texts in one ONNX Runtime call.
 DEFAULT_BATCH_SIZE = 64
 #: A single int8 batch of at most this many padded tokens runs on one thread: the int8 graph has ~350
-#: small nodes, and waking a second thread for each cost more than it gave (one 15-token query: 2.3 ms
-#: on 1 thread, 3.1 ms on 2 without spinning; 200 messages of 1-3 sentences: p50 3.97 ms with this at
-#: 512, 4.54 ms at 128, 5.78 ms at 0). Several batches still run in parallel, one thread each.
+#: small nodes, and waking a second thread for each costs more than it gives (chosen with
+#: ``benchmarks.request_latency``). Several batches still run in parallel, one thread each.
 INT8_SINGLE_THREAD_TOKENS = 512
-#: Most padded tokens (rows x width) in one call. 256-512 measured fastest here for ~100-token chunks
-#: (activations stay in the 1 MiB L2); 2048 was 1.3-1.6x slower.
+#: Most padded tokens (rows x width) in one call: small enough that a batch's activations stay in a
+#: 1 MiB L2 cache (chosen with ``benchmarks.compare_embedders``).
 DEFAULT_BATCH_TOKENS = 512
 
 
@@ -94,11 +93,11 @@ class Embedder:
     Args:
         model: a known model name (see :func:`contextsieve.models.registry.list_models`) or the path of
             a sentence-transformers BERT folder. Default ``"all-MiniLM-L6-v2"``.
-        variant: ``"int8"`` (default for MiniLM: cosine >= 0.99 against fp32 on every text tested,
-            mean >= 0.998, about 2x faster) or ``"fp32"`` (matches sentence-transformers to 1e-5).
+        variant: ``"int8"`` (default for MiniLM; the tests hold it to cosine >= 0.99 against
+            sentence-transformers on every golden text, mean >= 0.998) or ``"fp32"`` (matches
+            sentence-transformers to 1e-5).
         threads: CPU cores to use (default: all this process may use). A single batch runs with that
-            many ONNX Runtime threads; several batches run in parallel, one thread each, which
-            measured 10-25 % faster on 2 cores than one batch at a time with 2 threads.
+            many ONNX Runtime threads; several batches run in parallel, one thread each.
         batch_size: most texts per ONNX Runtime call (default 64).
         batch_tokens: most padded tokens per call (default 512).
         cache_dir: where built graphs live (default ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``).

@@ -5,8 +5,8 @@ No torch: the weights are read from safetensors and laid into ONNX Runtime's fus
 ``Attention`` (fp32: QKV projection + attention in one op) or ``MultiHeadAttention`` (int8: after an
 int8 QKV projection), ``BiasGelu`` (exact erf GELU). Residual + LayerNorm runs as ``Add`` +
 ``InstanceNormalization`` over a ``[1, rows, hidden]`` view, which normalises each row exactly like
-LayerNorm and measured 1.5-2.5x faster than ORT's ``SkipLayerNormalization`` here (that kernel
-accumulates in double). Masked mean pooling and L2 normalisation end the graph.
+LayerNorm and was faster than ORT's ``SkipLayerNormalization`` here (that kernel accumulates in
+double). Masked mean pooling and L2 normalisation end the graph.
 
 Inputs: ``input_ids`` and ``attention_mask`` (int64, ``[batch, seq]``, padding on the right).
 Output: ``sentence_embedding`` (float32, ``[batch, hidden]``, unit norm). With ``output="token"`` the

@@ -83,8 +83,8 @@ class TextTokenizer:
 
         A batch holds at most ``max_rows`` texts and, when ``max_tokens`` is set, at most that many
         padded tokens (rows x width; a single text longer than the budget still forms its own batch).
-        Sorting keeps padding near zero (measured 1.03-1.14x real tokens against 1.5-2.5x for fixed or
-        unsorted padding), and a token budget keeps each batch's activations in cache.
+        Sorting keeps padding near zero (unlike fixed or unsorted padding), and a token budget keeps
+        each batch's activations in cache.
         """
         if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
             raise ModelError(f"max_rows and max_tokens must be >= 1, got {max_rows}, {max_tokens}")
