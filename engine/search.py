@@ -30,9 +30,11 @@ from contextsieve.selection import (
     cut,
     expand,
     expansion_scores,
+    fuse,
     graph_expand,
     item_query_scores,
     min_representation,
+    pooled_scores,
     rank_chunks,
 )
 from contextsieve.store import ChunkStore
@@ -148,22 +150,8 @@ class SearchTrace:
         key = id(d)
         if key not in self._ranking:
             s = d.settings
-            full = rank_chunks(
-                self.queries,
-                self.chunks,
-                d.exclude,
-                1,
-                pooling=s.query_pooling,
-                keyword=d.keyword,
-                keyword_weight=s.keyword_weight,
-                fusion=s.keyword_fusion,
-            )
-            if full.ranking is None:  # the fused kernel ran: max pooling, no keyword term
-                full_ranking = (self.chunks @ self.queries.T).max(axis=1).astype(np.float32)
-                full_ranking[d.exclude] = -np.inf
-            else:
-                full_ranking = full.ranking
-            self._ranking[key] = full_ranking
+            dense = pooled_scores(self.queries, self.chunks, s.query_pooling)[0]
+            self._ranking[key] = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
         return self._ranking[key]
 
     def facts(self, key: ItemKey) -> ItemFacts | None:
@@ -174,8 +162,7 @@ class SearchTrace:
             return None
         s = domain.settings
         rows = np.flatnonzero(self.owner == pos)
-        dense = self.chunks[rows] @ self.queries.T
-        pooled = dense.mean(axis=1) if s.query_pooling == "mean" else dense.max(axis=1)
+        pooled, dense = pooled_scores(self.queries, self.chunks[rows], s.query_pooling)
         hit_rows = domain.ranked.hits.idx.tolist()
         in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
         ranking = None

@@ -94,9 +94,7 @@ def rank_chunks(
     if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0):
         hits = score_pool_topk(queries, chunks, top_k, exclude=exclude)
         return Ranked(hits, hits.scores)
-    sub = chunks if rows is None else chunks[rows]
-    s = sub @ queries.T
-    dense = (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32)
+    dense, s = pooled_scores(queries, chunks if rows is None else chunks[rows], pooling)
     kw = keyword if keyword is None or rows is None else keyword[rows]
     ranking = fuse(dense, kw, keyword_weight, fusion, exclude if rows is None else exclude[rows])
     idx = top_rows(ranking, top_k)
@@ -107,6 +105,13 @@ def rank_chunks(
         order = np.lexsort((real, -ranking[idx]))
         idx, real, which = idx[order], real[order], which[order]
     return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None)
+
+
+def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk's dense score pooled over the query chunks (``[N]`` float32) and the full ``[N, M]``
+    score matrix it came from."""
+    s = chunks @ queries.T
+    return (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32), s
 
 
 def cut(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import contextsieve
 
@@ -24,3 +25,11 @@ def test_import_is_light() -> None:
 
 def test_all_lists_exactly_the_lazy_names() -> None:
     assert set(contextsieve.__all__) == {*contextsieve._LAZY, "__version__"}
+
+
+def test_collecting_no_test_is_a_failure() -> None:
+    """conftest.py used to turn pytest's exit 5 (no test collected) into success; CI must see it."""
+    tests = Path(__file__).parent
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "no_test_has_this_name", str(tests)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 5, res.stdout[-500:]
