@@ -32,6 +32,8 @@ class Batch:
 class TextTokenizer:
     """Tokenise texts for a BERT encoder.
 
+    Safe to use from several threads: no call changes the tokenizers' settings.
+
     Args:
         tokenizer: a loaded HF ``tokenizers.Tokenizer``; its padding and truncation settings are replaced.
         max_length: truncation length in tokens, special tokens included (default 256 for MiniLM).
@@ -44,6 +46,10 @@ class TextTokenizer:
         self.max_length = int(max_length)
         self._tok.enable_truncation(self.max_length)
         self._tok.no_padding()
+        # A second tokenizer that never truncates, for full-length counts: switching one shared
+        # tokenizer's truncation off and on would let another thread's encode run untruncated.
+        self._full = Tokenizer.from_str(self._tok.to_str())
+        self._full.no_truncation()
         self.pad_id = int(self._tok.token_to_id("[PAD]") or 0)
 
     @classmethod
@@ -70,13 +76,8 @@ class TextTokenizer:
         """
         if not texts:
             return []
-        if truncate:
-            return [len(e.ids) for e in self._tok.encode_batch(list(texts))]
-        self._tok.no_truncation()
-        try:
-            return [len(e.ids) for e in self._tok.encode_batch(list(texts))]
-        finally:
-            self._tok.enable_truncation(self.max_length)
+        tok = self._tok if truncate else self._full
+        return [len(e.ids) for e in tok.encode_batch(list(texts))]
 
     def batches(self, texts: Sequence[str], max_rows: int, max_tokens: int | None = None) -> Iterator[Batch]:
         """Yield padded batches sorted by length (longest first); ``Batch.index`` maps rows back.

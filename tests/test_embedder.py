@@ -152,3 +152,35 @@ def test_model_info(fp32, int8) -> None:  # noqa: ANN001
     assert fp32.info.model_id.startswith("all-MiniLM-L6-v2/fp32/")
     assert int8.info.onnx_path is not None and int8.info.onnx_path.exists()
     assert "MatMulIntegerToFloat" in int8.info.onnx_path.read_bytes().decode("latin-1")
+
+
+def test_count_tokens_does_not_break_a_concurrent_embed(int8) -> None:  # noqa: ANN001
+    """Failed before the fix: count_tokens switched truncation off on the shared tokenizer, so an embed
+    in another thread sent over 256 tokens to ONNX Runtime (InvalidArgument)."""
+    import threading
+
+    long_texts = [("word " * 400 + str(i)) for i in range(4)]
+    want = int8.embed(long_texts)
+    counts = int8.count_tokens(long_texts)
+    assert counts == [403] * 4  # [CLS] + 401 words + [SEP]: over the 256-token window
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            got = int8.count_tokens(long_texts)
+            if got != counts:
+                errors.append(AssertionError(f"count_tokens gave {got}"))
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        for _ in range(30):
+            try:
+                np.testing.assert_allclose(int8.embed(long_texts), want, atol=1e-6)
+            except BaseException as e:  # noqa: BLE001 - collected and reported below
+                errors.append(e)
+    finally:
+        stop.set()
+        counter.join()
+    assert not errors, errors[:2]
