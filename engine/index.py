@@ -183,15 +183,15 @@ class ChunkIndex:
         v = as_vectors(vectors, "vectors", self.dim)
         check_finite(v, "vectors")
         n = v.shape[0]
-        it = np.asarray(items, dtype=np.int64).reshape(-1)
+        it = _int_ids(items, "item ids")
         if it.shape[0] != n:
             raise InputError(f"{n} vectors but {it.shape[0]} item ids")
         if isinstance(scopes, (str, Scope)):
-            sc = np.full(n, _SCOPES.index(Scope(scopes)), dtype=np.uint8)
+            sc = np.full(n, _scope_code(scopes), dtype=np.uint8)
         else:
             if len(scopes) != n:
                 raise InputError(f"{n} vectors but {len(scopes)} scopes")
-            sc = np.fromiter((_SCOPES.index(Scope(s)) for s in scopes), dtype=np.uint8, count=n)
+            sc = np.fromiter((_scope_code(s) for s in scopes), dtype=np.uint8, count=n)
         self._grow(self._n + n)
         rows = np.arange(self._n, self._n + n, dtype=np.int64)
         self._vec[rows] = v
@@ -207,7 +207,7 @@ class ChunkIndex:
 
     def remove(self, rows: Iterable[int]) -> None:
         """Mark rows deleted (they are never returned again; space is kept)."""
-        r = np.asarray(list(rows), dtype=np.int64)
+        r = _int_ids(rows, "row ids")
         if r.size and (r.min() < 0 or r.max() >= self._n):
             raise InputError(f"row ids must lie in 0..{self._n - 1}")
         self._deleted[r] = True
@@ -243,7 +243,7 @@ class ChunkIndex:
         return self._masks[scopes]
 
     def search(
-        self, queries: object, k: int, *, scopes: Iterable[Scope | str] | None = None, exact: bool = False
+        self, queries: object, k: int, *, scopes: Iterable[Scope | str] | Scope | str | None = None, exact: bool = False
     ) -> Hits:
         """The ``k`` best rows by max-pooled dot product over the query rows.
 
@@ -257,7 +257,9 @@ class ChunkIndex:
             :class:`~contextsieve.kernels.scoring.Hits`: row ids best first (ties: lower row), scores,
             and which query row gave each score.
         """
-        codes = tuple(sorted({_SCOPES.index(Scope(s)) for s in scopes})) if scopes is not None else _ALL
+        if isinstance(scopes, (str, Scope)):
+            scopes = [scopes]  # one scope, not its characters
+        codes = tuple(sorted({_scope_code(s) for s in scopes})) if scopes is not None else _ALL
         q = as_vectors(queries, "queries", self.dim)
         if self._hnsw and not exact:
             return self._hnsw_search(q, k, codes)
@@ -455,6 +457,25 @@ class ChunkIndex:
                     index.set_ef(self._ef)
                     self._hnsw[code] = index
         return self
+
+
+def _scope_code(scope: object) -> int:
+    """The code of a scope given as :class:`Scope` or its name; :class:`InputError` otherwise."""
+    try:
+        return _SCOPES.index(Scope(scope))
+    except ValueError:
+        raise InputError(f"unknown scope {scope!r:.80}; scopes: {', '.join(s.value for s in _SCOPES)}") from None
+
+
+def _int_ids(values: object, what: str) -> np.ndarray:
+    """Integer ids as int64: bools, floats and values outside int64 are refused (never truncated)."""
+    seq = list(values) if not isinstance(values, np.ndarray) else values.reshape(-1).tolist()  # type: ignore[call-overload]
+    for v in seq:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise InputError(f"{what} must be ints, got {v!r:.80} ({type(v).__name__})")
+        if not -(2**63) <= int(v) < 2**63:
+            raise InputError(f"{what} must fit in int64, got {v}")
+    return np.asarray(seq, dtype=np.int64).reshape(-1)
 
 
 def _knn_fallback(index: HnswIndex, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -204,3 +204,26 @@ def test_failed_recall_guard_keeps_exact_and_does_not_rebuild_every_add(monkeypa
         idx.add(unit(rng, 40, 16), range(40), "rules")  # 130 >= 120: one more attempt
     assert calls == [60, 130]
     assert idx.search(idx.vectors()[100:101], 1).idx.tolist() == [100]
+
+
+def test_bad_ids_and_scopes_are_refused_and_change_nothing() -> None:
+    """Failed before: 2**70 raised OverflowError, 1.5 and True deleted row 1, "rules" was read as r, u, l, e, s."""
+    from contextsieve.errors import InputError
+
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((4, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    index = ChunkIndex(8, IndexConfig(backend="exact"))
+    index.add(vecs, [0, 1, 2, 3], ["rules", "rules", "tools", "references"])
+    for bad in ([2**70], [1.5], [True]):
+        with pytest.raises(InputError, match="item ids"):
+            index.add(vecs[:1], bad, "rules")
+        with pytest.raises(InputError, match="row ids"):
+            index.remove(bad)
+    with pytest.raises(InputError, match="unknown scope"):
+        index.add(vecs[:1], [9], "rule")
+    assert len(index) == 4 and index.rows == 4
+    hits = index.search(vecs[:1], 4, scopes="rules")
+    assert sorted(hits.idx.tolist()) == [0, 1]
+    with pytest.raises(InputError, match="unknown scope"):
+        index.search(vecs[:1], 4, scopes=["r"])
