@@ -419,9 +419,14 @@ def _server_doc(agent: Agent, server: McpServer) -> dict[str, Any]:
     never for tools that came from a catalog (the live server stays their source).
     """
     cfg = copy.deepcopy(_migrate_server(dict(server.config)))
+    loaded_defaults = cfg.get("serverToolDefaults")
     for key in ("serverToolDefaults", "description", "tools"):
         cfg.pop(key, None)
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, Any] = {  # unknown default fields kept as loaded
+        k: v
+        for k, v in (loaded_defaults if isinstance(loaded_defaults, dict) else {}).items()
+        if k not in ("include", "permissionRequired")
+    }
     if server.default_permission_required is not None:
         defaults["permissionRequired"] = server.default_permission_required
     if server.default_include is not None:

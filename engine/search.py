@@ -215,11 +215,14 @@ def search(
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
     items, order = table.items, table.keys
+    if not allowed.any() or not query_chunks:  # nothing to choose: embed nothing (no model loads)
+        nothing = np.zeros((0, 0), dtype=np.float32)
+        return [], SearchTrace(tuple(query_chunks), order, nothing, np.zeros(0, np.int64), nothing)
     store.sync(items, server_descriptions=server_descriptions, version=table.shape)
     chunks, owner = store.matrix(order)
     qvec = store.embed_query(query_chunks)
     trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
-    if not allowed.any() or qvec.shape[0] == 0 or chunks.shape[0] == 0:
+    if chunks.shape[0] == 0:
         return [], trace
     if settings.tool_settings:
         domains = [

@@ -613,3 +613,16 @@ def test_bad_session_files_raise_session_file_error(tmp_path, text) -> None:  # 
     p.write_text(text)
     with pytest.raises(SessionFileError, match="cannot load session"):
         Engine(make_agent(), embedder=FakeEmbedder()).load_session(p)
+
+
+def test_a_request_with_nothing_to_search_embeds_nothing() -> None:
+    """As the reference: no candidate items (or no query text) means no embedding, so no model loads."""
+    agent = make_agent()
+    emb = FakeEmbedder()
+    engine = Engine(agent, embedder=emb)
+    req = engine.select("   ")
+    assert emb.calls == 0 and req.trace is not None and req.trace.domains == []
+    for item in list(agent.all_items()):
+        if agent.include_mode(item) is IncludeMode.AGENT:
+            agent.delete(item.key)
+    assert engine.select("how do refunds work").context.entries and emb.calls == 0
