@@ -7,6 +7,7 @@ flag. Items that are gone are dropped. The matrix of all chunk vectors is rebuil
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -190,6 +191,10 @@ class ChunkStore:
         ids = np.concatenate([np.full(self._items[k].vectors.shape[0], self._item_id(k), dtype=np.int64) for k in keys])
         scopes = [_SCOPE[k.kind] for k in keys for _ in range(self._items[k].vectors.shape[0])]
         rows = self._index.add(vecs, ids, scopes)
+        if self._index.config.backend == "exact":  # hnswlib is missing (the index warned): requests scan the matrix
+            self._index, self._index_rows = None, {}
+            self.index_config = dataclasses.replace(cfg, backend="exact")  # and no further tries
+            return
         at = 0
         for k in keys:
             n = self._items[k].vectors.shape[0]

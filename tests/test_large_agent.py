@@ -89,3 +89,27 @@ def test_the_index_follows_edits_without_a_rebuild(engines: tuple[Engine, Engine
     assert "tool:s1:t1" not in {str(k) for k in hnsw.select(gone).context.keys()}  # its rows are deleted
     ex = hnsw.session().explain("zebra quokka platypus", "tool:s0:needle")
     assert ex.included and any("HNSW" in r for r in ex.reasons)
+
+
+def test_without_hnswlib_a_large_agent_stays_exact_and_keeps_no_index_copy(monkeypatch) -> None:  # noqa: ANN001
+    import builtins
+    import warnings
+
+    real_import = builtins.__import__
+
+    def no_hnswlib(name: str, *a: object, **k: object) -> object:
+        if name == "hnswlib":
+            raise ImportError("no hnswlib")
+        return real_import(name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_hnswlib)
+    servers = {"s": McpServer("s", {}, IncludeMode.AGENT)}
+    agent = Agent("mid", servers=servers, tools=[Tool("s", f"t{i}", f"w{i % 50} w{i % 7}") for i in range(300)])
+    engine = Engine(agent, embedder=WordEmbedder(), index=IndexConfig(hnsw_min_rows=200))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = engine.index()
+    assert report.search == "exact" and any("hnswlib is missing" in str(w.message) for w in caught)
+    assert engine.store.index_config.backend == "exact" and engine.store._index is None
+    req = engine.select("w3 w4")
+    assert req.trace is not None and req.trace.path == "exact" and req.context.entries
