@@ -21,6 +21,7 @@ __all__ = [
     "SessionFileError",
     "UnknownItemError",
     "SummarizerError",
+    "check_text",
 ]
 
 
@@ -73,3 +74,17 @@ class UnknownItemError(ContextSieveError, KeyError):
 
 class SummarizerError(ContextSieveError):
     """The summarizer callable failed or returned the wrong shape (the cause is kept)."""
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` itself if it can be encoded as UTF-8; else :class:`InputError` naming ``what`` and the
+    position. Lone surrogates (``"\\ud800"``, e.g. from JSON that split a pair) are refused wherever text
+    enters (messages, tool results, item texts, texts to embed) rather than replaced, so no text is
+    changed silently."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"{what} holds a lone surrogate {text[e.start]!r} at character {e.start}; it is not valid Unicode text"
+        ) from None
+    return text

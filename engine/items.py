@@ -19,7 +19,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from contextsieve.errors import InputError
+from contextsieve.errors import InputError, check_text
 
 __all__ = ["IncludeMode", "ItemKind", "ItemKey", "Rule", "Reference", "Tool", "Item", "NAME_RE"]
 
@@ -83,6 +83,16 @@ class ItemKey(NamedTuple):
         raise InputError(f"not an item key: {text!r} (rule:NAME, reference:NAME or tool:SERVER:NAME)")
 
 
+def _check_strings(item: object, fields: tuple[str, ...]) -> None:
+    """Each field is a str of valid Unicode (no lone surrogates); :class:`InputError` naming it otherwise."""
+    for f in fields:
+        value = getattr(item, f)
+        where = f"{type(item).__name__.lower()} {getattr(item, 'name', '')!r:.60} {f}"
+        if not isinstance(value, str):
+            raise InputError(f"{where} must be a str, got {type(value).__name__}")
+        check_text(value, where)
+
+
 def _check_common(kind: str, name: str, priority: int) -> None:
     if not NAME_RE.match(name or ""):
         raise InputError(f"{kind} name {name!r} must match {NAME_RE.pattern}")
@@ -117,6 +127,7 @@ class Rule:
 
     def __post_init__(self) -> None:
         _check_common(self.kind.value, self.name, self.priority)
+        _check_strings(self, ("text", "description", "summary"))
         if not self.text:
             raise InputError(f"{self.kind.value} {self.name!r}: text must not be empty")
         object.__setattr__(self, "include", _setting_mode(self.include, f"{self.kind.value} {self.name!r}"))
@@ -158,6 +169,7 @@ class Tool:
     kind = ItemKind.TOOL
 
     def __post_init__(self) -> None:
+        _check_strings(self, ("server", "name", "description", "summary"))
         if not self.server or not self.name:
             raise InputError(f"a tool needs a server and a name, got {self.server!r} / {self.name!r}")
         if self.include is not None:

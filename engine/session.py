@@ -22,7 +22,7 @@ from contextsieve.agent import Agent, AgentSettings
 from contextsieve.assembly import Request, assemble, fit_budget, item_text
 from contextsieve.chunking import query_chunks
 from contextsieve.context import ContextEntry, Dropped, RequestContext
-from contextsieve.errors import ContextSieveError, InputError, SessionFileError
+from contextsieve.errors import ContextSieveError, InputError, SessionFileError, check_text
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
@@ -155,6 +155,7 @@ class Session:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only."""
         if not isinstance(message, str):
             raise InputError(f"message must be a str, got {type(message).__name__}")
+        check_text(message, "the message")
         query = self._mentions(message)
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
@@ -201,6 +202,7 @@ class Session:
         """
         if not isinstance(text, str):
             raise InputError(f"text must be a str, got {type(text).__name__}")
+        check_text(text, "the tool result")
         if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
             raise InputError(f"max_chunks must be a positive int, got {max_chunks!r}")
         chunks = query_chunks(text)[:max_chunks]

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError
+from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError, check_text
 from contextsieve.kernels.pooling import mean_pool_normalize
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import int8_weight_type
@@ -378,3 +378,4 @@ def _check_texts(texts: Sequence[str]) -> None:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise InputError(f"texts[{i}] is {type(t).__name__}, not str")
+        check_text(t, f"texts[{i}]")

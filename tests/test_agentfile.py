@@ -174,6 +174,8 @@ def test_legacy_directory(tmp_path: Path) -> None:
         ("mcpServers: {s: {serverToolDefaults: {include: never}}}", "mcpServers.s"),
         ("- just\n- a list", "top level"),
         ("rules: [", "not valid YAML"),
+        ('rules: [{name: r, text: "a \\ud800 b"}]', "rules[0]"),
+        ("rules: [{name: r, text: [1, 2]}]", "rules[0].text"),
     ],
 )
 def test_malformed_files_name_the_file_and_field(tmp_path: Path, text: str, where: str) -> None:

@@ -184,3 +184,11 @@ def test_count_tokens_does_not_break_a_concurrent_embed(int8) -> None:  # noqa: 
         stop.set()
         counter.join()
     assert not errors, errors[:2]
+
+
+def test_lone_surrogates_are_a_typed_input_error(int8) -> None:  # noqa: ANN001
+    """Failed before: a raw TypeError from the tokenizer (issue 10 item 3)."""
+    with pytest.raises(InputError, match=r"texts\[1\] holds a lone surrogate"):
+        int8.embed(["fine", "abc \ud800"])
+    with pytest.raises(InputError, match="lone surrogate"):
+        int8.count_tokens(["abc \udfff"])

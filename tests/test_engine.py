@@ -626,3 +626,22 @@ def test_a_request_with_nothing_to_search_embeds_nothing() -> None:
         if agent.include_mode(item) is IncludeMode.AGENT:
             agent.delete(item.key)
     assert engine.select("how do refunds work").context.entries and emb.calls == 0
+
+
+@pytest.mark.parametrize("where", ["build_request", "explain", "expand_from", "rule", "tool"])
+def test_lone_surrogates_are_a_typed_input_error_everywhere_text_enters(where: str) -> None:
+    """Failed before: a raw TypeError from the tokenizer (issue 10 item 3). Nothing is changed."""
+    bad = "abc \ud800 def"
+    engine = Engine(make_agent(), embedder=FakeEmbedder())
+    session = engine.session()
+    before = session.items()
+    calls = {
+        "build_request": lambda: session.build_request(bad),
+        "explain": lambda: session.explain(bad, "rule:refunds"),
+        "expand_from": lambda: session.expand_from(bad),
+        "rule": lambda: Rule("r9", bad),
+        "tool": lambda: Tool("s", "t", bad),
+    }
+    with pytest.raises(InputError, match="lone surrogate"):
+        calls[where]()
+    assert session.items() == before and session.history == []
