@@ -59,6 +59,7 @@ _NUMERIC_SETTINGS = (
     ("expansion_depth", 0, 5, False),
     ("expansion_threshold", -1.0, 1.0, False),
     ("expansion_top_n", 0, 50, False),
+    ("max_query_chunks", 1, 1000, False),
     ("expansion_chunk_cap", 1, 1000, False),
     ("keyword_weight", 0.0, 10.0, False),
 )
@@ -128,6 +129,9 @@ class AgentSettings:
             Chosen by ``python -m benchmarks.tool_selection`` (README, "Selection quality").
         keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
             weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
+        max_query_chunks: most query sentences a message is searched with (1-1000, default 32), so a
+            request's cost is bounded whatever the message: a longer message is searched with its first
+            half and last half of that many sentences, and the request context notes it.
     """
 
     context_top_k: int = 20
@@ -152,6 +156,7 @@ class AgentSettings:
     tool_settings: Mapping[str, Any] | None = None
     keyword_weight: float = 0.3
     keyword_fusion: KeywordFusion = "weighted"
+    max_query_chunks: int = 32
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:

@@ -56,6 +56,19 @@ class Message:
         return cls(d["role"], d["content"], ctx, d.get("created", 0.0))
 
 
+def _capped(chunks: list[str], cap: int) -> tuple[list[str], str]:
+    """At most ``cap`` query sentences: the first half and the last half of that many; and a note when cut."""
+    if len(chunks) <= cap:
+        return chunks, ""
+    head = (cap + 1) // 2
+    kept = chunks[:head] + chunks[len(chunks) - (cap - head) :]
+    note = (
+        f"the message has {len(chunks)} sentences; the first {head} and the last {cap - head} were searched "
+        f"(max_query_chunks {cap})"
+    )
+    return kept, note
+
+
 class Session:
     """A chat session over an agent.
 
@@ -160,17 +173,20 @@ class Session:
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
         ]
-        qchunks = query_chunks(query)
+        qchunks, cap_note = _capped(query_chunks(query), self.settings.max_query_chunks)
         found, trace = self._search(qchunks)
         entries += found
         s = self.settings
         recorded = context_settings(s)
         tokens: int | None = None
         dropped: list[Dropped] = []
-        notes: list[str] = []
+        notes: list[str] = [cap_note] if cap_note else []
         if s.token_budget is not None:
             recorded["token_budget"] = s.token_budget
-            entries, tokens, dropped, notes = fit_budget(entries, s.token_budget, lambda e: self._item_tokens(e.key))
+            entries, tokens, dropped, budget_notes = fit_budget(
+                entries, s.token_budget, lambda e: self._item_tokens(e.key)
+            )
+            notes += budget_notes
         ctx = RequestContext(tuple(entries), query, tuple(qchunks), recorded, tokens, tuple(dropped), tuple(notes))
         return assemble(
             self.agent, ctx, query, ((m.role, m.content) for m in self.history), self._tool_available, trace

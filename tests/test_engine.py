@@ -645,3 +645,17 @@ def test_lone_surrogates_are_a_typed_input_error_everywhere_text_enters(where: s
     with pytest.raises(InputError, match="lone surrogate"):
         calls[where]()
     assert session.items() == before and session.history == []
+
+
+def test_a_huge_message_is_searched_with_at_most_max_query_chunks() -> None:
+    """Failed before: a 1 MB message of short sentences meant ~7,000 query chunks (issue 10 item 7)."""
+    emb = FakeEmbedder()
+    session = Engine(make_agent(), embedder=emb).session()
+    message = "Refunds take days. " * 50_000 + "Where is my parcel?"
+    emb.texts = 0
+    req = session.build_request(message)
+    assert len(req.context.query_chunks) == 32 and req.context.query_chunks[-1] == "Where is my parcel?"
+    assert emb.texts <= 32 + 20  # the query sentences (and the items, embedded once)
+    assert any("50001 sentences" in n and "max_query_chunks 32" in n for n in req.context.notes)
+    small = Engine(make_agent(), embedder=FakeEmbedder()).session(max_query_chunks=3).build_request("A. B. C. D. E.")
+    assert small.context.query_chunks == ("A.", "B.", "E.")
