@@ -525,7 +525,13 @@ def to_document(agent: Agent) -> dict[str, Any]:
     return doc
 
 
-def save_agent(agent: Agent, path: str | Path) -> None:
-    """Write ``agent`` as a current-format YAML file (temp file + rename: never half written)."""
+def save_agent(agent: Agent, path: str | Path) -> Path:
+    """Write ``agent`` as a current-format YAML file (temp file + rename: never half written) and return
+    the file written. A folder (an agent folder, legacy or current) gets its ``tsagent.yaml``, as the
+    reference system migrates; a symlink is written through (see :mod:`contextsieve.fileio`)."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / "tsagent.yaml"
     text = yaml.dump(to_document(agent), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10**9, indent=2)
-    atomic_write_bytes(Path(path), text.encode("utf-8"))
+    atomic_write_bytes(target, text.encode("utf-8"))
+    return target

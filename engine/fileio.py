@@ -1,24 +1,55 @@
-"""Crash-safe file writes: a reader sees the old file or the new one, never half of one."""
+"""Crash-safe file writes: a reader sees the old file or the new one, never half of one.
+
+Every write goes through a temp file in the target's folder (named ``.<name>.<random>.tmp``), fsync,
+then ``os.replace``. The new file keeps the mode of the file it replaces (a new file gets the
+default mode under the process umask, not ``mkstemp``'s 0600). Symlinks: a user's file
+(``follow_symlinks=True``: agent files, sessions, index files) is written through the link, atomically
+next to the file the link points to; a cache file (``follow_symlinks=False``) never writes through a
+link, the link itself is replaced by a regular file. Temp files of this naming left by a killed
+writer are removed by the next write to the same file once they are older than
+:data:`STALE_TEMP_SECONDS` (a younger one may belong to a writer still at work).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "STALE_TEMP_SECONDS"]
+
+#: Age (seconds) from which a leftover temp file of a write is taken to be a killed writer's (default 600).
+STALE_TEMP_SECONDS = 600.0
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True) -> None:
     """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then ``os.replace``.
 
-    On any error the temp file is removed and ``path`` is left as it was.
+    On any error the temp file is removed and ``path`` is left as it was. See the module docstring
+    for modes, symlinks (``follow_symlinks``, default ``True``) and stale temp files.
     """
     path = Path(path)
+    if follow_symlinks and path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(path)
+    try:
+        st = path.lstat()
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _default_mode()
+    except FileNotFoundError:
+        mode = _default_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -29,3 +60,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove ``.<name>.*.tmp`` files next to ``path`` older than :data:`STALE_TEMP_SECONDS`."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    try:
+        leftovers = list(path.parent.glob(f".{_glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for p in leftovers:
+        try:
+            st = p.lstat()
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                p.unlink()
+        except OSError:
+            continue  # gone already, or not ours to remove
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)

@@ -72,7 +72,8 @@ class ModelCache:
         try:
             atomic_write_bytes(
                 memo,
-                json.dumps(
+                follow_symlinks=False,
+                data=json.dumps(
                     {"path": str(weights), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
                 ).encode(),
             )
@@ -118,14 +119,14 @@ class ModelCache:
         """Write ``data`` (content-named) and then its entry; returns the ``.onnx`` path."""
         sha = hashlib.sha256(data).hexdigest()
         path = entry.with_name(f"{entry.stem}-{sha[:16]}.onnx")
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, follow_symlinks=False)
         record = {
             **meta,
             "onnx": path.name,
             "onnx_sha256": sha,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        atomic_write_bytes(entry, json.dumps(record, indent=1, sort_keys=True).encode())
+        atomic_write_bytes(entry, json.dumps(record, indent=1, sort_keys=True).encode(), follow_symlinks=False)
         for old in entry.parent.glob(f"{entry.stem}-*.onnx"):  # older builds of the same key
             if old != path:
                 try:

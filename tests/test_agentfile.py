@@ -339,3 +339,12 @@ def test_legacy_folder_reads_regular_files_inside_it_only(tmp_path: Path) -> Non
     (d / "rules" / "s.mdt").symlink_to(secret)
     with pytest.raises(AgentFileError, match="outside the agent folder"):
         load_agent(d)
+
+
+def test_saving_to_a_folder_writes_its_tsagent_yaml(tmp_path: Path) -> None:
+    """Failed before: IsADirectoryError (issue 10 item 5)."""
+    agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
+    folder = tmp_path / "agent-folder"
+    folder.mkdir()
+    assert save_agent(agent, folder) == folder / "tsagent.yaml"
+    assert load_agent(folder).name == "Optimizer"

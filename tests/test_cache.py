@@ -100,3 +100,34 @@ def test_cache_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_cache_dir() == tmp_path / "xdg" / "contextsieve"
+
+
+def test_writes_keep_the_mode_handle_links_and_clear_stale_temps(tmp_path) -> None:  # noqa: ANN001
+    """Failed before (issue 10 item 6): 0664 became 0600, a link was replaced by a regular file (user
+    files) or written through (caches), and a killed writer's temp file stayed forever."""
+    import os
+    import time
+
+    from contextsieve.fileio import STALE_TEMP_SECONDS, atomic_write_bytes
+
+    target = tmp_path / "agent.yaml"
+    target.write_text("old")
+    os.chmod(target, 0o664)
+    atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"new" and (target.stat().st_mode & 0o777) == 0o664
+    real = tmp_path / "real.yaml"
+    real.write_text("old")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    atomic_write_bytes(link, b"through")  # a user's file: written through the link
+    assert link.is_symlink() and real.read_bytes() == b"through"
+    atomic_write_bytes(link, b"cache", follow_symlinks=False)  # a cache: the link is replaced
+    assert not link.is_symlink() and link.read_bytes() == b"cache" and real.read_bytes() == b"through"
+    stale = tmp_path / ".agent.yaml.abc123.tmp"
+    young = tmp_path / ".agent.yaml.def456.tmp"
+    stale.write_bytes(b"x" * 100)
+    young.write_bytes(b"y")
+    old = time.time() - STALE_TEMP_SECONDS - 5
+    os.utime(stale, (old, old))
+    atomic_write_bytes(target, b"newer")
+    assert not stale.exists() and young.exists() and target.read_bytes() == b"newer"
