@@ -22,7 +22,7 @@ from contextsieve.choices import (
     ToolPermission,
     allowed,
 )
-from contextsieve.errors import InputError, UnknownItemError
+from contextsieve.errors import InputError, UnknownItemError, brief
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
 __all__ = ["AgentSettings", "McpServer", "Agent", "ItemTable", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
@@ -171,11 +171,11 @@ class AgentSettings:
             if wrong_type or not lo <= v <= hi:
                 kind = "an int" if isinstance(lo, int) else "a number"
                 raise InputError(
-                    f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {v!r}"
+                    f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {brief(v)}"
                 )
         for name, values in _CHOICE_SETTINGS:
             if getattr(self, name) not in values:
-                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {getattr(self, name)!r}")
+                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {brief(getattr(self, name))}")
         if self.tool_settings is not None:
             if not isinstance(self.tool_settings, Mapping):
                 raise InputError(

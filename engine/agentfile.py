@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import yaml
 
 from contextsieve.agent import Agent, AgentSettings, McpServer
-from contextsieve.errors import AgentFileError, ContextSieveError
+from contextsieve.errors import AgentFileError, ContextSieveError, brief
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 
@@ -87,13 +87,62 @@ def load_agent(path: str | Path, *, tools: Mapping[str, list[dict[str, Any]]] | 
     return _from_document(_read_yaml(path), path, tools)
 
 
+#: Most nested collections an agent file may have (real ones have under 10), and most aliases
+#: (``*name`` references; the reference system writes none): bounds the work of a hostile file.
+MAX_YAML_DEPTH = 64
+MAX_YAML_ALIASES = 100
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys, deep nesting and alias bombs."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str) and key in seen:
+                raise yaml.YAMLError(
+                    f"duplicate key {key[:80]!r} at line {key_node.start_mark.line + 1} (the last would win)"
+                )
+            if isinstance(key, str):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(text: str) -> Any:
+    """YAML through :class:`_Loader` (safe types only)."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = _load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise AgentFileError(f"{path}: cannot read: {e}") from e
-    except yaml.YAMLError as e:
-        raise AgentFileError(f"{path}: not valid YAML: {e}") from e
+    except (yaml.YAMLError, RecursionError) as e:
+        raise AgentFileError(f"{path}: not valid YAML: {str(e)[:300]}") from e
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -120,7 +169,7 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
             elif key in _FLOATS:
                 v = float(v)
         except (TypeError, ValueError) as e:
-            raise _fail(path, f"settings.{key}", f"not a number: {v!r}") from e
+            raise _fail(path, f"settings.{key}", f"not a number: {brief(v)}") from e
         values[field_name] = v
     own = raw.get("contextsieve")
     if own is not None:
@@ -136,6 +185,22 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
         return AgentSettings(**values)
     except ContextSieveError as e:
         raise _fail(path, "settings", str(e)) from e
+
+
+def _mapping(value: Any, path: Path, where: str) -> dict[str, Any]:
+    """A mapping field (``None`` or missing: ``{}``); :class:`AgentFileError` naming it otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(path, where, f"must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _flag(value: Any, path: Path, where: str) -> bool | None:
+    """A true/false field (``None``: not set); the string ``'false'`` is an error, not True."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise _fail(path, where, f"must be true or false, got {type(value).__name__} {brief(value)}")
 
 
 def _string(raw: Mapping[str, Any], key: str, path: Path, where: str, *, required: bool = False) -> str:
@@ -185,21 +250,28 @@ def _servers_and_tools(
         where = f"mcpServers.{name}"
         if not isinstance(cfg, dict):
             raise _fail(path, where, "must be a mapping")
-        cfg = _migrate_server(cfg)
-        defaults = cfg.get("serverToolDefaults") or {}
+        try:
+            cfg = _migrate_server(cfg)
+        except (AttributeError, TypeError) as e:
+            raise _fail(path, where, f"legacy tool settings are malformed: {e}") from e
+        defaults = _mapping(cfg.get("serverToolDefaults"), path, f"{where}.serverToolDefaults")
         try:
             servers[name] = McpServer(
                 name,
                 cfg,
                 IncludeMode(defaults["include"]) if defaults.get("include") else None,
-                defaults.get("permissionRequired"),
-                str(cfg.get("description") or ""),
+                _flag(defaults.get("permissionRequired"), path, f"{where}.serverToolDefaults.permissionRequired"),
+                _string(cfg, "description", path, where),
             )
         except ValueError as e:
             raise _fail(path, f"{where}.serverToolDefaults.include", str(e)) from e
-        overrides = cfg.get("tools") or {}
-        if not isinstance(overrides, dict):
-            raise _fail(path, f"{where}.tools", "must be a mapping of tool name to settings")
+        overrides = _mapping(cfg.get("tools"), path, f"{where}.tools")
+        for tool_name, o in overrides.items():  # every override, also of tools not listed now
+            tw = f"{where}.tools.{tool_name}"
+            _mapping(o, path, tw)  # `t1: agent` is no settings mapping
+            _flag((o or {}).get("permissionRequired"), path, f"{tw}.permissionRequired")
+            if (o or {}).get("include") not in (None, "always", "manual", "agent"):
+                raise _fail(path, f"{tw}.include", f"must be always, manual or agent, got {brief(o['include'])}")
         listed = {t["name"]: t for t in (catalog or {}).get(name, []) if isinstance(t, dict) and "name" in t}
         declared: set[str] = set()
         for tool_name, o in overrides.items():
@@ -212,15 +284,16 @@ def _servers_and_tools(
                 declared.add(tool_name)
         for tool_name, t in listed.items():
             o = overrides.get(tool_name) or {}
+            tw = f"{where}.tools.{tool_name}"
             try:
                 tool = Tool(
                     name,
                     tool_name,
                     t.get("description") or "",
-                    t.get("inputSchema") or {},
+                    _mapping(t.get("inputSchema"), path, f"{tw}.inputSchema"),
                     IncludeMode(o["include"]) if o.get("include") else None,
-                    o.get("permissionRequired"),
-                    str(o.get("summary") or ""),
+                    _flag(o.get("permissionRequired"), path, f"{tw}.permissionRequired"),
+                    _string(o, "summary", path, tw),
                 )
             except (ContextSieveError, ValueError) as e:
                 raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
@@ -271,7 +344,7 @@ def _from_document(
     servers, tools, from_catalog = _servers_and_tools(doc.get("mcpServers"), path, catalog)
     try:
         return Agent(
-            name=str(meta.get("name") or path.stem),
+            name=_string(meta, "name", path, "metadata") or path.stem,
             system_prompt=prompt,
             settings=_settings(doc.get("settings"), path, legacy),
             rules=[_item(Rule, r, path, f"rules[{i}]", legacy) for i, r in enumerate(rules)],
@@ -279,7 +352,7 @@ def _from_document(
             servers=servers,
             tools=tools,
             metadata=dict(meta),
-            autonomous=bool(meta.get("autonomous", False)),
+            autonomous=bool(_flag(meta.get("autonomous"), path, "metadata.autonomous")),
             document=doc,
             catalog=from_catalog,
         )
@@ -315,9 +388,9 @@ def _read_mdt(path: Path, folder: Path) -> dict[str, Any]:
     if len(parts) < 3:
         raise _fail(path, "front matter", "expected '---' lines around the metadata")
     try:
-        meta = yaml.safe_load(parts[1]) or {}  # the writer used JSON, which YAML reads too
-    except yaml.YAMLError as e:
-        raise _fail(path, "front matter", f"not YAML/JSON: {e}") from e
+        meta = _load_yaml(parts[1]) or {}  # the writer used JSON, which YAML reads too
+    except (yaml.YAMLError, RecursionError) as e:
+        raise _fail(path, "front matter", f"not YAML/JSON: {str(e)[:300]}") from e
     if not isinstance(meta, dict):
         raise _fail(path, "front matter", "must be a mapping")
     meta = {k: v for k, v in meta.items() if k != "enabled"}  # removed from the format in f564ad9
@@ -332,8 +405,8 @@ def _load_legacy(folder: Path, catalog: Mapping[str, list[dict[str, Any]]] | Non
     cfg_path = folder / "tsagent.json"
     try:
         doc = json.loads(_read_text(cfg_path, folder, "file"))
-    except ValueError as e:
-        raise AgentFileError(f"{cfg_path}: cannot read as JSON: {e}") from e
+    except (ValueError, RecursionError) as e:
+        raise AgentFileError(f"{cfg_path}: cannot read as JSON: {str(e)[:300]}") from e
     if not isinstance(doc, dict):
         raise _fail(cfg_path, "top level", "must be an object")
     prompt = folder / "prompt.md"

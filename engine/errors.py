@@ -8,6 +8,8 @@ with ``raise ... from``.
 
 from __future__ import annotations
 
+import reprlib
+
 __all__ = [
     "ContextSieveError",
     "ModelError",
@@ -22,6 +24,7 @@ __all__ = [
     "UnknownItemError",
     "SummarizerError",
     "check_text",
+    "brief",
 ]
 
 
@@ -88,3 +91,11 @@ def check_text(text: str, what: str) -> str:
             f"{what} holds a lone surrogate {text[e.start]!r} at character {e.start}; it is not valid Unicode text"
         ) from None
     return text
+
+
+def brief(value: object) -> str:
+    """A short repr of any value for an error message, however large or self-similar (a YAML alias
+    bomb's lists are shared, so ``repr`` of the whole would be exponential)."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother, r.maxlist, r.maxdict = 2, 60, 60, 4, 4
+    return r.repr(value)

@@ -19,7 +19,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from contextsieve.errors import InputError, check_text
+from contextsieve.errors import InputError, brief, check_text
 
 __all__ = ["IncludeMode", "ItemKind", "ItemKey", "Rule", "Reference", "Tool", "Item", "NAME_RE"]
 
@@ -94,10 +94,10 @@ def _check_strings(item: object, fields: tuple[str, ...]) -> None:
 
 
 def _check_common(kind: str, name: str, priority: int) -> None:
-    if not NAME_RE.match(name or ""):
-        raise InputError(f"{kind} name {name!r} must match {NAME_RE.pattern}")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):  # fullmatch: "rule\n" is no name
+        raise InputError(f"{kind} name {brief(name)} must match {NAME_RE.pattern}")
     if not isinstance(priority, int) or not 0 <= priority <= 999:
-        raise InputError(f"{kind} {name!r}: priorityLevel must be an int in 0..999, got {priority!r}")
+        raise InputError(f"{kind} {name!r}: priorityLevel must be an int in 0..999, got {brief(priority)}")
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,19 @@ def test_legacy_directory(tmp_path: Path) -> None:
         ("rules: [", "not valid YAML"),
         ('rules: [{name: r, text: "a \\ud800 b"}]', "rules[0]"),
         ("rules: [{name: r, text: [1, 2]}]", "rules[0].text"),
+        ("mcpServers: {s: {serverToolDefaults: x}}", "mcpServers.s.serverToolDefaults"),
+        ("mcpServers: {s: {tools: {t1: agent}}}", "mcpServers.s.tools.t1"),
+        ("mcpServers: {s: {tools: {t1: {permissionRequired: 'no'}}}}", "mcpServers.s.tools"),
+        ("metadata: {autonomous: 'false'}", "metadata.autonomous"),
+        ('rules: [{name: "rule\\n", text: x}]', "rules[0]"),
+        ("rules: []\nrules: [{name: a, text: b}]", "duplicate key 'rules'"),
+        ("x: " + "[" * 100_000 + "]" * 100_000, "nested more than 64"),
+        ("a: &a [x, x]\nb: [" + ", ".join(["*a"] * 101) + "]", "more than 100 aliases"),
+        (  # an alias bomb within the alias limit: 9 levels of 9 shared lists (9**9 leaves if expanded)
+            "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9 if i else ["x"] * 9) + "]\n" for i in range(9))
+            + "rules: [{name: r, text: t, priorityLevel: *l8}]",
+            "rules[0]",
+        ),
     ],
 )
 def test_malformed_files_name_the_file_and_field(tmp_path: Path, text: str, where: str) -> None:
