@@ -98,10 +98,16 @@ class ModelCache:
                 f"cache entry {entry} is unreadable ({e}); rebuild with rebuild=True or delete it"
             ) from e
         try:
-            path = entry.parent / meta["onnx"]
-            expected = meta["onnx_sha256"]
+            name, expected = meta["onnx"], meta["onnx_sha256"]
         except (KeyError, TypeError) as e:
             raise ModelCacheError(f"cache entry {entry} lacks field {e}; rebuild with rebuild=True or delete it") from e
+        if not isinstance(name, str) or Path(name).name != name or not name.endswith(".onnx"):
+            # confined to the entry's folder: a path (or '..') would read a file outside the cache
+            raise ModelCacheError(
+                f"cache entry {entry} names {str(name)[:80]!r}, not a .onnx file of its folder; "
+                "rebuild with rebuild=True"
+            )
+        path = entry.parent / name
         try:
             data = path.read_bytes()
         except FileNotFoundError:

@@ -131,3 +131,21 @@ def test_writes_keep_the_mode_handle_links_and_clear_stale_temps(tmp_path) -> No
     os.utime(stale, (old, old))
     atomic_write_bytes(target, b"newer")
     assert not stale.exists() and young.exists() and target.read_bytes() == b"newer"
+
+
+def test_a_cache_entry_cannot_point_outside_the_cache(tmp_path) -> None:  # noqa: ANN001
+    """Failed before (issue 10 item 9): the entry's onnx path was joined as given, '../x' included."""
+    import json
+
+    from contextsieve.errors import ModelCacheError
+    from contextsieve.models.cache import ModelCache
+
+    outside = tmp_path / "elsewhere.onnx"
+    outside.write_bytes(b"not yours")
+    cache = ModelCache(tmp_path / "cache")
+    entry = cache.entry_path("m", {"k": "v"})
+    entry.parent.mkdir(parents=True)
+    for name in ("../../elsewhere.onnx", str(outside), "sub/x.onnx", "x.txt"):
+        entry.write_text(json.dumps({"onnx": name, "onnx_sha256": "0" * 64}))
+        with pytest.raises(ModelCacheError, match="not a .onnx file of its folder"):
+            cache.load(entry)
