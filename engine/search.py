@@ -165,7 +165,6 @@ class SearchTrace:
         pooled, dense = pooled_scores(self.queries, self.chunks[rows], s.query_pooling)
         hit_rows = domain.ranked.hits.idx.tolist()
         in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
-        ranking = None
         if in_hits:
             best_row = hit_rows[in_hits[0]]
             chunk_rank = in_hits[0] + 1
