@@ -46,6 +46,7 @@ _LAZY = {
     "SessionFileError": "contextsieve.errors",
     "UnknownItemError": "contextsieve.errors",
     "SummarizerError": "contextsieve.errors",
+    "EmbedderOutputError": "contextsieve.errors",
     "ModelError": "contextsieve.errors",
     "ModelCacheError": "contextsieve.errors",
     "IndexFileError": "contextsieve.errors",
@@ -85,6 +86,7 @@ __all__ = [
     "SessionFileError",
     "UnknownItemError",
     "SummarizerError",
+    "EmbedderOutputError",
     "ModelError",
     "ModelCacheError",
     "IndexFileError",
@@ -102,6 +104,7 @@ if TYPE_CHECKING:
     from contextsieve.errors import (
         AgentFileError,
         ContextSieveError,
+        EmbedderOutputError,
         IndexFileError,
         InputError,
         MissingExtraError,

@@ -4,25 +4,58 @@ One SQLite file (WAL mode, 30 s busy timeout) that any number of processes may s
 block, writers wait their turn, and a write is one transaction, so a crash leaves no half entry. The
 model id (:attr:`contextsieve.Embedder.info`.model_id: model, variant, weights hash, builder version)
 is part of the key, so vectors of another model or build are never returned.
+
+Every row is verified when read: a 16-byte BLAKE2b digest of (model id, text hash, vector bytes)
+stored after the vector, finite values and unit norm. A row that fails (a flipped byte on disk, a
+row of an older format, a vector of the wrong length) is not served: the caller embeds that text again
+and the fresh vector replaces the row. The first rejection per cache object raises a
+:class:`CacheIntegrityWarning`; :attr:`EmbeddingCache.rejected` counts them all.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from contextsieve.errors import ContextSieveError
+from contextsieve.errors import ContextSieveError, InputError
 
-__all__ = ["EmbeddingCache", "text_key"]
+__all__ = ["CacheIntegrityWarning", "EmbeddingCache", "text_key"]
+
+DIGEST_BYTES = 16
+NORM_TOLERANCE = 1e-3
+"""How far from 1.0 a stored vector's L2 norm may be (the embedder writes unit vectors)."""
+
+
+class CacheIntegrityWarning(UserWarning):
+    """Rows of the embedding cache failed verification and are being re-embedded."""
 
 
 def text_key(text: str) -> str:
     """sha256 hex of the UTF-8 text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digest(model_id: str, key: str, payload: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    h.update(model_id.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")
+    h.update(key.encode("ascii"))
+    h.update(b"\0")
+    h.update(payload)
+    return h.digest()
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Mask of rows that are finite with an L2 norm within :data:`NORM_TOLERANCE` of 1."""
+    v = np.asarray(vectors, dtype=np.float64)
+    finite = np.isfinite(v).all(axis=1)
+    v = np.where(finite[:, None], v, 0.0)
+    return finite & (np.abs(np.sqrt(np.einsum("ij,ij->i", v, v)) - 1.0) <= NORM_TOLERANCE)
 
 
 class EmbeddingCache:
@@ -31,11 +64,15 @@ class EmbeddingCache:
     Args:
         path: the database file (created with its folder).
         model_id: the embedder's identity; entries of other ids are ignored (see :meth:`prune`).
+
+    Attributes:
+        rejected: rows that failed verification since this object was opened (not served).
     """
 
     def __init__(self, path: str | Path, model_id: str) -> None:
         self.path = Path(path)
         self.model_id = model_id
+        self.rejected = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -47,25 +84,77 @@ class EmbeddingCache:
         except sqlite3.Error as e:
             raise ContextSieveError(f"cannot open the embedding cache {self.path}: {e}") from e
 
-    def get(self, texts: Sequence[str]) -> dict[int, np.ndarray]:
-        """Cached vectors of ``texts`` by their position in ``texts``."""
+    def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
+        """Verified cached vectors of ``texts`` by their position in ``texts``.
+
+        Args:
+            texts: chunk texts.
+            dim: the expected vector length; rows of another length are rejected. ``None``: any.
+
+        Rows that fail verification are left out (so the caller embeds them again) and counted in
+        :attr:`rejected`; the first one warns (:class:`CacheIntegrityWarning`).
+        """
         keys = [text_key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
+        bad = 0
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
             rows = self._db.execute(
                 f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
                 [self.model_id, *part],
             ).fetchall()
-            found.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
+            for h, blob in rows:
+                vec = self._verified(h, blob, dim)
+                if vec is None:
+                    bad += 1
+                else:
+                    found[h] = vec
+        if bad:
+            self._reject(bad)
         return {i: found[k] for i, k in enumerate(keys) if k in found}
 
+    def _verified(self, key: str, blob: object, dim: int | None) -> np.ndarray | None:
+        if not isinstance(blob, bytes) or len(blob) <= DIGEST_BYTES or (len(blob) - DIGEST_BYTES) % 4:
+            return None
+        payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
+        if _digest(self.model_id, key, payload) != digest:
+            return None
+        vec = np.frombuffer(payload, dtype=np.float32)
+        if (dim is not None and vec.shape[0] != dim) or not unit_rows(vec[None, :])[0]:
+            return None
+        return vec
+
+    def _reject(self, n: int) -> None:
+        first = self.rejected == 0
+        self.rejected += n
+        if first:
+            warnings.warn(
+                CacheIntegrityWarning(
+                    f"{n} row(s) of the embedding cache {self.path} failed verification (checksum, finite values "
+                    "or unit norm) and are embedded again; further rejections are counted in EmbeddingCache.rejected"
+                ),
+                stacklevel=3,
+            )
+
     def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Store vectors (one transaction)."""
-        rows = [
-            (self.model_id, text_key(t), np.ascontiguousarray(v, dtype=np.float32).tobytes())
-            for t, v in zip(texts, vectors)
-        ]
+        """Store vectors (one transaction), each with its digest.
+
+        Raises:
+            InputError: a vector is not finite or not of unit norm (nothing is written).
+        """
+        arr = np.ascontiguousarray(vectors, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] != len(texts):
+            raise InputError(f"put needs one vector per text: {len(texts)} texts, vectors of shape {arr.shape}")
+        ok = unit_rows(arr)
+        if not ok.all():
+            raise InputError(
+                f"refusing to cache {int((~ok).sum())} vector(s) that are not finite unit vectors "
+                f"(first at position {int(np.argmin(ok))}); nothing was written"
+            )
+        rows = []
+        for t, v in zip(texts, arr):
+            key, payload = text_key(t), v.tobytes()
+            rows.append((self.model_id, key, payload + _digest(self.model_id, key, payload)))
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)

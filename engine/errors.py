@@ -23,6 +23,7 @@ __all__ = [
     "SessionFileError",
     "UnknownItemError",
     "SummarizerError",
+    "EmbedderOutputError",
     "check_text",
     "brief",
 ]
@@ -77,6 +78,10 @@ class UnknownItemError(ContextSieveError, KeyError):
 
 class SummarizerError(ContextSieveError):
     """The summarizer callable failed or returned the wrong shape (the cause is kept)."""
+
+
+class EmbedderOutputError(ContextSieveError):
+    """An embedder returned vectors of the wrong shape, or not finite unit vectors (nothing was stored)."""
 
 
 def check_text(text: str, what: str) -> str:

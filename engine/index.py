@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -27,7 +28,7 @@ from typing import Protocol, cast
 import numpy as np
 
 from contextsieve.choices import IndexBackend
-from contextsieve.errors import IndexFileError, InputError, MissingExtraError
+from contextsieve.errors import IndexFileError, InputError, MissingExtraError, brief
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.kernels.scoring import Hits, as_vectors, check_finite, score_pool_topk
 
@@ -444,8 +445,11 @@ class ChunkIndex:
             self._deleted = np.array(z["deleted"], dtype=np.bool_)
             self._ef = int(meta["ef"])
             graphs = {int(name[4:]): z[name] for name in z.files if name.startswith("hnsw")}
-        except (KeyError, ValueError, TypeError) as e:
-            raise IndexFileError(f"{path} has a valid checksum but unreadable contents: {e}") from e
+        except (KeyError, ValueError, TypeError, AttributeError, OSError, EOFError, zipfile.BadZipFile) as e:
+            raise IndexFileError(f"{path} has a valid checksum but unreadable contents: {brief(e)}") from e
+        problem = self._inconsistency(graphs)
+        if problem:
+            raise IndexFileError(f"{path} has a valid checksum but inconsistent contents: {problem}")
         if graphs:
             hnswlib = _import_hnswlib()
             with tempfile.TemporaryDirectory() as tmp:
@@ -453,10 +457,33 @@ class ChunkIndex:
                     p = os.path.join(tmp, f"h{code}.bin")
                     blob.tofile(p)
                     index = hnswlib.Index(space="ip", dim=self.dim)
-                    index.load_index(p, max_elements=0)
-                    index.set_ef(self._ef)
+                    try:
+                        index.load_index(p, max_elements=0)
+                        index.set_ef(self._ef)
+                        ids = np.asarray(index.get_ids_list(), dtype=np.int64)
+                    except (RuntimeError, ValueError, MemoryError) as e:
+                        raise IndexFileError(f"{path}: the HNSW graph of scope {code} is unreadable: {brief(e)}") from e
+                    if ids.size and (ids.min() < 0 or ids.max() >= self._n or (self._scope[ids] != code).any()):
+                        raise IndexFileError(f"{path}: the HNSW graph of scope {code} names rows it does not hold")
                     self._hnsw[code] = index
         return self
+
+    def _inconsistency(self, graphs: dict[int, np.ndarray]) -> str:
+        """What is wrong with freshly loaded arrays, or ``""`` (shapes, finite unit-free vectors, codes)."""
+        n = self._n
+        if self._vec.ndim != 2 or self._vec.shape[1] != self.dim:
+            return f"vectors of shape {self._vec.shape} for dim {self.dim}"
+        if any(a.shape != (n,) for a in (self._item, self._scope, self._deleted)):
+            return "item, scope and deleted arrays do not match the vectors"
+        if not np.isfinite(self._vec).all():
+            return "vectors hold NaN or inf"
+        if n and int(self._scope.max()) >= len(_SCOPES):
+            return f"scope code {int(self._scope.max())} (known: 0..{len(_SCOPES) - 1})"
+        if self._ef <= 0:
+            return f"ef {self._ef}"
+        if any(code not in _ALL or blob.dtype != np.uint8 or blob.ndim != 1 for code, blob in graphs.items()):
+            return "an HNSW graph of an unknown scope or type"
+        return ""
 
 
 def _scope_code(scope: object) -> int:

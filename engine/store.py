@@ -17,7 +17,8 @@ import numpy as np
 
 from contextsieve.choices import RelationPooling
 from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item
-from contextsieve.embcache import EmbeddingCache
+from contextsieve.embcache import EmbeddingCache, unit_rows
+from contextsieve.errors import EmbedderOutputError
 from contextsieve.index import ChunkIndex, IndexConfig, Scope
 from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
@@ -47,6 +48,21 @@ class TextEmbedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text."""
         ...
+
+
+def _checked(vectors: np.ndarray, n: int) -> np.ndarray:
+    """The embedder's output as float32 ``[n, dim]`` if its rows are finite unit vectors (tolerance 1e-3)."""
+    arr = np.asarray(vectors)
+    if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] == 0:
+        raise EmbedderOutputError(f"the embedder returned shape {arr.shape} for {n} texts; expected ({n}, dim)")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    ok = unit_rows(arr)
+    if not ok.all():
+        raise EmbedderOutputError(
+            f"the embedder returned {int((~ok).sum())} vector(s) that are not finite unit vectors "
+            f"(first for text {int(np.argmin(ok))}); embedders must return L2-normalised rows"
+        )
+    return arr
 
 
 @dataclass(frozen=True)
@@ -232,7 +248,7 @@ class ChunkStore:
         cached = self.cache.get(texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
-        fresh = self.embedder.embed(todo, show_progress=show_progress) if missing else None
+        fresh = _checked(self.embedder.embed(todo, show_progress=show_progress), len(todo)) if missing else None
         self.embedded_texts += len(missing)
         if fresh is not None and self.cache is not None:
             self.cache.put([texts[i] for i in missing], fresh)
@@ -246,7 +262,8 @@ class ChunkStore:
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
-        return self.embedder.embed(list(texts))
+        texts = list(texts)
+        return _checked(self.embedder.embed(texts), len(texts))
 
     def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
         """The item's chunks and their digest, recomputed only when what they are made of changed."""

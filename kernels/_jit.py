@@ -15,9 +15,12 @@ import numpy as np
 from numba import njit, prange
 
 _NEG = -np.inf
+#: fastmath without ``nnan``/``ninf``: sums may be reordered (SIMD), but a NaN score stays NaN and
+#: never wins a ``>`` comparison, as on the numpy path (see :func:`contextsieve.kernels.scoring.score_pool`).
+FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 
-@njit(fastmath=True, cache=True, inline="always")
+@njit(fastmath=FAST, cache=True, inline="always")
 def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     """max over query rows m of q[m] · c[i] and the first m reaching it (``c`` float32 or int8)."""
     best = _NEG
@@ -31,7 +34,7 @@ def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     return best, which
 
 
-@njit(parallel=True, fastmath=True, cache=True)
+@njit(parallel=True, fastmath=FAST, cache=True)
 def score_pool(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray
 ) -> None:
@@ -79,7 +82,7 @@ def _push(
     return filled, worst
 
 
-@njit(parallel=True, fastmath=True, cache=True)
+@njit(parallel=True, fastmath=FAST, cache=True)
 def score_pool_topk(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, k: int, blocks: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -96,9 +99,10 @@ def score_pool_topk(
         for i in range(blk * step, min(n, (blk + 1) * step)):
             if not (exclude.shape[0] and exclude[i]):
                 b, w = _row_best(q, c, i)
-                filled, worst = _push(
-                    out_s[blk], out_i[blk], out_w[blk], filled, worst, b * scale[i] if scaled else b, i, w
-                )
+                if scaled:
+                    b = b * scale[i]
+                if b > _NEG:  # rows with no score (NaN / -inf) are never hits, as in top_k
+                    filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b, i, w)
     return out_s, out_i, out_w
 
 

@@ -141,6 +141,10 @@ def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tu
     Returns:
         ``(best float32 [N], which int32 [N])``: ``best[i] = max_m queries[m] · corpus[i]`` and the lowest
         ``m`` reaching it; ``-inf`` / ``-1`` for excluded rows and when M = 0.
+
+    A NaN score (a corpus row holding NaN, or ``inf - inf``) counts as no score: a row whose every
+    score is NaN or ``-inf`` gets ``-inf`` / ``-1``, as an excluded row, on both backends. Queries must
+    be finite (:class:`InputError`); the corpus is not scanned for NaN (that would double the cost).
     """
     c = as_vectors(corpus, "corpus")
     n = c.shape[0]
@@ -151,9 +155,14 @@ def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tu
     if use_numba(n, m, c.shape[1]):
         _kernels().score_pool(q, c, _NO_SCALE, mask, best, which)
         return best, which
-    s = c @ q.T  # [N, M]
+    with np.errstate(invalid="ignore"):
+        s = c @ q.T  # [N, M]
+    nan = np.isnan(s)
+    if nan.any():
+        s[nan] = -np.inf
     best = s.max(axis=1).astype(np.float32, copy=False)
     which = s.argmax(axis=1).astype(np.int32)
+    which[best == -np.inf] = -1
     if mask.shape[0]:
         best[mask] = -np.inf
         which[mask] = -1

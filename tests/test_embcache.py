@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.embcache import EmbeddingCache
+from contextsieve.embcache import EmbeddingCache, text_key
 from contextsieve.engine import Engine
 from contextsieve.items import IncludeMode, Rule
 
@@ -47,9 +47,14 @@ def test_memory_only_and_unnamed_embedders_skip_the_disk(tmp_path: Path) -> None
     assert not list(tmp_path.iterdir())
 
 
+def _unit(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
 def test_cache_get_put_prune(tmp_path: Path) -> None:
     c = EmbeddingCache(tmp_path / "e.sqlite", "m1")
-    v = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = _unit(3, 4)
     c.put(["a", "b", "c"], v)
     got = c.get(["x", "b", "a"])
     assert sorted(got) == [1, 2] and np.array_equal(got[1], v[1]) and len(c) == 3
@@ -59,12 +64,12 @@ def test_cache_get_put_prune(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, numpy as np
-from contextsieve.embcache import EmbeddingCache
+from contextsieve.embcache import EmbeddingCache, text_key
 c = EmbeddingCache(sys.argv[1], "m")
 rng = np.random.default_rng(int(sys.argv[2]))
 for batch in range(20):
     texts = [f"{sys.argv[2]}-{batch}-{i}" for i in range(50)]
-    c.put(texts, np.full((50, 8), float(sys.argv[2]), dtype=np.float32))
+    c.put(texts, np.full((50, 4), 0.5 * (-1) ** int(sys.argv[2]), dtype=np.float32))
 print("ok")
 """
 
@@ -83,7 +88,7 @@ def test_two_processes_share_one_cache(tmp_path: Path) -> None:
     c = EmbeddingCache(db, "m")
     assert len(c) == 2000
     got = c.get([f"{k}-{b}-{i}" for k in (1, 2) for b in range(20) for i in range(50)])
-    assert len(got) == 2000 and all(float(v[0]) in (1.0, 2.0) for v in got.values())
+    assert len(got) == 2000 and all(float(v[0]) in (0.5, -0.5) for v in got.values())
 
 
 def test_engine_select_is_a_one_off_request(tmp_path: Path) -> None:
@@ -94,3 +99,112 @@ def test_engine_select_is_a_one_off_request(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="unknown settings"):
         e.select("x", no_such_setting=1)
+
+
+def test_every_flipped_byte_of_a_row_is_detected_and_reembedded_once(tmp_path: Path) -> None:
+    import sqlite3
+    import warnings
+
+    from contextsieve.embcache import CacheIntegrityWarning
+
+    db = tmp_path / "e.sqlite"
+    v = _unit(2, 8, seed=3)
+    EmbeddingCache(db, "m").put(["a", "b"], v)
+    con = sqlite3.connect(db)
+    (blob,) = con.execute("SELECT vec FROM vectors WHERE hash = ?", [text_key("a")]).fetchone()
+    for pos in range(len(blob)):
+        for bit in (0, 7):
+            bad = bytearray(blob)
+            bad[pos] ^= 1 << bit
+            with con:
+                con.execute("UPDATE vectors SET vec = ? WHERE hash = ?", [bytes(bad), text_key("a")])
+            c = EmbeddingCache(db, "m")
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                got = c.get(["a", "b"])
+                c.get(["a"])  # a second miss is counted, not warned again
+            assert sorted(got) == [1] and np.array_equal(got[1], v[1]), (pos, bit)
+            assert c.rejected == 2 and [w.category for w in seen] == [CacheIntegrityWarning]
+            c.close()
+    # old-format rows (no digest), wrong lengths and non-unit vectors are rejected the same way
+    for blob2 in (v[0].tobytes(), b"", b"\x00" * 20, np.full(8, 3.0, np.float32).tobytes()):
+        with con:
+            con.execute("UPDATE vectors SET vec = ? WHERE hash = ?", [blob2, text_key("a")])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert sorted(EmbeddingCache(db, "m").get(["a", "b"])) == [1]
+    with pytest.warns(CacheIntegrityWarning):
+        assert EmbeddingCache(db, "m").get(["b"], dim=4) == {}  # wrong dimension for the caller
+
+
+def test_put_refuses_vectors_that_are_not_finite_unit_vectors(tmp_path: Path) -> None:
+    from contextsieve.errors import InputError
+
+    c = EmbeddingCache(tmp_path / "e.sqlite", "m")
+    for bad in (np.array([[np.nan, 0, 0, 0]], np.float32), np.ones((1, 4), np.float32)):
+        with pytest.raises(InputError, match="nothing was written"):
+            c.put(["a"], bad)
+    with pytest.raises(InputError, match="one vector per text"):
+        c.put(["a", "b"], _unit(1, 4))
+    assert len(c) == 0
+
+
+def _picked(e: Engine, message: str) -> list[tuple[str, float | None]]:
+    return [(str(x.key), None if x.score is None else round(x.score, 6)) for x in e.select(message).context.entries]
+
+
+def test_a_tampered_cache_changes_no_selection(tmp_path: Path) -> None:
+    import sqlite3
+    import warnings
+
+    first = Engine(make_agent(), embedder=NamedFake(), cache_dir=tmp_path)
+    want = _picked(first, "refunds after the parcel arrives")
+    db = next(tmp_path.rglob("embeddings.sqlite"))
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT rowid, vec FROM vectors").fetchall()
+    with con:
+        for rowid, blob in rows:  # a large exponent in the first float of every row
+            bad = bytearray(blob)
+            bad[3] ^= 0x40
+            con.execute("UPDATE vectors SET vec = ? WHERE rowid = ?", [bytes(bad), rowid])
+    con.close()
+    again = NamedFake()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        e = Engine(make_agent(), embedder=again, cache_dir=tmp_path)
+        got = _picked(e, "refunds after the parcel arrives")
+    assert got == want and again.texts >= len(rows) and len(seen) == 1
+    # the fresh vectors replaced the bad rows: the next start embeds nothing
+    third = NamedFake()
+    Engine(make_agent(), embedder=third, cache_dir=tmp_path).index()
+    assert third.texts == 0
+
+
+class _Bad(FakeEmbedder):
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def embed(self, texts, *, show_progress=False):  # type: ignore[no-untyped-def]
+        v = super().embed(texts)
+        if self.mode == "nan":
+            v[0, 0] = np.nan
+        elif self.mode == "scaled":
+            v *= 2
+        elif self.mode == "short":
+            v = v[1:]
+        return v
+
+
+@pytest.mark.parametrize("mode", ["nan", "scaled", "short"])
+def test_bad_embedder_output_is_a_typed_error_and_nothing_is_cached(tmp_path: Path, mode: str) -> None:
+    from contextsieve.errors import EmbedderOutputError
+
+    bad = _Bad(mode)
+    bad.model_id = "bad/1"  # type: ignore[misc]
+    e = Engine(make_agent(), embedder=bad, cache_dir=tmp_path)
+    with pytest.raises(EmbedderOutputError):
+        e.index()
+    with pytest.raises(EmbedderOutputError):
+        e.store.embed_query(["a", "b"])
+    assert all(len(EmbeddingCache(db, "bad/1")) == 0 for db in tmp_path.rglob("embeddings.sqlite"))

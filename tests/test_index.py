@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import io
 import itertools
 import random
 
@@ -227,3 +228,68 @@ def test_bad_ids_and_scopes_are_refused_and_change_nothing() -> None:
     assert sorted(hits.idx.tolist()) == [0, 1]
     with pytest.raises(InputError, match="unknown scope"):
         index.search(vecs[:1], 4, scopes=["r"])
+
+
+def _resign(path, arrays=None, body=None) -> None:  # noqa: ANN001
+    """Rewrite an index file with new contents and a valid checksum (a crafted, not a damaged, file)."""
+    import hashlib
+
+    if body is None:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        body = buf.getvalue()
+    magic = path.read_bytes()[:8]
+    path.write_bytes(magic + hashlib.sha256(body).digest() + body)
+
+
+def test_crafted_index_files_with_valid_checksums_are_refused(tmp_path) -> None:  # noqa: ANN001
+    pytest.importorskip("hnswlib")
+    import json
+
+    rng = np.random.default_rng(4)
+    idx = ChunkIndex(16, IndexConfig(backend="hnsw"))
+    idx.add(unit(rng, 300, 16), range(300), "rules")
+    p = tmp_path / "i.csidx"
+    idx.save(p)
+    good = dict(np.load(io.BytesIO(p.read_bytes()[40:])))
+    assert "hnsw0" in good and ChunkIndex.load(p).backend == "hnsw"
+
+    def variant(**changes) -> dict:  # noqa: ANN003
+        out = {k: v.copy() for k, v in good.items()}
+        out.update(changes)
+        return {k: v for k, v in out.items() if v is not None}
+
+    nan_vec = good["vec"].copy()
+    nan_vec[7, 3] = np.nan
+    scope9 = good["scope"].copy()
+    scope9[0] = 9
+    meta = json.loads(bytes(good["meta"]))
+    bad_meta = lambda m: np.frombuffer(json.dumps(m).encode(), np.uint8)  # noqa: E731
+    graph = good["hnsw0"]
+    cases = {
+        "NaN": variant(vec=nan_vec),
+        "scope code 9": variant(scope=scope9),
+        "arrays do not match": variant(item=good["item"][:-1]),
+        "vectors of shape": variant(vec=good["vec"][:, :8]),
+        "ef": variant(meta=bad_meta({**meta, "ef": -1})),
+        "unreadable contents": variant(meta=np.frombuffer(b"\xff[", np.uint8)),
+        "unknown scope": variant(hnsw7=graph),
+        "graph of scope 0 is unreadable": variant(hnsw0=rng.integers(0, 256, 5000).astype(np.uint8)),
+        "scope 0 is unreadable": variant(hnsw0=graph[: graph.size // 2]),
+    }
+    for expect, arrays in cases.items():
+        _resign(p, arrays)
+        with pytest.raises(IndexFileError, match=expect):
+            ChunkIndex.load(p)
+    # a graph of another scope's rows: valid hnswlib, wrong labels
+    other = ChunkIndex(16, IndexConfig(backend="hnsw"))
+    other.add(unit(rng, 400, 16), range(400), "rules")
+    other.save(tmp_path / "o.csidx")
+    foreign = dict(np.load(io.BytesIO((tmp_path / "o.csidx").read_bytes()[40:])))["hnsw0"]
+    _resign(p, variant(hnsw0=foreign))
+    with pytest.raises(IndexFileError, match="names rows it does not hold"):
+        ChunkIndex.load(p)
+    for body in (b"", b"PK\x03\x04garbage", b"\x00" * 100):
+        _resign(p, body=body)
+        with pytest.raises(IndexFileError):
+            ChunkIndex.load(p)

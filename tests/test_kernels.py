@@ -94,6 +94,23 @@ def test_score_pool_topk_matches_oracle(backend: str, n: int, m: int, k: int, se
     np.testing.assert_array_equal(hits.which, ow[want])
 
 
+@given(n=st.sampled_from(SIZES[1:]), m=st.integers(1, 4), k=st.sampled_from([1, 5, 2000]), seed=st.integers(0, 2**16))
+@HYP
+def test_nan_and_inf_in_the_corpus_agree_on_both_backends(backend: str, n: int, m: int, k: int, seed: int) -> None:
+    """A NaN score is no score (row -inf / -1, never a hit) and inf follows IEEE on both paths."""
+    rng = np.random.default_rng(seed)
+    c, q = int_vectors(rng, n, 8), int_vectors(rng, m, 8, dup=False)
+    odd = rng.random(c.shape) < 0.05
+    c[odd] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), size=int(odd.sum()))
+    best, which = K.score_pool(q, c)
+    ob, ow = oracle_pool(q, c, None)
+    assert not np.isnan(best).any()
+    np.testing.assert_array_equal(best, ob.astype(np.float32))
+    np.testing.assert_array_equal(which, ow)
+    hits = K.score_pool_topk(q, c, k)
+    assert hits.idx.tolist() == oracle_topk(ob, k)
+
+
 @given(n=st.sampled_from(SIZES), k=st.integers(0, 30), seed=st.integers(0, 2**16))
 @HYP
 def test_top_k_is_partial_but_exact(n: int, k: int, seed: int) -> None:
