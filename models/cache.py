@@ -10,15 +10,19 @@ Layout under the cache root (``$CONTEXTSIEVE_CACHE``, else ``$XDG_CACHE_HOME/con
 ``key`` hashes the weights' sha256, the builder version, the variant and the output kind, so a new
 model file or a new builder never reuses an old graph. The ``.onnx`` file is named by its own content
 hash and written before the entry, each through a temp file + rename, so concurrent builders never
-leave an entry that points at other bytes, and a reader never sees half a file.
+leave an entry that points at other bytes, and a reader never sees half a file. A build runs under an
+exclusive lock on ``<entry>.lock`` (:meth:`ModelCache.build_lock`): of several processes that miss
+the cache at once, one builds and the others wait and then load its file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +33,9 @@ from contextsieve.models.weights import sha256_file
 __all__ = ["CACHE_ENV", "default_cache_dir", "atomic_write_bytes", "ModelCache", "CachedModel"]
 
 CACHE_ENV = "CONTEXTSIEVE_CACHE"
+#: Seconds a process waits for another one's build of the same model before giving up (a build
+#: takes 5-20 s on 2 cores; the lock is released by the OS if the builder dies).
+BUILD_LOCK_TIMEOUT = 600.0
 
 
 def default_cache_dir() -> Path:
@@ -120,6 +127,42 @@ class ModelCache:
                 "Rebuild with Embedder(..., rebuild=True) or delete the file."
             )
         return CachedModel(data, path, str(meta.get("weights_sha256", "")), built=False, build_seconds=0.0)
+
+    @contextlib.contextmanager
+    def build_lock(self, entry: Path, timeout: float = BUILD_LOCK_TIMEOUT) -> Iterator[None]:
+        """Hold the exclusive build lock of ``entry`` (an ``flock`` on ``<entry>.lock``).
+
+        Waits up to ``timeout`` seconds for another process's build, then raises
+        :class:`ModelCacheError`. Where locking is unavailable (no ``fcntl``, a read-only cache folder)
+        the build goes ahead unlocked: concurrent builders still write whole, verified files.
+        """
+        try:
+            import fcntl
+        except ImportError:  # Windows: builds are still atomic, just not deduplicated
+            yield
+            return
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(entry.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise ModelCacheError(
+                            f"another process has been building {entry.stem} for over {timeout:.0f} s "
+                            f"(lock {entry.with_suffix('.lock')}); try again or delete the lock file"
+                        ) from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def store(self, entry: Path, data: bytes, meta: dict[str, object]) -> Path:
         """Write ``data`` (content-named) and then its entry; returns the ``.onnx`` path."""

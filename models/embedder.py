@@ -129,17 +129,25 @@ class Embedder:
             key["int8_weights"] = "u8"
         entry = cache.entry_path(stem, key)
         cached = None if rebuild else cache.load(entry)
-        built = cached is None
         if cached is None:
-            from contextsieve.models.build import build_onnx  # imports onnx: only when building
+            with cache.build_lock(entry):
+                cached = None if rebuild else cache.load(entry)  # built by another process meanwhile?
+                if cached is None:
+                    from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
-            data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
-            path = cache.store(
-                entry,
-                data,
-                {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name},
-            )
-        else:
+                    data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
+                    path = cache.store(
+                        entry,
+                        data,
+                        {
+                            "weights_sha256": weights_sha,
+                            "builder": BUILDER_VERSION,
+                            "variant": variant.value,
+                            "model": name,
+                        },
+                    )
+        built = cached is None
+        if cached is not None:
             data, path = cached.data, cached.path
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"

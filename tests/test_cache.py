@@ -149,3 +149,46 @@ def test_a_cache_entry_cannot_point_outside_the_cache(tmp_path) -> None:  # noqa
         entry.write_text(json.dumps({"onnx": name, "onnx_sha256": "0" * 64}))
         with pytest.raises(ModelCacheError, match="not a .onnx file of its folder"):
             cache.load(entry)
+
+
+def test_concurrent_processes_build_once(cache: Path) -> None:
+    """Three processes missing the cache at once: one builds under the lock, the others load its file."""
+    code = (
+        "import sys, time; from contextsieve import Embedder\n"
+        "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+        "e = Embedder(variant='int8'); print(int(e.info.built), e.info.onnx_path.name)"
+    )
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    import time
+
+    start = str(time.time() + 3.0)  # all three past their imports before any looks at the cache
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, start], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
+    rows = [o[0].decode().split() for o in outs]
+    assert sorted(r[0] for r in rows) == ["0", "0", "1"], rows
+    assert len({r[1] for r in rows}) == 1
+
+
+def test_build_lock_times_out_with_a_typed_error(cache: Path) -> None:
+    mc = ModelCache(cache)
+    entry = mc.entry_path("m", {"k": "v"})
+    code = (
+        "import sys, time; from pathlib import Path; from contextsieve.models.cache import ModelCache\n"
+        "with ModelCache(Path(sys.argv[1])).build_lock(Path(sys.argv[2])):\n"
+        "    print('locked', flush=True); time.sleep(30)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, str(cache), str(entry)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ModelCacheError, match="another process has been building"):
+            with mc.build_lock(entry, timeout=0.3):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with mc.build_lock(entry, timeout=5):  # released when its holder died
+        pass
