@@ -6,6 +6,7 @@ The agent is the source of truth; sessions copy its settings and may override th
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -270,6 +271,8 @@ class Agent:
     document: dict[str, Any] = field(default_factory=dict, repr=False)  # the file as read, for round trips
     catalog: Mapping[ItemKey, tuple[str, str]] = field(default_factory=dict, repr=False)  # tools a catalog described
     loaded_keys: frozenset[ItemKey] = field(default=frozenset(), init=False, repr=False)  # the items it was made with
+    lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
+    """Held while the agent changes and while a request reads it (see :class:`contextsieve.Session`)."""
 
     def __post_init__(self) -> None:
         self._check_unique()
@@ -279,14 +282,19 @@ class Agent:
         self.loaded_keys = frozenset(self._by_key)
 
     def _reindex(self) -> None:
-        self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
-        self._version = getattr(self, "_version", 0) + 1
-        self._table: ItemTable | None = None
+        with self.lock:
+            self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
+            self._version = getattr(self, "_version", 0) + 1
+            self._table: ItemTable | None = None
 
     def table(self) -> ItemTable:
         """All items with their effective include modes and permissions as arrays, for per-request
         masks that cost no Python loop over the items. Rebuilt after :meth:`upsert`, :meth:`delete`,
         :meth:`add_server` or :meth:`remove_server`, and when a list was replaced or changed length."""
+        with self.lock:
+            return self._current_table()
+
+    def _current_table(self) -> ItemTable:
         shape = (
             self._version,
             id(self.rules),
@@ -332,10 +340,11 @@ class Agent:
     def get(self, key: ItemKey | str) -> Item:
         """The item with ``key``; :class:`UnknownItemError` if there is none."""
         key = ItemKey.parse(key) if isinstance(key, str) else key
-        item = self._by_key.get(key)
-        if item is None:  # the lists may have been changed directly: look again before failing
-            self._reindex()
+        with self.lock:
             item = self._by_key.get(key)
+            if item is None:  # the lists may have been changed directly: look again before failing
+                self._reindex()
+                item = self._by_key.get(key)
         if item is None:
             raise UnknownItemError(f"the agent has no {key}")
         return item
@@ -350,16 +359,18 @@ class Agent:
 
     def add_server(self, server: McpServer) -> None:
         """Add an MCP server, or replace the one with the same name (its tools stay)."""
-        self.servers[server.name] = server
-        self._reindex()
+        with self.lock:
+            self.servers[server.name] = server
+            self._reindex()
 
     def remove_server(self, name: str) -> None:
         """Remove an MCP server and its tools; :class:`UnknownItemError` if there is none."""
-        if name not in self.servers:
-            raise UnknownItemError(f"the agent has no MCP server {name!r}")
-        del self.servers[name]
-        self.tools = [t for t in self.tools if t.server != name]
-        self._reindex()
+        with self.lock:
+            if name not in self.servers:
+                raise UnknownItemError(f"the agent has no MCP server {name!r}")
+            del self.servers[name]
+            self.tools = [t for t in self.tools if t.server != name]
+            self._reindex()
 
     def server_descriptions(self) -> dict[str, str]:
         """Server name -> description (the context tools are embedded with)."""
@@ -392,21 +403,23 @@ class Agent:
 
     def upsert(self, item: Item) -> None:
         """Add ``item``, or replace the item with the same key."""
-        target = self._list_of(item)
-        if isinstance(item, Tool) and item.server not in self.servers:
-            raise InputError(f"tool {item.key} names server {item.server!r}, which the agent does not have")
-        for i, old in enumerate(target):
-            if old.key == item.key:
-                target[i] = item
-                break
-        else:
-            target.append(item)
-        if item.kind is not ItemKind.TOOL:
-            target.sort(key=lambda r: (r.priority, r.name))
-        self._reindex()
+        with self.lock:
+            target = self._list_of(item)
+            if isinstance(item, Tool) and item.server not in self.servers:
+                raise InputError(f"tool {item.key} names server {item.server!r}, which the agent does not have")
+            for i, old in enumerate(target):
+                if old.key == item.key:
+                    target[i] = item
+                    break
+            else:
+                target.append(item)
+            if item.kind is not ItemKind.TOOL:
+                target.sort(key=lambda r: (r.priority, r.name))
+            self._reindex()
 
     def delete(self, key: ItemKey | str) -> None:
         """Remove the item with ``key``; :class:`UnknownItemError` if there is none."""
-        item = self.get(key)
-        self._list_of(item).remove(item)
-        self._reindex()
+        with self.lock:
+            item = self.get(key)
+            self._list_of(item).remove(item)
+            self._reindex()

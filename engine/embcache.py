@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,7 +54,7 @@ def _digest(model_id: str, key: str, payload: bytes) -> bytes:
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Mask of rows that are finite with an L2 norm within :data:`NORM_TOLERANCE` of 1."""
     v = np.asarray(vectors, dtype=np.float64)
-    finite = np.isfinite(v).all(axis=1)
+    finite: np.ndarray = np.asarray(np.isfinite(v).all(axis=1), dtype=bool)
     v = np.where(finite[:, None], v, 0.0)
     return finite & (np.abs(np.sqrt(np.einsum("ij,ij->i", v, v)) - 1.0) <= NORM_TOLERANCE)
 
@@ -73,6 +74,7 @@ class EmbeddingCache:
         self.path = Path(path)
         self.model_id = model_id
         self.rejected = 0
+        self._lock = threading.Lock()  # one connection, used by one thread at a time
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -99,10 +101,11 @@ class EmbeddingCache:
         bad = 0
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
-            rows = self._db.execute(
-                f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
-                [self.model_id, *part],
-            ).fetchall()
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
+                    [self.model_id, *part],
+                ).fetchall()
             for h, blob in rows:
                 vec = self._verified(h, blob, dim)
                 if vec is None:
@@ -155,18 +158,20 @@ class EmbeddingCache:
         for t, v in zip(texts, arr):
             key, payload = text_key(t), v.tobytes()
             rows.append((self.model_id, key, payload + _digest(self.model_id, key, payload)))
-        with self._db:
+        with self._lock, self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", [self.model_id]).fetchone()[0])
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", [self.model_id]).fetchone()[0])
 
     def prune(self) -> int:
         """Delete the entries of every other model id; returns how many were deleted."""
-        with self._db:
+        with self._lock, self._db:
             cur = self._db.execute("DELETE FROM vectors WHERE model != ?", [self.model_id])
         return cur.rowcount
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()

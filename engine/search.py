@@ -213,13 +213,27 @@ def search(
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
-    items, order = table.items, table.keys
+    order = table.keys
     if not allowed.any() or not query_chunks:  # nothing to choose: embed nothing (no model loads)
         nothing = np.zeros((0, 0), dtype=np.float32)
         return [], SearchTrace(tuple(query_chunks), order, nothing, np.zeros(0, np.int64), nothing)
+    qvec = store.embed_query(query_chunks)  # outside the store's lock: requests embed in parallel
+    with store.lock:  # one consistent view of the chunks from sync to the last read
+        return _search_synced(store, table, allowed, settings, query_chunks, server_descriptions, qvec)
+
+
+def _search_synced(
+    store: ChunkStore,
+    table: ItemTable,
+    allowed: np.ndarray,
+    settings: AgentSettings,
+    query_chunks: Sequence[str],
+    server_descriptions: dict[str, str],
+    qvec: np.ndarray,
+) -> tuple[list[ContextEntry], SearchTrace]:
+    items, order = table.items, table.keys
     store.sync(items, server_descriptions=server_descriptions, version=table.shape)
     chunks, owner = store.matrix(order)
-    qvec = store.embed_query(query_chunks)
     trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
     if chunks.shape[0] == 0:
         return [], trace

@@ -8,13 +8,15 @@ delegates the work: :func:`contextsieve.search.search` chooses agent-mode items 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -54,6 +56,20 @@ class Message:
     def from_dict(cls, d: dict[str, Any]) -> Message:
         ctx = RequestContext.from_dict(d["context"]) if "context" in d else None
         return cls(d["role"], d["content"], ctx, d.get("created", 0.0))
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """Run ``method`` holding the session's lock, then the agent's (always in that order)."""
+
+    @functools.wraps(method)
+    def run(self: Session, *args: Any, **kwargs: Any) -> Any:
+        with self._lock, self.agent.lock:
+            return method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def _capped(chunks: list[str], cap: int) -> tuple[list[str], str]:
@@ -99,6 +115,7 @@ class Session:
         self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
         self._token_counter = token_counter
         self._token_memo: dict[ItemKey, tuple[Item, int]] = {}
+        self._lock = threading.RLock()
         self.history: list[Message] = []
         table = agent.table()
         always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
@@ -109,20 +126,24 @@ class Session:
 
     # -- session items ----------------------------------------------------------------------------
 
+    @_locked
     def items(self) -> list[tuple[ItemKey, IncludeMode]]:
         """Session items in order (always items as created, then manual items in the order added)."""
         return list(self._items.items())
 
+    @_locked
     def add(self, key: ItemKey | str) -> None:
         """Add an item as ``manual`` (unknown keys raise :class:`~contextsieve.errors.UnknownItemError`)."""
         item = self.agent.get(key)
         self._items.setdefault(item.key, IncludeMode.MANUAL)
 
+    @_locked
     def remove(self, key: ItemKey | str) -> None:
         """Remove an item from this session (it stays removed, even if ``always``)."""
         item = self.agent.get(key)
         self._items.pop(item.key, None)
 
+    @_locked
     def update_settings(self, preset: str | None = None, **settings: Any) -> None:
         """Override settings (or apply a preset) for this session from now on."""
         self.settings = self.settings.with_overrides(preset, **settings)
@@ -165,15 +186,29 @@ class Session:
         )
 
     def build_request(self, message: str) -> Request:
-        """The request for ``message``: session items, plus agent-mode items chosen for this message only."""
+        """The request for ``message``: session items, plus agent-mode items chosen for this message only.
+
+        Safe to call from several threads: requests of one session run one at a time; requests of
+        different sessions embed their messages in parallel and hold the agent (which waits with its
+        changes) only while they select and assemble.
+        """
         if not isinstance(message, str):
             raise InputError(f"message must be a str, got {type(message).__name__}")
         check_text(message, "the message")
-        query = self._mentions(message)
+        with self._lock:
+            query = self._mentions(message)
+            qchunks, cap_note = _capped(query_chunks(query), self.settings.max_query_chunks)
+            with self.agent.lock:
+                searching = bool(qchunks) and bool(self._searchable().any())
+            if searching:
+                self.store.embed_query(qchunks)  # kept by the store: the search below finds it there
+            with self.agent.lock:
+                return self._build(query, qchunks, cap_note)
+
+    def _build(self, query: str, qchunks: list[str], cap_note: str) -> Request:
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
         ]
-        qchunks, cap_note = _capped(query_chunks(query), self.settings.max_query_chunks)
         found, trace = self._search(qchunks)
         entries += found
         s = self.settings
@@ -192,6 +227,7 @@ class Session:
             self.agent, ctx, query, ((m.role, m.content) for m in self.history), self._tool_available, trace
         )
 
+    @_locked
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""
         return assemble(self.agent, ctx, message, ((m.role, m.content) for m in self.history), self._tool_available)
@@ -207,6 +243,7 @@ class Session:
         self._token_memo[key] = (item, n)
         return n
 
+    @_locked
     def expand_from(self, text: str, *, max_chunks: int = 16) -> RequestContext:
         """Items a tool result points to: ``text`` is split into sentences, as a message is, and they
         search the agent-mode items not in the session by the same pipeline (max over sentences, so
@@ -240,6 +277,7 @@ class Session:
             proposals, text[:200], tuple(chunks), {**context_settings(self.settings), "source": "tool-result"}
         )
 
+    @_locked
     def explain(self, message: str, key: ItemKey | str) -> Explanation:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged): the
         request is built once and its search trace read (item scores per query sentence, the rank of
@@ -261,6 +299,7 @@ class Session:
             tool_available=available,
         )
 
+    @_locked
     def record_reply(self, request: Request, reply: str) -> Message:
         """Append the user message and the assistant reply (carrying its request context) to the history."""
         self.history.append(Message("user", request.message))
@@ -270,6 +309,7 @@ class Session:
 
     # -- persistence ------------------------------------------------------------------------------
 
+    @_locked
     def to_dict(self) -> dict[str, Any]:
         return {
             "settings": {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -48,6 +50,10 @@ class TextEmbedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text."""
         ...
+
+
+#: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
+QUERY_CACHE_SIZE = 1024
 
 
 def _checked(vectors: np.ndarray, n: int) -> np.ndarray:
@@ -129,6 +135,9 @@ class ChunkStore:
         self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
+        self.lock = threading.RLock()  # held by sync and by a search from its sync to its last read
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors by text (LRU)
+        self._queries_lock = threading.Lock()
 
     def chunks_of(self, key: ItemKey) -> ItemChunks:
         """The item's chunks (after :meth:`sync`)."""
@@ -261,9 +270,26 @@ class ChunkStore:
         return out
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors (never cached on disk: queries do not repeat like chunks do)."""
+        """Query vectors; the last :data:`QUERY_CACHE_SIZE` sentences are kept in memory (an agent sends
+        the same message again on every tool-call turn of one request), never on disk. Safe to call
+        from several threads, without :attr:`lock`."""
         texts = list(texts)
-        return _checked(self.embedder.embed(texts), len(texts))
+        with self._queries_lock:
+            known = {t: v for t in texts if (v := self._queries.get(t)) is not None}
+            for t in known:
+                self._queries.move_to_end(t)
+        todo = list(dict.fromkeys(t for t in texts if t not in known))
+        if todo:
+            fresh = _checked(self.embedder.embed(todo), len(todo))
+            with self._queries_lock:
+                for t, v in zip(todo, fresh):
+                    v.setflags(write=False)
+                    known[t] = self._queries[t] = v
+                while len(self._queries) > QUERY_CACHE_SIZE:
+                    self._queries.popitem(last=False)
+        if not texts:
+            return _checked(self.embedder.embed([]), 0)
+        return np.stack([known[t] for t in texts])
 
     def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
         """The item's chunks and their digest, recomputed only when what they are made of changed."""

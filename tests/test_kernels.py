@@ -44,7 +44,8 @@ def oracle_pool(q: np.ndarray, c: np.ndarray, exclude: np.ndarray | None) -> tup
         if exclude is not None and exclude[i]:
             continue
         for m in range(q.shape[0]):
-            s = float(np.dot(c[i].astype(np.float64), q[m].astype(np.float64)))
+            with np.errstate(invalid="ignore"):
+                s = float(np.dot(c[i].astype(np.float64), q[m].astype(np.float64)))
             if s > best[i]:
                 best[i], which[i] = s, m
     return best, which
