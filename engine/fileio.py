@@ -1,18 +1,21 @@
 """Crash-safe file writes: a reader sees the old file or the new one, never half of one.
 
-Every write goes through a temp file in the target's folder (named ``.<name>.<random>.tmp``), fsync,
-then ``os.replace``. The new file keeps the mode of the file it replaces (a new file gets the
+Every write goes through a temp file in the target's folder (named ``.<name>.<host>-<pid>-<random>.tmp``),
+fsync, ``os.replace``, then an fsync of the folder. The new file keeps the mode of the file it replaces (a new file gets the
 default mode under the process umask, not ``mkstemp``'s 0600). Symlinks: a user's file
 (``follow_symlinks=True``: agent files, sessions, index files) is written through the link, atomically
 next to the file the link points to; a cache file (``follow_symlinks=False``) never writes through a
 link, the link itself is replaced by a regular file. Temp files of this naming left by a killed
-writer are removed by the next write to the same file once they are older than
-:data:`STALE_TEMP_SECONDS` (a younger one may belong to a writer still at work).
+writer are removed by the next write to the same file: at once when their process (on this host) is
+gone, otherwise once they are older than :data:`STALE_TEMP_SECONDS` (a process of that id may be a
+writer still at work, or a new process that reused the id).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 import stat
 import tempfile
 import time
@@ -22,6 +25,13 @@ __all__ = ["atomic_write_bytes", "STALE_TEMP_SECONDS"]
 
 #: Age (seconds) from which a leftover temp file of a write is taken to be a killed writer's (default 600).
 STALE_TEMP_SECONDS = 600.0
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+_HOST = _host_tag()
 
 
 def _default_mode() -> int:
@@ -46,7 +56,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True)
         mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _default_mode()
     except FileNotFoundError:
         mode = _default_mode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
@@ -54,6 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -62,9 +73,40 @@ def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True)
         raise
 
 
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (a no-op where folders cannot be opened, as on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _writer_gone(temp_name: str, prefix: str) -> bool:
+    """Whether the temp file names a process of this host that no longer runs."""
+    host, _, rest = temp_name[len(prefix) :].partition("-")
+    pid = rest.partition("-")[0]
+    if host != _HOST or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False  # alive under another user, or not a pid we can ask about
+    return False
+
+
 def _remove_stale_temps(path: Path) -> None:
-    """Remove ``.<name>.*.tmp`` files next to ``path`` older than :data:`STALE_TEMP_SECONDS`."""
+    """Remove ``.<name>.*.tmp`` files next to ``path`` whose writer is gone or that are older than
+    :data:`STALE_TEMP_SECONDS`."""
     cutoff = time.time() - STALE_TEMP_SECONDS
+    prefix = f".{path.name}."
     try:
         leftovers = list(path.parent.glob(f".{_glob_escape(path.name)}.*.tmp"))
     except OSError:
@@ -72,7 +114,7 @@ def _remove_stale_temps(path: Path) -> None:
     for p in leftovers:
         try:
             st = p.lstat()
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+            if stat.S_ISREG(st.st_mode) and (st.st_mtime < cutoff or _writer_gone(p.name, prefix)):
                 p.unlink()
         except OSError:
             continue  # gone already, or not ours to remove

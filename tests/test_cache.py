@@ -192,3 +192,30 @@ def test_build_lock_times_out_with_a_typed_error(cache: Path) -> None:
         holder.wait()
     with mc.build_lock(entry, timeout=5):  # released when its holder died
         pass
+
+
+def test_a_killed_writers_temp_file_goes_at_the_next_write(tmp_path) -> None:  # noqa: ANN001
+    """A temp file of a process that is gone is removed at once; one of a live process is kept."""
+    import os
+    import signal
+
+    from contextsieve.fileio import _HOST, atomic_write_bytes
+
+    target = tmp_path / "s.json"
+    code = (
+        "import os, sys, time\n"
+        "from contextsieve.fileio import _HOST\n"
+        "p = os.path.join(sys.argv[1], f'.s.json.{_HOST}-{os.getpid()}-zz.tmp')\n"
+        "open(p, 'wb').write(b'half'); print(p, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    left = Path(child.stdout.readline().strip())
+    live = tmp_path / f".s.json.{_HOST}-{os.getpid()}-mine.tmp"
+    live.write_bytes(b"mine")
+    atomic_write_bytes(target, b"1")
+    assert left.exists() and live.exists()  # its writer still runs; ours is ours
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    atomic_write_bytes(target, b"2")
+    assert not left.exists() and live.exists() and target.read_bytes() == b"2"
