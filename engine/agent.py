@@ -200,8 +200,8 @@ class AgentSettings:
     def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
         """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
         if preset is not None:
-            if preset not in PRESETS:
-                raise InputError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+            if not isinstance(preset, str) or preset not in PRESETS:
+                raise InputError(f"unknown preset {brief(preset)}; presets: {sorted(PRESETS)}")
             overrides = {**PRESETS[preset], **overrides}
         known = {f.name for f in dataclasses.fields(self)}
         unknown = set(overrides) - known
@@ -340,6 +340,8 @@ class Agent:
     def get(self, key: ItemKey | str) -> Item:
         """The item with ``key``; :class:`UnknownItemError` if there is none."""
         key = ItemKey.parse(key) if isinstance(key, str) else key
+        if not isinstance(key, ItemKey):
+            raise InputError(f"an item key must be a str or an ItemKey, got {type(key).__name__}")
         with self.lock:
             item = self._by_key.get(key)
             if item is None:  # the lists may have been changed directly: look again before failing
@@ -350,10 +352,10 @@ class Agent:
         return item
 
     def has(self, key: ItemKey | str) -> bool:
-        """Whether the agent has an item with ``key``."""
+        """Whether the agent has an item with ``key`` (``False`` for text that is no item key)."""
         try:
             self.get(key)
-        except UnknownItemError:
+        except (UnknownItemError, InputError):
             return False
         return True
 

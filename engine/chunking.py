@@ -326,4 +326,6 @@ def chunk_item(
 
 def query_chunks(message: str, max_chars: int = 500) -> list[str]:
     """Sentences of a user message (punctuation kept), each cut at ``max_chars``; ``[]`` when blank."""
+    if not isinstance(message, str):
+        raise InputError(f"a message must be a str, got {type(message).__name__}")
     return [s.strip()[:max_chars].strip() for s in _SENTENCE_END.split(message) if s.strip()]

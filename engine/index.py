@@ -191,6 +191,8 @@ class ChunkIndex:
         if isinstance(scopes, (str, Scope)):
             sc = np.full(n, _scope_code(scopes), dtype=np.uint8)
         else:
+            if not isinstance(scopes, (list, tuple, np.ndarray)):
+                raise InputError(f"scopes must be a scope name or a list of them, got {type(scopes).__name__}")
             if len(scopes) != n:
                 raise InputError(f"{n} vectors but {len(scopes)} scopes")
             sc = np.fromiter((_scope_code(s) for s in scopes), dtype=np.uint8, count=n)

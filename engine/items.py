@@ -70,17 +70,20 @@ class ItemKey(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> "ItemKey":
-        """Inverse of ``str(key)``."""
+        """Inverse of ``str(key)``; :class:`InputError` for anything else."""
+        if not isinstance(text, str):
+            raise InputError(f"an item key must be a str, got {type(text).__name__}")
         parts = text.split(":")
+        bad = f"not an item key: {brief(text)} (rule:NAME, reference:NAME or tool:SERVER:NAME)"
         try:
             kind = ItemKind(parts[0])
         except ValueError:
-            raise InputError(f"not an item key: {text!r} (rule:NAME, reference:NAME or tool:SERVER:NAME)") from None
+            raise InputError(bad) from None
         if kind is ItemKind.TOOL and len(parts) == 3:
             return cls(kind, parts[2], parts[1])
         if kind is not ItemKind.TOOL and len(parts) == 2:
             return cls(kind, parts[1])
-        raise InputError(f"not an item key: {text!r} (rule:NAME, reference:NAME or tool:SERVER:NAME)")
+        raise InputError(bad)
 
 
 def _check_strings(item: object, fields: tuple[str, ...]) -> None:

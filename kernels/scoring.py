@@ -98,6 +98,15 @@ def check_finite(x: np.ndarray, name: str) -> None:
         raise InputError(f"{name} holds NaN or inf in rows {rows}")
 
 
+def _k(k: object) -> int:
+    """``k`` as a non-negative int (numpy ints too; not bool), or :class:`InputError`."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise InputError(f"k must be an int, got {type(k).__name__}")
+    if k < 0:
+        raise InputError(f"k must be >= 0, got {k}")
+    return int(min(int(k), 2**62))
+
+
 def _mask(exclude: object, n: int) -> np.ndarray:
     if exclude is None:
         return np.zeros(0, dtype=np.bool_)
@@ -179,8 +188,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     s = np.asarray(scores)
     if s.ndim != 1:
         raise InputError(f"scores must be 1-D, got shape {s.shape}")
-    if k < 0:
-        raise InputError(f"k must be >= 0, got {k}")
+    k = _k(k)
     cand = np.flatnonzero(s > -np.inf)
     if k == 0 or cand.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -200,8 +208,7 @@ def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object 
     q, c = _prepare(queries, corpus)
     n, m = c.shape[0], q.shape[0]
     mask = _mask(exclude, n)
-    if k < 0:
-        raise InputError(f"k must be >= 0, got {k}")
+    k = min(_k(k), n)  # never more slots than rows
     if m == 0 or n == 0 or k == 0:
         return _no_hits()
     if use_numba(n, m, c.shape[1]):
@@ -295,8 +302,7 @@ class Int8Corpus:
         """As :func:`score_pool_topk` (one fused pass), against the int8 rows."""
         n, d = self.q8.shape
         q, mask, _, _ = _pool_setup(queries, n, d, exclude)
-        if k < 0:
-            raise InputError(f"k must be >= 0, got {k}")
+        k = min(_k(k), n)
         if q.shape[0] == 0 or n == 0 or k == 0:
             return _no_hits()
         return _merge_blocks(_kernels().score_pool_topk(q, self.q8, self.scale, mask, int(k), _blocks(n, k)), k)
