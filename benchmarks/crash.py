@@ -1,0 +1,323 @@
+"""Kill writers with SIGKILL at random moments and check what survived.
+
+    python -m benchmarks.crash --kills 1000 [--seed 1] [--writers agent_save,session_save]
+
+Each writer runs in a forked child that writes in a loop and acknowledges every write after the call
+returned (a line on a pipe); the parent kills it after a random delay, then opens what is on disk as
+a user would. Per writer it prints: kills, acknowledged writes, writes lost (the file holds an older
+version than the last acknowledged one, or nothing), corrupt files (the file does not open or fails
+verification), temp files found right after a kill, and temp files left once a new writer has
+written again (the next write removes a killed writer's temp files).
+
+Writers: ``agent_save`` (:func:`save_agent`, a ~100 KB agent file), ``embedding_cache``
+(:class:`EmbeddingCache.put`, 50 vectors a transaction), ``index_save`` (:meth:`ChunkIndex.save`,
+1k-20k rows), ``session_save`` (:meth:`Session.save`, a growing history), ``model_build``
+(:class:`Embedder` with ``rebuild=True``: a graph build and its cache entry; fewer kills, each takes
+seconds). Targets: 0 writes lost and 0 corrupt files over >= 1,000 kills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import select
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from contextsieve.agentfile import example_agent_path, load_agent, save_agent
+from contextsieve.embcache import EmbeddingCache
+from contextsieve.engine import Engine
+from contextsieve.errors import ContextSieveError
+from contextsieve.index import ChunkIndex, IndexConfig
+from contextsieve.items import IncludeMode, Reference
+from contextsieve.models.cache import ModelCache
+from contextsieve.models.cpu import cpu_summary
+from contextsieve.session import Message
+
+Ack = Callable[[int], None]
+
+
+# -- writers (run in the child) ------------------------------------------------------------------
+
+
+def _version_of_agent(path: Path) -> int:
+    agent = load_agent(path)
+    return int(agent.system_prompt.split()[0][1:])
+
+
+def w_agent_save(folder: Path, ack: Ack) -> None:
+    path = folder / "tsagent.yaml"
+    agent = load_agent(path if path.exists() else example_agent_path())
+    k = _version_of_agent(path) if path.exists() else 0
+    big = " ".join(f"Paragraph {i} of the handbook says what to do in case {i}." for i in range(1600))
+    agent.upsert(Reference("handbook", big, "the long handbook", 900, IncludeMode.MANUAL))
+    while True:
+        k += 1
+        agent.system_prompt = f"v{k} You are a careful agent."
+        save_agent(agent, path)
+        ack(k)
+
+
+def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    v = rng.standard_normal((n, d)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _cache_texts(k: int) -> list[str]:
+    return [f"batch {k} text {i}" for i in range(50)]
+
+
+def w_embedding_cache(folder: Path, ack: Ack) -> None:
+    cache = EmbeddingCache(folder / "embeddings.sqlite", "crash/1")
+    marker = folder / "cache-next"
+    k = int(marker.read_text()) if marker.exists() else 0
+    rng = np.random.default_rng(os.getpid())
+    while True:
+        k += 1
+        marker.write_text(str(k))  # plain write: only tells the next child where to go on
+        cache.put(_cache_texts(k), _unit(rng, 50, 32))
+        ack(k)
+
+
+def w_index_save(folder: Path, ack: Ack) -> None:
+    path = folder / "chunks.csidx"
+    rng = np.random.default_rng(os.getpid())
+    k = int(ChunkIndex.load(path).items().max()) if path.exists() else 0
+    while True:
+        k += 1
+        n = int(rng.integers(1000, 20000))
+        index = ChunkIndex(32, IndexConfig(backend="exact"))
+        index.add(_unit(rng, n, 32), np.full(n, k), "references")
+        index.save(path)
+        ack(k)
+
+
+def w_session_save(folder: Path, ack: Ack) -> None:
+    path = folder / "session.json"
+    engine = Engine(load_agent(example_agent_path()), embedder=None, cache_dir=False)
+    session = engine.load_session(path) if path.exists() else engine.session()
+    k = int(session.history[-1].content.split()[1]) if session.history else 0
+    while True:
+        k += 1
+        session.history.append(Message("user", f"message {k} " + "words " * 200))
+        session.history.append(Message("assistant", f"reply {k}"))
+        del session.history[:-400]
+        session.save(path)
+        ack(k)
+
+
+def w_model_build(folder: Path, ack: Ack) -> None:
+    from contextsieve import Embedder
+
+    while True:
+        Embedder(variant="int8", cache_dir=folder / "models", rebuild=True)
+        ack(1)
+
+
+# -- checks (run in the parent) ------------------------------------------------------------------
+
+
+def c_agent_save(folder: Path) -> int | None:
+    path = folder / "tsagent.yaml"
+    return _version_of_agent(path) if path.exists() else None
+
+
+def c_embedding_cache(folder: Path, acked: int, rng: random.Random) -> int | None:
+    db = folder / "embeddings.sqlite"
+    if not db.exists():
+        return None
+    con = sqlite3.connect(db)
+    ok = con.execute("PRAGMA integrity_check").fetchone()[0]
+    con.close()
+    if ok != "ok":
+        raise ContextSieveError(f"integrity_check: {ok}")
+    cache = EmbeddingCache(db, "crash/1")
+    try:
+        batches = [acked] + [rng.randrange(1, acked + 1) for _ in range(3)] if acked else []
+        for k in batches:
+            got = cache.get(_cache_texts(k), dim=32)
+            if len(got) != 50:
+                return k - 1  # an acknowledged batch is missing: report it as lost
+        if cache.rejected:
+            raise ContextSieveError(f"{cache.rejected} rows failed verification")
+    finally:
+        cache.close()
+    return acked
+
+
+def c_index_save(folder: Path) -> int | None:
+    path = folder / "chunks.csidx"
+    if not path.exists():
+        return None
+    items = ChunkIndex.load(path).items()
+    if items.size == 0 or items.min() != items.max():
+        raise ContextSieveError("rows of two versions in one file")
+    return int(items.max())
+
+
+def c_session_save(folder: Path) -> int | None:
+    path = folder / "session.json"
+    if not path.exists():
+        return None
+    engine = Engine(load_agent(example_agent_path()), embedder=None, cache_dir=False)
+    history = engine.load_session(path).history
+    return int(history[-1].content.split()[1]) if history else 0
+
+
+def c_model_build(folder: Path) -> int | None:
+    cache = ModelCache(folder / "models")
+    entries = sorted((folder / "models" / "models").glob("*.json")) if (folder / "models" / "models").exists() else []
+    found = None
+    for entry in entries:
+        if cache.load(entry) is not None:
+            found = 1
+    return found
+
+
+WRITERS: dict[str, tuple[Callable[[Path, Ack], None], float]] = {
+    "agent_save": (w_agent_save, 0.6),
+    "embedding_cache": (w_embedding_cache, 0.3),
+    "index_save": (w_index_save, 0.8),
+    "session_save": (w_session_save, 0.4),
+    "model_build": (w_model_build, 9.0),
+}
+SHARE = {"agent_save": 0.24, "embedding_cache": 0.24, "index_save": 0.24, "session_save": 0.24, "model_build": 0.04}
+
+
+def _fork(name: str, folder: Path) -> tuple[int, int]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: write until killed
+        os.close(r)
+        code = 0
+        try:
+            WRITERS[name][0](folder, lambda k: os.write(w, f"{k}\n".encode()))
+        except BaseException as e:  # noqa: BLE001 - reported through the exit code
+            os.write(2, f"writer {name} failed: {e!r}\n".encode())
+            code = 3
+        os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _read_acks(fd: int, timeout: float) -> list[int]:
+    data = b""
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not ready:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return [int(x) for x in data.split()]
+
+
+def _temps(folder: Path) -> int:
+    return sum(1 for p in folder.rglob(".*.tmp"))
+
+
+def _final_write(name: str, folder: Path) -> None:
+    """One write of the kind the writer makes, in this process, to the same file."""
+    if name == "agent_save" and (folder / "tsagent.yaml").exists():
+        save_agent(load_agent(folder / "tsagent.yaml"), folder / "tsagent.yaml")
+    elif name == "index_save" and (folder / "chunks.csidx").exists():
+        ChunkIndex.load(folder / "chunks.csidx").save(folder / "chunks.csidx")
+    elif name == "session_save" and (folder / "session.json").exists():
+        engine = Engine(load_agent(example_agent_path()), embedder=None, cache_dir=False)
+        engine.load_session(folder / "session.json").save(folder / "session.json")
+    elif name == "model_build":
+        from contextsieve import Embedder
+
+        Embedder(variant="int8", cache_dir=folder / "models", rebuild=True).close()
+
+
+def _check(name: str, folder: Path, acked: int, rng: random.Random) -> int | None:
+    if name == "embedding_cache":
+        return c_embedding_cache(folder, acked, rng)
+    return {"agent_save": c_agent_save, "index_save": c_index_save, "session_save": c_session_save}.get(
+        name, c_model_build
+    )(folder)
+
+
+def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:
+    rng = random.Random(seed)
+    stats: dict[str, Counter[str]] = {n: Counter() for n in names}
+    last_ack = dict.fromkeys(names, 0)
+    weights = [SHARE[n] for n in names]
+    with tempfile.TemporaryDirectory(prefix="contextsieve-crash-") as tmp:
+        folders = {n: Path(tmp) / n for n in names}
+        for f in folders.values():
+            f.mkdir()
+        for i in range(kills):
+            name = rng.choices(names, weights)[0]
+            folder, window = folders[name], WRITERS[name][1]
+            pid, fd = _fork(name, folder)
+            acks = _read_acks(fd, rng.uniform(0.0, window) + (1.0 if name == "model_build" else 0.3))
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            acks += _read_acks(fd, 0.0)
+            os.close(fd)
+            s = stats[name]
+            s["kills"] += 1
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3:
+                s["writer errors"] += 1
+            s["acked"] += len(acks)
+            if acks:
+                last_ack[name] = max(last_ack[name], max(acks))
+            s["temps at kill"] += _temps(folder)
+            try:
+                version = _check(name, folder, last_ack[name], rng)
+            except (ContextSieveError, OSError, ValueError, IndexError, sqlite3.Error) as e:
+                s["corrupt"] += 1
+                print(f"kill {i} {name}: corrupt: {e!r}"[:300], file=sys.stderr)
+                continue
+            if last_ack[name] and (version is None or version < last_ack[name]):
+                s["lost"] += 1
+                print(f"kill {i} {name}: acknowledged {last_ack[name]}, found {version}", file=sys.stderr)
+        for name in names:  # one clean write each: a killed writer's temp files must be gone after it
+            try:
+                _final_write(name, folders[name])
+            except (ContextSieveError, OSError, ValueError) as e:
+                stats[name]["corrupt"] += 1
+                print(f"final write {name}: {e!r}"[:300], file=sys.stderr)
+            stats[name]["temps left"] = _temps(folders[name])
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kills", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--writers", default=",".join(WRITERS))
+    args = ap.parse_args(argv)
+    names = [n for n in args.writers.split(",") if n]
+    unknown = set(names) - set(WRITERS)
+    if unknown:
+        ap.error(f"unknown writers {sorted(unknown)}; known: {', '.join(WRITERS)}")
+    t0 = time.time()
+    stats = run(args.kills, args.seed, names)
+    print(f"# crash: {args.kills} kills, seed {args.seed}, {time.time() - t0:.0f} s; {cpu_summary()}")
+    cols = ["kills", "acked", "lost", "corrupt", "temps at kill", "temps left", "writer errors"]
+    print(f"{'writer':<16}" + "".join(f"{c:>15}" for c in cols))
+    total: Counter[str] = Counter()
+    for name in names:
+        total.update(stats[name])
+        print(f"{name:<16}" + "".join(f"{stats[name][c]:>15}" for c in cols))
+    print(f"{'all':<16}" + "".join(f"{total[c]:>15}" for c in cols))
+    return 1 if total["lost"] or total["corrupt"] or total["writer errors"] or total["temps left"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
