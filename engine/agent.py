@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -372,6 +372,26 @@ class Agent:
                 raise UnknownItemError(f"the agent has no MCP server {name!r}")
             del self.servers[name]
             self.tools = [t for t in self.tools if t.server != name]
+            self._reindex()
+
+    def set_server_tools(self, server: str, tools: Sequence[Tool], listed: Mapping[ItemKey, tuple[str, str]]) -> None:
+        """Replace every tool of ``server`` with ``tools`` (a live listing with the file's overrides
+        applied: :func:`contextsieve.agentfile.server_tools`); ``listed`` says which came from the
+        listing (they are not written into the agent file). The tools keep their place among the
+        servers' tools."""
+        with self.lock:
+            if server not in self.servers:
+                raise UnknownItemError(f"the agent has no MCP server {server!r}")
+            if any(t.server != server for t in tools):
+                raise InputError(f"set_server_tools({server!r}) got tools of another server")
+            at = next((i for i, t in enumerate(self.tools) if t.server == server), len(self.tools))
+            others = [t for t in self.tools if t.server != server]
+            at = sum(1 for t in self.tools[:at] if t.server != server)
+            self.tools = others[:at] + list(tools) + others[at:]
+            catalog = {k: v for k, v in self.catalog.items() if k.server != server}
+            catalog.update(listed)
+            self.catalog = catalog
+            self._check_unique()
             self._reindex()
 
     def server_descriptions(self) -> dict[str, str]:

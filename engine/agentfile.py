@@ -265,42 +265,62 @@ def _servers_and_tools(
             )
         except ValueError as e:
             raise _fail(path, f"{where}.serverToolDefaults.include", str(e)) from e
-        overrides = _mapping(cfg.get("tools"), path, f"{where}.tools")
-        for tool_name, o in overrides.items():  # every override, also of tools not listed now
-            tw = f"{where}.tools.{tool_name}"
-            _mapping(o, path, tw)  # `t1: agent` is no settings mapping
-            _flag((o or {}).get("permissionRequired"), path, f"{tw}.permissionRequired")
-            if (o or {}).get("include") not in (None, "always", "manual", "agent"):
-                raise _fail(path, f"{tw}.include", f"must be always, manual or agent, got {brief(o['include'])}")
-        listed = {t["name"]: t for t in (catalog or {}).get(name, []) if isinstance(t, dict) and "name" in t}
-        declared: set[str] = set()
-        for tool_name, o in overrides.items():
-            if isinstance(o, dict) and "description" in o and tool_name not in listed:
-                listed[tool_name] = {
-                    "name": tool_name,
-                    "description": o["description"],
-                    "inputSchema": o.get("inputSchema", {}),
-                }
-                declared.add(tool_name)
-        for tool_name, t in listed.items():
-            o = overrides.get(tool_name) or {}
-            tw = f"{where}.tools.{tool_name}"
-            try:
-                tool = Tool(
-                    name,
-                    tool_name,
-                    t.get("description") or "",
-                    _mapping(t.get("inputSchema"), path, f"{tw}.inputSchema"),
-                    IncludeMode(o["include"]) if o.get("include") else None,
-                    _flag(o.get("permissionRequired"), path, f"{tw}.permissionRequired"),
-                    _string(o, "summary", path, tw),
-                )
-            except (ContextSieveError, ValueError) as e:
-                raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
-            tools.append(tool)
-            if tool_name not in declared:
-                from_catalog[tool.key] = _describe(tool)
+        got, described = server_tools(servers[name], (catalog or {}).get(name, []), path)
+        tools += got
+        from_catalog.update(described)
     return servers, tools, from_catalog
+
+
+def server_tools(
+    server: McpServer, listed: Sequence[Any], path: Path = Path("<tools>")
+) -> tuple[list[Tool], dict[ItemKey, tuple[str, str]]]:
+    """The tools of ``server``: the ``listed`` MCP ``tools/list`` entries (a catalog or a live listing)
+    with the agent file's overrides of that server applied (``include``, ``permissionRequired``,
+    ``summary``), plus the tools the file itself describes (a ``description`` in the override) that
+    are not listed. Returns the tools and, for the listed ones, what the listing said of them.
+
+    Raises :class:`AgentFileError` naming the field for malformed overrides or entries.
+    """
+    cfg, name = server.config, server.name
+    where = f"mcpServers.{name}"
+    overrides = _mapping(cfg.get("tools"), path, f"{where}.tools")
+    for tool_name, o in overrides.items():  # every override, also of tools not listed now
+        tw = f"{where}.tools.{tool_name}"
+        _mapping(o, path, tw)  # `t1: agent` is no settings mapping
+        _flag((o or {}).get("permissionRequired"), path, f"{tw}.permissionRequired")
+        if (o or {}).get("include") not in (None, "always", "manual", "agent"):
+            raise _fail(path, f"{tw}.include", f"must be always, manual or agent, got {brief(o['include'])}")
+    listed_by_name = {t["name"]: t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str)}
+    declared: set[str] = set()
+    for tool_name, o in overrides.items():
+        if isinstance(o, dict) and "description" in o and tool_name not in listed_by_name:
+            listed_by_name[tool_name] = {
+                "name": tool_name,
+                "description": o["description"],
+                "inputSchema": o.get("inputSchema", {}),
+            }
+            declared.add(tool_name)
+    tools: list[Tool] = []
+    from_catalog: dict[ItemKey, tuple[str, str]] = {}
+    for tool_name, t in listed_by_name.items():
+        o = overrides.get(tool_name) or {}
+        tw = f"{where}.tools.{tool_name}"
+        try:
+            tool = Tool(
+                name,
+                tool_name,
+                t.get("description") or "",
+                _mapping(t.get("inputSchema"), path, f"{tw}.inputSchema"),
+                IncludeMode(o["include"]) if o.get("include") else None,
+                _flag(o.get("permissionRequired"), path, f"{tw}.permissionRequired"),
+                _string(o, "summary", path, tw),
+            )
+        except (ContextSieveError, ValueError) as e:
+            raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
+        tools.append(tool)
+        if tool_name not in declared:
+            from_catalog[tool.key] = _describe(tool)
+    return tools, from_catalog
 
 
 def _migrate_server(cfg: dict[str, Any]) -> dict[str, Any]:

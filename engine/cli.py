@@ -2,6 +2,7 @@
 
 contextsieve select AGENT_FILE "message" [--json]   the request context for one message
 contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
+contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -36,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("message")
     s.add_argument("--json", action="store_true", help="print the context and the OpenAI-shaped request as JSON")
     s.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    s.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     for name in ("top-k", "top-n"):
         s.add_argument(f"--{name}", type=int, help=f"override context{name.title().replace('-', '')} for this request")
     s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
@@ -62,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
     i.add_argument("--tools", type=Path)
+    i.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
+    t = sub.add_parser("tools", help="list the tools of the agent's MCP servers and report what changed")
+    t.add_argument("agent", type=Path)
+    t.add_argument("--refresh", action="store_true", help="list every server live (default: cached listings first)")
+    t.add_argument("--json", action="store_true", help="print the report as JSON")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds per server (default 10)")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser("build", help="build and cache the model graphs (once per machine), print timings")
     b.add_argument("--variant", choices=["fp32", "int8", "all"], default="all")
@@ -73,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _engine(path: Path, tools: Path | None):  # noqa: ANN202
+def _engine(path: Path, tools: Path | None, offline: bool = True):  # noqa: ANN202
+    """The engine for ``path``: with the ``tools`` catalog when given, else with the live tools of
+    the agent's MCP servers unless ``offline`` (a failed server is reported on stderr)."""
     from contextsieve.engine import Engine
 
     catalog = None
@@ -82,7 +92,16 @@ def _engine(path: Path, tools: Path | None):  # noqa: ANN202
             catalog = json.loads(tools.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
-    return Engine.from_file(path, tools=catalog)
+    engine = Engine.from_file(path, tools=catalog)
+    if catalog is None and not offline and _has_servers(engine.agent):
+        report = engine.connect()
+        if not report.ok:
+            print(report.summary(), file=sys.stderr)
+    return engine
+
+
+def _has_servers(agent) -> bool:  # noqa: ANN001
+    return any(s.config.get("type") != "internal" for s in agent.servers.values())
 
 
 def _parse_settings(pairs: list[str]) -> dict[str, object]:
@@ -100,7 +119,7 @@ def _parse_settings(pairs: list[str]) -> dict[str, object]:
 
 
 def _select(args: argparse.Namespace) -> None:
-    engine = _engine(args.agent, args.tools)
+    engine = _engine(args.agent, args.tools, args.offline)
     pairs = (
         ("context_top_k", args.top_k),
         ("context_top_n", args.top_n),
@@ -125,6 +144,23 @@ def _select(args: argparse.Namespace) -> None:
         print(f"{req.context.summary()}  ({ms:.0f} ms)")
         for e in explanations:
             print(f"\n{e}")
+
+
+def _tools(args: argparse.Namespace) -> int:
+    """List the agent's servers' tools; exit code 0 when every server listed, 1 otherwise."""
+    from contextsieve.engine import Engine
+    from contextsieve.mcp.client import ListConfig
+
+    engine = Engine.from_file(args.agent)
+    report = engine.connect(refresh=args.refresh, listing=ListConfig(timeout=args.timeout))
+    if args.json:
+        out = report.to_dict()
+        for r in out["servers"]:
+            r["tools"] = [t["name"] for t in report.tools.get(r["server"], [])]
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+    else:
+        print(report.summary())
+    return 0 if report.ok else 1
 
 
 def _demo() -> None:
@@ -154,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "select":
             _select(args)
         elif args.command == "index":
-            engine = _engine(args.agent, args.tools)
+            engine = _engine(args.agent, args.tools, args.offline)
             s = engine.index(show_progress=True)
             print(
                 f"{s.items} items, {s.chunks} chunks, {s.embedded} embedded now ({s.chunks - s.embedded} from the "
                 f"cache), {s.seconds:.2f} s"
             )
+        elif args.command == "tools":
+            return _tools(args)
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

@@ -14,16 +14,17 @@ and the fresh vector replaces the row. The first rejection per cache object rais
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.errors import EmbeddingCacheError, InputError
 
 __all__ = ["CacheIntegrityWarning", "EmbeddingCache", "text_key"]
 
@@ -84,7 +85,19 @@ class EmbeddingCache:
                 "PRIMARY KEY (model, hash))"
             )
         except sqlite3.Error as e:
-            raise ContextSieveError(f"cannot open the embedding cache {self.path}: {e}") from e
+            raise EmbeddingCacheError(f"cannot open the embedding cache {self.path}: {e}") from e
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """This connection, one thread at a time; SQLite errors become :class:`EmbeddingCacheError`."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as e:
+                raise EmbeddingCacheError(
+                    f"the embedding cache {self.path} cannot be used ({e}); delete it to start afresh "
+                    "(its vectors are embedded again)"
+                ) from e
 
     def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
         """Verified cached vectors of ``texts`` by their position in ``texts``.
@@ -101,7 +114,7 @@ class EmbeddingCache:
         bad = 0
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
-            with self._lock:
+            with self._guard():
                 rows = self._db.execute(
                     f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
                     [self.model_id, *part],
@@ -158,17 +171,17 @@ class EmbeddingCache:
         for t, v in zip(texts, arr):
             key, payload = text_key(t), v.tobytes()
             rows.append((self.model_id, key, payload + _digest(self.model_id, key, payload)))
-        with self._lock, self._db:
+        with self._guard(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._guard():
             return int(self._db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", [self.model_id]).fetchone()[0])
 
     def prune(self) -> int:
         """Delete the entries of every other model id; returns how many were deleted."""
-        with self._lock, self._db:
+        with self._guard(), self._db:
             cur = self._db.execute("DELETE FROM vectors WHERE model != ?", [self.model_id])
         return cur.rowcount
 

@@ -22,6 +22,10 @@ from contextsieve.store import ChunkStore, TextEmbedder
 if TYPE_CHECKING:
     from contextsieve.models.embedder import Embedder
 
+if TYPE_CHECKING:
+    from contextsieve.mcp.catalog import ToolCatalog
+    from contextsieve.mcp.client import ListConfig
+
 __all__ = ["Engine", "IndexReport"]
 
 
@@ -105,15 +109,53 @@ class Engine:
             self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer, index=index
         )
 
+        self.tool_catalog: ToolCatalog | None = None  # the last connect()'s report
+
     @classmethod
     def from_file(
-        cls, path: str | os.PathLike[str], *, tools: Mapping[str, list[dict[str, Any]]] | None = None, **kwargs: Any
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        tools: Mapping[str, list[dict[str, Any]]] | None = None,
+        connect: bool = False,
+        refresh: bool = False,
+        listing: ListConfig | None = None,
+        **kwargs: Any,
     ) -> Engine:
-        """Load an agent file (current YAML or legacy folder) and wrap it; ``tools`` is a catalog
-        (server -> MCP ``tools/list`` entries); other keyword arguments as for :class:`Engine`."""
+        """Load an agent file (current YAML or legacy folder) and wrap it.
+
+        Args:
+            tools: a catalog (server -> MCP ``tools/list`` entries) instead of asking the servers.
+            connect: give the agent the live tools of its MCP servers now (:meth:`connect`; needs
+                ``contextsieve[mcp]``); the report is :attr:`tool_catalog`.
+            refresh, listing: passed to :meth:`connect`.
+            kwargs: as for :class:`Engine`.
+        """
         from contextsieve.agentfile import load_agent
 
-        return cls(load_agent(Path(path), tools=tools), **kwargs)
+        engine = cls(load_agent(Path(path), tools=tools), **kwargs)
+        if connect:
+            engine.connect(refresh=refresh, listing=listing)
+        return engine
+
+    def connect(self, *, refresh: bool = False, listing: ListConfig | None = None) -> ToolCatalog:
+        """Give the agent the tools of its MCP servers: cached listings where present (unless
+        ``refresh``), live listings otherwise (concurrently, each under ``listing.timeout``, default
+        10 s); see :mod:`contextsieve.mcp.catalog`. Returns (and keeps as :attr:`tool_catalog`) what
+        was found, added, changed and removed per server. Not from inside a running event loop.
+        """
+        from contextsieve.mcp.catalog import connect
+        from contextsieve.mcp.client import ListConfig, require_sdk
+
+        require_sdk()
+        folder = None
+        if self._cache_dir is not False:
+            from contextsieve.models.cache import default_cache_dir
+
+            root = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
+            folder = root / "mcp-tools"
+        self.tool_catalog = connect(self.agent, cache_folder=folder, refresh=refresh, config=listing or ListConfig())
+        return self.tool_catalog
 
     def _open_cache(self) -> EmbeddingCache | None:
         """The disk cache for this embedder's model id (``None`` when disabled or the id is unknown)."""

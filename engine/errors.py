@@ -24,6 +24,7 @@ __all__ = [
     "UnknownItemError",
     "SummarizerError",
     "EmbedderOutputError",
+    "EmbeddingCacheError",
     "check_text",
     "brief",
 ]
@@ -78,6 +79,11 @@ class UnknownItemError(ContextSieveError, KeyError):
 
 class SummarizerError(ContextSieveError):
     """The summarizer callable failed or returned the wrong shape (the cause is kept)."""
+
+
+class EmbeddingCacheError(ContextSieveError):
+    """The embedding cache database cannot be opened or read (corrupt, locked past its timeout, or not
+    a database); the message names the file. Deleting it is safe: vectors are embedded again."""
 
 
 class EmbedderOutputError(ContextSieveError):

@@ -1,0 +1,149 @@
+"""Flip bytes in the files contextsieve writes for itself and check that each flip is detected or harmless.
+
+    python -m benchmarks.tamper [--flips 500] [--seed 1]
+
+For each file kind, one byte at a random position gets a random bit flipped (a fresh copy of the file
+each time), then the file is opened as the library opens it. Outcomes: *detected* (a typed
+:class:`~contextsieve.errors.ContextSieveError`, or for the embedding cache a row rejected by its
+digest and embedded again), *harmless* (it opens and serves exactly what the untouched file served),
+*silent* (it opens and serves something else: the target is 0), *untyped* (another exception: 0).
+A model entry that no longer names an existing graph file counts as harmless: the model is built again.
+
+Kinds: the chunk index file (``.csidx``, with HNSW graphs), the embedding cache (SQLite), the built
+model graph (``.onnx``) and its cache entry (``.json``). Agent and session files are the user's own
+text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.fuzz`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from contextsieve.embcache import EmbeddingCache
+from contextsieve.errors import ContextSieveError
+from contextsieve.index import ChunkIndex, IndexConfig
+from contextsieve.models.cache import ModelCache
+from contextsieve.models.cpu import cpu_summary
+
+Reader = Callable[[Path], object]
+
+
+def _unit(n: int, d: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
+    """The untouched files and, per kind, what reading one serves (compared across flips)."""
+    index = ChunkIndex(32, IndexConfig(backend="hnsw"))
+    index.add(_unit(3000, 32, 1), np.arange(3000), "references")
+    index.save(folder / "chunks.csidx")
+    queries = _unit(8, 32, 2)
+
+    def read_index(p: Path) -> object:
+        back = ChunkIndex.load(p)
+        return [back.search(q[None], 10).idx.tolist() for q in queries]
+
+    texts = [f"text {i}" for i in range(400)]
+    cache = EmbeddingCache(folder / "embeddings.sqlite", "tamper/1")
+    cache.put(texts, _unit(400, 32, 3))
+    cache.close()
+
+    def read_cache(p: Path) -> object:
+        c = EmbeddingCache(p, "tamper/1")
+        try:
+            got = c.get(texts, dim=32)
+            return (
+                "rejected" if c.rejected or len(got) < len(texts) else "all",
+                {i: v.tobytes() for i, v in got.items()},
+            )
+        finally:
+            c.close()
+
+    from contextsieve import Embedder
+
+    Embedder(variant="int8", cache_dir=folder / "models")
+    entry = next((folder / "models" / "models").glob("*.json"))
+    onnx = next((folder / "models" / "models").glob("*.onnx"))
+
+    def read_model(p: Path) -> object:
+        got = ModelCache(folder / "models").load(entry)
+        return None if got is None else got.data[:64] + got.data[-64:]
+
+    return {
+        "index (.csidx)": (folder / "chunks.csidx", read_index),
+        "embedding cache": (folder / "embeddings.sqlite", read_cache),
+        "model graph (.onnx)": (onnx, read_model),
+        "model entry (.json)": (entry, read_model),
+    }
+
+
+def run(flips: int, seed: int) -> dict[str, Counter[str]]:
+    rng = random.Random(seed)
+    stats: dict[str, Counter[str]] = {}
+    warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory(prefix="contextsieve-tamper-") as tmp:
+        folder = Path(tmp)
+        files = make_files(folder)
+        for kind, (path, read) in files.items():
+            s = stats.setdefault(kind, Counter())
+            original = path.read_bytes()
+            backup = folder / "backup"
+            backup.write_bytes(original)
+            want = read(path)
+            for _ in range(flips):
+                data = bytearray(original)
+                pos = rng.randrange(len(data))
+                data[pos] ^= 1 << rng.randrange(8)
+                for extra in path.parent.glob(path.name + "-*"):  # SQLite's -wal / -shm of the last try
+                    extra.unlink()
+                path.write_bytes(bytes(data))
+                try:
+                    got = read(path)
+                except ContextSieveError:
+                    s["detected"] += 1
+                except Exception as e:  # noqa: BLE001 - what this benchmark counts
+                    s["untyped"] += 1
+                    print(f"{kind} byte {pos}: {e!r}"[:300], file=sys.stderr)
+                else:
+                    if kind == "embedding cache" and isinstance(got, tuple) and got[0] == "rejected":
+                        clean = all(v == want[1][i] for i, v in got[1].items())  # type: ignore[index]
+                        s["detected" if clean else "silent"] += 1
+                    elif got == want or (kind.startswith("model") and got is None):
+                        s["harmless"] += 1  # None: the entry names no graph file any more, so it is built again
+                    else:
+                        s["silent"] += 1
+                        print(f"{kind} byte {pos}: served something else", file=sys.stderr)
+                s["flips"] += 1
+            shutil.copyfile(backup, path)
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flips", type=int, default=500, help="flips per file kind (default 500)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    stats = run(args.flips, args.seed)
+    print(f"# tamper: {args.flips} flips per kind, seed {args.seed}; {cpu_summary()}")
+    cols = ["flips", "detected", "harmless", "silent", "untyped"]
+    print(f"{'file':<22}" + "".join(f"{c:>10}" for c in cols))
+    total: Counter[str] = Counter()
+    for kind, s in stats.items():
+        total.update(s)
+        print(f"{kind:<22}" + "".join(f"{s[c]:>10}" for c in cols))
+    print(f"{'all':<22}" + "".join(f"{total[c]:>10}" for c in cols))
+    return 1 if total["silent"] or total["untyped"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

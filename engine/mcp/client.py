@@ -1,0 +1,294 @@
+"""List the tools of an agent's MCP servers with the official MCP Python SDK (``contextsieve[mcp]``).
+
+One :func:`list_tools` call connects to every server concurrently (stdio children, streamable HTTP
+and SSE endpoints), initialises, follows ``tools/list`` pagination cursors and disconnects, each
+server under its own timeout. A server that cannot be started, times out, crashes or returns malformed
+tools gets a :class:`Listing` with the error and the tail of its stderr; the others are listed anyway.
+Every child process ends when its listing ends (the SDK terminates the process tree on exit, also
+on timeout).
+
+Security: a stdio server runs the command its agent file declares, with ``args`` as a list (never a
+shell), the file's ``env`` plus the SDK's inherited basics (``HOME``, ``PATH``, ``LOGNAME``,
+``SHELL``, ``TERM``, ``USER``), and the file's ``cwd``. HTTP headers (tokens) go to the server only:
+they are never logged, put into errors, or written into the tool cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextsieve.agent import McpServer
+from contextsieve.errors import InputError, MissingExtraError, brief
+
+__all__ = ["ListConfig", "Listing", "list_tools", "list_tools_sync", "server_kind", "require_sdk"]
+
+INTERNAL = "internal"
+
+
+@dataclass(frozen=True)
+class ListConfig:
+    """How servers are listed.
+
+    Attributes:
+        timeout: seconds per server for start, initialise and every page of ``tools/list`` (default 10).
+        max_pages: most ``tools/list`` pages followed per server (default 100; more is an error).
+        max_tools: most tools accepted from one server (default 5,000; more is an error).
+        stderr_chars: characters of a failed stdio server's stderr kept in its report (default 2,000).
+    """
+
+    timeout: float = 10.0
+    max_pages: int = 100
+    max_tools: int = 5000
+    stderr_chars: int = 2000
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, (int, float))
+            or not 0 < self.timeout < math.inf
+        ):
+            raise InputError(f"timeout must be a positive number of seconds, got {brief(self.timeout)}")
+        for name in ("max_pages", "max_tools", "stderr_chars"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{name} must be a positive int, got {brief(v)}")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One server's listing.
+
+    Attributes:
+        server: the server's name in the agent file.
+        tools: MCP ``tools/list`` entries as dicts (``name``, ``description``, ``inputSchema``), or ``None``
+            when listing failed or was skipped.
+        seconds: wall time of the attempt.
+        error: what went wrong (``None`` on success).
+        stderr: the tail of a stdio server's stderr when it failed (``""`` otherwise).
+        skipped: why the server was not contacted (``internal`` servers have no process), or ``""``.
+    """
+
+    server: str
+    tools: list[dict[str, Any]] | None
+    seconds: float
+    error: str | None = None
+    stderr: str = ""
+    skipped: str = ""
+
+
+def require_sdk() -> None:
+    """:class:`MissingExtraError` naming the ``mcp`` extra when the MCP SDK is not installed."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as e:
+        raise MissingExtraError(
+            "talking to MCP servers needs the MCP Python SDK: pip install 'contextsieve[mcp]'"
+        ) from e
+
+
+def server_kind(server: McpServer) -> str:
+    """``stdio``, ``streamable-http``, ``sse`` or ``internal`` (the reference format's ``type``; a
+    config without one is stdio when it has a ``command`` and streamable HTTP when it has a ``url``)."""
+    cfg = server.config
+    kind = cfg.get("type") or cfg.get("transport")
+    if kind is None:
+        kind = "stdio" if "command" in cfg else "streamable-http" if "url" in cfg else ""
+    kind = {"http": "streamable-http", "streamableHttp": "streamable-http", "streamable_http": "streamable-http"}.get(
+        kind, kind
+    )
+    if kind not in ("stdio", "streamable-http", "sse", INTERNAL):
+        raise InputError(f"server {server.name!r}: unknown type {brief(kind)} (stdio, streamable-http, sse, internal)")
+    return str(kind)
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{what} must be a list of strings")
+    return list(value)
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InputError(f"{what} must map strings to strings")
+    return dict(value)
+
+
+def _transport(server: McpServer, kind: str, errlog: Any) -> Any:
+    cfg = server.config
+    where = f"mcpServers.{server.name}"
+    if kind == "stdio":
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import get_default_environment, stdio_client
+
+        command = cfg.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise InputError(f"{where}.command must be a non-empty string")
+        env = {**get_default_environment(), **_string_map(cfg.get("env"), f"{where}.env")}
+        cwd = cfg.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise InputError(f"{where}.cwd must be a string")
+        params = StdioServerParameters(
+            command=command, args=_strings(cfg.get("args"), f"{where}.args"), env=env, cwd=cwd
+        )
+        return stdio_client(params, errlog=errlog)
+    url = cfg.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise InputError(f"{where}.url must be an http(s) URL")
+    headers = _string_map(cfg.get("headers"), f"{where}.headers")
+    if kind == "sse":
+        from mcp.client.sse import sse_client
+
+        return sse_client(url, headers=headers)
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+
+
+def _entry(tool: Any) -> dict[str, Any]:
+    """A ``tools/list`` entry in the wire format's field names."""
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    return {"name": tool.name, "description": tool.description or "", "inputSchema": schema}
+
+
+def _check_tools(tools: list[dict[str, Any]]) -> str | None:
+    seen: set[str] = set()
+    for t in tools:
+        name = t["name"]
+        if not isinstance(name, str) or not name.strip() or any(c in name for c in ":\n\r\t"):
+            return f"malformed tool name {brief(name)}"
+        if name in seen:
+            return f"tool {name!r} is listed twice"
+        seen.add(name)
+    return None
+
+
+def _describe(e: BaseException) -> str:
+    """A one-line cause without secrets (exception text only; headers are never in it)."""
+    group = getattr(e, "exceptions", None)  # an ExceptionGroup (BaseExceptionGroup is 3.11+)
+    if isinstance(group, tuple) and group:
+        return "; ".join(_describe(x) for x in group[:3])
+    if isinstance(e, FileNotFoundError):
+        return f"command not found: {e.filename or e}"
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
+
+
+def _fault(e: Exception) -> str:
+    """What a transport fault says, e.g. the start of a stdout line that is not JSON-RPC."""
+    for err in getattr(e, "errors", lambda: [])() if hasattr(e, "errors") else []:
+        if isinstance(err, dict) and "input" in err:
+            return f"stdout line {brief(err['input'])}"
+    return _describe(e)
+
+
+class _QuietParseErrors(logging.Filter):
+    """Drops the SDK's traceback for stdout lines that are not JSON-RPC: the listing reports them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Failed to parse JSONRPC message" not in record.getMessage()
+
+
+async def list_server(server: McpServer, config: ListConfig = ListConfig()) -> Listing:
+    """List one server's tools (see the module docstring); never raises for a server's fault."""
+    require_sdk()
+    try:
+        kind = server_kind(server)
+    except InputError as e:
+        return Listing(server.name, None, 0.0, str(e))
+    if kind == INTERNAL:
+        return Listing(server.name, None, 0.0, skipped="internal server (part of the reference host, no process)")
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            transport = _transport(server, kind, errlog)
+        except InputError as e:
+            return Listing(server.name, None, 0.0, str(e))
+        listing = await list_via(server.name, transport, config)
+        if listing.error is not None:
+            errlog.seek(0)
+            listing = dataclasses.replace(listing, stderr=errlog.read()[-config.stderr_chars :])
+    return listing
+
+
+async def list_via(name: str, target: Any, config: ListConfig = ListConfig()) -> Listing:
+    """List the tools of ``target``: whatever :class:`mcp.Client` connects to (a transport, an
+    in-process server object, a URL). Faults are reported in the :class:`Listing`, never raised."""
+    import anyio
+    from mcp import Client
+
+    faults: list[Exception] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            faults.append(message)  # e.g. a line on stdout that is not JSON-RPC
+
+    t0 = time.perf_counter()
+    tools: list[dict[str, Any]] = []
+    error: str | None = None
+    try:
+        with anyio.fail_after(config.timeout):
+            async with Client(target, read_timeout_seconds=config.timeout, message_handler=on_message) as client:
+                cursor: str | None = None
+                for page in range(config.max_pages + 1):
+                    if page == config.max_pages:
+                        raise InputError(f"more than {config.max_pages} pages of tools")
+                    result = await client.list_tools(cursor=cursor)
+                    tools += [_entry(t) for t in result.tools]
+                    if len(tools) > config.max_tools:
+                        raise InputError(f"more than {config.max_tools} tools")
+                    cursor = result.next_cursor
+                    if not cursor:
+                        break
+        error = _check_tools(tools)
+    except TimeoutError:
+        error = f"no tool list within {config.timeout:g} s"
+        if faults:
+            error += f" (it wrote what is not MCP: {_fault(faults[0])})"
+    except InputError as e:
+        error = str(e)
+    except Exception as e:  # noqa: BLE001 - a server's fault is reported, never raised
+        error = _describe(e)
+    return Listing(name, None if error else tools, time.perf_counter() - t0, error)
+
+
+async def list_tools(servers: Sequence[McpServer], config: ListConfig = ListConfig()) -> dict[str, Listing]:
+    """Every server's :class:`Listing`, listed concurrently, by server name."""
+    import anyio
+
+    require_sdk()
+    out: dict[str, Listing] = {}
+
+    async def one(server: McpServer) -> None:
+        out[server.name] = await list_server(server, config)
+
+    quiet = _QuietParseErrors()
+    log = logging.getLogger("mcp.client.stdio")
+    log.addFilter(quiet)
+    try:
+        async with anyio.create_task_group() as tg:
+            for server in servers:
+                tg.start_soon(one, server)
+    finally:
+        log.removeFilter(quiet)
+    return {s.name: out[s.name] for s in servers}
+
+
+def list_tools_sync(servers: Sequence[McpServer], config: ListConfig = ListConfig()) -> dict[str, Listing]:
+    """:func:`list_tools` from synchronous code (runs its own event loop; not from inside one)."""
+    require_sdk()
+    import anyio
+
+    async def run() -> dict[str, Listing]:
+        return await list_tools(servers, config)
+
+    return anyio.run(run)

@@ -1,0 +1,77 @@
+"""A small MCP server for the tests: its tools come from a JSON file, listed a few per page.
+
+    python mcp_test_server.py TOOLS.json [--http PORT] [--token TOKEN]
+
+The file holds MCP ``tools/list`` entries; it is read on every ``tools/list`` (so a test can change
+the list). Over stdio by default; ``--http PORT`` serves streamable HTTP on 127.0.0.1 (with
+``--token``, requests without ``Authorization: Bearer TOKEN`` get 401).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+
+PAGE = 4
+
+
+def make_server(path: Path) -> Server:
+    async def list_tools(ctx, params):  # noqa: ANN001, ANN202
+        tools = json.loads(path.read_text(encoding="utf-8"))
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        page = tools[start : start + PAGE]
+        nxt = str(start + PAGE) if start + PAGE < len(tools) else None
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t["name"],
+                    description=t.get("description"),
+                    input_schema=t.get("inputSchema", {"type": "object"}),
+                )
+                for t in page
+            ],
+            next_cursor=nxt,
+        )
+
+    return Server("contextsieve-test", on_list_tools=list_tools)
+
+
+def main() -> None:
+    path = Path(sys.argv[1])
+    server = make_server(path)
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
+        app = server.streamable_http_app()
+        if token:
+            inner = app
+
+            async def app(scope, receive, send):  # noqa: ANN001, ANN202
+                if scope["type"] == "http":
+                    headers = dict(scope.get("headers") or [])
+                    if headers.get(b"authorization") != f"Bearer {token}".encode():
+                        await send({"type": "http.response.start", "status": 401, "headers": []})
+                        await send({"type": "http.response.body", "body": b"unauthorized"})
+                        return
+                await inner(scope, receive, send)
+
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        return
+    from mcp.server.stdio import stdio_server
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
