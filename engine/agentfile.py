@@ -168,7 +168,7 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
                 v = int(v) if legacy or isinstance(v, str) else v
             elif key in _FLOATS:
                 v = float(v)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             raise _fail(path, f"settings.{key}", f"not a number: {brief(v)}") from e
         values[field_name] = v
     own = raw.get("contextsieve")

@@ -110,3 +110,14 @@ def test_cases_the_fuzz_found() -> None:
     with pytest.raises(InputError, match="unknown preset"):
         AgentSettings().with_overrides({"x": 1})  # type: ignore[arg-type]
     assert not make_agent().has("nonsense:key:here:x")
+
+
+def test_a_float_setting_too_large_for_a_float_is_an_agent_file_error(tmp_path: Path) -> None:
+    """Found by the fuzz: ``topP: 1e400`` written as an integer raised OverflowError."""
+    from contextsieve.agentfile import load_agent
+    from contextsieve.errors import AgentFileError
+
+    path = tmp_path / "a.yaml"
+    path.write_text("name: a\nsettings:\n  topP: " + "1" + "0" * 400 + "\n", encoding="utf-8")
+    with pytest.raises(AgentFileError, match="settings.topP"):
+        load_agent(path)
