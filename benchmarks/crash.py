@@ -37,6 +37,7 @@ from contextsieve.agentfile import example_agent_path, load_agent, save_agent
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError
+from contextsieve.fileio import atomic_write_bytes
 from contextsieve.index import ChunkIndex, IndexConfig
 from contextsieve.items import IncludeMode, Reference
 from contextsieve.models.cache import ModelCache
@@ -79,11 +80,11 @@ def _cache_texts(k: int) -> list[str]:
 def w_embedding_cache(folder: Path, ack: Ack) -> None:
     cache = EmbeddingCache(folder / "embeddings.sqlite", "crash/1")
     marker = folder / "cache-next"
-    k = int(marker.read_text()) if marker.exists() else 0
+    k = int(marker.read_text() or 0) if marker.exists() else 0
     rng = np.random.default_rng(os.getpid())
     while True:
         k += 1
-        marker.write_text(str(k))  # plain write: only tells the next child where to go on
+        atomic_write_bytes(marker, str(k).encode())  # tells the next child where to go on
         cache.put(_cache_texts(k), _unit(rng, 50, 32))
         ack(k)
 
@@ -131,7 +132,7 @@ def c_agent_save(folder: Path) -> int | None:
     return _version_of_agent(path) if path.exists() else None
 
 
-def c_embedding_cache(folder: Path, acked: int, rng: random.Random) -> int | None:
+def c_embedding_cache(folder: Path, acked: int, rng: random.Random, history: list[int]) -> int | None:
     db = folder / "embeddings.sqlite"
     if not db.exists():
         return None
@@ -142,7 +143,9 @@ def c_embedding_cache(folder: Path, acked: int, rng: random.Random) -> int | Non
         raise ContextSieveError(f"integrity_check: {ok}")
     cache = EmbeddingCache(db, "crash/1")
     try:
-        batches = [acked] + [rng.randrange(1, acked + 1) for _ in range(3)] if acked else []
+        # the last acknowledged batch and three earlier acknowledged ones (a batch whose put never
+        # returned may be missing: it was never acknowledged)
+        batches = [acked] + [rng.choice(history) for _ in range(3)] if acked else []
         for k in batches:
             got = cache.get(_cache_texts(k), dim=32)
             if len(got) != 50:
@@ -232,6 +235,8 @@ def _final_write(name: str, folder: Path) -> None:
     """One write of the kind the writer makes, in this process, to the same file."""
     if name == "agent_save" and (folder / "tsagent.yaml").exists():
         save_agent(load_agent(folder / "tsagent.yaml"), folder / "tsagent.yaml")
+    elif name == "embedding_cache" and (folder / "cache-next").exists():
+        atomic_write_bytes(folder / "cache-next", (folder / "cache-next").read_bytes())
     elif name == "index_save" and (folder / "chunks.csidx").exists():
         ChunkIndex.load(folder / "chunks.csidx").save(folder / "chunks.csidx")
     elif name == "session_save" and (folder / "session.json").exists():
@@ -243,9 +248,9 @@ def _final_write(name: str, folder: Path) -> None:
         Embedder(variant="int8", cache_dir=folder / "models", rebuild=True).close()
 
 
-def _check(name: str, folder: Path, acked: int, rng: random.Random) -> int | None:
+def _check(name: str, folder: Path, acked: int, rng: random.Random, history: list[int]) -> int | None:
     if name == "embedding_cache":
-        return c_embedding_cache(folder, acked, rng)
+        return c_embedding_cache(folder, acked, rng, history)
     return {"agent_save": c_agent_save, "index_save": c_index_save, "session_save": c_session_save}.get(
         name, c_model_build
     )(folder)
@@ -255,6 +260,7 @@ def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:
     rng = random.Random(seed)
     stats: dict[str, Counter[str]] = {n: Counter() for n in names}
     last_ack = dict.fromkeys(names, 0)
+    acked_all: dict[str, list[int]] = {n: [] for n in names}
     weights = [SHARE[n] for n in names]
     with tempfile.TemporaryDirectory(prefix="contextsieve-crash-") as tmp:
         folders = {n: Path(tmp) / n for n in names}
@@ -276,9 +282,10 @@ def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:
             s["acked"] += len(acks)
             if acks:
                 last_ack[name] = max(last_ack[name], max(acks))
+                acked_all[name] += acks
             s["temps at kill"] += _temps(folder)
             try:
-                version = _check(name, folder, last_ack[name], rng)
+                version = _check(name, folder, last_ack[name], rng, acked_all[name])
             except (ContextSieveError, OSError, ValueError, IndexError, sqlite3.Error) as e:
                 s["corrupt"] += 1
                 print(f"kill {i} {name}: corrupt: {e!r}"[:300], file=sys.stderr)

@@ -3,6 +3,7 @@
 contextsieve select AGENT_FILE "message" [--json]   the request context for one message
 contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
 contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
+contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -70,6 +71,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--refresh", action="store_true", help="list every server live (default: cached listings first)")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds per server (default 10)")
+    v = sub.add_parser("serve", help="serve context selection and tool search to MCP hosts (stdio or HTTP)")
+    v.add_argument("agent", type=Path)
+    v.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    v.add_argument("--host", default="127.0.0.1", help="HTTP only (default 127.0.0.1)")
+    v.add_argument("--port", type=int, default=8000, help="HTTP only (default 8000)")
+    v.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
+    )
+    v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser("build", help="build and cache the model graphs (once per machine), print timings")
     b.add_argument("--variant", choices=["fp32", "int8", "all"], default="all")
@@ -163,6 +175,20 @@ def _tools(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _serve(args: argparse.Namespace) -> None:
+    import os
+
+    from contextsieve.mcp.server import serve
+
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
+    engine = _engine(args.agent, None, args.offline)
+    serve(engine, transport=args.transport, host=args.host, port=args.port, token=token)
+
+
 def _demo() -> None:
     from contextsieve.engine import Engine
 
@@ -198,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif args.command == "tools":
             return _tools(args)
+        elif args.command == "serve":
+            _serve(args)
         elif args.command == "demo":
             _demo()
         elif args.command == "build":
