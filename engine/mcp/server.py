@@ -11,8 +11,16 @@ or streamable HTTP. Tools (JSON results):
 - ``add_to_session(item)`` / ``remove_from_session(item)``: manual session items.
 
 Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``).
-Each MCP session (connection) has its own contextsieve :class:`~contextsieve.session.Session`; no
-client can name another's. Bad input (unknown item, bad setting, oversize message) is a JSON-RPC
+
+Sessions: every result carries ``session``, a random 128-bit handle of a contextsieve
+:class:`~contextsieve.session.Session` (session items, settings, history of request contexts). A
+client of the stateful protocol (``initialize`` handshake, protocol 2025-11-25 and older: Claude
+Desktop, Cursor, stdio hosts) gets one session per connection without doing anything. The stateless
+protocol (2026-07-28) has no connections, so, as that revision prescribes, the client passes the
+handle back in the ``session`` argument; without one, a call starts a new session. Handles are
+unguessable and never listed, so no client can read or change another's session. Sessions idle for
+:attr:`ServeConfig.session_idle_seconds` are dropped, and at most :attr:`ServeConfig.max_sessions`
+are kept (the least recently used goes first). Bad input (unknown item, bad setting, oversize message) is a JSON-RPC
 ``invalid params`` error naming the problem; other contextsieve errors are ``internal error`` with
 their message; the server keeps running.
 """
@@ -20,8 +28,10 @@ their message; the server keeps running.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
-import weakref
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -53,11 +63,15 @@ class ServeConfig:
         max_message_chars: longest ``message`` / ``query`` accepted (default 100,000 characters).
         max_limit: largest ``search_tools`` limit (default 50).
         max_request_bytes: largest HTTP request body (default 1 MB; HTTP only).
+        max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
+        session_idle_seconds: a session unused this long is dropped (default 3,600).
     """
 
     max_message_chars: int = 100_000
     max_limit: int = 50
     max_request_bytes: int = 1_000_000
+    max_sessions: int = 1000
+    session_idle_seconds: float = 3600.0
 
 
 def reference_item(entry: ContextEntry) -> dict[str, Any]:
@@ -132,15 +146,26 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             "the rules, references and tools to put into the prompt; search_tools finds tools by meaning."
         ),
     )
-    sessions: weakref.WeakKeyDictionary[Any, Session] = weakref.WeakKeyDictionary()
-    lock = threading.Lock()
+    sessions = _Sessions(engine, config)
 
-    def session_of(ctx: Context) -> Session:
-        with lock:
-            s = sessions.get(ctx.session)
-            if s is None:
-                s = sessions[ctx.session] = engine.session()
-            return s
+    def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
+        if handle is not None:
+            if not isinstance(handle, str):
+                raise _invalid("session must be a string handle from an earlier result")
+            found = sessions.get(handle)
+            if found is None:
+                raise _invalid("unknown or expired session handle; call without one to start a new session")
+            return handle, found
+        state = _connection_state(ctx)
+        if state is not None:  # the stateful protocol: one session per connection
+            handle = state.get(_STATE_KEY)
+            found = sessions.get(handle) if handle else None
+            if found is not None:
+                return str(handle), found
+            handle, found = sessions.new()
+            state[_STATE_KEY] = handle
+            return handle, found
+        return sessions.new()
 
     def run(fn: Callable[[], _T]) -> _T:
         try:
@@ -165,7 +190,11 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
 
     @server.tool()
     def select_context(
-        message: str, ctx: Context, settings: dict[str, Any] | None = None, preset: str | None = None
+        message: str,
+        ctx: Context,
+        settings: dict[str, Any] | None = None,
+        preset: str | None = None,
+        session: str | None = None,
     ) -> str:
         """The request context for a user message: which rules, references and tools to put into the
         prompt, and why.
@@ -174,87 +203,149 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             message: the user's message (mentions @ref:NAME / @rule:NAME add items to the session).
             settings: overrides for this request only, e.g. {"context_top_n": 8} (contextsieve names).
             preset: "aggressive", "normal" or "conservative".
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
 
-        Returns JSON: items (type, name, serverName, includeMode, similarityScore, contextsieve extras),
-        texts of the selected rules and references, tools (name, description, input_schema), dropped, notes.
+        Returns JSON: session (the handle), items (type, name, serverName, includeMode, similarityScore,
+        contextsieve extras), texts of the selected rules and references, tools (name, description,
+        input_schema), dropped, notes.
         """
         msg = text(message, "message")
-        session = session_of(ctx)
+        if settings is not None and not isinstance(settings, dict):
+            raise _invalid("settings must be an object")
+        handle, s = session_of(ctx, session)
 
         def build() -> dict[str, Any]:
             if settings or preset:
-                saved = session.settings
+                saved = s.settings
                 try:
-                    session.update_settings(preset, **(settings or {}))
-                    req = session.build_request(msg)
+                    s.update_settings(preset, **(settings or {}))
+                    req = s.build_request(msg)
                 finally:
-                    session.settings = saved
+                    s.settings = saved
             else:
-                req = session.build_request(msg)
-            session.record_reply(req, "")
-            return context_result(engine, req.context, req.tools)
+                req = s.build_request(msg)
+            s.record_reply(req, "")
+            return {"session": handle, **context_result(engine, req.context, req.tools)}
 
-        if settings is not None and not isinstance(settings, dict):
-            raise _invalid("settings must be an object")
         return json.dumps(run(build), ensure_ascii=False)
 
     @server.tool()
-    def search_tools(query: str, ctx: Context, limit: int = 5) -> str:
+    def search_tools(query: str, ctx: Context, limit: int = 5, session: str | None = None) -> str:
         """Find the agent's tools by meaning (every tool this session may use, whatever its include mode).
 
         Args:
             query: what the tool should do.
             limit: how many tools to return (1-50, default 5).
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
 
-        Returns JSON: tools (name as offered to the LLM, server, tool, description, input_schema, score), best first.
+        Returns JSON: tools (name as offered to the LLM, server, tool, description, input_schema, similarity),
+        best first (ranked by similarity and keyword match together).
         """
         q = text(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
             raise _invalid(f"limit must be an int from 1 to {config.max_limit}")
-        session = session_of(ctx)
-        return json.dumps({"tools": run(lambda: _search_tools(engine, session, q, limit))}, ensure_ascii=False)
+        handle, s = session_of(ctx, session)
+        found = run(lambda: _search_tools(engine, s, q, limit))
+        return json.dumps({"session": handle, "tools": found}, ensure_ascii=False)
 
     @server.tool()
-    def explain(message: str, item: str, ctx: Context) -> str:
+    def explain(message: str, item: str, ctx: Context, session: str | None = None) -> str:
         """Why an item is or is not in the request context for a message (the selection's own trace).
 
         Args:
             message: the user's message.
             item: rule:NAME, reference:NAME or tool:SERVER:NAME.
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
         """
         msg = text(message, "message")
         key = key_of(item)
-        session = session_of(ctx)
-        ex = run(lambda: session.explain(msg, key))
-        return json.dumps({**ex.__dict__, "text": str(ex)}, ensure_ascii=False)
+        handle, s = session_of(ctx, session)
+        ex = run(lambda: s.explain(msg, key))
+        return json.dumps({"session": handle, **ex.__dict__, "text": str(ex)}, ensure_ascii=False)
 
     @server.tool()
-    def add_to_session(item: str, ctx: Context) -> str:
+    def add_to_session(item: str, ctx: Context, session: str | None = None) -> str:
         """Add an item to this session as manual (it is in every request from now on).
 
         Args:
             item: rule:NAME, reference:NAME or tool:SERVER:NAME.
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
         """
         key = key_of(item)
-        session = session_of(ctx)
-        run(lambda: session.add(key))
-        return json.dumps({"items": [{"item": str(k), "includeMode": m.value} for k, m in session.items()]})
+        handle, s = session_of(ctx, session)
+        run(lambda: s.add(key))
+        return json.dumps(
+            {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
+        )
 
     @server.tool()
-    def remove_from_session(item: str, ctx: Context) -> str:
+    def remove_from_session(item: str, ctx: Context, session: str | None = None) -> str:
         """Remove an item from this session (an always item stays removed for this session).
 
         Args:
             item: rule:NAME, reference:NAME or tool:SERVER:NAME.
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
         """
         key = key_of(item)
-        session = session_of(ctx)
-        run(lambda: session.remove(key))
-        return json.dumps({"items": [{"item": str(k), "includeMode": m.value} for k, m in session.items()]})
+        handle, s = session_of(ctx, session)
+        run(lambda: s.remove(key))
+        return json.dumps(
+            {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
+        )
 
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
     return server
+
+
+_STATE_KEY = "contextsieve.session"
+
+
+def _connection_state(ctx: Any) -> dict[str, Any] | None:
+    """The per-connection state dict of a stateful (``initialize``) connection, ``None`` for a request
+    of the stateless protocol (its connection lives for one request)."""
+    version = str(getattr(ctx, "protocol_version", "") or "")
+    if not version or version >= "2026-07-28":
+        return None
+    state = getattr(getattr(ctx.session, "_connection", None), "state", None)
+    return state if isinstance(state, dict) else None
+
+
+class _Sessions:
+    """Sessions by handle: random, bounded in number (LRU) and idle time."""
+
+    def __init__(self, engine: Engine, config: ServeConfig) -> None:
+        self._engine, self._config = engine, config
+        self._by_handle: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _expire(self, now: float) -> None:
+        idle = self._config.session_idle_seconds
+        while self._by_handle:
+            handle, (_, used) = next(iter(self._by_handle.items()))
+            if now - used <= idle and len(self._by_handle) <= self._config.max_sessions:
+                break
+            del self._by_handle[handle]
+
+    def get(self, handle: str) -> Session | None:
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            got = self._by_handle.get(handle)
+            if got is None:
+                return None
+            self._by_handle[handle] = (got[0], now)
+            self._by_handle.move_to_end(handle)
+            return got[0]
+
+    def new(self) -> tuple[str, Session]:
+        handle = "cs-" + secrets.token_urlsafe(16)
+        session = self._engine.session()
+        now = time.monotonic()
+        with self._lock:
+            self._by_handle[handle] = (session, now)
+            self._expire(now)
+        return handle, session
 
 
 def _add_resource(server: Any, item: Rule | Reference) -> None:
@@ -298,7 +389,7 @@ def _search_tools(engine: Engine, session: Session, query: str, limit: int) -> l
         tool = engine.agent.get(e.key)
         assert isinstance(tool, Tool)
         d = tool_definition(tool)
-        out.append({**d, "server": tool.server, "tool": tool.name, "score": e.score})
+        out.append({**d, "server": tool.server, "tool": tool.name, "similarity": e.score})
     return out
 
 

@@ -1,0 +1,192 @@
+"""contextsieve serve: the official SDK client against the server in memory, over stdio (a subprocess)
+and over streamable HTTP (127.0.0.1, a free port, a bearer token): every tool, resources, bad
+arguments, and two concurrent clients with separate sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from contextsieve.agentfile import example_agent_path
+from contextsieve.engine import Engine
+from contextsieve.mcp.server import ServeConfig, build_server
+
+PR = "Please open a pull request for the cart rounding fix."
+
+
+def result(r: Any) -> dict[str, Any]:
+    assert not r.is_error, r.content
+    return json.loads(r.content[0].text)
+
+
+@pytest.fixture(scope="module")
+def engine(int8, tmp_path_factory: pytest.TempPathFactory) -> Engine:  # noqa: ANN001
+    return Engine.from_file(example_agent_path(), embedder=int8, cache_dir=tmp_path_factory.mktemp("serve"))
+
+
+def test_every_tool_and_resource_in_memory(engine: Engine) -> None:
+    async def main() -> None:
+        async with Client(build_server(engine)) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert names == {"select_context", "search_tools", "explain", "add_to_session", "remove_from_session"}
+            ctx = result(await c.call_tool("select_context", {"message": PR}))
+            sid = ctx["session"]
+            assert sid.startswith("cs-") and len(sid) > 20
+            want = engine.select(PR).context
+            assert [(i["type"], i["name"], i["includeMode"]) for i in ctx["items"]] == [
+                (e.key.kind.value, e.key.name, e.mode.value) for e in want.entries
+            ]
+            tools = [i for i in ctx["items"] if i["type"] == "tool"]
+            assert tools and all("serverName" in i and "similarityScore" in i for i in tools)
+            assert {t["name"] for t in ctx["tools"]} >= {f"{i['serverName']}_{i['name']}" for i in tools}
+            rules = [i["name"] for i in ctx["items"] if i["type"] == "rule"]
+            assert [t["name"] for t in ctx["texts"] if t["type"] == "rule"] == rules
+            found = result(await c.call_tool("search_tools", {"query": "open a pull request", "limit": 3}))["tools"]
+            assert len(found) == 3 and found[0]["name"] == "github_create_pull_request"
+            assert isinstance(found[0]["input_schema"], dict) and all(-1 <= t["similarity"] <= 1 for t in found)
+            ex = result(await c.call_tool("explain", {"message": PR, "item": "rule:tone", "session": sid}))
+            assert ex["key"] == "rule:tone" and ex["included"] and ex["mode"] == "always"
+            added = result(await c.call_tool("add_to_session", {"item": "reference:style-guide", "session": sid}))
+            assert {"item": "reference:style-guide", "includeMode": "manual"} in added["items"]
+            again = result(await c.call_tool("select_context", {"message": "hello", "session": sid}))
+            assert ("reference", "style-guide", "manual") in [
+                (i["type"], i["name"], i["includeMode"]) for i in again["items"]
+            ]
+            removed = result(await c.call_tool("remove_from_session", {"item": "rule:tone", "session": sid}))
+            fresh = result(await c.call_tool("select_context", {"message": "hello"}))  # no handle: a new session
+            assert fresh["session"] != sid and "manual" not in [i["includeMode"] for i in fresh["items"]]
+            with pytest.raises(MCPError, match="unknown or expired session"):
+                await c.call_tool("select_context", {"message": "hello", "session": "cs-guessed"})
+            assert "rule:tone" not in [x["item"] for x in removed["items"]]
+            res = (await c.list_resources()).resources
+            assert len(res) == len(engine.agent.rules) + len(engine.agent.references)
+            tone = await c.read_resource("contextsieve://rule/tone")
+            assert tone.contents[0].text == engine.agent.get("rule:tone").text
+
+    anyio.run(main)
+
+
+def test_bad_arguments_get_clear_errors_and_the_server_keeps_going(engine: Engine) -> None:
+    async def main() -> None:
+        async with Client(build_server(engine, ServeConfig(max_message_chars=1000))) as c:
+            cases = [
+                ("explain", {"message": "x", "item": "rule:nope"}, "has no"),
+                ("explain", {"message": "x", "item": "not a key"}, "not an item key"),
+                ("select_context", {"message": "x", "settings": {"bogus": 1}}, "unknown settings"),
+                ("select_context", {"message": "x", "settings": {"context_top_n": -3}}, "context_top_n"),
+                ("select_context", {"message": "x", "preset": "fastest"}, "unknown preset"),
+                ("select_context", {"message": "x" * 1001}, "limit is 1000"),
+                ("select_context", {"message": "abc \ud800"}, "surrogate"),
+                ("search_tools", {"query": "x", "limit": 0}, "limit must be"),
+                ("add_to_session", {"item": "tool:nope:x"}, "has no"),
+            ]
+            for tool, args, msg in cases:
+                with pytest.raises(MCPError, match=msg):
+                    await c.call_tool(tool, args)
+            bad_type = await c.call_tool("select_context", {"message": 5})
+            assert bad_type.is_error
+            assert result(await c.call_tool("select_context", {"message": PR}))["items"]
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_two_concurrent_clients_have_separate_sessions(engine: Engine, mode: str) -> None:
+    """Stateful connections get a session each without asking; stateless clients carry their handle."""
+    server = build_server(engine)
+    seen: dict[str, list[tuple[str, str]]] = {}
+
+    async def client(name: str, add: str | None) -> None:
+        async with Client(server, mode=mode) as c:
+            first = result(await c.call_tool("select_context", {"message": "hi"}))
+            handle = {} if mode == "legacy" else {"session": first["session"]}
+            if add:
+                await c.call_tool("add_to_session", {"item": add, **handle})
+            for _ in range(3):
+                ctx = result(await c.call_tool("select_context", {"message": "hello there", **handle}))
+                assert ctx["session"] == first["session"]
+            seen[name] = [(i["type"], i["name"]) for i in ctx["items"] if i["includeMode"] == "manual"]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client, "a", "reference:style-guide")
+            tg.start_soon(client, "b", None)
+
+    anyio.run(main)
+    assert seen == {"a": [("reference", "style-guide")], "b": []}
+
+
+def test_over_stdio(model_cache: Path, int8) -> None:  # noqa: ANN001 - int8 builds the graph in model_cache
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "contextsieve", "serve", str(example_agent_path()), "--offline"], env=env
+    )
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            assert len((await c.list_tools()).tools) == 5
+            ctx = result(await c.call_tool("select_context", {"message": PR}))
+            assert any(i["type"] == "tool" for i in ctx["items"])
+            with pytest.raises(MCPError, match="has no"):
+                await c.call_tool("explain", {"message": "x", "item": "rule:nope"})
+
+    anyio.run(main)
+
+
+@pytest.fixture()
+def http_serve(model_cache: Path, int8) -> Iterator[tuple[str, str]]:  # noqa: ANN001
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "t0ken-for-the-test"
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CS_TEST_TOKEN": token}
+    cmd = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--transport", "http"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), "--token-env", "CS_TEST_TOKEN", "--offline"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp", token
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_over_http_with_a_token_and_a_size_limit(http_serve) -> None:  # noqa: ANN001
+    import httpx2
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    url, token = http_serve
+
+    async def main() -> None:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120) as c:
+            ctx = result(await c.call_tool("select_context", {"message": PR}))
+            assert ctx["items"]
+        async with httpx2.AsyncClient() as raw:
+            assert (await raw.post(url, json={})).status_code == 401
+            big = await raw.post(url, content=b"x" * 2_000_000, headers={"Authorization": f"Bearer {token}"})
+            assert big.status_code == 413
+
+    anyio.run(main)
