@@ -269,6 +269,11 @@ class ChunkStore:
             out[missing] = fresh
         return out
 
+    def clear_query_cache(self) -> None:
+        """Forget the query vectors kept by :meth:`embed_query` (benchmarks compare cold paths)."""
+        with self._queries_lock:
+            self._queries.clear()
+
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors; the last :data:`QUERY_CACHE_SIZE` sentences are kept in memory (an agent sends
         the same message again on every tool-call turn of one request), never on disk. Safe to call
