@@ -190,3 +190,20 @@ def test_over_http_with_a_token_and_a_size_limit(http_serve) -> None:  # noqa: A
             assert big.status_code == 413
 
     anyio.run(main)
+
+
+INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # 2.x needs Node >= 22.19; this runs on Node 20
+
+
+def test_the_mcp_inspector_cli_lists_and_calls(model_cache: Path, int8) -> None:  # noqa: ANN001
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    serve = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--offline"]
+    base = ["npx", "-y", INSPECTOR, "--cli", *serve]
+    listed = subprocess.run([*base, "--method", "tools/list"], env=env, capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert {t["name"] for t in json.loads(listed.stdout)["tools"]} >= {"select_context", "search_tools"}
+    call = [*base, "--method", "tools/call", "--tool-name", "search_tools", "--tool-arg", "query=open a pull request"]
+    called = subprocess.run(call, env=env, capture_output=True, text=True, timeout=300)
+    assert called.returncode == 0, called.stderr[-2000:]
+    found = json.loads(json.loads(called.stdout)["content"][0]["text"])["tools"]
+    assert found[0]["name"] == "github_create_pull_request"

@@ -27,6 +27,7 @@ their message; the server keeps running.
 
 from __future__ import annotations
 
+import inspect
 import json
 import secrets
 import threading
@@ -53,6 +54,7 @@ except ImportError:  # build_server raises MissingExtraError naming the extra
 __all__ = ["ServeConfig", "build_server", "reference_item", "context_result"]
 
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,11 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
     )
     sessions = _Sessions(engine, config)
 
+    def tool(fn: _F) -> _F:
+        """Register ``fn`` with its docstring, dedented, as the tool's description."""
+        server.tool(description=inspect.cleandoc(fn.__doc__ or ""), structured_output=False)(fn)
+        return fn
+
     def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
         if handle is not None:
             if not isinstance(handle, str):
@@ -188,7 +195,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             raise _invalid(f"the agent has no {brief(item)}")
         return key
 
-    @server.tool()
+    @tool
     def select_context(
         message: str,
         ctx: Context,
@@ -229,7 +236,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
 
         return json.dumps(run(build), ensure_ascii=False)
 
-    @server.tool()
+    @tool
     def search_tools(query: str, ctx: Context, limit: int = 5, session: str | None = None) -> str:
         """Find the agent's tools by meaning (every tool this session may use, whatever its include mode).
 
@@ -248,7 +255,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
         found = run(lambda: _search_tools(engine, s, q, limit))
         return json.dumps({"session": handle, "tools": found}, ensure_ascii=False)
 
-    @server.tool()
+    @tool
     def explain(message: str, item: str, ctx: Context, session: str | None = None) -> str:
         """Why an item is or is not in the request context for a message (the selection's own trace).
 
@@ -263,7 +270,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
         ex = run(lambda: s.explain(msg, key))
         return json.dumps({"session": handle, **ex.__dict__, "text": str(ex)}, ensure_ascii=False)
 
-    @server.tool()
+    @tool
     def add_to_session(item: str, ctx: Context, session: str | None = None) -> str:
         """Add an item to this session as manual (it is in every request from now on).
 
@@ -278,7 +285,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
         )
 
-    @server.tool()
+    @tool
     def remove_from_session(item: str, ctx: Context, session: str | None = None) -> str:
         """Remove an item from this session (an always item stays removed for this session).
 
