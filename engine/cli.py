@@ -4,6 +4,7 @@ contextsieve select AGENT_FILE "message" [--json]   the request context for one 
 contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
 contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
 contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
+contextsieve gateway AGENT_FILE                      front the agent's MCP servers, offering only the task's tools
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -82,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
         help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
     )
     v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
+    g = sub.add_parser(
+        "gateway", help="one MCP server (stdio) in front of the agent's servers, offering the task's tools"
+    )
+    g.add_argument("agent", type=Path)
+    g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser("build", help="build and cache the model graphs (once per machine), print timings")
     b.add_argument("--variant", choices=["fp32", "int8", "all"], default="all")
@@ -226,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
             return _tools(args)
         elif args.command == "serve":
             _serve(args)
+        elif args.command == "gateway":
+            from contextsieve.mcp.client import ListConfig
+            from contextsieve.mcp.gateway import run_gateway
+
+            run_gateway(_engine(args.agent, None, offline=False), listing=ListConfig(timeout=args.timeout))
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

@@ -44,7 +44,7 @@ def write_agent(folder: Path, servers: dict) -> Path:
 
 
 def processes_with(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 

@@ -1,0 +1,315 @@
+"""One MCP server in front of an agent's MCP servers that offers the host only the tools each request needs.
+
+``contextsieve gateway AGENT`` (stdio) serves:
+
+- the gateway's own tools: ``set_task(message)`` (select the tools for the host's current task),
+  ``select_context(message)`` (the same, with the full request context as ``serve`` gives it) and
+  ``search_tools(query, limit=5)`` (find tools by meaning; the ones found are offered from then on);
+- the agent's ``always`` and session (manual) tools, and the tools selected for the latest task,
+  under the prompt names ``server_tool`` (unique across servers).
+
+``tools/call`` of an offered tool is forwarded to the server that owns it over a connection kept open
+for the gateway's lifetime, and the server's result is returned unchanged (content, structured
+content, ``isError``). A tool that is not offered is refused with an ``invalid params`` error that
+names it. After a new task the tool list changes and stateful connections get
+``notifications/tools/list_changed``. A downstream server whose connection fails is started again
+once; if that fails too it is reported as unavailable in the error of the call, and the gateway and
+the other servers keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextsieve.agent import McpServer
+from contextsieve.assembly import tool_definition
+from contextsieve.engine import Engine
+from contextsieve.errors import ContextSieveError, InputError, brief
+from contextsieve.items import IncludeMode, ItemKey, Tool
+from contextsieve.mcp.client import ListConfig, _describe, _transport, require_sdk, server_kind
+from contextsieve.mcp.server import ServeConfig, _search_tools, context_result
+from contextsieve.session import Session
+
+__all__ = ["build_gateway", "run_gateway"]
+
+_OWN = ("set_task", "select_context", "search_tools")
+
+
+@dataclass
+class _State:
+    """What one host connection (or, for stateless requests, the gateway) is offered."""
+
+    session: Session
+    offered: set[ItemKey] = field(default_factory=set)  # tools of the latest task and of searches
+
+
+class _Link:
+    """A downstream server's connection, owned by a task of the gateway's task group."""
+
+    def __init__(self, server: McpServer, config: ListConfig) -> None:
+        self.server, self.config = server, config
+        self.client: Any = None
+        self.error: str | None = None
+        self.starts = 0
+        self._stop: Any = None
+
+    async def _run(self, ready: Any) -> None:
+        import anyio
+        from mcp import Client
+
+        self._stop = anyio.Event()
+        try:
+            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+                transport = _transport(self.server, server_kind(self.server), errlog)
+                async with Client(transport, read_timeout_seconds=self.config.timeout) as client:
+                    self.client, self.error = client, None
+                    ready.set()
+                    await self._stop.wait()
+        except Exception as e:  # noqa: BLE001 - reported to the caller of the tool
+            self.error = _describe(e)
+        finally:
+            self.client = None
+            ready.set()
+
+    async def start(self, tg: Any) -> None:
+        import anyio
+
+        self.starts += 1
+        ready = anyio.Event()
+        tg.start_soon(self._run, ready)
+        with anyio.move_on_after(self.config.timeout):
+            await ready.wait()
+        if self.client is None and self.error is None:
+            self.error = f"no connection within {self.config.timeout:g} s"
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+
+class Gateway:
+    """The gateway's state: engine, downstream links, offered tools per connection."""
+
+    def __init__(self, engine: Engine, listing: ListConfig, config: ServeConfig) -> None:
+        self.engine, self.listing, self.config = engine, listing, config
+        self.links = {
+            name: _Link(s, listing) for name, s in engine.agent.servers.items() if s.config.get("type") != "internal"
+        }
+        self.default = _State(engine.session())
+        self.tg: Any = None
+        self._lock = threading.Lock()
+        self.names: dict[str, ItemKey] = {}
+        for tool in engine.agent.tools:
+            name = tool_definition(tool)["name"]
+            while name in self.names or name in _OWN:
+                name += "_"
+            self.names[name] = tool.key
+        self.prompt_name = {k: n for n, k in self.names.items()}
+
+    def state(self, ctx: Any) -> _State:
+        from contextsieve.mcp.server import _connection_state
+
+        conn = _connection_state(ctx)
+        if conn is None:
+            return self.default
+        with self._lock:
+            st = conn.get("contextsieve.gateway")
+            if st is None:
+                st = conn["contextsieve.gateway"] = _State(self.engine.session())
+            return st
+
+    def offered(self, st: _State) -> list[Tool]:
+        """Tools the host may call now: always and session tools, then the task's and the searches'."""
+        agent = self.engine.agent
+        keys = [k for k, _ in st.session.items() if k.kind.value == "tool"]
+        keys += [k for k in sorted(st.offered, key=str) if k not in keys]
+        out = []
+        for k in keys:
+            if agent.has(k):
+                tool = agent.get(k)
+                if isinstance(tool, Tool) and st.session._tool_available(tool):
+                    out.append(tool)
+        return out
+
+    def task(self, st: _State, message: str) -> dict[str, Any]:
+        req = st.session.build_request(message)
+        st.session.record_reply(req, "")
+        st.offered = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
+        return context_result(self.engine, req.context, req.tools)
+
+
+def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> Any:
+    """The gateway as a low-level MCP ``Server`` (run it with :func:`run_gateway` or the SDK)."""
+    require_sdk()
+    import anyio
+    from mcp import MCPError, types
+    from mcp.server.lowlevel import Server
+    from mcp.types import INVALID_PARAMS
+
+    gw = Gateway(engine, listing, config)
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[Gateway]:
+        async with anyio.create_task_group() as tg:
+            gw.tg = tg
+            try:
+                yield gw
+            finally:
+                for link in gw.links.values():
+                    link.stop()
+
+    def own_tools() -> list[types.Tool]:
+        text = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+        search = {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+            "required": ["query"],
+        }
+        return [
+            types.Tool(
+                name="set_task",
+                description="Select the tools for the user's current task (message); the offered tools change.",
+                input_schema=text,
+            ),
+            types.Tool(
+                name="select_context",
+                description="The request context for a message (rules, references, tools, why); also sets the task.",
+                input_schema=text,
+            ),
+            types.Tool(
+                name="search_tools",
+                description="Find tools by meaning; the tools found are offered from now on.",
+                input_schema=search,
+            ),
+        ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        st = gw.state(ctx)
+        tools = list(own_tools())
+        for t in gw.offered(st):
+            d = tool_definition(t)
+            tools.append(
+                types.Tool(
+                    name=gw.prompt_name[t.key],
+                    description=d["description"],
+                    input_schema=d["input_schema"] or {"type": "object"},
+                )
+            )
+        return types.ListToolsResult(tools=tools)
+
+    def text_result(value: dict[str, Any]) -> types.CallToolResult:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))]
+        )
+
+    def arg(args: dict[str, Any], name: str) -> str:
+        v = args.get(name)
+        if not isinstance(v, str):
+            raise MCPError(INVALID_PARAMS, f"{name} must be a string")
+        if len(v) > config.max_message_chars:
+            raise MCPError(INVALID_PARAMS, f"{name} has {len(v)} characters; the limit is {config.max_message_chars}")
+        return v
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
+        st = gw.state(ctx)
+        try:
+            if name in ("set_task", "select_context"):
+                message = arg(args, "message")
+                result = await anyio.to_thread.run_sync(gw.task, st, message)
+                await _tools_changed(ctx)
+                if name == "set_task":
+                    return text_result({"tools": [gw.prompt_name[t.key] for t in gw.offered(st)]})
+                return text_result(result)
+            if name == "search_tools":
+                query = arg(args, "query")
+                limit = args.get("limit", 5)
+                if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
+                    raise MCPError(INVALID_PARAMS, f"limit must be an int from 1 to {config.max_limit}")
+                found = await anyio.to_thread.run_sync(_search_tools, engine, st.session, query, limit)
+                st.offered |= {ItemKey.parse(f"tool:{f['server']}:{f['tool']}") for f in found}
+                await _tools_changed(ctx)
+                return text_result(
+                    {
+                        "tools": [
+                            {**f, "name": gw.prompt_name[ItemKey.parse(f"tool:{f['server']}:{f['tool']}")]}
+                            for f in found
+                        ]
+                    }
+                )
+        except ContextSieveError as e:
+            raise MCPError(INVALID_PARAMS if isinstance(e, InputError) else types.INTERNAL_ERROR, str(e)) from e
+        key = gw.names.get(name)
+        if key is None or key not in {t.key for t in gw.offered(st)}:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
+            )
+        return await _forward(gw, key, args)
+
+    server = Server("contextsieve-gateway", lifespan=lifespan, on_list_tools=list_tools, on_call_tool=call_tool)
+    server._contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI
+    return server
+
+
+async def _tools_changed(ctx: Any) -> None:
+    """Tell a stateful connection that its tool list changed (the stateless protocol re-lists)."""
+    from contextsieve.mcp.server import _connection_state
+
+    if _connection_state(ctx) is None:
+        return
+    try:
+        await ctx.session.send_tool_list_changed()
+    except Exception:  # noqa: BLE001 - a notification is best effort; the next tools/list is right anyway
+        pass
+
+
+async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any]) -> Any:
+    """Call ``key`` on its server (starting the connection, and once more if it fails)."""
+    from mcp import MCPError, types
+
+    link = gw.links.get(key.server)
+    if link is None:
+        raise MCPError(types.INVALID_PARAMS, f"server {key.server!r} has no process to forward to")
+    for _attempt in range(2):
+        if link.client is None:
+            if link.starts >= 2:
+                raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} is unavailable: {link.error}")
+            await link.start(gw.tg)
+            if link.client is None:
+                continue
+        try:
+            return await link.client.call_tool(key.name, args)
+        except MCPError as e:
+            if e.error.code != types.CONNECTION_CLOSED:
+                raise  # the server answered with an error: pass it on unchanged
+            link.error = f"the connection closed ({e.error.message})"
+            link.stop()
+            link.client = None
+        except Exception as e:  # noqa: BLE001 - the connection broke: start the server again once
+            link.error = _describe(e)
+            link.stop()
+            link.client = None
+    raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} is unavailable: {link.error}")
+
+
+def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig()) -> None:
+    """Serve the gateway over stdio until the host disconnects."""
+    import anyio
+    from mcp.server.lowlevel import NotificationOptions
+    from mcp.server.stdio import stdio_server
+
+    server = build_gateway(engine, listing=listing)
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            options = server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
+            await server.run(read, write, options)
+
+    anyio.run(run)

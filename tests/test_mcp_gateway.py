@@ -1,0 +1,160 @@
+"""The gateway in front of real servers (mcp-server-time from PyPI, the filesystem server through npx):
+the host sees only the offered tools, list_changed arrives after a new task, forwarded calls return
+the downstream result, a refused call names the tool, and a killed downstream server is started
+again once and then reported while the others keep working."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from mcp import Client, MCPError, StdioServerParameters, types
+
+from contextsieve.engine import Engine
+from contextsieve.mcp.client import ListConfig
+from contextsieve.mcp.gateway import build_gateway
+
+from .fake_embedder import FakeEmbedder
+
+TASK = "What time is it in Tokyo? And list the directory with the notes."
+
+
+def server_command(name: str) -> str:
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else name
+
+
+@pytest.fixture()
+def agent_file(tmp_path: Path) -> Path:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "notes.txt").write_text("buy milk\n")
+    doc = {
+        "name": "gw",
+        "systemPrompt": "You help.",
+        "settings": {"contextTopN": 4},
+        "mcpServers": {
+            "time": {
+                "type": "stdio",
+                "command": server_command("mcp-server-time"),
+                "serverToolDefaults": {"include": "agent"},
+            },
+            "files": {
+                "type": "stdio",
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-filesystem", str(files)],
+                "serverToolDefaults": {"include": "agent"},
+                "tools": {"list_allowed_directories": {"include": "always"}},
+            },
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def text(r: Any) -> str:
+    assert not r.is_error, r.content
+    return r.content[0].text
+
+
+def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: Path, int8) -> None:  # noqa: ANN001
+    engine = Engine.from_file(agent_file, embedder=int8, cache_dir=agent_file.parent / "cache")
+    catalog = engine.connect(listing=ListConfig(timeout=120))
+    assert catalog.ok, catalog.summary()
+    gateway = build_gateway(engine, listing=ListConfig(timeout=120))
+    gw = gateway._contextsieve_gateway
+    changed: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append("tools")
+
+    async def main() -> None:
+        async with Client(gateway, mode="legacy", message_handler=on_message) as c:
+            first = {t.name for t in (await c.list_tools()).tools}
+            assert first == {"set_task", "select_context", "search_tools", "files_list_allowed_directories"}
+            offered = json.loads(text(await c.call_tool("set_task", {"message": TASK})))["tools"]
+            assert "time_get_current_time" in offered and "files_list_directory" in offered
+            assert "files_write_file" not in offered
+            await anyio.sleep(0.2)
+            assert changed, "no notifications/tools/list_changed after the task"
+            listed = {t.name for t in (await c.list_tools()).tools}
+            assert listed == {"set_task", "select_context", "search_tools", *offered}
+            now = json.loads(text(await c.call_tool("time_get_current_time", {"timezone": "Asia/Tokyo"})))
+            assert now["timezone"] == "Asia/Tokyo"
+            listing = text(await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")}))
+            assert "notes.txt" in listing
+            with pytest.raises(MCPError, match="files_write_file.*not offered"):
+                await c.call_tool("files_write_file", {"path": "x", "content": "y"})
+            found = json.loads(text(await c.call_tool("search_tools", {"query": "write a file", "limit": 2})))
+            assert "files_write_file" in [f["name"] for f in found["tools"]]
+            assert "files_write_file" in {t.name for t in (await c.list_tools()).tools}
+            # a downstream error comes back unchanged, as the server's own result
+            bad = await c.call_tool("time_get_current_time", {"timezone": "Not/AZone"})
+            assert bad.is_error
+            # kill the time server: it is started again once, then reported; files keeps working
+            link = gw.links["time"]
+            for attempt in range(2):
+                assert _kill_children(server_command("mcp-server-time")) == 1
+                await anyio.sleep(0.5)
+                if attempt == 0:
+                    again = json.loads(text(await c.call_tool("time_get_current_time", {"timezone": "UTC"})))
+                    assert again["timezone"] == "UTC" and link.starts == 2, (link.starts, link.error)
+            with pytest.raises(MCPError, match="time.*unavailable"):
+                await c.call_tool("time_get_current_time", {"timezone": "UTC"})
+            assert "notes.txt" in text(
+                await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")})
+            )
+
+    anyio.run(main)
+
+
+def _kill_children(command: str) -> int:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
+    me, killed = os.getpid(), 0
+    for line in out.splitlines()[1:]:
+        pid, ppid, args = line.split(None, 2)
+        if int(ppid) == me and command.split("/")[-1] in args:
+            os.kill(int(pid), signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def test_gateway_over_stdio_from_the_cli(agent_file: Path, model_cache: Path, int8) -> None:  # noqa: ANN001
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "contextsieve", "gateway", str(agent_file), "--timeout", "120"], env=env
+    )
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=180) as c:
+            await c.call_tool("set_task", {"message": "what time is it in Berlin"})
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert "time_get_current_time" in names
+            got = json.loads(text(await c.call_tool("time_get_current_time", {"timezone": "Europe/Berlin"})))
+            assert got["timezone"] == "Europe/Berlin"
+
+    anyio.run(main)
+
+
+def test_stateless_clients_share_the_gateway_task(agent_file: Path) -> None:
+    engine = Engine.from_file(agent_file, embedder=FakeEmbedder(), cache_dir=agent_file.parent / "cache2")
+    engine.connect(listing=ListConfig(timeout=120))
+    gateway = build_gateway(engine)
+
+    async def main() -> None:
+        async with Client(gateway) as c:  # the 2026-07-28 protocol: no connection state
+            await c.call_tool("set_task", {"message": "time in tokyo convert time zone"})
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert {"set_task", "search_tools"} <= names and any(n.startswith("time_") for n in names)
+
+    anyio.run(main)
