@@ -129,11 +129,70 @@ def main(argv: list[str] | None = None) -> int:
         p50, p99 = pct(xs)
         print(f"{name:<30} {p50:>8.2f} {p99:>8.2f} {p50 - base:>+20.2f}")
     print(
-        f"\ntool definitions: all {len(all_tools)} tools {all_tokens} tokens; offered per message "
+        f"\ntool definitions, example agent: all {len(all_tools)} tools {all_tokens} tokens; offered per message "
         f"median {statistics.median(offered):.0f} tokens ({statistics.median(offered) / all_tokens:.0%} of all; "
         "MiniLM tokenizer)"
     )
+    gateway_part(emb, args.messages)
     return 0
+
+
+GATEWAY_TASKS = [
+    "What time is it in Tokyo right now?",
+    "Convert 9am New York time to Berlin time.",
+    "Show me the staged changes and commit them with a good message.",
+    "Which branch am I on, and what do the last five commits say?",
+    "Read notes.txt and list the directory it is in.",
+    "Create a folder called drafts and write a file in it.",
+    "Search the notes folder for files about milk.",
+    "What changed since the last commit? Show the unstaged diff.",
+]
+
+
+def gateway_part(emb: Embedder, n: int) -> None:
+    """A forwarded tools/call against a direct call to the same server; tokens with the three real servers."""
+    import tempfile
+    from pathlib import Path
+
+    from mcp import Client, StdioServerParameters
+
+    from benchmarks.mcp_index import write_agent
+    from contextsieve.mcp.client import ListConfig
+    from contextsieve.mcp.gateway import build_gateway
+
+    with tempfile.TemporaryDirectory(prefix="contextsieve-gw-bench-") as tmp:
+        agent = write_agent(Path(tmp))
+        engine = Engine.from_file(agent, embedder=emb, cache_dir=Path(tmp) / "cache")
+        catalog = engine.connect(listing=ListConfig(timeout=120))
+        if not catalog.ok:
+            raise SystemExit(catalog.summary())
+        time_cmd = engine.agent.servers["time"].config["command"]
+        args = {"timezone": "Asia/Tokyo"}
+
+        async def direct() -> list[float]:
+            async with Client(StdioServerParameters(command=time_cmd, args=[])) as c:
+                return await timed_calls(lambda _m: c.call_tool("get_current_time", args), ["x"] * n)
+
+        async def gateway() -> list[float]:
+            async with Client(build_gateway(engine, listing=ListConfig(timeout=120)), mode="legacy") as c:
+                await c.call_tool("set_task", {"message": "What time is it in Tokyo?"})
+                return await timed_calls(lambda _m: c.call_tool("time_get_current_time", args), ["x"] * n)
+
+        d, g = anyio.run(direct), anyio.run(gateway)
+        all_tokens = sum(emb.count_tokens([json.dumps(tool_definition(t)) for t in engine.agent.tools]))
+        offered = []
+        for task in GATEWAY_TASKS:
+            req = engine.select(task)
+            offered.append(sum(emb.count_tokens([json.dumps(t) for t in req.tools])) if req.tools else 0)
+    print(f"\n{'tools/call get_current_time':<30} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, xs in (("direct to mcp-server-time", d), ("through the gateway", g)):
+        p50, p99 = pct(xs)
+        print(f"{name:<30} {p50:>8.2f} {p99:>8.2f}")
+    print(
+        f"tool definitions, 3 real servers ({len(engine.agent.tools)} tools): all {all_tokens} tokens; the gateway "
+        f"offers median {statistics.median(offered):.0f} ({statistics.median(offered) / all_tokens:.0%}) over "
+        f"{len(GATEWAY_TASKS)} tasks"
+    )
 
 
 if __name__ == "__main__":
