@@ -41,26 +41,65 @@ class ContextEntry:
     pulled_by: ItemKey | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"key": str(self.key), "mode": self.mode.value}
-        for name in ("score", "chunk", "query_chunk", "priority", "via"):
-            if getattr(self, name) is not None:
-                d[name] = getattr(self, name)
-        if self.pulled_by is not None:
-            d["pulled_by"] = str(self.pulled_by)
+        """The reference system's ``RequestContextItem`` (``type``, ``name``, ``serverName`` for tools,
+        ``includeMode``, ``similarityScore`` when searched) with contextsieve's extras under
+        ``contextsieve`` (``query_chunk``, ``chunk``, ``via``, ``pulled_by``, ``priority``)."""
+        key = self.key
+        d: dict[str, Any] = {"type": key.kind.value, "name": key.name}
+        if key.kind is ItemKind.TOOL:
+            d["serverName"] = key.server
+        d["includeMode"] = self.mode.value
+        if self.score is not None:
+            d["similarityScore"] = self.score
+        extras = {
+            k: v
+            for k, v in (
+                ("query_chunk", self.query_chunk),
+                ("chunk", self.chunk),
+                ("via", self.via),
+                ("pulled_by", str(self.pulled_by) if self.pulled_by is not None else None),
+                ("priority", self.priority),
+            )
+            if v is not None
+        }
+        if extras:
+            d["contextsieve"] = extras
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ContextEntry":
-        pulled = ItemKey.parse(d["pulled_by"]) if d.get("pulled_by") else None
+        """Read :meth:`to_dict`'s shape, a request context item of the reference system (its chat
+        files keep them on assistant messages), or contextsieve's earlier ``key`` / ``mode`` shape."""
+        if "key" in d:  # contextsieve before the reference shape
+            pulled = ItemKey.parse(d["pulled_by"]) if d.get("pulled_by") else None
+            return cls(
+                ItemKey.parse(d["key"]),
+                IncludeMode(d["mode"]),
+                d.get("score"),
+                d.get("chunk"),
+                d.get("query_chunk"),
+                d.get("priority"),
+                d.get("via"),
+                pulled,
+            )
+        kind = ItemKind(d["type"])
+        name = d["name"]
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {type(name).__name__}")
+        key = ItemKey(kind, name, str(d["serverName"])) if kind is ItemKind.TOOL else ItemKey(kind, name)
+        x = d.get("contextsieve") or {}
+        if not isinstance(x, dict):
+            raise TypeError("contextsieve extras must be an object")
+        score = d.get("similarityScore")
         return cls(
-            ItemKey.parse(d["key"]),
-            IncludeMode(d["mode"]),
-            d.get("score"),
-            d.get("chunk"),
-            d.get("query_chunk"),
-            d.get("priority"),
-            d.get("via"),
-            pulled,
+            key,
+            IncludeMode(d.get("includeMode", "agent")),
+            float(score) if score is not None else None,
+            x.get("chunk"),
+            x.get("query_chunk"),
+            x.get("priority"),
+            x.get("via"),
+            ItemKey.parse(x["pulled_by"]) if x.get("pulled_by") else None,
         )
 
 

@@ -21,10 +21,13 @@ def tmp_cache(model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_select_json_picks_the_shipping_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["select", str(example_agent_path()), "My parcel is late and has not moved for a week.", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    items = {i["key"]: i for i in out["context"]["items"]}
-    assert items["rule:tone"]["mode"] == "always" and items["rule:no-secrets"]["mode"] == "always"
-    agent_items = [i for i in out["context"]["items"] if i["mode"] == "agent"]
-    assert agent_items[0]["key"] == "rule:shipping-delays" and 0 < agent_items[0]["score"] <= 1
+    items = {(i["type"], i["name"]): i for i in out["context"]["items"]}  # the reference's RequestContextItem
+    assert (
+        items[("rule", "tone")]["includeMode"] == "always" and items[("rule", "no-secrets")]["includeMode"] == "always"
+    )
+    agent_items = [i for i in out["context"]["items"] if i["includeMode"] == "agent"]
+    assert (agent_items[0]["type"], agent_items[0]["name"]) == ("rule", "shipping-delays")
+    assert 0 < agent_items[0]["similarityScore"] <= 1 and "query_chunk" in agent_items[0]["contextsieve"]
     assert out["request"]["messages"][0]["role"] == "system" and out["request"]["messages"][-1]["content"].startswith(
         "My parcel"
     )
@@ -114,11 +117,8 @@ def test_select_with_generic_settings(capsys: pytest.CaptureFixture[str]) -> Non
         == 0
     )
     items = json.loads(capsys.readouterr().out)["context"]["items"]
-    searched = [i for i in items if i["mode"] == "agent"]
-    assert (
-        sum(1 for i in searched if i["key"].startswith("tool:")) == 2
-        and sum(1 for i in searched if not i["key"].startswith("tool:")) == 1
-    )
+    searched = [i for i in items if i["includeMode"] == "agent"]
+    assert sum(1 for i in searched if i["type"] == "tool") == 2 and sum(1 for i in searched if i["type"] != "tool") == 1
     assert main(["select", str(example_agent_path()), msg, "--set", "expansion_source=magic"]) == 1
     assert "expansion_source" in capsys.readouterr().err
     assert main(["select", str(example_agent_path()), msg, "--set", "no_equals_sign"]) == 1

@@ -496,3 +496,39 @@ def test_keyword_index_sees_the_chunk_context() -> None:
     texts = [c.text for c in store.chunks_of(ref.key).chunks]
     assert texts[int(np.argmax(scores))] == "Stop the server and copy the snapshot."
     assert AgentSettings().keyword_weight > 0  # the default uses it
+
+
+def test_a_reference_request_context_loads_and_rebuilds_a_request() -> None:
+    """The reference system's chat files keep ``requestContext`` ({items, timestamp}) on assistant
+    messages; contextsieve reads that shape (and its own older one) and rebuilds the request."""
+    from contextsieve.agentfile import example_agent_path, load_agent
+    from contextsieve.context import ContextEntry, RequestContext
+    from contextsieve.engine import Engine
+
+    from .fake_embedder import FakeEmbedder
+
+    recorded = {
+        "items": [
+            {"type": "rule", "name": "tone", "includeMode": "always"},
+            {"type": "reference", "name": "style-guide", "includeMode": "manual"},
+            {
+                "type": "tool",
+                "name": "create_pull_request",
+                "serverName": "github",
+                "includeMode": "agent",
+                "similarityScore": 0.61,
+            },
+        ],
+        "timestamp": "2026-11-20T10:00:00.000Z",
+    }
+    ctx = RequestContext.from_dict(recorded)
+    assert [str(k) for k in ctx.keys()] == ["rule:tone", "reference:style-guide", "tool:github:create_pull_request"]
+    engine = Engine(load_agent(example_agent_path()), embedder=FakeEmbedder(), cache_dir=False)
+    req = engine.session().request_for(ctx, "Open the PR please.")
+    assert [t["name"] for t in req.tools] == ["github_create_pull_request"]
+    assert any(m["content"].startswith("Reference: ") for m in req.messages)
+    # contextsieve's own shape round-trips, extras included; the older key/mode shape still loads
+    e = ContextEntry.from_dict(ctx.entries[2].to_dict())
+    assert e == ctx.entries[2] and RequestContext.from_dict(ctx.to_dict()).entries == ctx.entries
+    old = ContextEntry.from_dict({"key": "rule:tone", "mode": "always"})
+    assert str(old.key) == "rule:tone"

@@ -77,30 +77,8 @@ class ServeConfig:
 
 
 def reference_item(entry: ContextEntry) -> dict[str, Any]:
-    """A request-context item in the reference shape (``type``, ``name``, ``serverName`` for tools,
-    ``includeMode``, ``similarityScore`` for searched items) with contextsieve's extras under
-    ``contextsieve``."""
-    key = entry.key
-    out: dict[str, Any] = {"type": key.kind.value, "name": key.name}
-    if key.kind is ItemKind.TOOL:
-        out["serverName"] = key.server
-    out["includeMode"] = entry.mode.value
-    if entry.score is not None:
-        out["similarityScore"] = entry.score
-    extras = {
-        k: v
-        for k, v in (
-            ("query_chunk", entry.query_chunk),
-            ("chunk", entry.chunk),
-            ("via", entry.via),
-            ("pulled_by", str(entry.pulled_by) if entry.pulled_by else None),
-            ("priority", entry.priority),
-        )
-        if v is not None
-    }
-    if extras:
-        out["contextsieve"] = extras
-    return out
+    """A request-context item in the reference shape (see :meth:`ContextEntry.to_dict`)."""
+    return entry.to_dict()
 
 
 def context_result(engine: Engine, ctx: RequestContext, tools: list[dict[str, Any]]) -> dict[str, Any]:
