@@ -158,3 +158,47 @@ def test_stateless_clients_share_the_gateway_task(agent_file: Path) -> None:
             assert {"set_task", "search_tools"} <= names and any(n.startswith("time_") for n in names)
 
     anyio.run(main)
+
+
+def test_a_downstream_tools_list_changed_relists_and_tells_the_host(tmp_path: Path) -> None:
+    """The downstream server adds a tool and sends tools/list_changed while the gateway is connected:
+    the gateway lists it again, the agent has the new tool, and the host is told."""
+    tools = [{"name": "add_tool", "description": "add a tool to this server"}]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
+    doc = {
+        "name": "gw",
+        "mcpServers": {
+            "tracker": {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": [str(server_py), str(tmp_path / "tools.json")],
+                "serverToolDefaults": {"include": "always"},
+            }
+        },
+    }
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
+    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    engine.connect()
+    gateway = build_gateway(engine)
+    changes: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changes.append("tools")
+
+    async def main() -> None:
+        async with Client(gateway, mode="legacy", message_handler=on_message) as c:
+            assert "tracker_add_tool" in {t.name for t in (await c.list_tools()).tools}
+            await c.call_tool("tracker_add_tool", {"name": "close_ticket", "description": "Close a support ticket"})
+            for _ in range(50):
+                if changes:
+                    break
+                await anyio.sleep(0.1)
+            assert changes, "the host was not told"
+            assert "tracker_close_ticket" in {t.name for t in (await c.list_tools()).tools}
+            echoed = json.loads(text(await c.call_tool("tracker_close_ticket", {"id": 7})))
+            assert echoed == {"tool": "close_ticket", "id": 7}
+
+    anyio.run(main)
+    assert engine.agent.has("tool:tracker:close_ticket")

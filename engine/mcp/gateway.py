@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.agent import McpServer
+from contextsieve.agentfile import server_tools
 from contextsieve.assembly import tool_definition
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.items import IncludeMode, ItemKey, Tool
-from contextsieve.mcp.client import ListConfig, _describe, _transport, require_sdk, server_kind
+from contextsieve.mcp.client import ListConfig, _describe, _entry, _transport, require_sdk, server_kind
 from contextsieve.mcp.server import ServeConfig, _search_tools, context_result
 from contextsieve.session import Session
 
@@ -47,17 +48,51 @@ class _State:
 
     session: Session
     offered: set[ItemKey] = field(default_factory=set)  # tools of the latest task and of searches
+    known: frozenset[ItemKey] = frozenset()  # the agent's tools when the session began
+
+    @classmethod
+    def new(cls, engine: Engine) -> _State:
+        return cls(engine.session(), known=frozenset(t.key for t in engine.agent.tools))
 
 
 class _Link:
-    """A downstream server's connection, owned by a task of the gateway's task group."""
+    """A downstream server's connection, owned by a task of the gateway's task group. A
+    ``tools/list_changed`` from the server re-lists its tools (``on_change`` gets the entries)."""
 
-    def __init__(self, server: McpServer, config: ListConfig) -> None:
-        self.server, self.config = server, config
+    def __init__(self, server: McpServer, config: ListConfig, on_change: Any = None) -> None:
+        self.server, self.config, self.on_change = server, config, on_change
         self.client: Any = None
         self.error: str | None = None
         self.starts = 0
+        self.relists = 0
         self._stop: Any = None
+        self._tg: Any = None
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp import types
+
+        if isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
+            self._tg.start_soon(self._relist)
+
+    async def _relist(self) -> None:
+        client = self.client
+        if client is None:
+            return
+        try:
+            entries: list[dict[str, Any]] = []
+            cursor = None
+            for _ in range(self.config.max_pages):
+                result = await client.list_tools(cursor=cursor)
+                entries += [_entry(t) for t in result.tools]
+                cursor = result.next_cursor
+                if not cursor:
+                    break
+        except Exception as e:  # noqa: BLE001 - the old list stays; the next change tries again
+            self.error = f"re-listing after tools/list_changed failed: {_describe(e)}"
+            return
+        self.relists += 1
+        if self.on_change is not None:
+            await self.on_change(self.server.name, entries)
 
     async def _run(self, ready: Any) -> None:
         import anyio
@@ -67,7 +102,9 @@ class _Link:
         try:
             with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
                 transport = _transport(self.server, server_kind(self.server), errlog)
-                async with Client(transport, read_timeout_seconds=self.config.timeout) as client:
+                async with Client(  # stateful: a kept connection is what carries tools/list_changed
+                    transport, read_timeout_seconds=self.config.timeout, message_handler=self._on_message, mode="legacy"
+                ) as client:
                     self.client, self.error = client, None
                     ready.set()
                     await self._stop.wait()
@@ -81,6 +118,7 @@ class _Link:
         import anyio
 
         self.starts += 1
+        self._tg = tg
         ready = anyio.Event()
         tg.start_soon(self._run, ready)
         with anyio.move_on_after(self.config.timeout):
@@ -99,18 +137,41 @@ class Gateway:
     def __init__(self, engine: Engine, listing: ListConfig, config: ServeConfig) -> None:
         self.engine, self.listing, self.config = engine, listing, config
         self.links = {
-            name: _Link(s, listing) for name, s in engine.agent.servers.items() if s.config.get("type") != "internal"
+            name: _Link(s, listing, self.apply_listing)
+            for name, s in engine.agent.servers.items()
+            if s.config.get("type") != "internal"
         }
-        self.default = _State(engine.session())
+        self.hosts: dict[int, Any] = {}  # stateful host connections: the latest session object of each
+        self.default = _State.new(engine)
         self.tg: Any = None
         self._lock = threading.Lock()
         self.names: dict[str, ItemKey] = {}
-        for tool in engine.agent.tools:
+        self.prompt_name: dict[ItemKey, str] = {}
+        self._name_tools()
+
+    def _name_tools(self) -> None:
+        """Prompt names ``server_tool`` of every tool, unique (a clash gets a trailing ``_``); names
+        already given are kept."""
+        for tool in self.engine.agent.tools:
+            if tool.key in self.prompt_name:
+                continue
             name = tool_definition(tool)["name"]
             while name in self.names or name in _OWN:
                 name += "_"
             self.names[name] = tool.key
-        self.prompt_name = {k: n for n, k in self.names.items()}
+            self.prompt_name[tool.key] = name
+
+    async def apply_listing(self, server: str, entries: list[dict[str, Any]]) -> None:
+        """A downstream server's new tool list: the agent's tools of that server are replaced (file
+        overrides applied) and stateful host connections are told the tool list changed."""
+        tools, listed = server_tools(self.engine.agent.servers[server], entries)
+        self.engine.agent.set_server_tools(server, tools, listed)
+        self._name_tools()
+        for key, session in list(self.hosts.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # noqa: BLE001 - that host is gone
+                self.hosts.pop(key, None)
 
     def state(self, ctx: Any) -> _State:
         from contextsieve.mcp.server import _connection_state
@@ -118,16 +179,23 @@ class Gateway:
         conn = _connection_state(ctx)
         if conn is None:
             return self.default
+        self.hosts[id(conn)] = ctx.session
         with self._lock:
             st = conn.get("contextsieve.gateway")
             if st is None:
-                st = conn["contextsieve.gateway"] = _State(self.engine.session())
+                st = conn["contextsieve.gateway"] = _State.new(self.engine)
             return st
 
     def offered(self, st: _State) -> list[Tool]:
         """Tools the host may call now: always and session tools, then the task's and the searches'."""
         agent = self.engine.agent
         keys = [k for k, _ in st.session.items() if k.kind.value == "tool"]
+        table = agent.table()  # always tools a server added since the session began are offered too
+        keys += [
+            table.keys[i]
+            for i in range(len(table.keys))
+            if table.tool[i] and table.always[i] and table.keys[i] not in st.known
+        ]
         keys += [k for k in sorted(st.offered, key=str) if k not in keys]
         out = []
         for k in keys:

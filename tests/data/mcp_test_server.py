@@ -38,7 +38,20 @@ def make_server(path: Path) -> Server:
             next_cursor=nxt,
         )
 
-    return Server("contextsieve-test", on_list_tools=list_tools)
+    async def call_tool(ctx, params):  # noqa: ANN001, ANN202
+        """``add_tool(name, description)`` adds a tool to the file and sends tools/list_changed;
+        any other tool echoes its arguments."""
+        args = dict(params.arguments or {})
+        if params.name == "add_tool":
+            tools = json.loads(path.read_text(encoding="utf-8"))
+            tools.append({"name": args["name"], "description": args.get("description", "")})
+            path.write_text(json.dumps(tools), encoding="utf-8")
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps({"tool": params.name, **args}))]
+        )
+
+    return Server("contextsieve-test", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def main() -> None:
