@@ -199,6 +199,19 @@ def test_a_downstream_tools_list_changed_relists_and_tells_the_host(tmp_path: Pa
             assert "tracker_close_ticket" in {t.name for t in (await c.list_tools()).tools}
             echoed = json.loads(text(await c.call_tool("tracker_close_ticket", {"id": 7})))
             assert echoed == {"tool": "close_ticket", "id": 7}
+            # progress of a downstream call reaches the host
+            await c.call_tool("tracker_add_tool", {"name": "slow", "description": "takes a while"})
+            for _ in range(50):
+                if "tracker_slow" in {t.name for t in (await c.list_tools()).tools}:
+                    break
+                await anyio.sleep(0.1)
+            steps: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                steps.append((progress, total, message))
+
+            done = json.loads(text(await c.call_tool("tracker_slow", {}, progress_callback=on_progress)))
+            assert done == {"tool": "slow"} and [s[0] for s in steps] == [1, 2, 3] and steps[-1][2] == "step 3"
 
     anyio.run(main)
     assert engine.agent.has("tool:tracker:close_ticket")

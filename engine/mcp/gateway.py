@@ -319,7 +319,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 INVALID_PARAMS,
                 f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
             )
-        return await _forward(gw, key, args)
+        return await _forward(gw, key, args, _progress_relay(ctx))
 
     server = Server("contextsieve-gateway", lifespan=lifespan, on_list_tools=list_tools, on_call_tool=call_tool)
     server._contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI
@@ -338,7 +338,26 @@ async def _tools_changed(ctx: Any) -> None:
         pass
 
 
-async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any]) -> Any:
+def _progress_relay(ctx: Any) -> Any:
+    """A downstream progress callback that passes each notification on to the host, when the host's
+    call asked for progress (a ``progressToken``); else ``None``."""
+    meta = ctx.meta or {}
+    token = meta.get("progress_token") if isinstance(meta, dict) else getattr(meta, "progress_token", None)
+    if token is None:
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            await ctx.session.send_progress_notification(
+                token, progress, total, message, related_request_id=str(ctx.request_id)
+            )
+        except Exception:  # noqa: BLE001 - progress is best effort; the result still comes back
+            pass
+
+    return relay
+
+
+async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any], progress: Any = None) -> Any:
     """Call ``key`` on its server (starting the connection, and once more if it fails)."""
     from mcp import MCPError, types
 
@@ -353,7 +372,7 @@ async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any]) -> Any:
             if link.client is None:
                 continue
         try:
-            return await link.client.call_tool(key.name, args)
+            return await link.client.call_tool(key.name, args, progress_callback=progress)
         except MCPError as e:
             if e.error.code != types.CONNECTION_CLOSED:
                 raise  # the server answered with an error: pass it on unchanged

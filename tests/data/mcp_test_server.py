@@ -42,6 +42,13 @@ def make_server(path: Path) -> Server:
         """``add_tool(name, description)`` adds a tool to the file and sends tools/list_changed;
         any other tool echoes its arguments."""
         args = dict(params.arguments or {})
+        meta = ctx.meta or {}
+        token = meta.get("progress_token") if isinstance(meta, dict) else None
+        if params.name == "slow" and token is not None:
+            for i in range(1, 4):
+                await ctx.session.send_progress_notification(
+                    token, i, 3, f"step {i}", related_request_id=str(ctx.request_id)
+                )
         if params.name == "add_tool":
             tools = json.loads(path.read_text(encoding="utf-8"))
             tools.append({"name": args["name"], "description": args.get("description", "")})
