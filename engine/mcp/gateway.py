@@ -34,7 +34,7 @@ from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.items import IncludeMode, ItemKey, Tool
 from contextsieve.mcp.client import ListConfig, _describe, _entry, _transport, require_sdk, server_kind
-from contextsieve.mcp.server import ServeConfig, _search_tools, context_result
+from contextsieve.mcp.server import HISTORY_TURNS, ServeConfig, _search_tools, context_result
 from contextsieve.session import Session
 
 __all__ = ["build_gateway", "run_gateway"]
@@ -208,6 +208,7 @@ class Gateway:
     def task(self, st: _State, message: str) -> dict[str, Any]:
         req = st.session.build_request(message)
         st.session.record_reply(req, "")
+        del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
         st.offered = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
         return context_result(self.engine, req.context, req.tools)
 

@@ -57,6 +57,10 @@ _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: Requests whose contexts a served session keeps in its history (older ones are dropped).
+HISTORY_TURNS = 100
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """Limits of the MCP server.
@@ -210,6 +214,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             else:
                 req = s.build_request(msg)
             s.record_reply(req, "")
+            del s.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
             return {"session": handle, **context_result(engine, req.context, req.tools)}
 
         return json.dumps(run(build), ensure_ascii=False)
