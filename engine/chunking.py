@@ -42,6 +42,7 @@ __all__ = [
     "chunk_item",
     "split_text",
     "query_chunks",
+    "token_windows",
     "heading_sections",
     "split_identifier",
     "TokenCounter",
@@ -329,3 +330,61 @@ def query_chunks(message: str, max_chars: int = 500) -> list[str]:
     if not isinstance(message, str):
         raise InputError(f"a message must be a str, got {type(message).__name__}")
     return [s.strip()[:max_chars].strip() for s in _SENTENCE_END.split(message) if s.strip()]
+
+
+def _units(text: str) -> list[str]:
+    """Paragraphs; a paragraph that is code (or any multi-line block) splits into its lines, prose
+    into its sentences. Empty pieces are dropped."""
+    out: list[str] = []
+    for paragraph in _PARAGRAPHS.split(text):
+        if not paragraph.strip():
+            continue
+        lines = [ln for ln in paragraph.split("\n") if ln.strip()]
+        if len(lines) > 1:
+            out.extend(lines)
+        else:
+            out.extend(s for s in (x.strip() for x in _SENTENCE_END.split(paragraph)) if s)
+    return out
+
+
+def token_windows(text: str, count_tokens: TokenCounter, max_tokens: int = 200, overlap_tokens: int = 32) -> list[str]:
+    """``text`` as one piece if it fits ``max_tokens`` model tokens, else as windows that end at
+    paragraph, line (code) or sentence boundaries (words when one unit is longer than a window), each
+    starting with the last units of the one before up to ``overlap_tokens`` tokens.
+
+    Args:
+        text: any text (blank gives ``[]``).
+        count_tokens: model tokens per text (special tokens included).
+        max_tokens: tokens per window, special tokens included (default 200; the model reads 256).
+        overlap_tokens: tokens of the previous window repeated at the start of the next (default 32).
+    """
+    if max_tokens < 8 or not 0 <= overlap_tokens < max_tokens // 2:
+        raise InputError(
+            f"need max_tokens >= 8 and 0 <= overlap_tokens < max_tokens / 2, got {max_tokens}, {overlap_tokens}"
+        )
+    if not text.strip():
+        return []
+    if count_tokens([text])[0] <= max_tokens:
+        return [text]
+    units = [piece for u in _units(text) for piece in _fit_tokens(u, max_tokens - 2, count_tokens)]
+    sizes = [max(0, n - 2) for n in count_tokens(units)]  # without [CLS] / [SEP]
+    budget = max_tokens - 2
+    windows: list[str] = []
+    current: list[int] = []  # unit indices
+    used = 0
+    for i, size in enumerate(sizes):
+        if current and used + size > budget:
+            windows.append("\n".join(units[j] for j in current))
+            carry: list[int] = []
+            kept = 0
+            for j in reversed(current):
+                if kept + sizes[j] > overlap_tokens or kept + sizes[j] + size > budget:
+                    break
+                carry.insert(0, j)
+                kept += sizes[j]
+            current, used = carry, kept
+        current.append(i)
+        used += size
+    if current:
+        windows.append("\n".join(units[j] for j in current))
+    return windows

@@ -5,6 +5,7 @@ contextsieve index AGENT_FILE                        embed and cache every item 
 contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
 contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
 contextsieve gateway AGENT_FILE                      front the agent's MCP servers, offering only the task's tools
+contextsieve stash stats|cleanup|rebuild STORE        a stash store's counts, expiry cleanup, re-embedding
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -83,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
         help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
     )
     v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
+    v.add_argument(
+        "--stash", metavar="PATH|URI", help="serve the stash tools on this store (SQLite file or postgresql:// URI)"
+    )
+    v.add_argument(
+        "--stash-session", metavar="NAME", help="one stash session for every connection (default: per connection)"
+    )
+    v.add_argument("--stash-cross-session", action="store_true", help="stash retrieval searches every session")
+    st = sub.add_parser("stash", help="a stash store: stats, cleanup of expired segments, rebuild after a model change")
+    st.add_argument("action", choices=["stats", "cleanup", "rebuild"])
+    st.add_argument("store", help="SQLite file or postgresql:// URI")
+    st.add_argument("--max-age-days", type=float, help="cleanup: also delete unprotected segments older than this")
     g = sub.add_parser(
         "gateway", help="one MCP server (stdio) in front of the agent's servers, offering the task's tools"
     )
@@ -192,7 +204,32 @@ def _serve(args: argparse.Namespace) -> None:
         if not token:
             raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
     engine = _engine(args.agent, None, args.offline)
-    serve(engine, transport=args.transport, host=args.host, port=args.port, token=token)
+    from contextsieve.mcp.server import ServeConfig
+
+    config = ServeConfig(stash_session=args.stash_session, stash_cross_session=args.stash_cross_session)
+    stash = None
+    if args.stash:
+        from contextsieve.stash import StashStore
+
+        stash = StashStore.open(args.stash, engine.embedder)
+    serve(engine, transport=args.transport, host=args.host, port=args.port, token=token, config=config, stash=stash)
+
+
+def _stash(args: argparse.Namespace) -> None:
+    from contextsieve.stash import StashStore
+
+    if args.action == "rebuild":
+        with StashStore.open(args.store, rebuild=True) as store:
+            n = store.rebuild(show_progress=True)
+            print(f"re-embedded {n} segments with {store.model_id}")
+        return
+    with StashStore.open(args.store) as store:
+        if args.action == "cleanup":
+            n = store.cleanup_expired()
+            print(f"deleted {n} expired segments")
+            if args.max_age_days is not None:
+                print(f"deleted {store.cleanup_old(args.max_age_days)} segments older than {args.max_age_days:g} days")
+        print(json.dumps(store.stats(), indent=2))
 
 
 def _demo() -> None:
@@ -232,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             return _tools(args)
         elif args.command == "serve":
             _serve(args)
+        elif args.command == "stash":
+            _stash(args)
         elif args.command == "gateway":
             from contextsieve.mcp.client import ListConfig
             from contextsieve.mcp.gateway import run_gateway

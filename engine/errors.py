@@ -25,6 +25,9 @@ __all__ = [
     "SummarizerError",
     "EmbedderOutputError",
     "EmbeddingCacheError",
+    "StashError",
+    "StashModelError",
+    "UnknownSegmentError",
     "check_text",
     "brief",
 ]
@@ -88,6 +91,23 @@ class EmbeddingCacheError(ContextSieveError):
 
 class EmbedderOutputError(ContextSieveError):
     """An embedder returned vectors of the wrong shape, or not finite unit vectors (nothing was stored)."""
+
+
+class StashError(ContextSieveError):
+    """The stash store cannot be opened, read or written (not a stash database, corrupt, locked past
+    its timeout, or the PostgreSQL server failed); the message names the store and the cause is kept."""
+
+
+class StashModelError(StashError):
+    """The stash store's vectors were made by another embedding model than the one it is opened with;
+    the message names both and the command that re-embeds the store (``contextsieve stash rebuild``)."""
+
+
+class UnknownSegmentError(ContextSieveError, KeyError):
+    """A segment id names no segment of the stash store visible to the caller (the message lists them)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
 
 
 def check_text(text: str, what: str) -> str:

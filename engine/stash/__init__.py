@@ -1,0 +1,36 @@
+"""The stash store (seed 004): stash pruned context segments, retrieve them by meaning, merge them back.
+
+Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI with the
+``postgres`` extra).
+"""
+
+from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
+from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
+from contextsieve.stash.store import (
+    DEFAULT_SESSION,
+    MergeResult,
+    Retrieved,
+    SegmentFilter,
+    StashConfig,
+    StashResult,
+    StashStore,
+)
+from contextsieve.stash.vectors import VectorConfig
+
+__all__ = [
+    "StashStore",
+    "StashConfig",
+    "RankConfig",
+    "VectorConfig",
+    "SqliteConfig",
+    "StashIntegrityWarning",
+    "ContextSegment",
+    "NewSegment",
+    "SegmentType",
+    "SegmentFilter",
+    "StashResult",
+    "Retrieved",
+    "MergeResult",
+    "DEFAULT_SESSION",
+]

@@ -1,0 +1,217 @@
+"""What a stash backend stores and answers; :class:`~contextsieve.stash.StashStore` does the rest
+(validation, chunking, embedding, dedup, ranking, reference walks) the same way for every backend.
+
+Two backends implement :class:`StashBackend`: :class:`~contextsieve.stash.sqlite.SqliteBackend` (one
+file, the default) and :class:`~contextsieve.stash.postgres.PostgresBackend` (a PostgreSQL server
+with pgvector).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+
+import numpy as np
+
+from contextsieve.keyword import tokenize
+from contextsieve.stash.segment import ContextSegment, SegmentType
+
+__all__ = [
+    "bm25",
+    "Filters",
+    "SegmentRow",
+    "StashBackend",
+    "Hit",
+    "StoreMeta",
+    "index_terms",
+    "vector_digest",
+    "model_family",
+]
+
+#: Format tag written into every store; another value is refused on open.
+FORMAT = "contextsieve-stash-1"
+
+
+def model_family(model_id: str) -> str:
+    """The part of a model id that decides whether vectors are interchangeable: name and weights hash
+    (``all-MiniLM-L6-v2/int8/<sha>/b3`` -> ``all-MiniLM-L6-v2/<sha>``). fp32 and int8 runs of the same
+    weights agree to cosine 0.996+ and share a store; other weights or models do not. Ids of another
+    shape are compared whole."""
+    parts = model_id.split("/")
+    return f"{parts[0]}/{parts[2]}" if len(parts) == 4 and parts[3].startswith("b") else model_id
+
+
+def index_terms(text: str) -> list[str]:
+    """The keyword index's terms of ``text``: :func:`contextsieve.keyword.tokenize`'s words, each
+    non-ASCII word spelled as ``x`` + its UTF-8 hex so every backend's full-text tokenizer keeps it whole."""
+    return [t if t.isascii() else "x" + t.encode("utf-8").hex() for t in tokenize(text)]
+
+
+def bm25(
+    tf: Sequence[int], df: Sequence[int], n: int, length: int, avgdl: float, k1: float = 1.2, b: float = 0.75
+) -> float:
+    """Okapi BM25 of one document for distinct query terms, as SQLite FTS5's ``bm25()`` computes it:
+    ``sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))`` with ``idf = ln((n - df +
+    0.5) / (df + 0.5))``, floored at 1e-6 (a term in over half the documents still counts a little).
+
+    Args:
+        tf / df: per query term, its count in the document and the documents holding it.
+        n: documents in the store. length: terms in the document. avgdl: mean terms per document.
+    """
+    score = 0.0
+    norm = k1 * (1.0 - b + b * length / max(avgdl, 1e-9))
+    for f, d in zip(tf, df):
+        if f <= 0:
+            continue
+        idf = math.log((n - d + 0.5) / (d + 0.5)) if n > 0 else 0.0
+        score += max(idf, 1e-6) * f * (k1 + 1.0) / (f + norm)
+    return score
+
+
+def vector_digest(segment_id: str, model_id: str, vectors: np.ndarray) -> bytes:
+    """16-byte BLAKE2b of a segment's id, model and float32 vectors: a stored vector that no longer
+    matches it was changed on disk and is not used."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(segment_id.encode("utf-8") + b"\0" + model_id.encode("utf-8") + b"\0")
+    h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    return h.digest()
+
+
+def to_epoch(t: datetime) -> float:
+    return t.timestamp()
+
+
+def from_epoch(x: float) -> datetime:
+    return datetime.fromtimestamp(x, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which segments a search or listing may return (every field is ANDed; ``None``: no limit).
+
+    Attributes:
+        sessions: session names. types: segment types. topics / sources: exact labels.
+        since / until: creation time range, inclusive (UTC epoch seconds).
+        protected: only protected (True) or only unprotected (False) segments.
+        alive_at: hide segments whose expiry (``expires_at``) is at or before this time (epoch
+            seconds) unless they are protected.
+    """
+
+    sessions: tuple[str, ...] | None = None
+    types: tuple[SegmentType, ...] | None = None
+    topics: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None = None
+    since: float | None = None
+    until: float | None = None
+    protected: bool | None = None
+    alive_at: float | None = None
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    """One segment as written: its fields, its chunk vectors ``[chunks, dim]`` and its index terms."""
+
+    segment: ContextSegment
+    vectors: np.ndarray
+    terms: list[str]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: segment id and score (dense: cosine of its best chunk; keyword: BM25)."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """What a store records about itself: its model id (``None`` while empty and new), vector width,
+    and the model a rebuild is moving it to (``None`` when no rebuild is under way)."""
+
+    model: str | None
+    dim: int | None
+    rebuild_to: str | None
+
+
+class StashBackend(Protocol):
+    """Storage and search for :class:`~contextsieve.stash.StashStore`. Every method is atomic; a
+    failing one changes nothing and raises :class:`~contextsieve.errors.StashError` (or
+    :class:`~contextsieve.errors.InputError` for a conflict it detects inside its transaction)."""
+
+    #: "sqlite" or "postgres"; ``location`` names the file or server (no password) in messages.
+    kind: str
+    location: str
+
+    def meta(self) -> StoreMeta: ...
+
+    def set_meta(self, model: str | None, dim: int | None, rebuild_to: str | None) -> None: ...
+
+    def close(self) -> None: ...
+
+    def sessions_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Session of each stored id among ``ids`` (absent ids are left out)."""
+        ...
+
+    def by_hash(self, session: str, hashes: Sequence[str]) -> dict[str, str]:
+        """Stored segment id of each content hash in ``session`` (the oldest one if several)."""
+        ...
+
+    def insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
+        """Write the rows and their references in one transaction. With ``dedup``, a row whose
+        (session, sha256) is already stored (by another writer since the caller looked) is skipped:
+        returns ``{position in rows: stored id}`` for those. An id already in use raises InputError."""
+        ...
+
+    def get(self, ids: Sequence[str]) -> list[ContextSegment]:
+        """The stored segments among ``ids``, in the order of ``ids``."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete these segments (their references go with them); returns how many were stored."""
+        ...
+
+    def set_protected(self, ids: Sequence[str], protected: bool) -> int: ...
+
+    def references(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Ids each of ``ids`` refers to (stored segments only)."""
+        ...
+
+    def select_ids(
+        self,
+        filters: Filters,
+        *,
+        expired_before: float | None = None,
+        created_before: float | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]:
+        """Ids matching ``filters`` (newest first), optionally only those expired before a time or
+        created before a time."""
+        ...
+
+    def dense(self, queries: np.ndarray, k: int, filters: Filters) -> list[Hit]:
+        """The ``k`` best segments by the best (query row, chunk) cosine."""
+        ...
+
+    def keyword(self, terms: Sequence[str], k: int, filters: Filters) -> list[Hit]:
+        """The ``k`` best segments by Okapi BM25 (k1 1.2, b 0.75) of ``terms`` (index terms)."""
+        ...
+
+    def similarities(self, queries: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """The dense score (as :meth:`dense`) of each stored id among ``ids``."""
+        ...
+
+    def stats(self, filters: Filters) -> dict[str, object]: ...
+
+    def stale(self, model: str, limit: int) -> list[ContextSegment]:
+        """Up to ``limit`` segments whose vectors are not of ``model`` (for a rebuild)."""
+        ...
+
+    def replace_vectors(self, rows: Sequence[SegmentRow]) -> None:
+        """Store new vectors (and model id) for existing segments, in one transaction."""
+        ...

@@ -1,0 +1,743 @@
+"""The stash store (seed 004): an agent stashes pruned context segments, retrieves the relevant ones
+by meaning and merges them back.
+
+:class:`StashStore` is the one entry point; it does validation, chunking, embedding, dedup, ranking
+and reference walks the same way over either backend (SQLite file or PostgreSQL + pgvector).
+
+Sessions: every segment belongs to a session, and every call names the caller's session. A call sees
+only its own session's segments unless it asks for more (``cross_session=True`` on retrieval);
+segment ids of another session are treated as unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from contextsieve.chunking import query_chunks, token_windows
+from contextsieve.errors import InputError, StashModelError, UnknownSegmentError, brief
+from contextsieve.stash.backend import (
+    Filters,
+    SegmentRow,
+    StashBackend,
+    index_terms,
+    model_family,
+    to_epoch,
+)
+from contextsieve.stash.ranking import RankConfig, combined_scores
+from contextsieve.stash.segment import (
+    MAX_SEGMENT_CHARS,
+    CheckedSegment,
+    ContextSegment,
+    NewSegment,
+    SegmentType,
+    aware,
+    check_ids,
+    check_segment,
+    check_session,
+)
+from contextsieve.store import TextEmbedder, _checked
+
+__all__ = [
+    "StashConfig",
+    "StashStore",
+    "StashResult",
+    "Retrieved",
+    "MergeResult",
+    "SegmentFilter",
+    "DEFAULT_SESSION",
+]
+
+#: Session of calls that name none.
+DEFAULT_SESSION = "default"
+_MAX_TOP_K = 1_000
+
+
+@dataclass(frozen=True)
+class StashConfig:
+    """Settings of a stash store.
+
+    Attributes:
+        rank: :class:`~contextsieve.stash.ranking.RankConfig` (retrieval score weights).
+        chunk_tokens: model tokens per chunk of a long segment (default 200; the model reads 256).
+        overlap_tokens: tokens repeated between consecutive chunks (default 32).
+        dedup: a segment whose exact text (sha256) is already stashed in its session is not stored
+            again; its existing id is returned (default True).
+        near_duplicate: also treat as a duplicate a segment whose vector is at least this cosine to a
+            stored one of its session (default None: off; 0.95 is a reasonable value).
+        max_segment_chars: longest text one segment may hold (default 1,000,000).
+        preview_chars: characters of text in a retrieval preview (default 500).
+    """
+
+    rank: RankConfig = RankConfig()
+    chunk_tokens: int = 200
+    overlap_tokens: int = 32
+    dedup: bool = True
+    near_duplicate: float | None = None
+    max_segment_chars: int = MAX_SEGMENT_CHARS
+    preview_chars: int = 500
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rank, RankConfig):
+            raise InputError(f"rank must be a RankConfig, got {type(self.rank).__name__}")
+        if not 8 <= self.chunk_tokens <= 256 or not 0 <= self.overlap_tokens < self.chunk_tokens // 2:
+            raise InputError("need 8 <= chunk_tokens <= 256 and 0 <= overlap_tokens < chunk_tokens / 2")
+        if self.near_duplicate is not None and not 0.0 < self.near_duplicate <= 1.0:
+            raise InputError(f"near_duplicate must be in (0, 1] or None, got {self.near_duplicate!r}")
+        if self.max_segment_chars < 1 or self.preview_chars < 1:
+            raise InputError("max_segment_chars and preview_chars must be positive")
+
+
+@dataclass(frozen=True)
+class SegmentFilter:
+    """What a caller may filter retrieval and listings by (every field ANDed; ``None``: any).
+
+    Attributes:
+        types: segment types. topics / sources: exact labels. since / until: creation time range
+            (aware datetimes, inclusive). protected: only protected (True) or unprotected (False).
+    """
+
+    types: tuple[SegmentType, ...] | None = None
+    topics: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    protected: bool | None = None
+
+    @classmethod
+    def coerce(cls, value: object) -> "SegmentFilter":
+        """A filter from itself, ``None``, or a mapping with keys ``type``/``types``,
+        ``topic``/``topics``, ``source``/``sources``, ``start_time``/``since``, ``end_time``/``until``
+        and ``protected`` (seed 004's names and these; a single value or a list). Unknown keys are refused."""
+        if value is None:
+            return cls()
+        if isinstance(value, SegmentFilter):
+            return value
+        if not isinstance(value, Mapping):
+            raise InputError(f"filters must be an object, got {type(value).__name__}")
+        names = {
+            "type": "types",
+            "types": "types",
+            "topic": "topics",
+            "topics": "topics",
+            "source": "sources",
+            "sources": "sources",
+            "start_time": "since",
+            "since": "since",
+            "end_time": "until",
+            "until": "until",
+            "protected": "protected",
+        }
+        unknown = sorted(str(k) for k in value if k not in names)
+        if unknown:
+            raise InputError(f"unknown filters {unknown}; known: {sorted(names)}")
+        kw: dict[str, Any] = {}
+        for key, v in value.items():
+            name = names[key]
+            if name in kw:
+                raise InputError(f"filters give {name} twice")
+            if v is None:
+                continue
+            if name in ("types", "topics", "sources"):
+                vals = [v] if isinstance(v, str) else v
+                if not isinstance(vals, (list, tuple)) or not vals:
+                    raise InputError(f"filter {key} must be a string or a non-empty list of strings, got {brief(v)}")
+                if name == "types":
+                    kw[name] = tuple(SegmentType.parse(x, f"filter {key}") for x in vals)
+                else:
+                    if not all(isinstance(x, str) for x in vals):
+                        raise InputError(f"filter {key} must hold strings, got {brief(v)}")
+                    kw[name] = tuple(vals)
+            elif name in ("since", "until"):
+                kw[name] = aware(v, f"filter {key}")
+            else:
+                if not isinstance(v, bool):
+                    raise InputError(f"filter protected must be true or false, got {brief(v)}")
+                kw[name] = v
+        return cls(**kw)
+
+    def resolve(self, sessions: tuple[str, ...] | None, alive_at: float | None) -> Filters:
+        return Filters(
+            sessions=sessions,
+            types=self.types,
+            topics=self.topics,
+            sources=self.sources,
+            since=None if self.since is None else to_epoch(aware(self.since, "since")),
+            until=None if self.until is None else to_epoch(aware(self.until, "until")),
+            protected=self.protected,
+            alive_at=alive_at,
+        )
+
+
+@dataclass(frozen=True)
+class StashResult:
+    """What :meth:`StashStore.stash` did.
+
+    Attributes:
+        segment_ids: one id per input segment, in input order (a duplicate gets the stored segment's id).
+        stashed: segments newly stored. duplicates: inputs that were already stashed.
+        tokens: model tokens of the newly stored segments.
+    """
+
+    segment_ids: tuple[str, ...]
+    stashed: int
+    duplicates: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """One retrieval result: the segment, its dense similarity, its normalised keyword score and the
+    combined ranking score (best first)."""
+
+    segment: ContextSegment
+    similarity: float
+    keyword: float
+    score: float
+
+    def to_dict(self, preview_chars: int = 500) -> dict[str, object]:
+        s = self.segment
+        return {
+            "segment_id": s.id,
+            "text": s.preview(preview_chars),
+            "type": s.type.value,
+            "similarity": round(self.similarity, 4),
+            "score": round(self.score, 4),
+            "timestamp": s.timestamp.isoformat(),
+            "tokens": s.tokens,
+            "topic": s.topic,
+            "source": s.source,
+        }
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Segments handed back for the active context, with their full texts.
+
+    Attributes:
+        segments: in the order asked for. tokens: their model tokens in all. removed: whether they
+            were deleted from the stash (``keep=False``).
+    """
+
+    segments: tuple[ContextSegment, ...]
+    tokens: int
+    removed: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "merged_count": len(self.segments),
+            "tokens_added": self.tokens,
+            "removed_from_stash": self.removed,
+            "segments": [
+                {"segment_id": s.id, "type": s.type.value, "tokens": s.tokens, "text": s.text} for s in self.segments
+            ],
+        }
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _k(value: object, what: str, upper: int = _MAX_TOP_K) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
+        raise InputError(f"{what} must be an int in 1..{upper}, got {brief(value)}")
+    return value
+
+
+def _new_id() -> str:
+    return "seg_" + secrets.token_hex(8)
+
+
+@dataclass
+class _Plan:
+    checked: list[CheckedSegment] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # final id per input (stored id for duplicates)
+    new: list[int] = field(default_factory=list)  # inputs to store
+
+
+class StashStore:
+    """Stash, retrieve and merge context segments.
+
+    Open one with :meth:`open` (a file path or a ``postgresql://`` URI) or from a backend. Thread-safe;
+    several processes may share one store.
+
+    Args:
+        backend: where segments live. embedder: makes the vectors (its ``model_id`` is recorded).
+        config: :class:`StashConfig`.
+        rebuild: open a store of another model to re-embed it (:meth:`rebuild`); other calls refuse.
+
+    Raises:
+        StashModelError: the store's vectors are of another model (or a rebuild is under way).
+    """
+
+    def __init__(
+        self, backend: StashBackend, embedder: TextEmbedder, config: StashConfig | None = None, *, rebuild: bool = False
+    ) -> None:
+        self.backend = backend
+        self.embedder = embedder
+        self.config = config or StashConfig()
+        model = getattr(embedder, "model_id", None)
+        if not isinstance(model, str) or not model:
+            raise InputError("the stash needs an embedder with a model_id (its vectors are kept on disk)")
+        self.model_id = model
+        self.lock = threading.RLock()
+        self._rebuilding = rebuild
+        meta = backend.meta()
+        if not rebuild:
+            if meta.rebuild_to is not None:
+                raise StashModelError(
+                    f"the stash {backend.location} is being re-embedded with {meta.rebuild_to}; finish it with "
+                    f"`contextsieve stash rebuild {backend.location}`"
+                )
+            if meta.model is not None and model_family(meta.model) != model_family(model):
+                raise StashModelError(
+                    f"the stash {backend.location} holds vectors of {meta.model}, not of {model}; re-embed it with "
+                    f"`contextsieve stash rebuild {backend.location}` (or open it with the model it was made with)"
+                )
+
+    @classmethod
+    def open(
+        cls,
+        location: str | os.PathLike[str],
+        embedder: TextEmbedder | None = None,
+        config: StashConfig | None = None,
+        *,
+        rebuild: bool = False,
+        backend_config: Any = None,
+    ) -> "StashStore":
+        """Open (creating when new) the store at ``location``: a SQLite file path, or a
+        ``postgresql://user:password@host:port/db`` URI (the ``postgres`` extra). ``embedder``
+        defaults to all-MiniLM-L6-v2 (int8). ``backend_config``: a
+        :class:`~contextsieve.stash.sqlite.SqliteConfig` or
+        :class:`~contextsieve.stash.postgres.PostgresConfig`."""
+        loc = os.fspath(location)
+        backend: StashBackend
+        if isinstance(loc, str) and loc.startswith(("postgresql://", "postgres://")):
+            from contextsieve.stash.postgres import PostgresBackend
+
+            backend = PostgresBackend(loc, backend_config)
+        else:
+            from contextsieve.stash.sqlite import SqliteBackend
+
+            backend = SqliteBackend(Path(loc), backend_config)
+        if embedder is None:
+            from contextsieve.models.embedder import Embedder
+
+            embedder = Embedder()
+        try:
+            return cls(backend, embedder, config, rebuild=rebuild)
+        except BaseException:
+            backend.close()
+            raise
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> "StashStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _usable(self) -> None:
+        if self._rebuilding:
+            raise StashModelError("this store was opened to rebuild it; call rebuild() and open it again")
+
+    # -- embedding --------------------------------------------------------------------------------
+
+    def _embed(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), np.float32)
+        return _checked(self.embedder.embed(texts, show_progress=show_progress), len(texts))
+
+    def _segment_vectors(self, texts: Sequence[str], show_progress: bool) -> tuple[list[np.ndarray], list[int]]:
+        """Chunk vectors of each text (long texts windowed) and each text's model tokens."""
+        cfg = self.config
+        tokens = self.embedder.count_tokens(list(texts))
+        pieces: list[list[str]] = []
+        for text, n in zip(texts, tokens):
+            if n <= cfg.chunk_tokens:
+                pieces.append([text])
+            else:
+                pieces.append(token_windows(text, self.embedder.count_tokens, cfg.chunk_tokens, cfg.overlap_tokens))
+        flat = [p for ps in pieces for p in ps]
+        vectors = self._embed(flat, show_progress)
+        out: list[np.ndarray] = []
+        start = 0
+        for ps in pieces:
+            out.append(vectors[start : start + len(ps)])
+            start += len(ps)
+        return out, [int(n) for n in tokens]
+
+    def _query(self, query: object) -> np.ndarray:
+        if not isinstance(query, str):
+            raise InputError(f"query must be a string, got {type(query).__name__}")
+        chunks = query_chunks(query)
+        if not chunks:
+            raise InputError("query is empty")
+        return self._embed(chunks)
+
+    # -- stash ------------------------------------------------------------------------------------
+
+    def stash(
+        self, segments: Iterable[object], *, session: str = DEFAULT_SESSION, show_progress: bool = False
+    ) -> StashResult:
+        """Store segments (each a :class:`~contextsieve.stash.segment.NewSegment`, a mapping with
+        its fields, or a plain string) in ``session``, all or none.
+
+        Every segment is validated before anything is embedded or written; duplicates of stored
+        segments (and of earlier ones in the batch) are not stored again. References may name stored
+        segments of the session or segments earlier or later in the batch (by their given ``id``).
+
+        Raises:
+            InputError: a bad segment (the message names which and why), an id already in use, or a
+                reference to a segment that is not in the session. Nothing is stored.
+        """
+        self._usable()
+        session = check_session(session)
+        if isinstance(segments, (str, bytes, Mapping, NewSegment)):
+            segments = [segments]
+        items = list(segments)
+        if not items:
+            return StashResult((), 0, 0, 0)
+        now = _now()
+        plan = _Plan()
+        for i, raw in enumerate(items):
+            given_seg = NewSegment.coerce(raw, f"segments[{i}]")
+            plan.checked.append(check_segment(given_seg, f"segments[{i}]", now, self.config.max_segment_chars))
+        given = [c.id for c in plan.checked if c.id is not None]
+        if len(set(given)) != len(given):
+            raise InputError("two segments of the batch have the same id")
+        taken = self.backend.sessions_of(given)
+        if taken:
+            raise InputError(f"segment ids already in use: {sorted(taken)[:5]}")
+        seen: dict[str, str] = {}
+        stored = self.backend.by_hash(session, [c.sha256 for c in plan.checked]) if self.config.dedup else {}
+        alias: dict[str, str] = {}  # given id of a duplicate -> the id it resolves to
+        for i, c in enumerate(plan.checked):
+            dup = (stored.get(c.sha256) or seen.get(c.sha256)) if self.config.dedup else None
+            if dup is not None:
+                plan.ids.append(dup)
+                if c.id is not None:
+                    alias[c.id] = dup
+                continue
+            sid = c.id or _new_id()
+            plan.ids.append(sid)
+            plan.new.append(i)
+            seen[c.sha256] = sid
+        batch_ids = {plan.ids[i] for i in plan.new}
+        outside = sorted(
+            {alias.get(r, r) for c in plan.checked for r in c.references} - batch_ids - set(alias.values())
+        )
+        if outside:
+            found = self.backend.sessions_of(outside)
+            missing = [r for r in outside if found.get(r) != session]
+            if missing:
+                raise InputError(f"references to segments not in session {session!r}: {missing[:5]}")
+        texts = [plan.checked[i].text for i in plan.new]
+        vectors, tokens = self._segment_vectors(texts, show_progress)
+        if self.config.near_duplicate is not None:
+            plan, vectors, tokens = self._near_duplicates(plan, vectors, tokens, session)
+        rows: list[SegmentRow] = []
+        for j, i in enumerate(plan.new):
+            c = plan.checked[i]
+            seg = ContextSegment(
+                id=plan.ids[i],
+                session=session,
+                text=c.text,
+                type=c.type,
+                timestamp=c.timestamp,
+                stashed_at=now,
+                tokens=tokens[j],
+                topic=c.topic,
+                source=c.source,
+                references=tuple(dict.fromkeys(alias.get(r, r) for r in c.references)),
+                referenced_by=(),
+                embedding_model=self.model_id,
+                chunks=int(vectors[j].shape[0]),
+                expires_at=c.expires_at,
+                protected=c.protected,
+                sha256=c.sha256,
+            )
+            rows.append(SegmentRow(seg, vectors[j], index_terms(c.text)))
+        with self.lock:
+            meta = self.backend.meta()
+            if meta.model is None and rows:
+                self.backend.set_meta(self.model_id, int(rows[0].vectors.shape[1]), None)
+            skipped = self.backend.insert(rows, self.config.dedup)
+        raced = {rows[pos].segment.id: existing for pos, existing in skipped.items()}
+        ids = [raced.get(i, i) for i in plan.ids]
+        new_ids = {r.segment.id for p, r in enumerate(rows) if p not in skipped}
+        new_tokens = sum(r.segment.tokens for p, r in enumerate(rows) if p not in skipped)
+        return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens)
+
+    def _near_duplicates(
+        self, plan: _Plan, vectors: list[np.ndarray], tokens: list[int], session: str
+    ) -> tuple[_Plan, list[np.ndarray], list[int]]:
+        threshold = self.config.near_duplicate
+        assert threshold is not None
+        keep_new: list[int] = []
+        keep_vec: list[np.ndarray] = []
+        keep_tok: list[int] = []
+        filters = Filters(sessions=(session,))
+        for j, i in enumerate(plan.new):
+            hits = self.backend.dense(vectors[j][:1], 1, filters)
+            twin = hits[0].id if hits and hits[0].score >= threshold else None
+            if twin is None:
+                for jj, v in zip(keep_new, keep_vec):
+                    if float(v[0] @ vectors[j][0]) >= threshold:
+                        twin = plan.ids[jj]
+                        break
+            if twin is not None:
+                plan.ids[i] = twin
+                continue
+            keep_new.append(i)
+            keep_vec.append(vectors[j])
+            keep_tok.append(tokens[j])
+        plan.new = keep_new
+        return plan, keep_vec, keep_tok
+
+    # -- retrieval --------------------------------------------------------------------------------
+
+    def _sessions(self, session: str, cross_session: bool) -> tuple[str, ...] | None:
+        if not isinstance(cross_session, bool):
+            raise InputError(f"cross_session must be true or false, got {brief(cross_session)}")
+        return None if cross_session else (session,)
+
+    def retrieve(
+        self,
+        query: str,
+        *,
+        session: str = DEFAULT_SESSION,
+        top_k: int = 5,
+        min_similarity: float = 0.0,
+        filters: SegmentFilter | Mapping[str, object] | None = None,
+        cross_session: bool = False,
+        now: datetime | None = None,
+    ) -> list[Retrieved]:
+        """The ``top_k`` stashed segments best for ``query``, best first (see
+        :mod:`contextsieve.stash.ranking` for the score).
+
+        Args:
+            query: what the agent is looking for (a task, a question, recent messages).
+            session: the caller's session; only its segments are searched unless ``cross_session``.
+            top_k: results (1-1000, default 5).
+            min_similarity: leave out segments whose dense cosine is below this (default 0.0).
+            filters: a :class:`SegmentFilter` or a mapping (see :meth:`SegmentFilter.coerce`).
+            cross_session: search every session's segments (default False).
+            now: the time ages are measured at (aware; default: now). Expired unprotected segments
+                are never returned.
+        """
+        self._usable()
+        session = check_session(session)
+        k = _k(top_k, "top_k")
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)):
+            raise InputError(f"min_similarity must be a number, got {brief(min_similarity)}")
+        if not -1.0 <= float(min_similarity) <= 1.0:
+            raise InputError(f"min_similarity must be in [-1, 1], got {min_similarity}")
+        when = _now() if now is None else aware(now, "now")
+        at = to_epoch(when)
+        f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at)
+        q = self._query(query)
+        rank = self.config.rank
+        n = max(rank.candidates, k)
+        dense = {h.id: h.score for h in self.backend.dense(q, n, f)}
+        kw = {h.id: h.score for h in self.backend.keyword(index_terms(query), n, f)} if rank.keyword_weight > 0 else {}
+        missing = [i for i in kw if i not in dense]
+        if missing:
+            dense.update(self.backend.similarities(q, missing))
+        ids = [i for i in dict.fromkeys([*dense, *kw]) if dense.get(i, -math.inf) >= min_similarity]
+        if not ids:
+            return []
+        segs = {s.id: s for s in self.backend.get(ids)}
+        ids = [i for i in ids if i in segs]
+        sim = np.array([dense.get(i, 0.0) for i in ids])
+        key = np.array([kw.get(i, 0.0) for i in ids])
+        created = np.array([to_epoch(segs[i].timestamp) for i in ids])
+        stashed = np.array([to_epoch(segs[i].stashed_at) for i in ids])
+        scores = combined_scores(sim, key, created, stashed, at, rank)
+        top_kw = float(key.max()) if key.size else 0.0
+        order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
+        out: list[Retrieved] = []
+        seen: set[str] = set()
+        for j in order:
+            s = segs[ids[j]]
+            if s.sha256 in seen:  # the same content stashed in several sessions
+                continue
+            seen.add(s.sha256)
+            out.append(Retrieved(s, float(sim[j]), float(key[j] / top_kw) if top_kw > 0 else 0.0, float(scores[j])))
+            if len(out) == k:
+                break
+        return out
+
+    def retrieve_by_reference(
+        self, segment_id: str, *, session: str = DEFAULT_SESSION, max_hops: int = 2
+    ) -> list[ContextSegment]:
+        """The segment and those it refers to, breadth first up to ``max_hops`` references away
+        (default 2; 0 gives the segment alone). Each segment once, cycles included."""
+        self._usable()
+        session = check_session(session)
+        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 0 <= max_hops <= 100:
+            raise InputError(f"max_hops must be an int in 0..100, got {brief(max_hops)}")
+        start = self._owned([segment_id], session)[0]
+        order = [start]
+        seen = {start}
+        frontier = [start]
+        for _ in range(max_hops):
+            refs = self.backend.references(frontier)
+            frontier = [r for f in frontier for r in refs.get(f, ()) if r not in seen]
+            frontier = list(dict.fromkeys(frontier))
+            seen.update(frontier)
+            order.extend(frontier)
+            if not frontier:
+                break
+        segs = {s.id: s for s in self.backend.get(order)}
+        return [segs[i] for i in order if i in segs and segs[i].session == session]
+
+    # -- by id ------------------------------------------------------------------------------------
+
+    def _owned(self, ids: object, session: str, what: str = "segment_ids") -> list[str]:
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = check_ids(ids, what)
+        if not wanted:
+            raise InputError(f"{what} is empty")
+        found = self.backend.sessions_of(wanted)
+        unknown = [i for i in wanted if found.get(i) != session]
+        if unknown:
+            raise UnknownSegmentError(f"no segment {unknown[:5]} in session {session!r}")
+        return wanted
+
+    def get(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> list[ContextSegment]:
+        """The segments, in the order asked (unknown ids raise :class:`UnknownSegmentError`)."""
+        self._usable()
+        session = check_session(session)
+        return self.backend.get(self._owned(segment_ids, session))
+
+    def merge(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION, keep: bool = True) -> MergeResult:
+        """The full segments to put back into the active context, and their tokens. ``keep=False``
+        also deletes them from the stash (protected ones too: the caller asked for these ids)."""
+        self._usable()
+        if not isinstance(keep, bool):
+            raise InputError(f"keep must be true or false, got {brief(keep)}")
+        session = check_session(session)
+        ids = self._owned(segment_ids, session)
+        segs = self.backend.get(ids)
+        if not keep:
+            self.backend.delete(ids)
+        return MergeResult(tuple(segs), sum(s.tokens for s in segs), not keep)
+
+    def list(
+        self,
+        *,
+        session: str = DEFAULT_SESSION,
+        filters: SegmentFilter | Mapping[str, object] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[ContextSegment]:
+        """The session's segments matching ``filters``, newest first (``limit`` 1-10000, default 100)."""
+        self._usable()
+        session = check_session(session)
+        lim = _k(limit, "limit", 10_000)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InputError(f"offset must be an int >= 0, got {brief(offset)}")
+        f = SegmentFilter.coerce(filters).resolve((session,), None)
+        return self.backend.get(self.backend.select_ids(f, limit=lim, offset=offset))
+
+    def delete(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> int:
+        """Delete these segments (protected ones too: deletion by id is explicit); their references
+        from and to other segments go with them. Returns how many were deleted."""
+        session = check_session(session)
+        return self.backend.delete(self._owned(segment_ids, session))
+
+    def protect(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> int:
+        """Mark segments protected: cleanup never removes them and expiry never hides them."""
+        session = check_session(session)
+        return self.backend.set_protected(self._owned(segment_ids, session), True)
+
+    def unprotect(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> int:
+        session = check_session(session)
+        return self.backend.set_protected(self._owned(segment_ids, session), False)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def _scope(self, session: str | None) -> tuple[str, ...] | None:
+        return None if session is None else (check_session(session),)
+
+    def cleanup_expired(self, *, session: str | None = None, now: datetime | None = None) -> int:
+        """Delete unprotected segments whose expiry has passed (in ``session``, or every session
+        when None). Returns how many."""
+        at = to_epoch(_now() if now is None else aware(now, "now"))
+        f = Filters(sessions=self._scope(session), protected=False)
+        return self.backend.delete(self.backend.select_ids(f, expired_before=at))
+
+    def cleanup_old(
+        self, max_age: timedelta | float, *, session: str | None = None, now: datetime | None = None
+    ) -> int:
+        """Delete unprotected segments created more than ``max_age`` ago (a timedelta or days).
+        Returns how many."""
+        if isinstance(max_age, (int, float)) and not isinstance(max_age, bool):
+            if not math.isfinite(max_age) or max_age < 0:
+                raise InputError(f"max_age must be a number of days >= 0, got {max_age!r}")
+            max_age = timedelta(days=float(max_age))
+        if not isinstance(max_age, timedelta) or max_age < timedelta(0):
+            raise InputError(f"max_age must be a timedelta or days >= 0, got {brief(max_age)}")
+        at = _now() if now is None else aware(now, "now")
+        f = Filters(sessions=self._scope(session), protected=False)
+        return self.backend.delete(self.backend.select_ids(f, created_before=to_epoch(at - max_age)))
+
+    def stats(self, *, session: str | None = None) -> dict[str, object]:
+        """Counts (segments, tokens, protected, sessions, chunk vectors, by type), time range, model
+        and search backend, for ``session`` or the whole store."""
+        out = self.backend.stats(Filters(sessions=self._scope(session)))
+        meta = self.backend.meta()
+        out.update({"model": meta.model, "store": self.backend.location, "backend": self.backend.kind})
+        return out
+
+    # -- model change -----------------------------------------------------------------------------
+
+    def rebuild(self, *, batch: int = 256, show_progress: bool = False) -> int:
+        """Re-embed every segment whose vectors are not of this store's embedder (another model, or
+        vectors that failed their checksum), ``batch`` segments per transaction. Resumable: a killed
+        rebuild goes on where it stopped when run again. Returns how many segments were re-embedded."""
+        _k(batch, "batch", 100_000)
+        meta = self.backend.meta()
+        self.backend.set_meta(meta.model, meta.dim, self.model_id)
+        done = 0
+        total = int(str(self.backend.stats(Filters())["segments"]))
+        bar = tqdm(total=total, desc="re-embedding", unit="seg", disable=not show_progress)
+        recent: deque[str] = deque(maxlen=batch)
+        try:
+            while True:
+                todo = [s for s in self.backend.stale(self.model_id, batch) if s.id not in recent]
+                if not todo:
+                    break
+                vectors, _ = self._segment_vectors([s.text for s in todo], False)
+                rows = [SegmentRow(_with_model(s, self.model_id, v.shape[0]), v, []) for s, v in zip(todo, vectors)]
+                self.backend.replace_vectors(rows)
+                recent.extend(s.id for s in todo)
+                done += len(todo)
+                bar.update(len(todo))
+        finally:
+            bar.close()
+        dim = self._embed(["dimension probe"]).shape[1]
+        self.backend.set_meta(self.model_id, dim, None)
+        self._rebuilding = False
+        return done
+
+
+def _with_model(s: ContextSegment, model: str, chunks: int) -> ContextSegment:
+    from dataclasses import replace
+
+    return replace(s, embedding_model=model, chunks=chunks)

@@ -1,0 +1,339 @@
+"""The embedded backend's in-memory search table: every segment's chunk vectors as an int8 corpus,
+the segment fields filters need as arrays, and an HNSW graph once the table is large.
+
+Filters are applied before ranking: exact search scores only the rows that pass (gathered when few
+pass, masked otherwise); HNSW search asks the graph for more neighbours than needed in proportion to
+the share of rows that pass, keeps those that pass, and widens until it has ``k`` segments (or
+scores the passing rows exactly when they are too few for a graph search to pay).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from contextsieve.errors import InputError, MissingExtraError
+from contextsieve.index import HnswIndex, _import_hnswlib
+from contextsieve.kernels.scoring import Int8Corpus, group_max, top_k
+from contextsieve.stash.backend import Filters
+from contextsieve.stash.segment import SegmentType
+
+__all__ = ["VectorConfig", "VectorTable"]
+
+_TYPES = {t: i for i, t in enumerate(SegmentType)}
+
+
+@dataclass(frozen=True)
+class VectorConfig:
+    """Search settings of the embedded store.
+
+    Attributes:
+        backend: ``"auto"`` (exact, HNSW from ``hnsw_min_rows`` live chunks when hnswlib is installed),
+            ``"exact"`` or ``"hnsw"`` (from the first row; needs the ``hnsw`` extra).
+        hnsw_min_rows: live chunk vectors from which ``auto`` builds HNSW (default 200,000).
+        hnsw_m: graph degree (default 16). ef_construction: build beam (default 200).
+        ef_search: search beam (default 128; raised to the number of neighbours asked for).
+        exact_below: share of rows passing the filters under which search scores the passing rows
+            exactly instead of using the graph (default 0.02).
+    """
+
+    backend: str = "auto"
+    hnsw_min_rows: int = 200_000
+    hnsw_m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 128
+    exact_below: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("auto", "exact", "hnsw"):
+            raise InputError(f"backend must be 'auto', 'exact' or 'hnsw', got {self.backend!r}")
+        if self.hnsw_min_rows < 1 or self.hnsw_m < 2 or self.ef_construction < 1 or self.ef_search < 1:
+            raise InputError("hnsw_min_rows, hnsw_m, ef_construction and ef_search must be positive")
+        if not 0.0 <= self.exact_below <= 1.0:
+            raise InputError(f"exact_below must be in [0, 1], got {self.exact_below}")
+
+
+class _Codes:
+    """Strings to small ints (``-1``: none)."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, int] = {}
+
+    def of(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        return self.code.setdefault(value, len(self.code))
+
+    def find(self, values: tuple[str, ...]) -> np.ndarray:
+        return np.array([self.code[v] for v in values if v in self.code], dtype=np.int32)
+
+
+class VectorTable:
+    """Segments (slots) with their chunk rows. Not thread-safe: the backend holds its lock around it."""
+
+    def __init__(self, dim: int, config: VectorConfig | None = None) -> None:
+        self.dim = dim
+        self.config = config or VectorConfig()
+        if self.config.backend == "hnsw":
+            _import_hnswlib()
+        self.ids: list[str] = []
+        self.slot_of: dict[int, int] = {}  # store row -> slot
+        self._sessions, self._topics, self._sources = _Codes(), _Codes(), _Codes()
+        n = 0
+        self._session = np.zeros(n, np.int32)
+        self._topic = np.zeros(n, np.int32)
+        self._source = np.zeros(n, np.int32)
+        self._type = np.zeros(n, np.int8)
+        self._created = np.zeros(n, np.float64)
+        self._expires = np.zeros(n, np.float64)
+        self._protected = np.zeros(n, np.bool_)
+        self._gone = np.zeros(n, np.bool_)
+        self._slots = 0
+        self._q8 = np.zeros((0, dim), np.int8)
+        self._scale = np.zeros(0, np.float32)
+        self._chunk_slot = np.zeros(0, np.int32)
+        self._chunk_gone = np.zeros(0, np.bool_)
+        self._chunks = 0
+        self._first: list[int] = []  # slot -> first chunk row
+        self._count: list[int] = []  # slot -> chunk rows
+        self._hnsw: HnswIndex | None = None
+        self._hnsw_failed = False
+
+    # -- contents ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._slots - self._gone[: self._slots].sum())
+
+    @property
+    def live_chunks(self) -> int:
+        return int(self._chunks - self._chunk_gone[: self._chunks].sum())
+
+    @property
+    def backend(self) -> str:
+        return "hnsw" if self._hnsw is not None else "exact"
+
+    def _grow_slots(self, need: int) -> None:
+        cap = self._session.shape[0]
+        if need <= cap:
+            return
+        new = max(need, 2 * cap, 256)
+        for name in ("_session", "_topic", "_source", "_type", "_created", "_expires", "_protected", "_gone"):
+            old = getattr(self, name)
+            grown = np.zeros(new, old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+
+    def _grow_chunks(self, need: int) -> None:
+        cap = self._q8.shape[0]
+        if need <= cap:
+            return
+        new = max(need, 2 * cap, 1024)
+        for name in ("_q8", "_scale", "_chunk_slot", "_chunk_gone"):
+            old = getattr(self, name)
+            grown = np.zeros((new,) + old.shape[1:], old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+
+    def add(
+        self,
+        row: int,
+        segment_id: str,
+        session: str,
+        kind: SegmentType,
+        topic: str | None,
+        source: str,
+        created: float,
+        expires: float | None,
+        protected: bool,
+        vectors: np.ndarray,
+    ) -> None:
+        """Add one segment (``row``: its store key; adding a present row replaces it)."""
+        if row in self.slot_of:
+            self.remove(row)
+        v = np.asarray(vectors, np.float32).reshape(-1, self.dim)
+        s = self._slots
+        self._grow_slots(s + 1)
+        self._session[s] = self._sessions.of(session)
+        self._topic[s] = self._topics.of(topic)
+        self._source[s] = self._sources.of(source)
+        self._type[s] = _TYPES[kind]
+        self._created[s] = created
+        self._expires[s] = math.inf if expires is None else expires
+        self._protected[s] = protected
+        self._gone[s] = False
+        self._slots += 1
+        self.ids.append(segment_id)
+        self.slot_of[row] = s
+        c = self._chunks
+        q = Int8Corpus.from_vectors(v)
+        self._grow_chunks(c + v.shape[0])
+        self._q8[c : c + v.shape[0]] = q.q8
+        self._scale[c : c + v.shape[0]] = q.scale
+        self._chunk_slot[c : c + v.shape[0]] = s
+        self._chunk_gone[c : c + v.shape[0]] = False
+        self._chunks += v.shape[0]
+        self._first.append(c)
+        self._count.append(v.shape[0])
+        if self._hnsw is not None:
+            self._hnsw_add(np.arange(c, c + v.shape[0]))
+        else:
+            self._maybe_build()
+
+    def remove(self, row: int) -> None:
+        """Forget the segment stored under ``row`` (no-op when absent)."""
+        s = self.slot_of.pop(row, None)
+        if s is None:
+            return
+        self._gone[s] = True
+        first, count = self._first[s], self._count[s]
+        self._chunk_gone[first : first + count] = True
+        if self._hnsw is not None:
+            for c in range(first, first + count):
+                try:
+                    self._hnsw.mark_deleted(c)
+                except RuntimeError:
+                    pass
+
+    def set_protected(self, row: int, protected: bool) -> None:
+        s = self.slot_of.get(row)
+        if s is not None:
+            self._protected[s] = protected
+
+    # -- filters ----------------------------------------------------------------------------------
+
+    def allowed(self, f: Filters) -> np.ndarray:
+        """Per slot: passes the filters and is not gone."""
+        n = self._slots
+        ok = ~self._gone[:n]
+        if f.sessions is not None:
+            ok &= np.isin(self._session[:n], self._sessions.find(f.sessions))
+        if f.types is not None:
+            ok &= np.isin(self._type[:n], np.array([_TYPES[t] for t in f.types], np.int8))
+        if f.topics is not None:
+            ok &= np.isin(self._topic[:n], self._topics.find(f.topics))
+        if f.sources is not None:
+            ok &= np.isin(self._source[:n], self._sources.find(f.sources))
+        if f.since is not None:
+            ok &= self._created[:n] >= f.since
+        if f.until is not None:
+            ok &= self._created[:n] <= f.until
+        if f.protected is not None:
+            ok &= self._protected[:n] == f.protected
+        if f.alive_at is not None:
+            ok &= (self._expires[:n] > f.alive_at) | self._protected[:n]
+        return ok
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def search(self, queries: np.ndarray, k: int, f: Filters) -> list[tuple[int, float]]:
+        """The ``k`` best slots (slot, score) by their best (query row, chunk) dot product, best first."""
+        n = self._chunks
+        if k <= 0 or n == 0 or queries.shape[0] == 0:
+            return []
+        slot_ok = self.allowed(f)
+        chunk_ok = slot_ok[self._chunk_slot[:n]] & ~self._chunk_gone[:n]
+        passing = int(chunk_ok.sum())
+        if passing == 0:
+            return []
+        if self._hnsw is not None and passing >= self.config.exact_below * self.live_chunks:
+            found = self._search_hnsw(queries, k, chunk_ok, passing)
+            if found is not None:
+                return found
+        if passing < 0.25 * n:
+            rows = np.flatnonzero(chunk_ok)
+            best, _ = Int8Corpus(np.ascontiguousarray(self._q8[rows]), self._scale[rows]).score_pool(queries)
+            slots = self._chunk_slot[rows]
+        else:
+            best, _ = Int8Corpus(self._q8[:n], self._scale[:n]).score_pool(queries, exclude=~chunk_ok)
+            slots = self._chunk_slot[:n]
+        seg, _ = group_max(best, slots.astype(np.int64), self._slots)
+        order = top_k(seg, k)
+        return [(int(s), float(seg[s])) for s in order if np.isfinite(seg[s])]
+
+    def scores(self, queries: np.ndarray, slots: list[int]) -> list[float]:
+        """The dense score of each slot (its best chunk against the best query row)."""
+        out = []
+        for s in slots:
+            first, count = self._first[s], self._count[s]
+            best, _ = Int8Corpus(self._q8[first : first + count], self._scale[first : first + count]).score_pool(
+                queries
+            )
+            out.append(float(best.max()) if best.size else -math.inf)
+        return out
+
+    # -- HNSW -------------------------------------------------------------------------------------
+
+    def _maybe_build(self) -> None:
+        cfg = self.config
+        if cfg.backend == "exact" or self._hnsw_failed:
+            return
+        if cfg.backend == "auto" and self.live_chunks < cfg.hnsw_min_rows:
+            return
+        try:
+            self.build_hnsw()
+        except MissingExtraError:
+            self._hnsw_failed = True
+            warnings.warn(
+                f"the stash has {self.live_chunks} chunk vectors; exact search is used because hnswlib is "
+                "missing (pip install 'contextsieve[hnsw]' for faster search)",
+                stacklevel=4,
+            )
+
+    def _dequantised(self, rows: np.ndarray) -> np.ndarray:
+        return self._q8[rows].astype(np.float32) * self._scale[rows, None]
+
+    def build_hnsw(self) -> None:
+        """Build the graph over all live chunk rows (labels are chunk rows)."""
+        hnswlib = _import_hnswlib()
+        live = np.flatnonzero(~self._chunk_gone[: self._chunks])
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.init_index(
+            max_elements=max(2 * live.size, 1024),
+            ef_construction=self.config.ef_construction,
+            M=self.config.hnsw_m,
+            random_seed=100,
+        )
+        for start in range(0, live.size, 50_000):
+            part = live[start : start + 50_000]
+            index.add_items(self._dequantised(part), part)
+        self._hnsw = index
+
+    def _hnsw_add(self, rows: np.ndarray) -> None:
+        index = self._hnsw
+        assert index is not None
+        if index.get_current_count() + rows.size > index.get_max_elements():
+            index.resize_index(2 * (index.get_current_count() + rows.size))
+        index.add_items(self._dequantised(rows), rows)
+
+    def _search_hnsw(
+        self, queries: np.ndarray, k: int, chunk_ok: np.ndarray, passing: int
+    ) -> list[tuple[int, float]] | None:
+        index = self._hnsw
+        assert index is not None
+        live = self.live_chunks
+        share = passing / max(live, 1)
+        want = min(live, max(2 * k, int(math.ceil(2 * k / share))))
+        while True:
+            index.set_ef(max(self.config.ef_search, want))
+            try:
+                labels, dist = index.knn_query(queries, k=want, num_threads=1)
+            except RuntimeError:
+                return None  # fewer reachable live rows than asked: score exactly
+            rows = labels.ravel().astype(np.int64)
+            sims = (1.0 - dist).ravel().astype(np.float32)
+            keep = chunk_ok[rows]
+            rows, sims = rows[keep], sims[keep]
+            slots = self._chunk_slot[rows]
+            best: dict[int, float] = {}
+            for s, v in zip(slots.tolist(), sims.tolist()):
+                if v > best.get(s, -math.inf):
+                    best[s] = v
+            if len(best) >= k or want >= live:
+                ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+                return ranked[:k]
+            if want >= 0.25 * live:
+                return None
+            want = min(live, want * 4)

@@ -1,0 +1,155 @@
+"""The stash tools of ``contextsieve serve --stash`` through the official MCP SDK client: every tool,
+bad arguments, sessions bound to connections, and the CLI over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from contextsieve.agentfile import example_agent_path
+from contextsieve.engine import Engine
+from contextsieve.mcp.server import ServeConfig, build_server
+from contextsieve.stash import StashStore
+
+STASH_TOOLS = {
+    "stash_context",
+    "retrieve_stashed_context",
+    "merge_stashed_context",
+    "list_stashed_context",
+    "delete_stashed_context",
+    "protect_stashed_context",
+}
+
+
+def result(r: Any) -> dict[str, Any]:
+    assert not r.is_error, r.content
+    return json.loads(r.content[0].text)
+
+
+@pytest.fixture(scope="module")
+def engine(int8, tmp_path_factory: pytest.TempPathFactory) -> Engine:  # noqa: ANN001
+    return Engine.from_file(example_agent_path(), embedder=int8, cache_dir=tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture
+def stash(engine: Engine, tmp_path: Path):  # noqa: ANN201
+    s = StashStore.open(tmp_path / "stash.db", engine.embedder)
+    yield s
+    s.close()
+
+
+def test_every_stash_tool(engine: Engine, stash: StashStore) -> None:
+    long_text = "Stack trace:\n" + "\n".join(f"  at frame{i} (app.js:{i})" for i in range(200))
+
+    async def main() -> None:
+        async with Client(build_server(engine, stash=stash), mode="legacy") as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert STASH_TOOLS <= names
+            r = result(
+                await c.call_tool(
+                    "stash_context",
+                    {
+                        "segments": [
+                            {"text": "The checkout service returns 502 after the deploy", "type": "error_log"},
+                            {"text": long_text, "type": "debug_output", "topic": "checkout"},
+                            {"text": "Decided to roll back the deploy and page the on-call", "type": "decision"},
+                        ]
+                    },
+                )
+            )
+            ids = r["segment_ids"]
+            assert len(ids) == 3 and r["stashed_count"] == 3 and r["tokens_stashed"] > 600
+            again = result(await c.call_tool("stash_context", {"segments": [{"text": long_text}]}))
+            assert again["segment_ids"] == [ids[1]] and again["duplicates"] == 1
+            found = result(await c.call_tool("retrieve_stashed_context", {"query": "why does checkout fail with 502"}))
+            segs = found["segments"]
+            assert segs[0]["segment_id"] == ids[0] and found["total_found"] == len(segs) == 3
+            assert all(len(s["text"]) <= 503 for s in segs) and segs[0]["type"] == "error_log"
+            assert [s["score"] for s in segs] == sorted((s["score"] for s in segs), reverse=True)
+            assert {"similarity", "timestamp", "score"} <= set(segs[0])
+            only = result(
+                await c.call_tool(
+                    "retrieve_stashed_context", {"query": "deploy", "filters": {"type": ["decision"]}, "top_k": 5}
+                )
+            )
+            assert [s["segment_id"] for s in only["segments"]] == [ids[2]]
+            merged = result(await c.call_tool("merge_stashed_context", {"segment_ids": [ids[1], ids[0]]}))
+            assert [s["text"] for s in merged["segments"]][0] == long_text
+            assert merged["tokens_added"] == sum(s.tokens for s in stash.get([ids[0], ids[1]], session=r["session"]))
+            listed = result(await c.call_tool("list_stashed_context", {"limit": 10}))
+            assert {s["segment_id"] for s in listed["segments"]} == set(ids)
+            prot = result(await c.call_tool("protect_stashed_context", {"segment_ids": [ids[2]]}))
+            assert prot["changed"] == 1 and stash.get([ids[2]], session=r["session"])[0].protected
+            gone = result(await c.call_tool("delete_stashed_context", {"segment_ids": [ids[0]]}))
+            assert gone["deleted"] == 1
+            with pytest.raises(MCPError, match="no segment"):
+                await c.call_tool("merge_stashed_context", {"segment_ids": [ids[0]]})
+            for bad in (
+                {"segments": []},
+                {"segments": [{"text": ""}]},
+                {"segments": [{"text": "x", "type": "memo"}]},
+                {"segments": [{"text": "x", "references": ["nope"]}]},
+            ):
+                with pytest.raises(MCPError):
+                    await c.call_tool("stash_context", bad)
+            with pytest.raises(MCPError, match="filters"):
+                await c.call_tool("retrieve_stashed_context", {"query": "x", "filters": {"colour": 1}})
+            assert result(await c.call_tool("list_stashed_context", {}))["segments"]  # still serving
+
+    anyio.run(main)
+
+
+def test_connections_cannot_read_each_others_stash(engine: Engine, stash: StashStore) -> None:
+    server = build_server(engine, stash=stash)
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as a, Client(server, mode="legacy") as b:
+            ra = result(await a.call_tool("stash_context", {"segments": [{"text": "alice's api key is in vault"}]}))
+            assert result(await b.call_tool("retrieve_stashed_context", {"query": "api key vault"}))["segments"] == []
+            with pytest.raises(MCPError, match="no segment"):
+                await b.call_tool("merge_stashed_context", {"segment_ids": ra["segment_ids"]})
+            with pytest.raises(MCPError, match="unknown or expired session"):
+                await b.call_tool("retrieve_stashed_context", {"query": "api key", "session": "cs-guess"})
+            mine = result(await a.call_tool("retrieve_stashed_context", {"query": "api key vault"}))
+            assert [s["segment_id"] for s in mine["segments"]] == ra["segment_ids"]
+
+    anyio.run(main)
+
+
+def test_a_fixed_stash_session_spans_connections(engine: Engine, stash: StashStore) -> None:
+    server = build_server(engine, ServeConfig(stash_session="agent-1"), stash=stash)
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as a:
+            await a.call_tool("stash_context", {"segments": [{"text": "the staging database is pg-stage-2"}]})
+        async with Client(server, mode="legacy") as b:
+            got = result(await b.call_tool("retrieve_stashed_context", {"query": "staging database"}))
+            assert got["segments"][0]["text"] == "the staging database is pg-stage-2"
+
+    anyio.run(main)
+    assert stash.list(session="agent-1")[0].text == "the staging database is pg-stage-2"
+
+
+def test_serve_with_a_stash_over_stdio(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    db = tmp_path / "served.db"
+    args = ["-m", "contextsieve", "serve", str(example_agent_path()), "--offline", "--stash", str(db)]
+    params = StdioServerParameters(command=sys.executable, args=[*args, "--stash-session", "main"], env=env)
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            assert STASH_TOOLS <= {t.name for t in (await c.list_tools()).tools}
+            await c.call_tool("stash_context", {"segments": [{"text": "remember: the release is on friday"}]})
+            got = result(await c.call_tool("retrieve_stashed_context", {"query": "when is the release"}))
+            assert got["segments"][0]["text"] == "remember: the release is on friday"
+
+    anyio.run(main)
+    with StashStore.open(db, int8) as s:
+        assert [x.text for x in s.list(session="main")] == ["remember: the release is on friday"]
