@@ -13,7 +13,10 @@ Writers: ``agent_save`` (:func:`save_agent`, a ~100 KB agent file), ``embedding_
 (:class:`EmbeddingCache.put`, 50 vectors a transaction), ``index_save`` (:meth:`ChunkIndex.save`,
 1k-20k rows), ``session_save`` (:meth:`Session.save`, a growing history), ``model_build``
 (:class:`Embedder` with ``rebuild=True``: a graph build and its cache entry; fewer kills, each takes
-seconds). Targets: 0 writes lost and 0 corrupt files over >= 1,000 kills.
+seconds), ``stash`` (:meth:`StashStore.stash` of 5-segment batches into one SQLite stash, with a
+retrieval between batches; the check reads every acknowledged segment back, verifies its text and
+its vectors' checksum, and runs ``PRAGMA integrity_check``). Targets: 0 writes lost and 0 corrupt
+files over >= 1,000 kills.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +47,7 @@ from contextsieve.items import IncludeMode, Reference
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.session import Message
+from contextsieve.stash import StashStore
 
 Ack = Callable[[int], None]
 
@@ -124,6 +129,37 @@ def w_model_build(folder: Path, ack: Ack) -> None:
         ack(1)
 
 
+class HashEmbedder:
+    """A deterministic 32-d embedder (word hashes), so the stash writer needs no model in the child."""
+
+    model_id = "crash-hash/1"
+
+    def embed(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), 32), np.float32)
+        for i, t in enumerate(texts):
+            for w in t.split():
+                out[i, zlib.crc32(w.encode()) % 32] += 1.0
+            out[i, 0] += 0.5
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]
+
+
+def _stash_texts(k: int) -> list[str]:
+    return [f"batch {k} segment {i} " + "about the crash test " * (1 + i * 20) for i in range(5)]
+
+
+def w_stash(folder: Path, ack: Ack) -> None:
+    with StashStore.open(folder / "stash.db", HashEmbedder()) as store:
+        k = int(str(store.stats()["segments"])) // 5
+        while True:
+            k += 1
+            store.stash([{"text": t, "id": f"b{k}-{i}"} for i, t in enumerate(_stash_texts(k))], session="crash")
+            ack(k)
+            store.retrieve(f"batch {k // 2} segment", session="crash", top_k=3)
+
+
 # -- checks (run in the parent) ------------------------------------------------------------------
 
 
@@ -186,14 +222,45 @@ def c_model_build(folder: Path) -> int | None:
     return found
 
 
+def c_stash(folder: Path, acked: int, history: list[int]) -> int | None:
+    db = folder / "stash.db"
+    if not db.exists():
+        return None
+    con = sqlite3.connect(db)
+    ok = con.execute("PRAGMA integrity_check").fetchone()[0]
+    con.close()
+    if ok != "ok":
+        raise ContextSieveError(f"integrity_check: {ok}")
+    with StashStore.open(db, HashEmbedder()) as store:
+        want = sorted(set(history))
+        ids = [f"b{k}-{i}" for k in want for i in range(5)]
+        got = {s.id: s.text for s in store.get(ids, session="crash")} if ids else {}
+        for k in want:
+            texts = _stash_texts(k)
+            if any(got.get(f"b{k}-{i}") != texts[i] for i in range(5)):
+                return k - 1  # an acknowledged batch is missing or changed
+        if store.stats()["failed_checksum"]:  # stats loads and verifies every stored vector (no kernel
+            # runs here: the parent forks the next writer, and a fork after GNU OpenMP is unsafe)
+            raise ContextSieveError("stored vectors fail their checksum")
+    return acked
+
+
 WRITERS: dict[str, tuple[Callable[[Path, Ack], None], float]] = {
     "agent_save": (w_agent_save, 0.6),
     "embedding_cache": (w_embedding_cache, 0.3),
     "index_save": (w_index_save, 0.8),
     "session_save": (w_session_save, 0.4),
     "model_build": (w_model_build, 9.0),
+    "stash": (w_stash, 0.6),
 }
-SHARE = {"agent_save": 0.24, "embedding_cache": 0.24, "index_save": 0.24, "session_save": 0.24, "model_build": 0.04}
+SHARE = {
+    "agent_save": 0.24,
+    "embedding_cache": 0.24,
+    "index_save": 0.24,
+    "session_save": 0.24,
+    "model_build": 0.04,
+    "stash": 0.24,
+}
 
 
 def _fork(name: str, folder: Path) -> tuple[int, int]:
@@ -242,6 +309,9 @@ def _final_write(name: str, folder: Path) -> None:
     elif name == "session_save" and (folder / "session.json").exists():
         engine = Engine(load_agent(example_agent_path()), embedder=None, cache_dir=False)
         engine.load_session(folder / "session.json").save(folder / "session.json")
+    elif name == "stash" and (folder / "stash.db").exists():
+        with StashStore.open(folder / "stash.db", HashEmbedder()) as store:
+            store.stash(["one more"], session="final")
     elif name == "model_build":
         from contextsieve import Embedder
 
@@ -251,6 +321,8 @@ def _final_write(name: str, folder: Path) -> None:
 def _check(name: str, folder: Path, acked: int, rng: random.Random, history: list[int]) -> int | None:
     if name == "embedding_cache":
         return c_embedding_cache(folder, acked, rng, history)
+    if name == "stash":
+        return c_stash(folder, acked, history)
     return {"agent_save": c_agent_save, "index_save": c_index_save, "session_save": c_session_save}.get(
         name, c_model_build
     )(folder)
@@ -286,7 +358,7 @@ def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:
             s["temps at kill"] += _temps(folder)
             try:
                 version = _check(name, folder, last_ack[name], rng, acked_all[name])
-            except (ContextSieveError, OSError, ValueError, IndexError, sqlite3.Error) as e:
+            except (ContextSieveError, OSError, ValueError, IndexError, KeyError, sqlite3.Error) as e:
                 s["corrupt"] += 1
                 print(f"kill {i} {name}: corrupt: {e!r}"[:300], file=sys.stderr)
                 continue

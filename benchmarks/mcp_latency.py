@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):  # the SDK 2.x client speaks httpx2
+        logging.getLogger(name).setLevel(logging.WARNING)
     msgs = make_messages(args.messages)
     emb = Embedder()
     engine = Engine.from_file(example_agent_path(), embedder=emb)

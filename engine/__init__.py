@@ -18,6 +18,13 @@ _LAZY = {
     "IndexReport": "contextsieve.engine",
     "Session": "contextsieve.session",
     "Message": "contextsieve.session",
+    "StashSettings": "contextsieve.session",
+    "StashStore": "contextsieve.stash",
+    "StashConfig": "contextsieve.stash",
+    "NewSegment": "contextsieve.stash",
+    "ContextSegment": "contextsieve.stash",
+    "SegmentType": "contextsieve.stash",
+    "StashedEntry": "contextsieve.context",
     "Request": "contextsieve.assembly",
     "Agent": "contextsieve.agent",
     "AgentSettings": "contextsieve.agent",
@@ -52,6 +59,9 @@ _LAZY = {
     "ModelCacheError": "contextsieve.errors",
     "IndexFileError": "contextsieve.errors",
     "MissingExtraError": "contextsieve.errors",
+    "StashError": "contextsieve.errors",
+    "StashModelError": "contextsieve.errors",
+    "UnknownSegmentError": "contextsieve.errors",
 }
 
 __all__ = [
@@ -59,6 +69,13 @@ __all__ = [
     "IndexReport",
     "Session",
     "Message",
+    "StashSettings",
+    "StashStore",
+    "StashConfig",
+    "NewSegment",
+    "ContextSegment",
+    "SegmentType",
+    "StashedEntry",
     "Request",
     "Agent",
     "AgentSettings",
@@ -93,6 +110,9 @@ __all__ = [
     "ModelCacheError",
     "IndexFileError",
     "MissingExtraError",
+    "StashError",
+    "StashModelError",
+    "UnknownSegmentError",
     "__version__",
 ]
 

@@ -175,8 +175,9 @@ class AgentSettings:
                     f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {brief(v)}"
                 )
         for name, values in _CHOICE_SETTINGS:
-            if getattr(self, name) not in values:
-                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {brief(getattr(self, name))}")
+            v = getattr(self, name)
+            if not isinstance(v, str) or v not in values:
+                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {brief(v)}")
         if self.tool_settings is not None:
             if not isinstance(self.tool_settings, Mapping):
                 raise InputError(

@@ -36,7 +36,7 @@ import yaml
 from contextsieve.agent import Agent, AgentSettings, McpServer
 from contextsieve.errors import AgentFileError, ContextSieveError, brief
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool, include_setting
 
 __all__ = ["load_agent", "save_agent", "to_document", "example_agent_path", "SETTING_NAMES"]
 
@@ -259,7 +259,9 @@ def _servers_and_tools(
             servers[name] = McpServer(
                 name,
                 cfg,
-                IncludeMode(defaults["include"]) if defaults.get("include") else None,
+                include_setting(defaults["include"], f"{where}.serverToolDefaults")
+                if defaults.get("include")
+                else None,
                 _flag(defaults.get("permissionRequired"), path, f"{where}.serverToolDefaults.permissionRequired"),
                 _string(cfg, "description", path, where),
             )

@@ -2,24 +2,26 @@
 
 The order follows the reference system (notes §4): the system prompt, the history, one
 ``"Reference: ..."`` user message per reference, then one ``"Rule: ..."`` per rule (each group in
-request-context order), then the user message. Tools are offered as ``<server>_<tool>``.
+request-context order), then the user message. Tools are offered as ``<server>_<tool>``. Stashed
+segments a session retrieved (contextsieve's addition) come right after the history, oldest first, one
+``"Stashed context (<type>, <time>): ..."`` user message each: they are earlier context brought back.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from contextsieve.agent import Agent
-from contextsieve.context import ContextEntry, Dropped, RequestContext
+from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.items import IncludeMode, Item, Reference, Rule, Tool
 
 if TYPE_CHECKING:
     from contextsieve.search import SearchTrace
 
-__all__ = ["Request", "tool_definition", "item_text", "assemble", "fit_budget"]
+__all__ = ["Request", "tool_definition", "item_text", "stashed_text", "assemble", "fit_budget"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Request:
             item (references first), then the user message: OpenAI chat shape.
         tools: the tools offered, as ``{"name": "<server>_<tool>", "description", "input_schema"}``.
         trace: what the search computed (``None`` for a request rebuilt from a stored context).
+        stash_texts: the texts of the stashed segments sent (``context.stashed``), by segment id.
     """
 
     context: RequestContext
@@ -40,6 +43,7 @@ class Request:
     messages: list[dict[str, str]]
     tools: list[dict[str, Any]]
     trace: SearchTrace | None = field(default=None, compare=False, repr=False)
+    stash_texts: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def openai(self) -> dict[str, Any]:
         """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
@@ -71,6 +75,11 @@ def item_text(item: Item) -> str:
     return ("Reference: " if isinstance(item, Reference) else "Rule: ") + item.text
 
 
+def stashed_text(entry: StashedEntry, text: str) -> str:
+    """What a stashed segment adds to a request: ``"Stashed context (<type>, <time>): <text>"``."""
+    return f"Stashed context ({entry.segment_type}, {entry.timestamp}): {text}"
+
+
 def assemble(
     agent: Agent,
     ctx: RequestContext,
@@ -78,15 +87,23 @@ def assemble(
     history: Iterable[tuple[str, str]],
     tool_available: Callable[[Tool], bool],
     trace: SearchTrace | None = None,
+    stash_texts: Mapping[str, str] | None = None,
 ) -> Request:
     """The LLM request for ``ctx`` (items are looked up now, by key, so later edits show).
 
     Args:
         history: earlier ``(role, content)`` messages (system messages are skipped).
         tool_available: whether a tool may be offered in this session (autonomous sessions filter some).
+        stash_texts: the texts of ``ctx.stashed`` by segment id (a segment without one is left out).
     """
     msgs: list[dict[str, str]] = [{"role": "system", "content": agent.system_prompt}]
     msgs += [{"role": role, "content": content} for role, content in history if role != "system"]
+    texts = stash_texts or {}
+    msgs += [
+        {"role": "user", "content": stashed_text(e, texts[e.segment_id])}
+        for e in sorted(ctx.stashed, key=lambda e: e.timestamp)
+        if e.segment_id in texts
+    ]
     items = [agent.get(e.key) for e in ctx.entries]
     msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Reference)]
     msgs += [
@@ -94,21 +111,24 @@ def assemble(
     ]
     msgs.append({"role": "user", "content": message})
     tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
-    return Request(ctx, message, msgs, tools, trace)
+    sent = {e.segment_id: texts[e.segment_id] for e in ctx.stashed if e.segment_id in texts}
+    return Request(ctx, message, msgs, tools, trace, sent)
 
 
 def fit_budget(
-    entries: Sequence[ContextEntry], budget: int, cost: Callable[[ContextEntry], int]
-) -> tuple[list[ContextEntry], int, list[Dropped], list[str]]:
-    """Drop agent and expansion items, lowest score first (later first on ties), until the items fit
-    ``budget`` tokens; ``always`` and ``manual`` items are never dropped.
+    entries: Sequence[ContextEntry | StashedEntry],
+    budget: int,
+    cost: Callable[[ContextEntry | StashedEntry], int],
+) -> tuple[list[ContextEntry | StashedEntry], int, list[Dropped], list[str]]:
+    """Drop agent and expansion items and stashed segments, lowest score first (later first on ties),
+    until they fit ``budget`` tokens; ``always`` and ``manual`` items are never dropped.
 
     Returns:
         ``(kept entries, their tokens, dropped, notes)``.
     """
     costs = [cost(e) for e in entries]
     total = sum(costs)
-    searched = (IncludeMode.AGENT, IncludeMode.EXPANSION)
+    searched = (IncludeMode.AGENT, IncludeMode.EXPANSION, IncludeMode.STASH)
     fixed = sum(c for e, c in zip(entries, costs) if e.mode not in searched)
     notes = []
     if fixed > budget:

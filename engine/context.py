@@ -8,9 +8,15 @@ from typing import Any
 
 from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
-__all__ = ["ContextEntry", "Dropped", "RequestContext"]
+__all__ = ["ContextEntry", "StashedEntry", "Dropped", "RequestContext"]
 
-_MODE_ORDER = {IncludeMode.ALWAYS: 0, IncludeMode.MANUAL: 1, IncludeMode.AGENT: 2, IncludeMode.EXPANSION: 3}
+_MODE_ORDER = {
+    IncludeMode.ALWAYS: 0,
+    IncludeMode.MANUAL: 1,
+    IncludeMode.AGENT: 2,
+    IncludeMode.EXPANSION: 3,
+    IncludeMode.STASH: 4,
+}
 _PLURAL = {ItemKind.RULE: "rules", ItemKind.REFERENCE: "references", ItemKind.TOOL: "tools"}
 
 
@@ -104,10 +110,73 @@ class ContextEntry:
 
 
 @dataclass(frozen=True)
-class Dropped:
-    """An item selected but left out of the request, and why (e.g. ``"token budget"``)."""
+class StashedEntry:
+    """A stashed segment a session retrieved into a request (include mode ``stash``).
 
-    entry: ContextEntry
+    Attributes:
+        segment_id: the segment in the session's stash.
+        score: its combined ranking score (similarity, keyword term and time decays; see
+            :mod:`contextsieve.stash.ranking`); requests order and cut stashed segments by it.
+        similarity: its dense cosine similarity to the message (best pair of query sentence and chunk).
+        segment_type: the segment's type (``message``, ``code_block``, ...).
+        tokens: its model tokens (the stash's count).
+        timestamp: when its content was created (ISO 8601).
+    """
+
+    segment_id: str
+    score: float
+    similarity: float
+    segment_type: str
+    tokens: int
+    timestamp: str
+
+    @property
+    def mode(self) -> IncludeMode:
+        return IncludeMode.STASH
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference's ``RequestContextItem`` shape (``type`` ``"stash"``, ``name`` the segment id,
+        ``includeMode`` ``"stash"``, ``similarityScore``), the rest under ``contextsieve``."""
+        return {
+            "type": "stash",
+            "name": self.segment_id,
+            "includeMode": IncludeMode.STASH.value,
+            "similarityScore": self.similarity,
+            "contextsieve": {
+                "score": self.score,
+                "segment_type": self.segment_type,
+                "tokens": self.tokens,
+                "timestamp": self.timestamp,
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StashedEntry":
+        x = d.get("contextsieve") or {}
+        if not isinstance(x, dict) or not isinstance(d.get("name"), str):
+            raise TypeError("a stash item needs a string name and an object of contextsieve extras")
+        return cls(
+            d["name"],
+            float(x["score"]),
+            float(d["similarityScore"]),
+            str(x["segment_type"]),
+            int(x["tokens"]),
+            str(x["timestamp"]),
+        )
+
+
+def entry_from_dict(d: dict[str, Any]) -> "ContextEntry | StashedEntry":
+    """An item of a stored request context: a stashed segment (``type: stash``) or an agent item."""
+    if not isinstance(d, dict):
+        raise TypeError(f"a request context item must be an object, got {type(d).__name__}")
+    return StashedEntry.from_dict(d) if d.get("type") == "stash" else ContextEntry.from_dict(d)
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """An item (or stashed segment) selected but left out of the request, and why (e.g. ``"token budget"``)."""
+
+    entry: ContextEntry | StashedEntry
     tokens: int
     reason: str
 
@@ -116,14 +185,16 @@ class Dropped:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Dropped":
-        return cls(ContextEntry.from_dict(d), int(d["tokens"]), str(d["reason"]))
+        return cls(entry_from_dict(d), int(d["tokens"]), str(d["reason"]))
 
 
 @dataclass(frozen=True)
 class RequestContext:
-    """The items of one request, in the order they are sent (session items, then agent items by score).
+    """The items of one request, in the order they are sent (session items, then agent items by score),
+    and the stashed segments retrieved for it (best first).
 
-    Stores item keys, not copies: rebuilding a request later shows later edits of the items as such.
+    Stores item keys and segment ids, not copies: rebuilding a request later shows later edits of the
+    items as such (and leaves out segments deleted from the stash since).
     """
 
     entries: tuple[ContextEntry, ...]
@@ -133,6 +204,7 @@ class RequestContext:
     tokens: int | None = None
     dropped: tuple[Dropped, ...] = ()
     notes: tuple[str, ...] = ()
+    stashed: tuple[StashedEntry, ...] = ()
 
     def of_kind(self, kind: ItemKind) -> list[ContextEntry]:
         return [e for e in self.entries if e.key.kind is kind]
@@ -154,6 +226,8 @@ class RequestContext:
             else:
                 detail = ""
             parts.append(f"{len(entries)} {_PLURAL[kind] if len(entries) != 1 else kind.value}{detail}")
+        if self.stashed:
+            parts.append(f"{len(self.stashed)} stashed segment{'s' if len(self.stashed) != 1 else ''}")
         return ", ".join(parts)
 
     def grouped_text(self) -> str:
@@ -182,11 +256,19 @@ class RequestContext:
                 prio = f" (priority {e.priority})" if e.priority is not None else ""
                 lines.append(f"  • {name}{prio} [{badge}]")
             lines.append("")
+        if self.stashed:
+            lines.append(f"Stashed ({len(self.stashed)}):")
+            lines += [
+                f"  • {e.segment_id} ({e.segment_type}, {e.tokens} tokens) [Stash - {e.score:.2f}]"
+                for e in self.stashed
+            ]
+            lines.append("")
         for x in self.dropped:
+            name = f"stash:{x.entry.segment_id}" if isinstance(x.entry, StashedEntry) else str(x.entry.key)
             lines.append(
-                f"Dropped: {x.entry.key} ({x.tokens} tokens, score {x.entry.score:.2f}): {x.reason}"
+                f"Dropped: {name} ({x.tokens} tokens, score {x.entry.score:.2f}): {x.reason}"
                 if x.entry.score is not None
-                else f"Dropped: {x.entry.key}: {x.reason}"
+                else f"Dropped: {name}: {x.reason}"
             )
         lines.extend(f"Note: {n}" for n in self.notes)
         return "\n".join(lines).rstrip() + "\n"
@@ -196,7 +278,7 @@ class RequestContext:
             "query": self.query,
             "query_chunks": list(self.query_chunks),
             "settings": self.settings,
-            "items": [e.to_dict() for e in self.entries],
+            "items": [e.to_dict() for e in self.entries] + [e.to_dict() for e in self.stashed],
             "summary": self.summary(),
         }
         if self.tokens is not None:
@@ -212,12 +294,14 @@ class RequestContext:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RequestContext":
+        items = [entry_from_dict(e) for e in d["items"]]
         return cls(
-            tuple(ContextEntry.from_dict(e) for e in d["items"]),
+            tuple(e for e in items if isinstance(e, ContextEntry)),
             d.get("query", ""),
             tuple(d.get("query_chunks", ())),
             dict(d.get("settings", {})),
             d.get("tokens"),
             tuple(Dropped.from_dict(x) for x in d.get("dropped", ())),
             tuple(d.get("notes", ())),
+            tuple(e for e in items if isinstance(e, StashedEntry)),
         )

@@ -16,15 +16,14 @@ from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.index import IndexConfig
-from contextsieve.session import Session
+from contextsieve.session import Session, StashSettings
 from contextsieve.store import ChunkStore, TextEmbedder
-
-if TYPE_CHECKING:
-    from contextsieve.models.embedder import Embedder
 
 if TYPE_CHECKING:
     from contextsieve.mcp.catalog import ToolCatalog
     from contextsieve.mcp.client import ListConfig
+    from contextsieve.models.embedder import Embedder
+    from contextsieve.stash import StashStore
 
 __all__ = ["Engine", "IndexReport"]
 
@@ -174,10 +173,17 @@ class Engine:
         ``token_counter``, and settings overriding the agent's for this session only)."""
         return Session(self.agent, self.store, **settings)
 
-    def load_session(self, path: str | os.PathLike[str]) -> Session:
-        """A session saved by :meth:`Session.save`, over this engine's agent;
-        :class:`~contextsieve.errors.SessionFileError` if the file is unreadable or does not fit the agent."""
-        return Session.load(Path(path), self.agent, self.store)
+    def load_session(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        stash: StashStore | None = None,
+        stash_settings: StashSettings | None = None,
+    ) -> Session:
+        """A session saved by :meth:`Session.save`, over this engine's agent (with ``stash``, it finds
+        its stashed segments again); :class:`~contextsieve.errors.SessionFileError` if the file is
+        unreadable or does not fit the agent."""
+        return Session.load(Path(path), self.agent, self.store, stash=stash, stash_settings=stash_settings)
 
     def index(self, *, show_progress: bool = False) -> IndexReport:
         """Embed every item now (instead of on the first search), build the HNSW index when the agent

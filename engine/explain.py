@@ -95,7 +95,7 @@ def explain_item(
         return Explanation(k, False, reasons=("no search ran for this request",))
     s = facts.domain.settings
     entry = next((e for e in ctx.entries if e.key == key), None)
-    dropped = next((d for d in ctx.dropped if d.entry.key == key), None)
+    dropped = next((d for d in ctx.dropped if getattr(d.entry, "key", None) == key), None)
     reasons: list[str] = []
     if not facts.in_top_k:
         reasons.append(

@@ -30,20 +30,23 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 class IncludeMode(str, Enum):
     """How an item gets into a request (see the module docstring).
 
-    ``EXPANSION`` only marks request items pulled in by another selected item (two-pass expansion);
-    it is not a setting an item can have.
+    ``EXPANSION`` only marks request items pulled in by another selected item (two-pass expansion),
+    and ``STASH`` stashed segments a session retrieved for a request
+    (:class:`~contextsieve.context.StashedEntry`); neither is a setting an item can have.
     """
 
     ALWAYS = "always"
     MANUAL = "manual"
     AGENT = "agent"
     EXPANSION = "expansion"
+    STASH = "stash"
 
 
-def _setting_mode(value: object, where: str) -> IncludeMode:
+def include_setting(value: object, where: str) -> IncludeMode:
+    """The include mode an item or server may be set to (always, manual or agent); else ValueError/InputError."""
     mode = IncludeMode(value)
-    if mode is IncludeMode.EXPANSION:
-        raise InputError(f"{where}: include must be always, manual or agent, not expansion")
+    if mode in (IncludeMode.EXPANSION, IncludeMode.STASH):
+        raise InputError(f"{where}: include must be always, manual or agent, not {mode.value}")
     return mode
 
 
@@ -133,7 +136,7 @@ class Rule:
         _check_strings(self, ("text", "description", "summary"))
         if not self.text:
             raise InputError(f"{self.kind.value} {self.name!r}: text must not be empty")
-        object.__setattr__(self, "include", _setting_mode(self.include, f"{self.kind.value} {self.name!r}"))
+        object.__setattr__(self, "include", include_setting(self.include, f"{self.kind.value} {self.name!r}"))
 
     @cached_property
     def key(self) -> ItemKey:
@@ -176,7 +179,7 @@ class Tool:
         if not self.server or not self.name:
             raise InputError(f"a tool needs a server and a name, got {self.server!r} / {self.name!r}")
         if self.include is not None:
-            object.__setattr__(self, "include", _setting_mode(self.include, f"{self.kind.value} {self.name!r}"))
+            object.__setattr__(self, "include", include_setting(self.include, f"{self.kind.value} {self.name!r}"))
 
     @cached_property
     def key(self) -> ItemKey:

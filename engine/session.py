@@ -4,6 +4,10 @@ A :class:`Session` holds session state (items added or removed, settings overrid
 delegates the work: :func:`contextsieve.search.search` chooses agent-mode items (and records a trace),
 :mod:`contextsieve.assembly` builds the LLM request and fits the token budget, and
 :func:`contextsieve.explain.explain_item` reads the trace.
+
+A session given a :class:`~contextsieve.stash.StashStore` (seeds 000 + 004) can stash its messages
+and tool results, keep its history under a token budget by stashing the oldest ones, and brings
+the stashed segments relevant to each message back into the request (include mode ``stash``).
 """
 
 from __future__ import annotations
@@ -11,43 +15,67 @@ from __future__ import annotations
 import functools
 import json
 import re
+import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from contextsieve.agent import Agent, AgentSettings
-from contextsieve.assembly import Request, assemble, fit_budget, item_text
+from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text
 from contextsieve.chunking import query_chunks
-from contextsieve.context import ContextEntry, Dropped, RequestContext
-from contextsieve.errors import ContextSieveError, InputError, SessionFileError, check_text
+from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
+from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.search import SearchTrace, context_settings, search
 from contextsieve.store import ChunkStore
 
-__all__ = ["Session", "Message", "Request"]
+if TYPE_CHECKING:
+    from contextsieve.stash import Retrieved, StashResult, StashStore
+
+__all__ = ["Session", "Message", "Request", "StashSettings"]
 
 _SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
 _MENTION = re.compile(r"@(ref|rule):([\w-]+)")
 
 
+_ROLES = ("user", "assistant", "tool")
+
+
 @dataclass(frozen=True)
 class Message:
-    """A chat message; assistant replies carry the request context they were produced with."""
+    """A chat message; assistant replies carry the request context they were produced with.
+
+    Attributes:
+        role: ``user``, ``assistant`` or ``tool`` (a tool result; sent to the LLM as a user message
+            ``"Tool result (<name>): ..."``).
+        created: when it was written (seconds since the epoch).
+        name: the tool, for tool results.
+    """
 
     role: str
     content: str
     context: RequestContext | None = None
     created: float = field(default_factory=time.time)
+    name: str | None = None
+
+    def sent(self) -> tuple[str, str]:
+        """``(role, content)`` as the LLM gets it."""
+        if self.role == "tool":
+            return "user", f"Tool result ({self.name or 'tool'}): {self.content}"
+        return self.role, self.content
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content, "created": self.created}
+        if self.name is not None:
+            d["name"] = self.name
         if self.context is not None:
             d["context"] = self.context.to_dict()
         return d
@@ -55,7 +83,43 @@ class Message:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Message:
         ctx = RequestContext.from_dict(d["context"]) if "context" in d else None
-        return cls(d["role"], d["content"], ctx, d.get("created", 0.0))
+        return cls(d["role"], d["content"], ctx, d.get("created", 0.0), d.get("name"))
+
+
+@dataclass(frozen=True)
+class StashSettings:
+    """How a session uses its stash.
+
+    Attributes:
+        top_k: stashed segments retrieved into each request, best first (0-100, default 3; 0: none).
+        min_similarity: leave out segments whose dense cosine to the message is below this (default 0.3).
+        max_tokens: at most this many model tokens of stashed segments per request (default 2000);
+            segments beyond it are recorded as dropped.
+        history_budget: keep the session's history under this many tokens (counted as the token budget
+            is) by stashing its oldest messages and tool results after each reply; never the latest
+            turn (the last user message and what follows it). ``None`` (default): off.
+        cross_session: retrieve from every session of the stash, not only this session's (default False).
+    """
+
+    top_k: int = 3
+    min_similarity: float = 0.3
+    max_tokens: int = 2000
+    history_budget: int | None = None
+    cross_session: bool = False
+
+    def __post_init__(self) -> None:
+        for name, hi in (("top_k", 100), ("max_tokens", 10**9)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
+                raise InputError(f"stash setting {name} must be an int in 0..{hi}, got {brief(v)}")
+        m = self.min_similarity
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not -1.0 <= m <= 1.0:
+            raise InputError(f"stash setting min_similarity must be a number in -1..1, got {brief(m)}")
+        b = self.history_budget
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise InputError(f"stash setting history_budget must be None or a positive int, got {brief(b)}")
+        if not isinstance(self.cross_session, bool):
+            raise InputError(f"stash setting cross_session must be true or false, got {brief(self.cross_session)}")
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -96,8 +160,13 @@ class Session:
         agent: the agent (the source of truth for items).
         store: chunk vectors of the agent's items (shared by the agent's sessions).
         preset: ``"aggressive"``, ``"normal"`` or ``"conservative"`` (see :data:`contextsieve.agent.PRESETS`).
-        token_counter: counts the tokens of texts for ``token_budget`` (default: the embedding model's
-            tokenizer, a proxy for the LLM's; pass the provider's counter for exact budgets).
+        token_counter: counts the tokens of texts for ``token_budget`` and ``history_budget`` (default:
+            the embedding model's tokenizer, a proxy for the LLM's; pass the provider's counter for exact
+            budgets).
+        stash: a stash store for this session's pruned context (default none).
+        stash_session: the session name in the stash (default: a new random name; give the same name
+            to find a session's segments again after a restart).
+        stash_settings: how requests use the stash (:class:`StashSettings`; default its defaults).
         settings: overrides of the agent's settings for this session only (they win over the preset).
     """
 
@@ -108,6 +177,9 @@ class Session:
         *,
         preset: str | None = None,
         token_counter: Callable[[Sequence[str]], list[int]] | None = None,
+        stash: StashStore | None = None,
+        stash_session: str | None = None,
+        stash_settings: StashSettings | None = None,
         **settings: Any,
     ) -> None:
         self.agent = agent
@@ -117,6 +189,17 @@ class Session:
         self._token_memo: dict[ItemKey, tuple[Item, int]] = {}
         self._lock = threading.RLock()
         self.history: list[Message] = []
+        if stash_settings is not None and not isinstance(stash_settings, StashSettings):
+            raise InputError(f"stash_settings must be a StashSettings, got {type(stash_settings).__name__}")
+        self.stash_store = stash
+        self.stash_settings = stash_settings or StashSettings()
+        if stash_session is None:
+            stash_session = "session-" + secrets.token_hex(8)
+        from contextsieve.stash.segment import check_session
+
+        self.stash_session: str = check_session(stash_session)
+        self._stash_notes: list[str] = []
+        self._turn_start: int | None = None  # where the user message of the request being answered goes
         table = agent.table()
         always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
         self._items: dict[ItemKey, IncludeMode] = {
@@ -202,10 +285,26 @@ class Session:
                 searching = bool(qchunks) and bool(self._searchable().any())
             if searching:
                 self.store.embed_query(qchunks)  # kept by the store: the search below finds it there
+            retrieved = self._retrieve_stashed(query, self.stash_settings.top_k)
             with self.agent.lock:
-                return self._build(query, qchunks, cap_note)
+                request = self._build(query, qchunks, cap_note, retrieved)
+            self._turn_start = len(self.history)
+            return request
 
-    def _build(self, query: str, qchunks: list[str], cap_note: str) -> Request:
+    def _retrieve_stashed(self, query: str, top_k: int) -> list[Retrieved]:
+        """The stashed segments best for ``query`` (none without a stash, a query or ``top_k``)."""
+        st = self.stash_settings
+        if self.stash_store is None or top_k == 0 or not query.strip():
+            return []
+        return self.stash_store.retrieve(
+            query,
+            session=self.stash_session,
+            top_k=top_k,
+            min_similarity=st.min_similarity,
+            cross_session=st.cross_session,
+        )
+
+    def _build(self, query: str, qchunks: list[str], cap_note: str, retrieved: Sequence[Retrieved] = ()) -> Request:
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
         ]
@@ -216,21 +315,72 @@ class Session:
         tokens: int | None = None
         dropped: list[Dropped] = []
         notes: list[str] = [cap_note] if cap_note else []
+        notes += self._stash_notes
+        self._stash_notes = []
+        stashed, stash_texts, stash_dropped = self._stashed_entries(retrieved)
+        dropped += stash_dropped
+        if retrieved:
+            recorded["stash"] = {
+                "top_k": self.stash_settings.top_k,
+                "min_similarity": self.stash_settings.min_similarity,
+                "max_tokens": self.stash_settings.max_tokens,
+            }
         if s.token_budget is not None:
             recorded["token_budget"] = s.token_budget
-            entries, tokens, dropped, budget_notes = fit_budget(
-                entries, s.token_budget, lambda e: self._item_tokens(e.key)
+            kept, tokens, budget_dropped, budget_notes = fit_budget(
+                [*entries, *stashed],
+                s.token_budget,
+                lambda e: (
+                    self._stashed_tokens(e, stash_texts) if isinstance(e, StashedEntry) else self._item_tokens(e.key)
+                ),
             )
+            entries = [e for e in kept if isinstance(e, ContextEntry)]
+            stashed = [e for e in kept if isinstance(e, StashedEntry)]
+            dropped += budget_dropped
             notes += budget_notes
-        ctx = RequestContext(tuple(entries), query, tuple(qchunks), recorded, tokens, tuple(dropped), tuple(notes))
+        ctx = RequestContext(
+            tuple(entries), query, tuple(qchunks), recorded, tokens, tuple(dropped), tuple(notes), tuple(stashed)
+        )
         return assemble(
-            self.agent, ctx, query, ((m.role, m.content) for m in self.history), self._tool_available, trace
+            self.agent, ctx, query, (m.sent() for m in self.history), self._tool_available, trace, stash_texts
         )
 
     @_locked
     def request_for(self, ctx: RequestContext, message: str) -> Request:
-        """Rebuild the exact LLM request for a stored context (items are looked up now, by key)."""
-        return assemble(self.agent, ctx, message, ((m.role, m.content) for m in self.history), self._tool_available)
+        """Rebuild the exact LLM request for a stored context (items are looked up now, by key; stashed
+        segments deleted from the stash since are left out)."""
+        texts: dict[str, str] = {}
+        if ctx.stashed and self.stash_store is not None:
+            found = self.stash_store.get(
+                [e.segment_id for e in ctx.stashed], session=self.stash_session, missing_ok=True
+            )
+            texts = {seg.id: seg.text for seg in found}
+        return assemble(self.agent, ctx, message, (m.sent() for m in self.history), self._tool_available, None, texts)
+
+    def _stashed_entries(
+        self, retrieved: Sequence[Retrieved]
+    ) -> tuple[list[StashedEntry], dict[str, str], list[Dropped]]:
+        """Request entries for retrieved segments, best first, within ``max_tokens``; and their texts."""
+        cap = self.stash_settings.max_tokens
+        kept: list[StashedEntry] = []
+        dropped: list[Dropped] = []
+        used = 0
+        for r in retrieved:
+            seg = r.segment
+            e = StashedEntry(seg.id, r.score, r.similarity, seg.type.value, seg.tokens, seg.timestamp.isoformat())
+            if used + seg.tokens > cap:
+                dropped.append(
+                    Dropped(e, seg.tokens, f"stash max_tokens: stashed segments may add at most {cap} tokens")
+                )
+                continue
+            used += seg.tokens
+            kept.append(e)
+        ids = {e.segment_id for e in kept}
+        return kept, {r.segment.id: r.segment.text for r in retrieved if r.segment.id in ids}, dropped
+
+    def _stashed_tokens(self, e: StashedEntry, texts: dict[str, str]) -> int:
+        counter = self._token_counter or self.store.embedder.count_tokens
+        return int(counter([stashed_text(e, texts[e.segment_id])])[0])
 
     def _item_tokens(self, key: ItemKey) -> int:
         """Tokens the item adds to the request (its message, or its tool definition), memoised per item."""
@@ -282,14 +432,18 @@ class Session:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged): the
         request is built once and its search trace read (item scores per query sentence, the rank of
         its best chunk against the top-K chunk cut, its rank among the grouped items against the
-        include score and top-N, promotion, expansion, token-budget drops)."""
+        include score and top-N, promotion, expansion, token-budget drops).
+
+        ``key`` may also be ``stash:<segment id>``: why a stashed segment is or is not brought back."""
+        if isinstance(key, str) and key.startswith("stash:"):
+            return self._explain_stashed(message, key[len("stash:") :])
         item = self.agent.get(key)
-        saved = dict(self._items)
+        saved, notes, turn = dict(self._items), list(self._stash_notes), self._turn_start
         try:
             request = self.build_request(message)
             in_session = self._items.get(item.key)
         finally:
-            self._items = saved
+            self._items, self._stash_notes, self._turn_start = saved, notes, turn
         available = not isinstance(item, Tool) or self._tool_available(item)
         return explain_item(
             item.key,
@@ -299,13 +453,182 @@ class Session:
             tool_available=available,
         )
 
+    def _explain_stashed(self, message: str, segment_id: str) -> Explanation:
+        """Why a stashed segment is or is not in the request for ``message``."""
+        from contextsieve.errors import UnknownSegmentError
+
+        key = f"stash:{segment_id}"
+        if self.stash_store is None:
+            raise UnknownSegmentError(f"{key}: this session has no stash")
+        st = self.stash_settings
+        self.stash_store.get([segment_id], session=self.stash_session)  # UnknownSegmentError if not ours
+        saved, notes, turn = dict(self._items), list(self._stash_notes), self._turn_start
+        try:
+            request = self.build_request(message)
+        finally:
+            self._items, self._stash_notes, self._turn_start = saved, notes, turn
+        ctx = request.context
+        for rank, e in enumerate(ctx.stashed, 1):
+            if e.segment_id == segment_id:
+                return Explanation(
+                    key,
+                    True,
+                    IncludeMode.STASH.value,
+                    best_score=e.similarity,
+                    item_rank=rank,
+                    reasons=(
+                        f"retrieved from the stash with score {e.score:.3f} (similarity {e.similarity:.3f}), "
+                        f"rank {rank} of the top_k {st.top_k}",
+                    ),
+                )
+        for x in ctx.dropped:
+            if isinstance(x.entry, StashedEntry) and x.entry.segment_id == segment_id:
+                return Explanation(
+                    key, False, None, best_score=x.entry.similarity, reasons=(f"retrieved but dropped: {x.reason}",)
+                )
+        if st.top_k == 0 or not request.message.strip():
+            return Explanation(
+                key, False, reasons=("no stashed segments are retrieved (top_k is 0 or the message is empty)",)
+            )
+        wide = self._retrieve_stashed(request.message, min(1000, max(50, 10 * st.top_k)))
+        for rank, r in enumerate(wide, 1):
+            if r.segment.id == segment_id:
+                return Explanation(
+                    key,
+                    False,
+                    best_score=r.similarity,
+                    item_rank=rank,
+                    reasons=(
+                        f"score {r.score:.3f} (similarity {r.similarity:.3f}) ranks {rank}, "
+                        f"below the top_k {st.top_k} retrieved",
+                    ),
+                )
+        return Explanation(
+            key,
+            False,
+            reasons=(
+                f"not among the {len(wide)} best stashed segments with similarity >= {st.min_similarity}, or expired",
+            ),
+        )
+
     @_locked
     def record_reply(self, request: Request, reply: str) -> Message:
-        """Append the user message and the assistant reply (carrying its request context) to the history."""
-        self.history.append(Message("user", request.message))
+        """Append the user message and the assistant reply (carrying its request context) to the history
+        (then, with a ``history_budget``, stash the oldest messages while the history is over it)."""
+        at = self._turn_start if self._turn_start is not None else len(self.history)
+        self.history.insert(min(at, len(self.history)), Message("user", request.message))  # before its tool results
+        self._turn_start = None
         msg = Message("assistant", reply, request.context)
         self.history.append(msg)
+        self._keep_history_budget()
         return msg
+
+    @_locked
+    def add_message(self, role: str, content: str, *, name: str | None = None) -> Message:
+        """Append a message to the history: ``user``, ``assistant``, or ``tool`` (a tool result; ``name``
+        the tool). With a ``history_budget``, the oldest messages are then stashed while over it."""
+        if role not in _ROLES:
+            raise InputError(f"role must be one of {', '.join(_ROLES)}, got {brief(role)}")
+        if not isinstance(content, str):
+            raise InputError(f"content must be a str, got {type(content).__name__}")
+        check_text(content, f"the {role} message")
+        if name is not None and (not isinstance(name, str) or role != "tool"):
+            raise InputError("name is the tool's name, a str, for tool messages only")
+        msg = Message(role, content, name=name)
+        self.history.append(msg)
+        self._keep_history_budget()
+        return msg
+
+    # -- the stash --------------------------------------------------------------------------------
+
+    def _stash_or_fail(self) -> StashStore:
+        if self.stash_store is None:
+            raise InputError("this session has no stash (create it with stash=StashStore.open(...))")
+        return self.stash_store
+
+    @_locked
+    def stash(self, segments: Iterable[object], *, show_progress: bool = False) -> StashResult:
+        """Stash segments in this session's part of the stash (what
+        :meth:`~contextsieve.stash.StashStore.stash` takes: a text, a mapping or a ``NewSegment``, or a
+        list of them)."""
+        return self._stash_or_fail().stash(
+            segments,
+            session=self.stash_session,
+            show_progress=show_progress,
+        )
+
+    def _latest_turn(self) -> int:
+        """Index of the latest turn's first message: while a request is being answered, the first
+        message added since it was built; else the last user message (len(history) if none)."""
+        if self._turn_start is not None:
+            return min(self._turn_start, len(self.history))
+        for i in range(len(self.history) - 1, -1, -1):
+            if self.history[i].role == "user":
+                return i
+        return len(self.history)
+
+    @_locked
+    def stash_history(self, count: int | None = None) -> StashResult:
+        """Move the oldest ``count`` messages and tool results of the history into the stash (default:
+        all before the latest turn; never the latest turn). Each becomes a ``message`` segment with
+        the message's time, source ``session:<role>`` (``tool:<name>`` for tool results).
+
+        All or nothing: if stashing fails, the history is unchanged.
+        """
+        limit = self._latest_turn()
+        if count is None:
+            count = limit
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InputError(f"count must be an int >= 0, got {brief(count)}")
+        return self._stash_messages(min(count, limit))
+
+    def _stash_messages(self, n: int) -> StashResult:
+        from contextsieve.stash import NewSegment, StashResult
+
+        if n == 0:
+            return StashResult((), 0, 0, 0)
+        moved = self.history[:n]
+        result = self._stash_or_fail().stash(
+            [
+                NewSegment(
+                    m.content,
+                    "message",
+                    source=f"tool:{m.name or 'tool'}" if m.role == "tool" else f"session:{m.role}",
+                    timestamp=datetime.fromtimestamp(m.created, timezone.utc),
+                )
+                for m in moved
+                if m.content.strip()
+            ],
+            session=self.stash_session,
+        )
+        del self.history[:n]
+        if self._turn_start is not None:
+            self._turn_start = max(0, self._turn_start - n)
+        return result
+
+    def _keep_history_budget(self) -> None:
+        budget = self.stash_settings.history_budget
+        if budget is None or self.stash_store is None or not self.history:
+            return
+        counter = self._token_counter or self.store.embedder.count_tokens
+        costs = [int(c) for c in counter([m.sent()[1] for m in self.history])]
+        total = sum(costs)
+        if total <= budget:
+            return
+        limit, n, freed = self._latest_turn(), 0, 0
+        while n < limit and total - freed > budget:
+            freed += costs[n]
+            n += 1
+        if n == 0:
+            self._stash_notes.append(
+                f"the latest turn alone takes {total} tokens, over the history budget of {budget}; it is never stashed"
+            )
+            return
+        result = self._stash_messages(n)
+        self._stash_notes.append(
+            f"{n} message{'s' if n != 1 else ''} ({freed} tokens) moved to the stash to keep the history under "
+            f"{budget} tokens ({result.stashed} stored, {result.duplicates} already there)"
+        )
 
     # -- persistence ------------------------------------------------------------------------------
 
@@ -317,6 +640,7 @@ class Session:
             },
             "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
             "history": [m.to_dict() for m in self.history],
+            "stash_session": self.stash_session,
         }
 
     def save(self, path: str | Path) -> None:
@@ -324,12 +648,28 @@ class Session:
         atomic_write_bytes(Path(path), json.dumps(self.to_dict(), indent=1).encode("utf-8"))
 
     @classmethod
-    def load(cls, path: str | Path, agent: Agent, store: ChunkStore) -> Session:
-        """Read a session saved by :meth:`save` for ``agent``; :class:`SessionFileError` if the file
-        cannot be read or does not fit the agent (unknown items or settings)."""
+    def load(
+        cls,
+        path: str | Path,
+        agent: Agent,
+        store: ChunkStore,
+        *,
+        stash: StashStore | None = None,
+        stash_settings: StashSettings | None = None,
+    ) -> Session:
+        """Read a session saved by :meth:`save` for ``agent`` (with ``stash``, it finds its stashed
+        segments again); :class:`SessionFileError` if the file cannot be read or does not fit the agent
+        (unknown items or settings)."""
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
-            s = cls(agent, store, **d["settings"])
+            s = cls(
+                agent,
+                store,
+                stash=stash,
+                stash_session=d.get("stash_session"),
+                stash_settings=stash_settings,
+                **d["settings"],
+            )
             items = {ItemKey.parse(i["key"]): IncludeMode(i["mode"]) for i in d["items"]}
             for k in items:
                 agent.get(k)

@@ -110,6 +110,8 @@ def test_cases_the_fuzz_found() -> None:
     with pytest.raises(InputError, match="unknown preset"):
         AgentSettings().with_overrides({"x": 1})  # type: ignore[arg-type]
     assert not make_agent().has("nonsense:key:here:x")
+    with pytest.raises(InputError, match="setting query_pooling must be one of"):
+        AgentSettings(query_pooling=np.array(["max", "mean"]))  # type: ignore[arg-type]  # ValueError before
 
 
 def test_a_float_setting_too_large_for_a_float_is_an_agent_file_error(tmp_path: Path) -> None:

@@ -510,4 +510,46 @@ def test_vector_table_matches_a_numpy_oracle(backend: str) -> None:
         assert len(set(got) & set(expect)) >= 9
         removed = {r for r in range(0, n, 10)}
         assert not removed & set(got)
+    some = [5, 1, 2999, 7, 1234]  # one kernel call for many segments of 1-3 chunks each, in the order asked
+    expect_scores = [float((vecs[r] @ q.T).max()) for r in some]
+    assert np.allclose(t.scores(q, some), expect_scores, atol=0.02)
+    assert t.scores(q, []) == []
     assert t.backend == backend
+
+
+def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
+    """The embedded store's BM25 (an in-memory term index) against SQLite FTS5's own ``bm25()`` over
+    the same rows, after deletes and from a second process's view."""
+    from contextsieve.stash.backend import index_terms
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(60)] + ["deploy", "checkout", "timeout", "vault"]
+    texts = sorted({" ".join(rng.choice(words, size=int(rng.integers(2, 30)))) for _ in range(400)})
+    s = StashStore.open(tmp_path / "k.db", fake())
+    ids = s.stash(texts, session="a").segment_ids
+    s.stash(["deploy vault timeout elsewhere"], session="b")
+    s.delete(list(ids[:40]), session="a")
+    other = StashStore.open(tmp_path / "k.db", fake())  # loads the table from the file
+    for query in ("deploy timeout", "w3 w7 w7 checkout", "vault", "nothing here"):
+        terms = index_terms(query)
+        match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
+        db = sqlite3.connect(tmp_path / "k.db")
+        oracle = (
+            db.execute(
+                "SELECT s.id, -bm25(fts) FROM fts JOIN segments s ON s.row = fts.rowid "
+                "WHERE fts MATCH ? AND s.session = 'a' ORDER BY bm25(fts), s.row LIMIT 20",
+                (match,),
+            ).fetchall()
+            if terms
+            else []
+        )
+        db.close()
+        for store in (s, other):
+            got = store.backend.keyword(terms, 20, Filters(sessions=("a",)))
+            assert [h.id for h in got][:10] == [i for i, _ in oracle][:10] or np.allclose(
+                [h.score for h in got][:10], [x for _, x in oracle][:10], rtol=1e-6
+            )
+            assert np.allclose([h.score for h in got], [x for _, x in oracle if x > 0], rtol=1e-6)
+            assert not {h.id for h in got} & set(ids[:40])
+    s.close()
+    other.close()

@@ -153,3 +153,38 @@ def test_serve_with_a_stash_over_stdio(model_cache: Path, int8, tmp_path: Path) 
     anyio.run(main)
     with StashStore.open(db, int8) as s:
         assert [x.text for x in s.list(session="main")] == ["remember: the release is on friday"]
+
+
+def test_select_context_brings_back_the_connections_stashed_segments(engine: Engine, stash: StashStore) -> None:
+    async def main() -> None:
+        async with Client(build_server(engine, stash=stash), mode="legacy") as c:
+            r = result(
+                await c.call_tool(
+                    "stash_context",
+                    {"segments": [{"text": "The refund for order 1042 was approved by Dana on Monday"}]},
+                )
+            )
+            [sid] = r["segment_ids"]
+            sel = result(await c.call_tool("select_context", {"message": "was the refund for order 1042 approved?"}))
+            items = [i for i in sel["items"] if i["type"] == "stash"]
+            assert [i["name"] for i in items] == [sid] and items[0]["includeMode"] == "stash"
+            assert {
+                "type": "stash",
+                "name": sid,
+                "text": "The refund for order 1042 was approved by Dana on Monday",
+            } in sel["texts"]
+            ex = result(
+                await c.call_tool(
+                    "explain", {"message": "was the refund for order 1042 approved?", "item": f"stash:{sid}"}
+                )
+            )
+            assert ex["included"] and ex["mode"] == "stash"
+        async with Client(build_server(engine, stash=stash), mode="legacy") as other:  # another connection
+            sel = result(
+                await other.call_tool("select_context", {"message": "was the refund for order 1042 approved?"})
+            )
+            assert not [i for i in sel["items"] if i["type"] == "stash"]
+            with pytest.raises(MCPError, match="no segment"):  # another connection's segment is unknown
+                await other.call_tool("explain", {"message": "refund", "item": f"stash:{sid}"})
+
+    anyio.run(main)

@@ -210,7 +210,7 @@ class Gateway:
         st.session.record_reply(req, "")
         del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
         st.offered = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
-        return context_result(self.engine, req.context, req.tools)
+        return context_result(self.engine, req)
 
 
 def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> Any:

@@ -40,14 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contextsieve.assembly import tool_definition
-from contextsieve.context import ContextEntry, RequestContext
+from contextsieve.assembly import Request, tool_definition
+from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, UnknownSegmentError, brief
 from contextsieve.items import ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.mcp.client import require_sdk
 from contextsieve.search import search
-from contextsieve.session import Session
+from contextsieve.session import Session, StashSettings
 from contextsieve.stash.store import StashStore
 
 try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
@@ -91,22 +91,29 @@ class ServeConfig:
     max_stash_segments: int = 1000
 
 
-def reference_item(entry: ContextEntry) -> dict[str, Any]:
+def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
     """A request-context item in the reference shape (see :meth:`ContextEntry.to_dict`)."""
     return entry.to_dict()
 
 
-def context_result(engine: Engine, ctx: RequestContext, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON result of ``select_context``: items, texts of the selected rules and references, the
-    tools to offer (prompt names ``server_tool``), and what was dropped and noted."""
+def context_result(engine: Engine, req: Request) -> dict[str, Any]:
+    """The JSON result of ``select_context``: items, texts of the selected rules and references (and
+    of stashed segments brought back, with a stash), the tools to offer (prompt names ``server_tool``),
+    and what was dropped and noted."""
+    ctx, tools = req.context, req.tools
     texts = []
     for e in ctx.entries:
         if e.key.kind is not ItemKind.TOOL:
             item = engine.agent.get(e.key)
             assert isinstance(item, (Rule, Reference))
             texts.append({"type": e.key.kind.value, "name": e.key.name, "text": item.text})
+    texts += [
+        {"type": "stash", "name": e.segment_id, "text": req.stash_texts[e.segment_id]}
+        for e in ctx.stashed
+        if e.segment_id in req.stash_texts
+    ]
     return {
-        "items": [reference_item(e) for e in ctx.entries],
+        "items": [reference_item(e) for e in ctx.entries] + [reference_item(e) for e in ctx.stashed],
         "texts": texts,
         "tools": tools,
         "dropped": [{**reference_item(d.entry), "tokens": d.tokens, "reason": d.reason} for d in ctx.dropped],
@@ -142,7 +149,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             "the rules, references and tools to put into the prompt; search_tools finds tools by meaning."
         ),
     )
-    sessions = _Sessions(engine, config)
+    sessions = _Sessions(engine, config, stash)
 
     def tool(fn: _F) -> _F:
         """Register ``fn`` with its docstring, dedented, as the tool's description."""
@@ -227,7 +234,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
                 req = s.build_request(msg)
             s.record_reply(req, "")
             del s.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
-            return {"session": handle, **context_result(engine, req.context, req.tools)}
+            return {"session": handle, **context_result(engine, req)}
 
         return json.dumps(run(build), ensure_ascii=False)
 
@@ -256,11 +263,13 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
 
         Args:
             message: the user's message.
-            item: rule:NAME, reference:NAME or tool:SERVER:NAME.
+            item: rule:NAME, reference:NAME or tool:SERVER:NAME; with a stash, also stash:SEGMENT_ID.
             session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
         """
         msg = text(message, "message")
-        key = key_of(item)
+        key: ItemKey | str = (
+            item if stash is not None and isinstance(item, str) and item.startswith("stash:") else key_of(item)
+        )
         handle, s = session_of(ctx, session)
         ex = run(lambda: s.explain(msg, key))
         return json.dumps({"session": handle, **ex.__dict__, "text": str(ex)}, ensure_ascii=False)
@@ -330,8 +339,8 @@ def _connection_state(ctx: Any) -> dict[str, Any] | None:
 class _Sessions:
     """Sessions by handle: random, bounded in number (LRU) and idle time."""
 
-    def __init__(self, engine: Engine, config: ServeConfig) -> None:
-        self._engine, self._config = engine, config
+    def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
+        self._engine, self._config, self._stash = engine, config, stash
         self._by_handle: OrderedDict[str, tuple[Session, float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -356,7 +365,14 @@ class _Sessions:
 
     def new(self) -> tuple[str, Session]:
         handle = "cs-" + secrets.token_urlsafe(16)
-        session = self._engine.session()
+        if self._stash is None:
+            session = self._engine.session()
+        else:  # select_context brings back this connection's stashed segments
+            session = self._engine.session(
+                stash=self._stash,
+                stash_session=self._config.stash_session or handle,
+                stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
+            )
         now = time.monotonic()
         with self._lock:
             self._by_handle[handle] = (session, now)

@@ -8,12 +8,14 @@ with pgvector).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 #: Format tag written into every store; another value is refused on open.
-FORMAT = "contextsieve-stash-1"
+FORMAT = "contextsieve-stash-2"  # 2: stemmed index terms
 
 
 def model_family(model_id: str) -> str:
@@ -45,10 +47,32 @@ def model_family(model_id: str) -> str:
     return f"{parts[0]}/{parts[2]}" if len(parts) == 4 and parts[3].startswith("b") else model_id
 
 
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    """This thread's English Snowball stemmer (a stemmer object keeps state while it works)."""
+    st = getattr(_local, "stemmer", None)
+    if st is None:
+        import snowballstemmer  # type: ignore[import-untyped]
+
+        st = _local.stemmer = snowballstemmer.stemmer("english")
+    return st
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    """``word``'s English Snowball stem (memoised: a query's words recur)."""
+    return str(_stemmer().stemWord(word))
+
+
 def index_terms(text: str) -> list[str]:
-    """The keyword index's terms of ``text``: :func:`contextsieve.keyword.tokenize`'s words, each
-    non-ASCII word spelled as ``x`` + its UTF-8 hex so every backend's full-text tokenizer keeps it whole."""
-    return [t if t.isascii() else "x" + t.encode("utf-8").hex() for t in tokenize(text)]
+    """The keyword index's terms of ``text``: :func:`contextsieve.keyword.tokenize`'s words reduced to
+    their English Snowball stems (``named`` and ``name`` match; measured in ``benchmarks.stash_quality``),
+    each non-ASCII term spelled as ``x`` + its UTF-8 hex so every backend's full-text tokenizer keeps
+    it whole."""
+    stems = [_stem(w) for w in tokenize(text)]
+    return [t if t.isascii() else "x" + t.encode("utf-8").hex() for t in stems]
 
 
 def bm25(
@@ -169,6 +193,11 @@ class StashBackend(Protocol):
 
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:
         """The stored segments among ``ids``, in the order of ``ids``."""
+        ...
+
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+        """``(created, stashed, sha256)`` of each stored id among ``ids`` (epoch seconds): what the
+        ranking needs, without texts and references."""
         ...
 
     def delete(self, ids: Sequence[str]) -> int:

@@ -284,6 +284,15 @@ class PostgresBackend:
             )
         return out
 
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+        def run() -> dict[str, tuple[float, float, str]]:
+            with self.lock:
+                q = "SELECT id, created, stashed, sha256 FROM stash_segments WHERE id = ANY(%s)"
+                rows = self._db.execute(q, (list(ids),)).fetchall()
+            return {i: (float(c), float(st), sha) for i, c, st, sha in rows}
+
+        return self._guard(run)
+
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:
         def run() -> list[ContextSegment]:
             with self.lock:

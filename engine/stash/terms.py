@@ -1,0 +1,91 @@
+"""An in-memory inverted index of the embedded store's keyword terms, scored with BM25 as SQLite FTS5
+computes it (:func:`contextsieve.stash.backend.bm25`), vectorised over each term's postings.
+
+Slots are the :class:`~contextsieve.stash.vectors.VectorTable`'s (append-only, never reused), so a
+removed slot's postings stay behind harmlessly: scores are masked by the caller's live-and-allowed
+mask, and document frequencies, counts and lengths are kept over live slots only.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["TermIndex"]
+
+
+class TermIndex:
+    """Postings (slot, term frequency) per term; BM25 with ``k1`` 1.2 and ``b`` 0.75 (FTS5's)."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self._ids: dict[str, int] = {}
+        self._slots: list[array] = []  # term id -> slots holding it ('i')
+        self._tf: list[array] = []  # term id -> the term's count in each of those slots ('I')
+        self._df: list[int] = []  # term id -> live slots holding it
+        self._flat = array("i")  # per slot, its distinct term ids, one after the other
+        self._start = array("q", [0])  # slot -> offset into _flat (slot + 1 -> end)
+        self._length = array("i")  # slot -> terms in it
+        self._live = 0
+        self._total = 0
+
+    def add(self, slot: int, terms: Sequence[str]) -> None:
+        """Index ``terms`` under ``slot`` (slots are added in order: 0, 1, 2, ...)."""
+        if slot != len(self._length):
+            raise ValueError(f"slot {slot} added out of order (next is {len(self._length)})")
+        for term, tf in Counter(terms).items():
+            t = self._ids.get(term)
+            if t is None:
+                t = self._ids[term] = len(self._slots)
+                self._slots.append(array("i"))
+                self._tf.append(array("I"))
+                self._df.append(0)
+            self._slots[t].append(slot)
+            self._tf[t].append(tf)
+            self._df[t] += 1
+            self._flat.append(t)
+        self._start.append(len(self._flat))
+        self._length.append(len(terms))
+        self._live += 1
+        self._total += len(terms)
+
+    def remove(self, slot: int) -> None:
+        """Take ``slot`` out of the counts (its postings are masked from then on)."""
+        for t in self._flat[self._start[slot] : self._start[slot + 1]]:
+            self._df[t] -= 1
+        self._live -= 1
+        self._total -= self._length[slot]
+
+    def search(self, terms: Sequence[str], k: int, allowed: np.ndarray) -> list[tuple[int, float]]:
+        """The ``k`` best slots among ``allowed`` (a bool mask over slots, live ones only) holding any
+        of ``terms``, by BM25, best first; ties by slot."""
+        n = len(self._length)
+        if k <= 0 or not n or self._live <= 0:
+            return []
+        avgdl = self._total / self._live
+        lengths = np.frombuffer(self._length, dtype=np.int32) if n else np.zeros(0, np.int32)
+        score = np.zeros(n, np.float64)
+        for term in dict.fromkeys(terms):
+            t = self._ids.get(term)
+            if t is None or self._df[t] <= 0:
+                continue
+            df = self._df[t]
+            idf = math.log((self._live - df + 0.5) / (df + 0.5))
+            idf = idf if idf > 0 else 1e-6
+            slots = np.frombuffer(self._slots[t], dtype=np.int32)
+            tf = np.frombuffer(self._tf[t], dtype=np.uint32).astype(np.float64)
+            norm = self.k1 * (1 - self.b + self.b * lengths[slots] / avgdl)
+            score += np.bincount(slots, weights=idf * tf * (self.k1 + 1) / (tf + norm), minlength=n)
+        score[~allowed[:n]] = 0.0
+        hit = np.flatnonzero(score > 0)
+        if not hit.size:
+            return []
+        if hit.size > k:
+            part = np.argpartition(-score[hit], k - 1)[:k]
+            hit = hit[part]
+        order = sorted(hit.tolist(), key=lambda s: (-score[s], s))
+        return [(s, float(score[s])) for s in order]
