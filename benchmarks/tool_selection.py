@@ -13,13 +13,16 @@ Systems: ``bm25`` and ``dense`` over ``name: description`` (dense: one vector pe
 ``dense-maxpool`` (one vector per query sentence, max-pooled, as the reference does);
 ``fusion-wsum`` (dense + w * BM25 normalised by the query's best BM25) and ``fusion-rrf``
 (reciprocal-rank fusion, k = 60); ``reference pipeline`` (the engine's session over an agent whose
-tools are all in ``agent`` mode, with the reference system's chunking and no keyword term: the
-ranked list is what it selects, so it is short by design); ``default pipeline`` (contextsieve's
-defaults) and the default with one feature switched off or on.
+tools are all in ``agent`` mode, with the reference system's chunking and the ``reference`` preset:
+the ranked list is what it selects, so it is short by design); ``default pipeline`` (contextsieve's
+defaults) and the default with one feature switched off or on. A ``tools.jsonl`` line may carry the
+tool's ``inputSchema``. With a ``lang`` field on the queries, a table by language follows.
 
 Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
-all@5 = share of queries with every relevant tool in the top 5; nDCG@10 (binary gains); p50 =
-median milliseconds per query, each query embedded and scored alone (200 queries).
+all@5 = share of queries with every relevant tool in the top 5; nDCG@10 (binary gains); R@sel /
+all@sel / n: the same for the whole list a system returns (a pipeline: its selection; a ranking
+system: its top 10) and that list's mean length; p50 = median milliseconds per query, each query
+embedded and scored alone (200 queries). ``--only A,B`` runs the systems whose names contain A or B.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def groups(q: dict) -> list[set[str]]:
 
 
 def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
-    out = {f"R@{k}": 0.0 for k in KS} | {"all@5": 0.0, "nDCG@10": 0.0}
+    out = {f"R@{k}": 0.0 for k in KS} | {"all@5": 0.0, "nDCG@10": 0.0, "R@sel": 0.0, "all@sel": 0.0, "n": 0.0}
     disc = 1.0 / np.log2(np.arange(2, 12))
     for ids, q in zip(ranked, qs):
         gs = groups(q)
@@ -94,6 +97,9 @@ def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
             top = set(ids[:k])
             out[f"R@{k}"] += sum(1 for g in gs if g & top) / len(gs)
         out["all@5"] += float(all(g & set(ids[:5]) for g in gs))
+        out["R@sel"] += sum(1 for g in gs if g & set(ids)) / len(gs)
+        out["all@sel"] += float(all(g & set(ids) for g in gs))
+        out["n"] += len(ids)
         hit, seen = np.zeros(10), set()
         for i, t in enumerate(ids[:10]):
             for j, g in enumerate(gs):
@@ -124,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--sweep-keyword", action="store_true", help=f"only the default pipeline at keyword weights {KEYWORD_WEIGHTS}"
     )
+    ap.add_argument("--only", help="comma-separated parts of system names to run (default: all)")
+    ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.agent import Agent, McpServer
@@ -151,7 +159,9 @@ def main(argv: list[str] | None = None) -> None:
         for s in {t["server"] for t in tools}
     }
     agent = Agent(
-        name="eval", servers=servers, tools=[Tool(t["server"], t["name"], t.get("description", "")) for t in tools]
+        name="eval",
+        servers=servers,
+        tools=[Tool(t["server"], t["name"], t.get("description", ""), t.get("inputSchema") or {}) for t in tools],
     )
     engines: dict[ChunkConfig, Engine] = {}
 
@@ -194,12 +204,20 @@ def main(argv: list[str] | None = None) -> None:
         "dense-maxpool": lambda q: rank(dense_max(q), ids),
         "fusion-wsum (w=0.3)": lambda q: rank(wsum(q), ids),
         "fusion-rrf": lambda q: rank(rrf(q), ids),
-        "reference pipeline": session(reference_chunking, keyword_weight=0.0),
+        "reference pipeline": session(reference_chunking, preset="reference"),
         "default pipeline": session(),
         "default - keyword term": session(keyword_weight=0.0),
+        "default - keyword adds (re-ranks only)": session(keyword_role="rerank"),
+        "default - steps (sentences only)": session(query_split="sentences"),
+        "default - adaptive size (always 10 tools)": session(context_min_ratio=None),
+        "default, 5 tools (the reference's size)": session(tool_top_n=5, context_min_ratio=None),
+        "default, ratio 0.5": session(context_min_ratio=0.5),
         "default - server context": session(ChunkConfig(tool_context="none")),
         "default + server description": session(ChunkConfig(tool_context="server+description")),
+        "default + server profile (weight 0.2)": session(server_weight=0.2),
         "default + identifier splitting": session(ChunkConfig(split_identifiers=True)),
+        "default + parameters in the tool text": session(ChunkConfig(tool_schema="text")),
+        "default + parameters as a second chunk": session(ChunkConfig(tool_schema="chunk")),
         "default + min-representation (floor 0.3)": session(min_representation_floor=0.3, min_representation_cap=2),
         "default + expansion pass 2 (0.75, top 3)": session(**expansion),
         "default + expansion graph": session(**expansion, expansion_source="graph"),
@@ -209,28 +227,45 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.sweep_keyword:
         systems = {f"default, keyword_weight {w}": session(keyword_weight=w) for w in KEYWORD_WEIGHTS}
+    if args.only:
+        parts = args.only.split(",")
+        systems = {k: v for k, v in systems.items() if any(p in k for p in parts)}
     for name, qs in sets.items():
         print(
             f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve "
             f"{args.variant}\n"
         )
-        print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | p50 ms |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | R@sel | all@sel | n | p50 ms |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, f in systems.items():
             lat = []
             emb.enabled = False  # latency: every query embedded for real
-            for q in qs[:200]:
+            for q in [] if args.no_latency else qs[:200]:
                 t = time.perf_counter()
                 f(q["query"])
                 lat.append(time.perf_counter() - t)
             emb.enabled = True  # quality: the same vectors, computed once per query text
             m = metrics([f(q["query"]) for q in qs], qs)
+            cols = ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10", "R@sel", "all@sel")
+            p50 = f"{np.median(lat) * 1e3:.2f}" if lat else "-"
+            print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in cols) + f" | {m['n']:.1f} | {p50} |", flush=True)
+        langs = sorted({q["lang"] for q in qs if "lang" in q})
+        if len(langs) > 1:
             print(
-                f"| {sname} | "
-                + " | ".join(f"{m[k]:.3f}" for k in ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10"))
-                + f" | {np.median(lat) * 1e3:.2f} |",
-                flush=True,
+                "\nR@sel (all@sel) by language: "
+                + ", ".join(f"{g} {sum(q.get('lang') == g for q in qs)}" for g in langs)
             )
+            print("\n| system | " + " | ".join(langs) + " |")
+            print("| --- |" + " --- |" * len(langs))
+            for sname in ("bm25", "reference pipeline", "default pipeline"):
+                if sname not in systems:
+                    continue
+                cells = []
+                for g in langs:
+                    sub = [q for q in qs if q.get("lang") == g]
+                    m = metrics([systems[sname](q["query"]) for q in sub], sub)
+                    cells.append(f"{m['R@sel']:.3f} ({m['all@sel']:.2f})")
+                print(f"| {sname} | " + " | ".join(cells) + " |", flush=True)
 
     if (args.data / "results.jsonl").exists():
         tool_results(args.data / "results.jsonl", engines[ChunkConfig()])
@@ -295,8 +330,11 @@ def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None)
     print(f"| dense (title + text, one vector) | {100 * m['nDCG@10']:.2f} | {100 * m['Recall@10']:.2f} | - |")
     col = {f"d{d}": i for i, d in enumerate(doc_ids)}
     runs: list[tuple[str, dict[str, object]]] = [
-        ("reference pipeline", {"keyword_weight": 0.0}),
-        ("default pipeline (keyword weight 0.3)", {}),
+        ("reference pipeline", {"preset": "reference"}),
+        ("default pipeline", {}),
+        ("default - keyword adds (re-ranks only)", {"keyword_role": "rerank"}),
+        ("default - steps (sentences only)", {"query_split": "sentences"}),
+        ("default - adaptive size (always 10)", {"context_min_ratio": None}),
         ("default with RRF fusion (weight 1)", {"keyword_fusion": "rrf", "keyword_weight": 1.0}),
     ]
     if weights is not None:

@@ -17,9 +17,12 @@ import numpy as np
 from contextsieve.choices import (
     ExpansionSource,
     KeywordFusion,
+    KeywordRole,
     Preset,
     QueryPooling,
+    QuerySplit,
     RelationPooling,
+    ToolDomain,
     ToolPermission,
     allowed,
 )
@@ -29,18 +32,46 @@ from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, 
 __all__ = ["AgentSettings", "McpServer", "Agent", "ItemTable", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
-#: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones).
+#: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
+#: "reference" selects as the reference system does (one shared top-5, similarity only, sentences).
 #: Explicit settings given with a preset win over it.
 PRESETS: dict[str, dict[str, Any]] = {
-    "aggressive": {"context_top_k": 10, "context_top_n": 3, "context_include_score": 0.8, "expansion_depth": 0},
-    "normal": {"context_top_k": 20, "context_top_n": 5, "context_include_score": 0.7, "expansion_depth": 0},
+    "aggressive": {
+        "context_top_k": 10,
+        "context_top_n": 3,
+        "tool_top_n": 5,
+        "context_min_ratio": 0.5,
+        "context_include_score": 0.8,
+        "expansion_depth": 0,
+    },
+    "normal": {
+        "context_top_k": 20,
+        "context_top_n": 5,
+        "tool_top_n": 10,
+        "context_min_ratio": 0.3,
+        "context_include_score": 0.7,
+        "expansion_depth": 0,
+    },
     "conservative": {
         "context_top_k": 40,
         "context_top_n": 8,
+        "tool_top_n": 15,
+        "context_min_ratio": None,
         "context_include_score": 0.6,
         "expansion_depth": 1,
         "expansion_threshold": 0.75,
         "expansion_top_n": 3,
+    },
+    "reference": {
+        "context_top_k": 20,
+        "context_top_n": 5,
+        "context_include_score": 0.7,
+        "context_min_ratio": None,
+        "tool_domain": "shared",
+        "keyword_weight": 0.0,
+        "keyword_role": "rerank",
+        "query_split": "sentences",
+        "expansion_depth": 0,
     },
 }
 
@@ -49,6 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 _NUMERIC_SETTINGS = (
     ("context_top_k", 1, 100, False),
     ("context_top_n", 1, 50, False),
+    ("tool_top_n", 1, 50, False),
     ("context_include_score", 0.0, 1.0, False),
     ("temperature", 0.0, 1.0, False),
     ("top_p", 0.0, 1.0, False),
@@ -63,6 +95,8 @@ _NUMERIC_SETTINGS = (
     ("max_query_chunks", 1, 1000, False),
     ("expansion_chunk_cap", 1, 1000, False),
     ("keyword_weight", 0.0, 10.0, False),
+    ("context_min_ratio", 0.0, 1.0, True),
+    ("server_weight", 0.0, 10.0, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -71,6 +105,9 @@ _CHOICE_SETTINGS = (
     ("expansion_source", allowed(ExpansionSource)),
     ("relation_pooling", allowed(RelationPooling)),
     ("keyword_fusion", allowed(KeywordFusion)),
+    ("keyword_role", allowed(KeywordRole)),
+    ("query_split", allowed(QuerySplit)),
+    ("tool_domain", allowed(ToolDomain)),
 )
 #: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
 DOMAIN_SETTINGS = frozenset(
@@ -89,6 +126,9 @@ DOMAIN_SETTINGS = frozenset(
         "expansion_source",
         "relation_pooling",
         "keyword_fusion",
+        "keyword_role",
+        "context_min_ratio",
+        "server_weight",
     }
 )
 
@@ -99,7 +139,10 @@ class AgentSettings:
 
     Attributes:
         context_top_k: chunks kept from the semantic search before grouping by item (1-100, default 20).
-        context_top_n: items to aim for from semantic search (1-50, default 5).
+        context_top_n: items to aim for from semantic search (1-50, default 5); with tools in a domain
+            of their own (``tool_domain``, the default) the rules and references.
+        tool_top_n: tools to aim for when tools are a domain of their own (1-50, default 10; a
+            ``context_top_n`` in ``tool_settings`` wins). With ``context_min_ratio`` it is a cap.
         context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
         max_chat_turns: default 20. max_output_tokens: default 1000.
         temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
@@ -133,10 +176,28 @@ class AgentSettings:
         max_query_chunks: most query sentences a message is searched with (1-1000, default 32), so a
             request's cost is bounded whatever the message: a longer message is searched with its first
             half and last half of that many sentences, and the request context notes it.
+        keyword_role: ``"add"`` (default: a keyword match alone can bring in an item the model scored
+            at or below 0) or ``"rerank"`` (a chunk needs a dense similarity above 0, as the reference;
+            the keyword term only re-ranks).
+        context_min_ratio: adaptive size: the items that fill up to top-N must score at least this share
+            of the best item's ranking score, so top-N is a cap (0-1, default 0.3; ``None``: always fill
+            up to top-N, as the reference).
+        tool_domain: ``"own"`` (default: tools are searched as a domain of their own, aiming for
+            ``tool_top_n`` tools, with ``tool_settings`` applied; a long document cannot crowd the tools
+            out) or ``"shared"`` (rules, references and tools compete for one ``context_top_n``, as the
+            reference; ``tool_settings`` still give tools their own domain).
+        server_weight: weight of the server profile score (a server's name, description and tool names,
+            embedded as one vector, against the best query sentence) added to its tools' ranking scores
+            (default 0: off), while the candidate tools come from two servers or more.
+        query_split: how a message becomes query chunks: ``"steps"`` (default: sentences, also split at
+            line breaks, list markers, semicolons and CJK punctuation, each followed by its clauses
+            joined by "and", "then", "und dann", "y luego", "然后"...; see
+            :func:`contextsieve.chunking.query_chunks`) or ``"sentences"`` (the reference).
     """
 
     context_top_k: int = 20
     context_top_n: int = 5
+    tool_top_n: int = 10
     context_include_score: float = 0.7
     max_chat_turns: int = 20
     max_output_tokens: int = 1000
@@ -158,6 +219,11 @@ class AgentSettings:
     keyword_weight: float = 0.3
     keyword_fusion: KeywordFusion = "weighted"
     max_query_chunks: int = 32
+    keyword_role: KeywordRole = "add"
+    context_min_ratio: float | None = 0.3
+    query_split: QuerySplit = "steps"
+    server_weight: float = 0.0
+    tool_domain: ToolDomain = "own"
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:
@@ -192,11 +258,18 @@ class AgentSettings:
             except InputError as e:
                 raise InputError(f"tool_settings: {e}") from e
 
+    @property
+    def own_tool_domain(self) -> bool:
+        """Whether tools are searched as a domain of their own (``tool_domain`` or ``tool_settings``)."""
+        return self.tool_domain == "own" or bool(self.tool_settings)
+
     def for_tools(self) -> "AgentSettings":
-        """The settings the tools domain is searched with (these settings when ``tool_settings`` is ``None``)."""
-        if not self.tool_settings:
+        """The settings the tools domain is searched with: these, aiming for ``tool_top_n`` tools, then
+        ``tool_settings`` (these settings as they are while tools share the search)."""
+        if not self.own_tool_domain:
             return self
-        return dataclasses.replace(self, tool_settings=None, **self.tool_settings)
+        overrides = {"context_top_n": self.tool_top_n, **(self.tool_settings or {})}
+        return dataclasses.replace(self, tool_settings=None, tool_domain="shared", **overrides)
 
     def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
         """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""

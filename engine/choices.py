@@ -13,6 +13,10 @@ __all__ = [
     "Preset",
     "IndexBackend",
     "ToolContext",
+    "QuerySplit",
+    "ToolSchema",
+    "ToolDomain",
+    "KeywordRole",
     "allowed",
 ]
 
@@ -21,9 +25,13 @@ ToolPermission = Literal["always", "never", "tool"]
 ExpansionSource = Literal["pass2", "graph", "hybrid"]
 RelationPooling = Literal["mean_embedding", "best_pair", "mean_pairs"]
 KeywordFusion = Literal["weighted", "rrf"]
-Preset = Literal["aggressive", "normal", "conservative"]
+Preset = Literal["aggressive", "normal", "conservative", "reference"]
 IndexBackend = Literal["auto", "exact", "hnsw"]
 ToolContext = Literal["none", "server", "server+description"]
+QuerySplit = Literal["sentences", "steps"]
+ToolSchema = Literal["none", "text", "chunk"]
+ToolDomain = Literal["shared", "own"]
+KeywordRole = Literal["rerank", "add"]
 
 
 def allowed(choice: object) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextsieve.choices import ToolContext, allowed
+from contextsieve.choices import ToolContext, ToolSchema, allowed
 from contextsieve.errors import InputError, SummarizerError
 from contextsieve.items import Item, Tool
 
@@ -49,6 +49,8 @@ __all__ = [
     "Summarizer",
     "SummarizerError",
     "TOOL_CONTEXTS",
+    "TOOL_SCHEMAS",
+    "schema_text",
 ]
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
@@ -57,6 +59,8 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 Summarizer = Callable[[Item, Sequence[str]], Sequence["str | None"]]
 #: Values of :attr:`ChunkConfig.tool_context`.
 TOOL_CONTEXTS = allowed(ToolContext)
+#: Values of :attr:`ChunkConfig.tool_schema`.
+TOOL_SCHEMAS = allowed(ToolSchema)
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -81,6 +85,10 @@ class ChunkConfig:
         split_identifiers: embed tool names with camelCase / snake_case split into words (default False;
             ``benchmarks.tool_selection`` measures it).
         max_summary_tokens: longest summary (item ``summary`` or summarizer output) used (default 64 tokens).
+        tool_schema: what of a tool's ``inputSchema`` is embedded and indexed: ``"none"``, ``"text"``
+            (its parameters' names, split into words, and descriptions follow the description in the
+            tool's text) or ``"chunk"`` (the same as a second chunk of the tool, max-pooled with the first).
+        max_schema_tokens: longest parameter text used (default 96 tokens; cut at a word boundary).
     """
 
     max_chars: int = 500
@@ -91,11 +99,15 @@ class ChunkConfig:
     tool_context: ToolContext = "server"
     split_identifiers: bool = False
     max_summary_tokens: int = 64
+    tool_schema: ToolSchema = "none"
+    max_schema_tokens: int = 96
 
     def __post_init__(self) -> None:
         if self.tool_context not in TOOL_CONTEXTS:
             raise InputError(f"tool_context must be one of {TOOL_CONTEXTS}, got {self.tool_context!r}")
-        for name in ("max_chars", "max_tokens", "max_header_tokens", "max_summary_tokens"):
+        if self.tool_schema not in TOOL_SCHEMAS:
+            raise InputError(f"tool_schema must be one of {TOOL_SCHEMAS}, got {self.tool_schema!r}")
+        for name in ("max_chars", "max_tokens", "max_header_tokens", "max_summary_tokens", "max_schema_tokens"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{name} must be a positive int, got {v!r}")
@@ -171,6 +183,21 @@ def split_text(
 
 def _header(item: Item) -> str:
     return f"{item.name}: {item.description}" if item.description else item.name
+
+
+def schema_text(schema: object) -> str:
+    """A tool's parameters as words: ``"owner: Repository owner; repo: Repository name; pull number"``
+    (top-level ``properties`` of its input schema in order, names split into words, descriptions
+    after a colon); ``""`` when it has none."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return ""
+    parts = []
+    for key, spec in list(props.items())[:64]:
+        words = split_identifier(str(key)).lower()
+        desc = spec.get("description") if isinstance(spec, dict) else None
+        parts.append(f"{words}: {' '.join(desc.split())}" if isinstance(desc, str) and desc.strip() else words)
+    return "; ".join(parts)
 
 
 def split_identifier(name: str) -> str:
@@ -304,9 +331,26 @@ def chunk_item(
         )
         if len(embed) != len(shown):  # splitting the name moved a cut: embed the shown pieces
             embed = shown
+        params = (
+            _cap(schema_text(item.input_schema), config.max_schema_tokens, count_tokens)
+            if config.tool_schema != "none"
+            else ""
+        )
+        if params and config.tool_schema == "text" and len(embed) == 1:
+            joined = f"{embed[0]}\n{params}"
+            limit = body_limit(used)
+            if limit is None or count_tokens is None or count_tokens([joined])[0] <= limit:
+                embed = [joined]
+            else:  # the description fills the window: as many parameter words as fit
+                room = limit - count_tokens([embed[0] + "\n"])[0]
+                cut_params = _cap(params, room, count_tokens) if room > 4 else ""
+                embed = [f"{embed[0]}\n{cut_params}" if cut_params else embed[0]]
+        pieces = list(zip(shown, embed))
+        if params and config.tool_schema == "chunk":
+            pieces.append((f"{item.name} parameters: {params}", f"{name} parameters: {params}"))
         return [
             Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i)
-            for i, (t, e, x) in enumerate(zip(shown, embed, extra(shown)))
+            for i, ((t, e), x) in enumerate(zip(pieces, extra([t for t, _ in pieces])))
         ]
     head_chunks = split_text(header, config, count_tokens)
     prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""
@@ -325,11 +369,46 @@ def chunk_item(
     return chunks
 
 
-def query_chunks(message: str, max_chars: int = 500) -> list[str]:
-    """Sentences of a user message (punctuation kept), each cut at ``max_chars``; ``[]`` when blank."""
+#: Where a message's steps part, besides sentence ends: line breaks, list markers, semicolons and the
+#: CJK full stop, exclamation, question mark and semicolon.
+_STEP_BREAK = re.compile(r"\s*\n\s*(?:[-*\u2022]\s+|\d{1,2}[.)]\s+)?|;\s*|(?<=[\u3002\uff01\uff1f\uff1b])")
+#: Words that join the steps of a task inside one sentence ("..., then ...", "and then", "und dann",
+#: "y luego", "然后"): a sentence holding them is also searched clause by clause.
+_CLAUSE_JOIN = re.compile(
+    r"(?:,\s*|\s+)(?:and\s+then|and\s+also|then|after\s+that|afterwards|und\s+dann|dann|danach|"
+    r"y\s+luego|luego|y\s+despu[eé]s|despu[eé]s|et\s+ensuite|ensuite|puis)\s+"
+    r"|,?\s+and\s+(?=[a-z]+\s)|\s+und\s+(?=[a-zäöüß]+\s)|\s+y\s+(?=[a-záéíóúñ]+\s)"
+    r"|[,\uff0c\u3001]?\s*(?:然后|接着|之后|再|并且|并)",
+    re.IGNORECASE,
+)
+
+
+def query_chunks(message: str, max_chars: int = 500, *, steps: bool = False) -> list[str]:
+    """Sentences of a user message (punctuation kept), each cut at ``max_chars``; ``[]`` when blank.
+
+    With ``steps``, a message is first split into steps at line breaks, list markers, semicolons and CJK
+    sentence punctuation too, and a sentence that joins several actions ("find the issue and post it on
+    Slack", "..., then ...", "und dann", "y luego", "然后") is followed by its clauses of two words or
+    more, so each step of a task is searched on its own as well as in its sentence (max pooling keeps
+    the better of the two). Clauses come after all sentences.
+    """
     if not isinstance(message, str):
         raise InputError(f"a message must be a str, got {type(message).__name__}")
-    return [s.strip()[:max_chars].strip() for s in _SENTENCE_END.split(message) if s.strip()]
+    parts = _STEP_BREAK.split(message) if steps else [message]
+    sentences = [s.strip()[:max_chars].strip() for p in parts for s in _SENTENCE_END.split(p) if s.strip()]
+    if not steps:
+        return sentences
+    clauses: list[str] = []
+    for sentence in sentences:
+        pieces = [c.strip(" ,.;:!?") for c in _CLAUSE_JOIN.split(sentence)]
+        pieces = [c for c in pieces if len(c.split()) >= 2 or (c and _is_cjk_text(c) and len(c) >= 3)]
+        if len(pieces) >= 2:
+            clauses += [c for c in pieces if c not in sentences and c not in clauses]
+    return sentences + clauses
+
+
+def _is_cjk_text(text: str) -> bool:
+    return any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in text)
 
 
 def _units(text: str) -> list[str]:

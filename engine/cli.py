@@ -43,8 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     for name in ("top-k", "top-n"):
         s.add_argument(f"--{name}", type=int, help=f"override context{name.title().replace('-', '')} for this request")
+    s.add_argument("--tool-top-n", type=int, help="override tool_top_n (tools aimed for) for this request")
     s.add_argument("--include-score", type=float, help="override contextIncludeScore for this request")
-    s.add_argument("--preset", choices=["aggressive", "normal", "conservative"], help="selection preset")
+    s.add_argument("--preset", choices=["aggressive", "normal", "conservative", "reference"], help="selection preset")
     s.add_argument("--token-budget", type=int, help="most tokens the request's items may take")
     s.add_argument(
         "--set",
@@ -153,6 +154,7 @@ def _select(args: argparse.Namespace) -> None:
     pairs = (
         ("context_top_k", args.top_k),
         ("context_top_n", args.top_n),
+        ("tool_top_n", args.tool_top_n),
         ("context_include_score", args.include_score),
         ("token_budget", args.token_budget),
         ("preset", args.preset),

@@ -196,7 +196,7 @@ class Engine:
         chunks = sum(len(self.store.chunks_of(k).chunks) for k in order)
         graphs = 0
         base = self.agent.settings
-        for s in [base] + ([base.for_tools()] if base.tool_settings else []):
+        for s in [base] + ([base.for_tools()] if base.own_tool_domain else []):
             if s.expansion_depth > 0 and s.expansion_source != "pass2":  # the relationship graph, built now
                 self.store.relation_graph(order, s.relation_pooling, min(s.expansion_threshold, 0.5))
                 graphs += 1

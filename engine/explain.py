@@ -102,12 +102,18 @@ def explain_item(
             f"its best chunk ranks {facts.chunk_rank} among candidate chunks, past the top-K cut of "
             f"{s.context_top_k} chunks"
         )
-    elif facts.similarity <= 0:
+    elif facts.similarity <= 0 and facts.item_rank is None:
         reasons.append(f"its best similarity {facts.similarity:.3f} is not above 0")
+    elif facts.similarity <= 0:
+        reasons.append(f"its best similarity {facts.similarity:.3f} is not above 0, but a keyword match brings it in")
     elif facts.item_rank is not None:
         reasons.append(
             f"its best chunk ranks {facts.chunk_rank} (within top-K {s.context_top_k}); it is item "
             f"{facts.item_rank} after grouping"
+        )
+    if facts.server:
+        reasons.append(
+            f"its server's profile matches the message: adds {facts.server:.3f} (server_weight {s.server_weight})"
         )
     if facts.keyword:
         reasons.append(
@@ -140,10 +146,18 @@ def explain_item(
     elif dropped is not None:
         reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
     elif facts.item_rank is not None:
-        reasons.append(
-            f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and top-N "
-            f"{s.context_top_n} was already filled"
-        )
+        grouped = facts.domain.grouped
+        own, top = grouped[facts.item_rank - 1].score, grouped[0].score
+        if s.context_min_ratio is not None and top > 0 and own < s.context_min_ratio * top:
+            reasons.append(
+                f"its ranking score {own:.3f} is below context_min_ratio {s.context_min_ratio} x the best "
+                f"item's {top:.3f} (adaptive size)"
+            )
+        else:
+            reasons.append(
+                f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and "
+                f"top-N {s.context_top_n} was already filled"
+            )
     included = entry is not None
     return Explanation(
         k,

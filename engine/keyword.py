@@ -23,14 +23,28 @@ STOPWORDS = frozenset(
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+#: Scripts written without spaces between words: Han (CJK ideographs and extension A, compatibility
+#: ideographs), Hiragana, Katakana, Hangul syllables.
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)")
+
+
+def _cjk_terms(run: str) -> list[str]:
+    """Overlapping character bigrams of a CJK run (``查询天气`` -> ``查询 询天 天气``); one character alone
+    stays a term. The usual scheme for Chinese and Japanese keyword search without a word segmenter."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits of any script), stopwords and 1-letter words removed,
     a trailing plural ``s`` dropped from words over 3 letters (``files`` and ``file`` match).
-    Identifiers are split into words: ``searchIssues`` and ``search_issues`` give ``search``, ``issue``."""
+    Identifiers are split into words: ``searchIssues`` and ``search_issues`` give ``search``, ``issue``.
+    Runs of CJK characters become overlapping character bigrams (see :func:`_cjk_terms`), so a Chinese
+    task matches a Chinese description that shares a word with it."""
     out = []
-    for w in _WORD.findall(_CAMEL.sub(" ", text).lower()):
+    for w in _WORD.findall(_CJK.sub(r" \1 ", _CAMEL.sub(" ", text)).lower()):
+        if _CJK.fullmatch(w):
+            out.extend(_cjk_terms(w))
+            continue
         if len(w) < 2 or w in STOPWORDS:
             continue
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):

@@ -82,6 +82,7 @@ class DomainTrace:
         grouped: every item those chunks grouped into (similarity > 0), best first.
         chosen: the items the cut-offs kept (include score, then top-N).
         promoted: items added for unrepresented query sentences (minimum representation).
+        boost: per chunk, what its tool's server profile added to the ranking score (``None``: nothing).
     """
 
     name: str
@@ -94,6 +95,7 @@ class DomainTrace:
     grouped: list[Selected]
     chosen: list[Selected]
     promoted: list[Selected] = field(default_factory=list)
+    boost: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class ItemFacts:
         in_top_k: whether that chunk was among the top-K chunks.
         item_rank: 1-based rank among the items the top-K chunks grouped into (``None``: not among them).
         keyword: what the keyword term added to its best chunk's ranking score (weighted fusion).
+        server: what its server's profile added to that score (``server_weight``; 0 without).
     """
 
     domain: DomainTrace
@@ -117,6 +120,7 @@ class ItemFacts:
     in_top_k: bool
     item_rank: int | None
     keyword: float
+    server: float = 0.0
 
 
 @dataclass
@@ -151,7 +155,10 @@ class SearchTrace:
         if key not in self._ranking:
             s = d.settings
             dense = pooled_scores(self.queries, self.chunks, s.query_pooling)[0]
-            self._ranking[key] = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
+            ranking = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
+            if d.boost is not None:
+                ranking += d.boost
+            self._ranking[key] = ranking
         return self._ranking[key]
 
     def facts(self, key: ItemKey) -> ItemFacts | None:
@@ -177,8 +184,9 @@ class SearchTrace:
             chunk_rank = int(np.sum(ranking > best_score) + np.sum(ranking[:best_row] == best_score)) + 1
         similarity = float(pooled[int(np.flatnonzero(rows == best_row)[0])])
         item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
+        server = float(domain.boost[best_row]) if domain.boost is not None else 0.0
         keyword = (
-            best_score - similarity
+            best_score - similarity - server
             if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight
             else 0.0
         )
@@ -190,6 +198,7 @@ class SearchTrace:
             bool(in_hits),
             item_rank,
             keyword,
+            server,
         )
 
 
@@ -206,9 +215,9 @@ def search(
     Every item of ``table`` (:meth:`Agent.table`) is indexed (so a later request with other
     candidates embeds nothing new); search chooses among the ``allowed`` ones (a bool per item):
     the reference ranking (top-K chunks, similarity > 0, best chunk per item, include score, top-N)
-    with contextsieve's keyword term, then minimum representation and
-    expansion when the settings turn them on. With ``tool_settings``, rules + references and tools are
-    two domains, each searched with its own settings.
+    with contextsieve's keyword term, then minimum representation and expansion when the settings turn
+    them on. With ``tool_domain`` ``own`` (or ``tool_settings``), rules + references and tools are two
+    domains, each searched with its own settings.
 
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
@@ -237,7 +246,7 @@ def _search_synced(
     trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
     if chunks.shape[0] == 0:
         return [], trace
-    if settings.tool_settings:
+    if settings.own_tool_domain:
         domains = [
             ("rules+references", allowed & ~table.tool, settings),
             ("tools", allowed & table.tool, settings.for_tools()),
@@ -245,7 +254,7 @@ def _search_synced(
     else:
         domains = [("all", allowed, settings)]
     raw_keyword = (
-        store.keyword_index(order).scores(" ".join(query_chunks))
+        store.keyword_index(order).scores(keyword_query(query_chunks))
         if any(ds.keyword_weight > 0 for _, _, ds in domains)
         else None
     )
@@ -281,6 +290,7 @@ def _search_synced(
             if indexed
             else None
         )
+        boost = _server_boost(store, table, mask, owner, qvec, ds.server_weight)
         ranked = rank_chunks(
             qvec,
             chunks,
@@ -291,11 +301,20 @@ def _search_synced(
             keyword_weight=ds.keyword_weight,
             fusion=ds.keyword_fusion,
             rows=rows,
+            boost=boost,
         )
-        grouped, found = cut(ranked, owner, top_n=ds.context_top_n, include_score=ds.context_include_score)
+        grouped, found = cut(
+            ranked,
+            owner,
+            top_n=ds.context_top_n,
+            include_score=ds.context_include_score,
+            keyword_role=ds.keyword_role,
+            min_ratio=ds.context_min_ratio,
+        )
         d = DomainTrace(
             name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
         )
+        d.boost = boost
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
             per, arg = item_query_scores(qvec, chunks, owner, mask)
             d.promoted = min_representation(
@@ -317,6 +336,38 @@ def _search_synced(
             for x in _expand(store, d.settings, d.candidates, picked, priority, chunks, owner, order):
                 entries.append(entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item))
     return entries, trace
+
+
+def _server_boost(
+    store: ChunkStore,
+    table: ItemTable,
+    mask: np.ndarray,
+    owner: np.ndarray,
+    qvec: np.ndarray,
+    weight: float,
+) -> np.ndarray | None:
+    """Per chunk: ``weight`` x its tool's server profile score (best query chunk; see
+    :meth:`ChunkStore.server_profiles`), 0 for rules and references; ``None`` when the weight is 0 or
+    the candidates' tools come from fewer than two servers (a score every tool shares ranks nothing)."""
+    if weight <= 0:
+        return None
+    servers = {table.items[i].server for i in np.flatnonzero(mask & table.tool).tolist()}
+    if len(servers) < 2:
+        return None
+    profiles, of_item = store.server_profiles(table.keys)
+    score = (profiles @ qvec.T).max(axis=1)
+    per_item = np.where(of_item >= 0, score[np.maximum(of_item, 0)], 0.0).astype(np.float32)
+    return (np.float32(weight) * per_item)[owner]
+
+
+def keyword_query(query_chunks: Sequence[str]) -> str:
+    """The keyword query of a message: its query chunks joined, leaving out a chunk that is part of an
+    earlier one (a step's clause repeats words of its sentence; each word counts once as in the message)."""
+    kept: list[str] = []
+    for c in query_chunks:
+        if not any(c in k for k in kept):
+            kept.append(c)
+    return " ".join(kept)
 
 
 def _index_candidates(

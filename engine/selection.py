@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextsieve.choices import KeywordFusion, QueryPooling, RelationPooling
+from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, RelationPooling
 from contextsieve.kernels.scoring import Hits, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 
@@ -63,11 +63,13 @@ class Ranked:
             score are compared with.
         ranking: the ranking score of every chunk (``-inf`` where excluded), when it was computed
             whole (``None`` after the fused kernel or a search limited to some rows).
+        keyword: the normalised keyword score of each hit (``None`` without a keyword term).
     """
 
     hits: Hits
     sims: np.ndarray
     ranking: np.ndarray | None = None
+    keyword: np.ndarray | None = None
 
 
 def rank_chunks(
@@ -81,6 +83,7 @@ def rank_chunks(
     keyword_weight: float = 0.0,
     fusion: KeywordFusion = "weighted",
     rows: np.ndarray | None = None,
+    boost: np.ndarray | None = None,
 ) -> Ranked:
     """The ``top_k`` chunks by ranking score (dense, pooled over the query chunks, plus the keyword term).
 
@@ -90,13 +93,17 @@ def rank_chunks(
         pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
         keyword: optional per-chunk keyword scores in [0, 1], joined by ``fusion`` (see :func:`fuse`).
         rows: score only these chunk rows (candidates found by an approximate index); default all.
+        boost: optional per-chunk amount added to the ranking score (e.g. its server's match), never to
+            the similarity.
     """
-    if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0):
+    if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0) and boost is None:
         hits = score_pool_topk(queries, chunks, top_k, exclude=exclude)
         return Ranked(hits, hits.scores)
     dense, s = pooled_scores(queries, chunks if rows is None else chunks[rows], pooling)
     kw = keyword if keyword is None or rows is None else keyword[rows]
     ranking = fuse(dense, kw, keyword_weight, fusion, exclude if rows is None else exclude[rows])
+    if boost is not None:
+        ranking += boost if rows is None else boost[rows]
     idx = top_rows(ranking, top_k)
     idx = idx[np.isfinite(ranking[idx])]
     which = s[idx].argmax(axis=1).astype(np.int32)
@@ -104,7 +111,8 @@ def rank_chunks(
     if rows is not None:  # lower row first on ties, as a whole-matrix search orders them
         order = np.lexsort((real, -ranking[idx]))
         idx, real, which = idx[order], real[order], which[order]
-    return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None)
+    hit_kw = None if kw is None or not keyword_weight else np.asarray(kw, dtype=np.float32)[idx]
+    return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None, hit_kw)
 
 
 def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling) -> tuple[np.ndarray, np.ndarray]:
@@ -115,21 +123,33 @@ def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling
 
 
 def cut(
-    ranked: Ranked, chunk_item: np.ndarray, *, top_n: int, include_score: float
+    ranked: Ranked,
+    chunk_item: np.ndarray,
+    *,
+    top_n: int,
+    include_score: float,
+    keyword_role: KeywordRole = "rerank",
+    min_ratio: float | None = None,
 ) -> tuple[list[Selected], list[Selected]]:
     """Group the top chunks by item and apply the reference's cut-offs.
 
-    Chunks with similarity ``<= 0`` are dropped (a keyword term only re-ranks), each item keeps its
-    best chunk, items are ranked by score; every item at or above ``include_score`` stays (even past
-    ``top_n``), then the best of the rest fill up to ``top_n``.
+    Chunks with similarity ``<= 0`` are dropped unless ``keyword_role`` is ``"add"`` and the chunk has
+    a keyword match (then keyword evidence alone can bring an item in; with ``"rerank"``, the
+    reference's rule, a keyword term only re-ranks). Each item keeps its best chunk, items are ranked
+    by score; every item at or above ``include_score`` (a similarity) stays, even past ``top_n``; then
+    the best of the rest fill up to ``top_n``, and with ``min_ratio`` only those whose ranking score is
+    at least ``min_ratio`` times the best item's (adaptive size: ``top_n`` becomes a cap).
 
     Returns:
         ``(grouped, chosen)``: every item the top chunks grouped into, ranked, and the chosen ones.
     """
     hits = ranked.hits
+    kw = ranked.keyword.tolist() if keyword_role == "add" and ranked.keyword is not None else None
     best: dict[int, Selected] = {}
-    for row, score, q, sim in zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), ranked.sims.tolist()):
-        if sim <= 0:
+    for i, (row, score, q, sim) in enumerate(
+        zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), ranked.sims.tolist())
+    ):
+        if sim <= 0 and (kw is None or kw[i] <= 0):
             continue
         item = int(chunk_item[row])
         if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
@@ -138,6 +158,9 @@ def cut(
     # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
     high = [s for s in grouped if s.sim >= include_score]
     other = [s for s in grouped if s.sim < include_score]
+    if min_ratio is not None and grouped and grouped[0].score > 0:
+        floor = min_ratio * grouped[0].score
+        other = [s for s in other if s.score >= floor]
     return grouped, high + other[: max(0, top_n - len(high))]
 
 

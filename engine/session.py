@@ -159,7 +159,8 @@ class Session:
     Args:
         agent: the agent (the source of truth for items).
         store: chunk vectors of the agent's items (shared by the agent's sessions).
-        preset: ``"aggressive"``, ``"normal"`` or ``"conservative"`` (see :data:`contextsieve.agent.PRESETS`).
+        preset: ``"aggressive"``, ``"normal"``, ``"conservative"`` or ``"reference"`` (see
+            :data:`contextsieve.agent.PRESETS`).
         token_counter: counts the tokens of texts for ``token_budget`` and ``history_budget`` (default:
             the embedding model's tokenizer, a proxy for the LLM's; pass the provider's counter for exact
             budgets).
@@ -280,7 +281,9 @@ class Session:
         check_text(message, "the message")
         with self._lock:
             query = self._mentions(message)
-            qchunks, cap_note = _capped(query_chunks(query), self.settings.max_query_chunks)
+            qchunks, cap_note = _capped(
+                query_chunks(query, steps=self.settings.query_split == "steps"), self.settings.max_query_chunks
+            )
             with self.agent.lock:
                 searching = bool(qchunks) and bool(self._searchable().any())
             if searching:

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from contextsieve.choices import RelationPooling
-from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item
+from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
 from contextsieve.embcache import EmbeddingCache, unit_rows
 from contextsieve.errors import EmbedderOutputError
 from contextsieve.index import ChunkIndex, IndexConfig, Scope
@@ -88,6 +88,23 @@ def _digest(chunks: Sequence[Chunk]) -> str:
     return h.hexdigest()
 
 
+def _profile_text(
+    server: str,
+    description: str,
+    tools: Sequence[str],
+    max_tokens: int,
+    count_tokens: Callable[[Sequence[str]], list[int]],
+) -> str:
+    """``"<server>: <description>"`` then ``"tools: a, b, ..."``, tools dropped from the end to fit ``max_tokens``."""
+    head = f"{server}: {description.strip()}" if description.strip() else server
+    names = list(tools)
+    while True:
+        text = f"{head}\ntools: {', '.join(names)}" if names else head
+        if len(names) <= 1 or count_tokens([text])[0] <= max_tokens:
+            return text
+        names = names[: max(1, len(names) * 3 // 4)]
+
+
 class ChunkStore:
     """Per-item chunks and vectors; :meth:`sync` embeds what is missing or changed, in one batch.
 
@@ -134,6 +151,7 @@ class ChunkStore:
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
+        self._profiles: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, vectors, row per item)
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
         self.lock = threading.RLock()  # held by sync and by a search from its sync to its last read
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors by text (LRU)
@@ -330,6 +348,31 @@ class ChunkStore:
             texts = [c.embed_text for k in order for c in self._items[k].chunks]
             self._bm25 = (self._matrix, BM25Index(texts))
         return self._bm25[1]
+
+    def server_profiles(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
+        """Server profiles of the tools in ``order``: one vector per MCP server (``[S, D]``) of
+        ``"<server>: <description>"`` and its tools' names in words (cut to the token window), and the
+        profile row of each item position (``-1`` for rules and references). Embedded once per chunk
+        matrix (the disk cache keeps the vectors); no servers give an empty matrix."""
+        self.matrix(order)
+        if self._profiles is None or self._profiles[0] is not self._matrix:
+            servers: dict[str, list[str]] = {}
+            of_item = np.full(len(order), -1, dtype=np.int64)
+            for i, k in enumerate(order):
+                if k.server:
+                    names = servers.setdefault(k.server, [])
+                    of_item[i] = list(servers).index(k.server)
+                    names.append(split_identifier(k.name).lower())
+            descriptions = dict(self._last[1])
+            texts = [
+                _profile_text(
+                    name, descriptions.get(name, ""), tools, self.config.max_tokens, self.embedder.count_tokens
+                )
+                for name, tools in servers.items()
+            ]
+            vectors = self._embed_chunks(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+            self._profiles = (self._matrix, vectors, of_item)
+        return self._profiles[1], self._profiles[2]
 
     def relation_graph(self, order: Sequence[ItemKey], pooling: RelationPooling, floor: float) -> RelationGraph:
         """The item relationship graph of the items in ``order`` (positions as in :meth:`matrix`), built

@@ -42,6 +42,8 @@ def test_select_text_view_and_overrides(capsys: pytest.CaptureFixture[str]) -> N
                 "Checkout fails with 502 after the deploy",
                 "--top-n",
                 "1",
+                "--tool-top-n",
+                "1",
                 "--include-score",
                 "1",
             ]
@@ -49,7 +51,7 @@ def test_select_text_view_and_overrides(capsys: pytest.CaptureFixture[str]) -> N
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("Context Used:") and out.count("[Agent - ") == 1
+    assert out.startswith("Context Used:") and out.count("[Agent - ") == 2  # one rule or reference, one tool
 
 
 def test_select_with_preset_and_budget(capsys: pytest.CaptureFixture[str]) -> None:

@@ -268,7 +268,7 @@ def graph_agent(fetch_mode: IncludeMode = G) -> Agent:
 @pytest.mark.parametrize("source", ["graph", "hybrid"])
 def test_graph_expansion_in_a_session(source: str) -> None:
     store = ChunkStore(FakeEmbedder(), ChunkConfig(tool_context="none"))
-    base = {"context_top_n": 1, "context_include_score": 0.99, "keyword_weight": 0.0}
+    base = {"context_top_n": 1, "context_include_score": 0.99, "keyword_weight": 0.0, "tool_domain": "shared"}
     s = Session(
         graph_agent(),
         store,
@@ -418,7 +418,15 @@ def test_fuse_matches_plain_oracles() -> None:
 
 def test_rrf_sessions_select_and_explain_consistently(store: ChunkStore) -> None:
     agent = graph_agent()
-    s = Session(agent, store, keyword_fusion="rrf", keyword_weight=1.0, context_top_n=2, context_include_score=0.99)
+    s = Session(
+        agent,
+        store,
+        keyword_fusion="rrf",
+        keyword_weight=1.0,
+        context_top_n=2,
+        context_include_score=0.99,
+        tool_domain="shared",
+    )
     ctx = s.build_request("fetch the token endpoint").context
     names = [e.key.name for e in ctx.entries]
     assert len(names) == 2 and all(
@@ -468,11 +476,16 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
         "expansion_threshold": rng.choice([0.2, 0.5]),
         "expansion_source": rng.choice(["pass2", "graph", "hybrid"]),
         "min_representation_floor": rng.choice([None, 0.1]),
+        "keyword_role": rng.choice(["rerank", "add"]),
+        "context_min_ratio": rng.choice([None, 0.5, 0.9]),
+        "query_split": rng.choice(["sentences", "steps"]),
+        "server_weight": rng.choice([0.0, 0.2]),
+        "tool_domain": rng.choice(["shared", "own"]),
     }
     if rng.random() < 0.5:
         settings["tool_settings"] = {"context_top_n": rng.choice([1, 2]), "keyword_weight": rng.choice([0.0, 0.5])}
     s = Session(agent, ChunkStore(FakeEmbedder()), **settings)
-    msg = " ".join(rng.choices(words_, k=5)) + ". " + " ".join(rng.choices(words_, k=3)) + "."
+    msg = " ".join(rng.choices(words_, k=5)) + " and then " + " ".join(rng.choices(words_, k=3)) + "."
     chosen = {e.key for e in s.build_request(msg).context.entries}
     before = s.items()
     for item in agent.all_items():

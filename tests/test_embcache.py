@@ -93,7 +93,7 @@ def test_two_processes_share_one_cache(tmp_path: Path) -> None:
 
 def test_engine_select_is_a_one_off_request(tmp_path: Path) -> None:
     e = Engine(make_agent(), embedder=NamedFake(), cache_dir=tmp_path)
-    req = e.select("how many days until refunds after the parcel arrives", context_top_n=1)
+    req = e.select("how many days until refunds after the parcel arrives", context_top_n=1, tool_domain="shared")
     assert [str(x.key) for x in req.context.entries][-1] == "rule:refunds"
     from contextsieve.errors import InputError
 

@@ -190,7 +190,7 @@ def test_agent_items_are_for_this_request_only(agent: Agent, store: ChunkStore) 
 
 
 def test_session_settings_override_only_the_session(agent: Agent, store: ChunkStore) -> None:
-    s = Session(agent, store, context_top_n=1, context_include_score=1.0)
+    s = Session(agent, store, context_top_n=1, context_include_score=1.0, tool_domain="shared")
     assert s.settings.context_top_n == 1 and agent.settings.context_top_n == 5
     req = s.build_request("refunds parcel outage escalate engineer prices")
     assert len([e for e in req.context.entries if e.mode is G]) == 1
@@ -265,7 +265,7 @@ def test_empty_agent_and_empty_message(store: ChunkStore) -> None:
 
 
 def test_summary_grouped_view_and_json(agent: Agent, store: ChunkStore) -> None:
-    s = Session(agent, store)
+    s = Session(agent, store, tool_domain="shared", context_min_ratio=None)
     s.add("rule:legal")
     req = s.build_request("outage escalate engineer refunds parcel")
     assert (
@@ -430,13 +430,18 @@ def exp_agent(fetch_mode: IncludeMode = G) -> Agent:
 
 def test_expansion_pulls_related_items_and_records_who(store: ChunkStore) -> None:
     q = "authenticate"
-    off = Session(exp_agent(), store, context_top_n=1, context_include_score=0.99).build_request(q).context
+    off = (
+        Session(exp_agent(), store, context_top_n=1, context_include_score=0.99, tool_domain="shared")
+        .build_request(q)
+        .context
+    )
     assert [e.key.name for e in off.entries] == ["auth"]
     s = Session(
         exp_agent(),
         store,
         context_top_n=1,
         context_include_score=0.99,
+        tool_domain="shared",
         expansion_depth=1,
         expansion_threshold=0.3,
         expansion_top_n=3,
@@ -558,8 +563,14 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
         tools=[Tool("web", "fetch", "fetch a url"), Tool("web", "paint", "paint colors")],
     )
     q = "fetch the web page url"
-    shared = Session(agent, store, context_top_n=1, context_include_score=0.99).build_request(q).context
+    shared = (
+        Session(agent, store, context_top_n=1, context_include_score=0.99, tool_domain="shared")
+        .build_request(q)
+        .context
+    )
     assert [e.key.kind for e in shared.entries] == [ItemKind.RULE]  # the tool is crowded out
+    own = Session(agent, store, context_top_n=1, tool_top_n=1, context_include_score=0.99).build_request(q).context
+    assert sorted(e.key.kind.value for e in own.entries) == ["rule", "tool"]  # the default: tools their own domain
     split = (
         Session(agent, store, context_top_n=1, context_include_score=0.99, tool_settings={"context_top_n": 1})
         .build_request(q)

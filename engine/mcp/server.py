@@ -210,7 +210,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         Args:
             message: the user's message (mentions @ref:NAME / @rule:NAME add items to the session).
             settings: overrides for this request only, e.g. {"context_top_n": 8} (contextsieve names).
-            preset: "aggressive", "normal" or "conservative".
+            preset: "aggressive", "normal", "conservative" or "reference".
             session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
 
         Returns JSON: session (the handle), items (type, name, serverName, includeMode, similarityScore,

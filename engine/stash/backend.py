@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: Format tag written into every store; another value is refused on open.
-FORMAT = "contextsieve-stash-2"  # 2: stemmed index terms
+FORMAT = "contextsieve-stash-3"  # 2: stemmed index terms; 3: CJK character bigrams
 
 
 def model_family(model_id: str) -> str:

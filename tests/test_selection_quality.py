@@ -1,0 +1,163 @@
+"""Selection features for real MCP catalogs (issue 14): keyword evidence that adds, adaptive size,
+multi-step messages, CJK keyword terms, tool documents with their parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, schema_text
+from contextsieve.errors import InputError
+from contextsieve.items import Tool
+from contextsieve.kernels.scoring import Hits
+from contextsieve.keyword import BM25Index, tokenize
+from contextsieve.search import keyword_query
+from contextsieve.selection import Ranked, cut
+
+
+def test_cjk_runs_become_character_bigrams() -> None:
+    assert tokenize("查询北京天气") == ["查询", "询北", "北京", "京天", "天气"]
+    assert tokenize("weather 北京 x 雨") == ["weather", "北京", "雨"]
+    # a Chinese task finds the Chinese description sharing a word with it
+    index = BM25Index(["查询火车票余票信息", "获取天气预报", "search code on GitHub"])
+    scores = index.scores("帮我查一下明天北京的天气")
+    assert int(np.argmax(scores)) == 1 and scores[0] == 0 and scores[2] == 0
+
+
+def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
+    msg = "Find the issue about the timeout and post a summary on Slack."
+    assert query_chunks(msg) == [msg]
+    assert query_chunks(msg, steps=True) == [msg, "Find the issue about the timeout", "post a summary on Slack"]
+    assert query_chunks("Tasks:\n1. fetch the page\n2. save it; then commit it", steps=True)[:4] == [
+        "Tasks:",
+        "fetch the page",
+        "save it",
+        "then commit it",
+    ]
+    assert query_chunks("Lies die Datei und dann schick sie an Maria.", steps=True)[1:] == [
+        "Lies die Datei",
+        "schick sie an Maria",
+    ]
+    assert query_chunks("查询北京的天气，然后写入文件。发给张三", steps=True) == [
+        "查询北京的天气，然后写入文件。",
+        "发给张三",
+        "查询北京的天气",
+        "写入文件。",
+    ]
+    # one-word pieces are not steps; a sentence without joins has no clauses
+    assert query_chunks("Open and close.", steps=True) == ["Open and close."]
+    assert query_chunks("", steps=True) == []
+
+
+def test_keyword_query_counts_each_word_once() -> None:
+    chunks = ["Find the issue and post it on Slack.", "Find the issue", "post it on Slack", "Also email Bob."]
+    assert keyword_query(chunks) == "Find the issue and post it on Slack. Also email Bob."
+
+
+def _ranked(rows: list[int], scores: list[float], sims: list[float], kw: list[float] | None) -> Ranked:
+    hits = Hits(np.array(rows), np.array(scores, np.float32), np.zeros(len(rows), np.int32))
+    return Ranked(hits, np.array(sims, np.float32), None, None if kw is None else np.array(kw, np.float32))
+
+
+def test_keyword_evidence_adds_only_with_the_add_role() -> None:
+    owner = np.array([0, 1, 2])
+    # row 1: the model scores it below 0, BM25 matches strongly; row 2: no evidence at all
+    ranked = _ranked([1, 0, 2], [0.27, 0.2, -0.05], [-0.03, 0.2, -0.05], [1.0, 0.0, 0.0])
+    _, rerank = cut(ranked, owner, top_n=5, include_score=0.7)
+    _, add = cut(ranked, owner, top_n=5, include_score=0.7, keyword_role="add")
+    assert [s.item for s in rerank] == [0]
+    assert [s.item for s in add] == [1, 0]
+    assert add[0].sim == pytest.approx(-0.03)  # the include score still compares the similarity
+
+
+def test_min_ratio_makes_top_n_a_cap() -> None:
+    owner = np.arange(5)
+    ranked = _ranked([0, 1, 2, 3, 4], [0.8, 0.7, 0.5, 0.39, 0.3], [0.8, 0.7, 0.5, 0.39, 0.3], None)
+    assert [s.item for s in cut(ranked, owner, top_n=4, include_score=0.9)[1]] == [0, 1, 2, 3]
+    assert [s.item for s in cut(ranked, owner, top_n=4, include_score=0.9, min_ratio=0.5)[1]] == [0, 1, 2]
+    assert [s.item for s in cut(ranked, owner, top_n=2, include_score=0.9, min_ratio=0.5)[1]] == [0, 1]
+    # items at or above the include score stay whatever the ratio says
+    assert [s.item for s in cut(ranked, owner, top_n=1, include_score=0.3, min_ratio=0.99)[1]] == [0, 1, 2, 3, 4]
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "owner": {"type": "string", "description": "Repository  owner"},
+        "headBranch": {"type": "string"},
+        "draft": {"type": "boolean", "description": 3},
+    },
+}
+
+
+def test_schema_text_names_parameters_in_words() -> None:
+    assert schema_text(SCHEMA) == "owner: Repository owner; head branch; draft"
+    assert schema_text({}) == schema_text({"properties": []}) == schema_text(None) == ""
+
+
+def test_tool_schema_modes() -> None:
+    tool = Tool("github", "create_pull_request", "Open a pull request", SCHEMA)
+    (plain,) = chunk_item(tool, ChunkConfig(tool_context="none"))
+    (text,) = chunk_item(tool, ChunkConfig(tool_context="none", tool_schema="text"))
+    first, params = chunk_item(tool, ChunkConfig(tool_context="none", tool_schema="chunk"))
+    assert plain.embed_text == "create_pull_request: Open a pull request"
+    assert text.embed_text == "create_pull_request: Open a pull request\nowner: Repository owner; head branch; draft"
+    assert text.text == first.text == plain.text  # the text shown never changes
+    assert params.embed_text == "create_pull_request parameters: owner: Repository owner; head branch; draft"
+    with pytest.raises(InputError, match="tool_schema"):
+        ChunkConfig(tool_schema="all")  # type: ignore[arg-type]
+
+
+def test_schema_text_is_cut_to_the_window() -> None:
+    schema = {"properties": {f"p{i}": {"description": "word " * 40} for i in range(40)}}
+    tool = Tool("s", "t", "d " * 10, schema)
+    (c,) = chunk_item(tool, ChunkConfig(tool_context="none", tool_schema="text", max_schema_tokens=20))
+    assert len(c.embed_text.split("\n", 1)[1]) <= 4 * 20
+
+
+@pytest.mark.parametrize(
+    ("message", "wanted"),
+    [
+        ("Please open a pull request for the cart rounding fix.", {("github", "create_pull_request")}),
+        ("How many orders from Canada were refunded last month? Write the SQL for it.", {("postgres", "run_query")}),
+        ("Find the open tickets and reply to the customer.", {("helpdesk", "list_open_tickets")}),
+    ],
+)
+def test_the_demo_messages_select_their_obvious_tools(int8, message: str, wanted: set) -> None:  # noqa: ANN001
+    """With the defaults, on the bundled agent (the real model)."""
+    from contextsieve import Engine, example_agent_path
+
+    engine = Engine.from_file(example_agent_path(), embedder=int8, cache_dir=False)
+    entries = engine.session().build_request(message).context.entries
+    tools = {(e.key.server, e.key.name) for e in entries if e.key.server}
+    assert wanted <= tools, tools
+
+
+def test_server_profile_breaks_ties_between_servers() -> None:
+    from contextsieve.agent import Agent, McpServer
+    from contextsieve.items import IncludeMode
+    from contextsieve.session import Session
+    from contextsieve.store import ChunkStore
+
+    from .fake_embedder import FakeEmbedder
+
+    G = IncludeMode.AGENT
+    agent = Agent(
+        servers={
+            "gh": McpServer("gh", default_include=G, description="code hosting repositories"),
+            "jr": McpServer("jr", default_include=G, description="ticket tracker sprints boards"),
+        },
+        tools=[Tool("gh", "create_issue", "create an issue"), Tool("jr", "create_issue", "create an issue")],
+    )
+    store = ChunkStore(FakeEmbedder(), ChunkConfig(tool_context="none"))
+    q = "create an issue in the ticket tracker for the sprint"
+    plain = Session(agent, store, tool_top_n=1, keyword_weight=0.0).build_request(q).context.entries
+    assert [e.key.server for e in plain] == ["gh"]  # a tie: collection order
+    boosted = Session(agent, store, tool_top_n=1, keyword_weight=0.0, server_weight=0.3)
+    entries = boosted.build_request(q).context.entries
+    assert [e.key.server for e in entries] == ["jr"]
+    assert entries[0].score == plain[0].score  # entries report the similarity, not the boost
+    ex = boosted.explain(q, entries[0].key)
+    assert any("server's profile" in r for r in ex.reasons)
+    profiles, of_item = store.server_profiles(agent.table().keys)
+    assert profiles.shape[0] == 2 and sorted(of_item.tolist()) == [0, 1]
