@@ -131,6 +131,11 @@ def main(argv: list[str] | None = None) -> None:
         "--sweep-keyword", action="store_true", help=f"only the default pipeline at keyword weights {KEYWORD_WEIGHTS}"
     )
     ap.add_argument("--only", help="comma-separated parts of system names to run (default: all)")
+    ap.add_argument(
+        "--examples",
+        help="learning from use: comma-separated examples per tool (e.g. 0,1,2,5,10), recorded from the queries "
+        "outside the evaluated sample, then the default pipeline on the sample",
+    )
     ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
@@ -208,13 +213,15 @@ def main(argv: list[str] | None = None) -> None:
         "default pipeline": session(),
         "default - keyword term": session(keyword_weight=0.0),
         "default - keyword adds (re-ranks only)": session(keyword_role="rerank"),
-        "default - steps (sentences only)": session(query_split="sentences"),
+        "default - steps (tools searched by sentence)": session(tool_query_split="sentences"),
         "default - adaptive size (always 10 tools)": session(context_min_ratio=None),
         "default, 5 tools (the reference's size)": session(tool_top_n=5, context_min_ratio=None),
         "default, ratio 0.5": session(context_min_ratio=0.5),
         "default - server context": session(ChunkConfig(tool_context="none")),
         "default + server description": session(ChunkConfig(tool_context="server+description")),
         "default + server profile (weight 0.2)": session(server_weight=0.2),
+        "default + feedback (Rocchio 0.3, 3 chunks)": session(prf_weight=0.3),
+        "default + feedback (Rocchio 0.6, 3 chunks)": session(prf_weight=0.6),
         "default + identifier splitting": session(ChunkConfig(split_identifiers=True)),
         "default + parameters in the tool text": session(ChunkConfig(tool_schema="text")),
         "default + parameters as a second chunk": session(ChunkConfig(tool_schema="chunk")),
@@ -267,10 +274,43 @@ def main(argv: list[str] | None = None) -> None:
                     cells.append(f"{m['R@sel']:.3f} ({m['all@sel']:.2f})")
                 print(f"| {sname} | " + " | ".join(cells) + " |", flush=True)
 
+    if args.examples:
+        learning(agent, emb, queries, sets, [int(x) for x in args.examples.split(",")])
     if (args.data / "results.jsonl").exists():
         tool_results(args.data / "results.jsonl", engines[ChunkConfig()])
     if args.scifact:
         scifact(args.scifact, emb, KEYWORD_WEIGHTS if args.sweep_keyword else None)
+
+
+def learning(agent: object, emb: object, queries: list[dict], sets: dict[str, list[dict]], counts: list[int]) -> None:
+    """Learning from use with an honest split: examples are recorded (``record_tool_calls``) from the
+    queries outside the first evaluated set, at most N per tool (in file order), and the default
+    pipeline is scored on that set; a fresh engine per N."""
+    from contextsieve.engine import Engine
+
+    name, test = next(iter(sets.items()))
+    held = {q["id"] for q in test}
+    pool = [q for q in queries if q["id"] not in held]
+    print(f"\nLearning from use: examples from {len(pool)} queries outside the {name} sample, scored on it\n")
+    print("| examples per tool | tools with examples | R@1 | R@5 | all@5 | R@sel | all@sel | n |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in counts:
+        engine = Engine(agent, embedder=emb, cache_dir=False)  # type: ignore[arg-type]
+        session = engine.session()
+        taken: dict[str, int] = {}
+        for q in pool:
+            for tool in q["relevant"]:
+                if taken.get(tool, 0) < n:
+                    server, tname = tool.split("/", 1)
+                    session.record_tool_calls(q["query"], [f"{server}:{tname}"])
+                    taken[tool] = taken.get(tool, 0) + 1
+        session = engine.session()
+        m = metrics(
+            [[f"{e.key.server}/{e.key.name}" for e in session.build_request(q["query"]).context.entries] for q in test],
+            test,
+        )
+        cols = ("R@1", "R@5", "all@5", "R@sel", "all@sel")
+        print(f"| {n} | {len(taken)} | " + " | ".join(f"{m[k]:.3f}" for k in cols) + f" | {m['n']:.1f} |", flush=True)
 
 
 def tool_results(path: Path, engine: object) -> None:
@@ -279,7 +319,7 @@ def tool_results(path: Path, engine: object) -> None:
     print(f"\nTool-result expansion ({len(cases)} cases): recall of the tools needed next\n")
     print("| settings | from the message | from expand_from(result) | either | items proposed (mean) |")
     print("| --- | --- | --- | --- | --- |")
-    for name, settings in (("reference (keyword 0)", {"keyword_weight": 0.0}), ("default", {})):
+    for name, settings in (("reference preset", {"preset": "reference"}), ("default", {})):
         msg = res = both = size = 0.0
         for c in cases:
             sess = engine.session(**settings)  # type: ignore[attr-defined]
@@ -333,7 +373,8 @@ def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None)
         ("reference pipeline", {"preset": "reference"}),
         ("default pipeline", {}),
         ("default - keyword adds (re-ranks only)", {"keyword_role": "rerank"}),
-        ("default - steps (sentences only)", {"query_split": "sentences"}),
+        ("default + steps for documents too", {"query_split": "steps"}),
+        ("default + feedback (Rocchio 0.3, 3 chunks)", {"prf_weight": 0.3}),
         ("default - adaptive size (always 10)", {"context_min_ratio": None}),
         ("default with RRF fusion (weight 1)", {"keyword_fusion": "rrf", "keyword_weight": 1.0}),
     ]

@@ -71,6 +71,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "keyword_weight": 0.0,
         "keyword_role": "rerank",
         "query_split": "sentences",
+        "tool_query_split": "sentences",
         "expansion_depth": 0,
     },
 }
@@ -97,6 +98,8 @@ _NUMERIC_SETTINGS = (
     ("keyword_weight", 0.0, 10.0, False),
     ("context_min_ratio", 0.0, 1.0, True),
     ("server_weight", 0.0, 10.0, False),
+    ("prf_weight", 0.0, 1.0, False),
+    ("prf_depth", 0, 50, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -107,6 +110,7 @@ _CHOICE_SETTINGS = (
     ("keyword_fusion", allowed(KeywordFusion)),
     ("keyword_role", allowed(KeywordRole)),
     ("query_split", allowed(QuerySplit)),
+    ("tool_query_split", allowed(QuerySplit)),
     ("tool_domain", allowed(ToolDomain)),
 )
 #: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
@@ -129,6 +133,9 @@ DOMAIN_SETTINGS = frozenset(
         "keyword_role",
         "context_min_ratio",
         "server_weight",
+        "query_split",
+        "prf_weight",
+        "prf_depth",
     }
 )
 
@@ -182,6 +189,10 @@ class AgentSettings:
         context_min_ratio: adaptive size: the items that fill up to top-N must score at least this share
             of the best item's ranking score, so top-N is a cap (0-1, default 0.3; ``None``: always fill
             up to top-N, as the reference).
+        prf_weight: pseudo-relevance feedback: after a first search, each query vector moves by this
+            weight (0-1) toward the mean of the ``prf_depth`` best chunks and the search runs again
+            (default 0: off; ``benchmarks.tool_selection`` measures it).
+        prf_depth: chunks the feedback step averages (0-50, default 3).
         tool_domain: ``"own"`` (default: tools are searched as a domain of their own, aiming for
             ``tool_top_n`` tools, with ``tool_settings`` applied; a long document cannot crowd the tools
             out) or ``"shared"`` (rules, references and tools compete for one ``context_top_n``, as the
@@ -189,10 +200,13 @@ class AgentSettings:
         server_weight: weight of the server profile score (a server's name, description and tool names,
             embedded as one vector, against the best query sentence) added to its tools' ranking scores
             (default 0: off), while the candidate tools come from two servers or more.
-        query_split: how a message becomes query chunks: ``"steps"`` (default: sentences, also split at
-            line breaks, list markers, semicolons and CJK punctuation, each followed by its clauses
-            joined by "and", "then", "und dann", "y luego", "然后"...; see
-            :func:`contextsieve.chunking.query_chunks`) or ``"sentences"`` (the reference).
+        query_split: what of a message the search uses: ``"sentences"`` (default, as the reference) or
+            ``"steps"`` (the sentences, then the steps of the task: pieces split at line breaks, list
+            markers, semicolons and CJK punctuation, and clauses joined by "and", "then", "und dann",
+            "y luego", "然后"...; see :func:`contextsieve.chunking.split_query`). With tools in their own
+            domain this is for rules and references.
+        tool_query_split: the same for the tools domain (default ``"steps"``: a task's steps often each
+            need a tool; a ``query_split`` in ``tool_settings`` wins).
     """
 
     context_top_k: int = 20
@@ -221,9 +235,12 @@ class AgentSettings:
     max_query_chunks: int = 32
     keyword_role: KeywordRole = "add"
     context_min_ratio: float | None = 0.3
-    query_split: QuerySplit = "steps"
+    query_split: QuerySplit = "sentences"
+    tool_query_split: QuerySplit = "steps"
     server_weight: float = 0.0
     tool_domain: ToolDomain = "own"
+    prf_weight: float = 0.0
+    prf_depth: int = 3
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:
@@ -268,7 +285,11 @@ class AgentSettings:
         ``tool_settings`` (these settings as they are while tools share the search)."""
         if not self.own_tool_domain:
             return self
-        overrides = {"context_top_n": self.tool_top_n, **(self.tool_settings or {})}
+        overrides = {
+            "context_top_n": self.tool_top_n,
+            "query_split": self.tool_query_split,
+            **(self.tool_settings or {}),
+        }
         return dataclasses.replace(self, tool_settings=None, tool_domain="shared", **overrides)
 
     def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":

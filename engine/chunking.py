@@ -42,6 +42,7 @@ __all__ = [
     "chunk_item",
     "split_text",
     "query_chunks",
+    "split_query",
     "token_windows",
     "heading_sections",
     "split_identifier",
@@ -89,6 +90,8 @@ class ChunkConfig:
             (its parameters' names, split into words, and descriptions follow the description in the
             tool's text) or ``"chunk"`` (the same as a second chunk of the tool, max-pooled with the first).
         max_schema_tokens: longest parameter text used (default 96 tokens; cut at a word boundary).
+        max_examples: most recorded example requests per tool embedded as extra chunks of the tool
+            (newest first; default 50; 0 ignores them; see :mod:`contextsieve.usage`).
     """
 
     max_chars: int = 500
@@ -101,6 +104,7 @@ class ChunkConfig:
     max_summary_tokens: int = 64
     tool_schema: ToolSchema = "none"
     max_schema_tokens: int = 96
+    max_examples: int = 50
 
     def __post_init__(self) -> None:
         if self.tool_context not in TOOL_CONTEXTS:
@@ -111,6 +115,8 @@ class ChunkConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{name} must be a positive int, got {v!r}")
+        if isinstance(self.max_examples, bool) or not isinstance(self.max_examples, int) or self.max_examples < 0:
+            raise InputError(f"max_examples must be an int >= 0, got {self.max_examples!r}")
 
 
 @dataclass(frozen=True)
@@ -295,6 +301,7 @@ def chunk_item(
     server_description: str = "",
     server_context: bool = True,
     summarizer: Summarizer | None = None,
+    examples: Sequence[str] = (),
 ) -> list[Chunk]:
     """The chunks of an item, in order (header first for rules and references).
 
@@ -306,6 +313,9 @@ def chunk_item(
         server_context: ``False`` leaves the server out whatever ``tool_context`` says (the store
             does so while all tools come from one server: a prefix every tool shares tells none apart).
         summarizer: optional per-chunk context writer (see :data:`Summarizer`).
+        examples: a tool's recorded example requests (see :mod:`contextsieve.usage`): each becomes a
+            chunk of its own, ``"example request: ..."`` shown, the request as it was embedded (cut to
+            the token window), after the tool's own chunks; at most ``config.max_examples``.
     """
     header = _header(item)
     summary = _cap(getattr(item, "summary", "").strip(), config.max_summary_tokens, count_tokens)
@@ -348,9 +358,13 @@ def chunk_item(
         pieces = list(zip(shown, embed))
         if params and config.tool_schema == "chunk":
             pieces.append((f"{item.name} parameters: {params}", f"{name} parameters: {params}"))
-        return [
+        own = [
             Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i)
             for i, ((t, e), x) in enumerate(zip(pieces, extra([t for t, _ in pieces])))
+        ]
+        shots = [_cap(ex, config.max_tokens - 2, count_tokens) for ex in list(examples)[: config.max_examples]]
+        return own + [
+            Chunk(f"example request: {ex}", ex, len(own) + j) for j, ex in enumerate(s for s in shots if s.strip())
         ]
     head_chunks = split_text(header, config, count_tokens)
     prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""
@@ -383,28 +397,41 @@ _CLAUSE_JOIN = re.compile(
 )
 
 
-def query_chunks(message: str, max_chars: int = 500, *, steps: bool = False) -> list[str]:
-    """Sentences of a user message (punctuation kept), each cut at ``max_chars``; ``[]`` when blank.
+def split_query(message: str, max_chars: int = 500, *, steps: bool = False) -> tuple[list[str], int]:
+    """A user message's query chunks and how many of them are its sentences.
 
-    With ``steps``, a message is first split into steps at line breaks, list markers, semicolons and CJK
-    sentence punctuation too, and a sentence that joins several actions ("find the issue and post it on
-    Slack", "..., then ...", "und dann", "y luego", "然后") is followed by its clauses of two words or
-    more, so each step of a task is searched on its own as well as in its sentence (max pooling keeps
-    the better of the two). Clauses come after all sentences.
+    The chunks start with the message's sentences (punctuation kept, each cut at ``max_chars``; none
+    when blank). With ``steps``, the steps of a task follow: the pieces the message falls into when it
+    is also split at line breaks, list markers, semicolons and CJK sentence punctuation, and the clauses
+    of a sentence or piece that joins several actions ("find the issue and post it on Slack", "...,
+    then ...", "und dann", "y luego", "然后"; clauses of two words or more), each once. A search can use
+    the sentences alone (the first ``n``) or all chunks, so each step of a task is searched on its own
+    as well as in its sentence (max pooling keeps the better of the two).
+
+    Returns:
+        ``(chunks, n)``: the chunks, sentences first, and the number of sentences.
     """
     if not isinstance(message, str):
         raise InputError(f"a message must be a str, got {type(message).__name__}")
-    parts = _STEP_BREAK.split(message) if steps else [message]
-    sentences = [s.strip()[:max_chars].strip() for p in parts for s in _SENTENCE_END.split(p) if s.strip()]
+    sentences = [s.strip()[:max_chars].strip() for s in _SENTENCE_END.split(message) if s.strip()]
     if not steps:
-        return sentences
-    clauses: list[str] = []
-    for sentence in sentences:
-        pieces = [c.strip(" ,.;:!?") for c in _CLAUSE_JOIN.split(sentence)]
-        pieces = [c for c in pieces if len(c.split()) >= 2 or (c and _is_cjk_text(c) and len(c) >= 3)]
-        if len(pieces) >= 2:
-            clauses += [c for c in pieces if c not in sentences and c not in clauses]
-    return sentences + clauses
+        return sentences, len(sentences)
+    pieces = [s.strip()[:max_chars].strip() for p in _STEP_BREAK.split(message) for s in _SENTENCE_END.split(p)]
+    extra: list[str] = []
+    seen = set(sentences)
+    for piece in [p for p in pieces if p]:
+        clauses = [c.strip(" ,.;:!?") for c in _CLAUSE_JOIN.split(piece)]
+        clauses = [c for c in clauses if len(c.split()) >= 2 or (c and _is_cjk_text(c) and len(c) >= 3)]
+        for c in [piece, *(clauses if len(clauses) >= 2 else [])]:
+            if c not in seen:
+                seen.add(c)
+                extra.append(c)
+    return sentences + extra, len(sentences)
+
+
+def query_chunks(message: str, max_chars: int = 500, *, steps: bool = False) -> list[str]:
+    """The query chunks of :func:`split_query` (sentences, then with ``steps`` the steps)."""
+    return split_query(message, max_chars, steps=steps)[0]
 
 
 def _is_cjk_text(text: str) -> bool:

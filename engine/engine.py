@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,8 +16,10 @@ from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.index import IndexConfig
+from contextsieve.items import ItemKey
 from contextsieve.session import Session, StashSettings
 from contextsieve.store import ChunkStore, TextEmbedder
+from contextsieve.usage import UsageLog
 
 if TYPE_CHECKING:
     from contextsieve.mcp.catalog import ToolCatalog
@@ -105,7 +107,13 @@ class Engine:
         self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
         self.store = ChunkStore(
-            self.embedder, chunking, cache_factory=self._open_cache, summarizer=summarizer, index=index
+            self.embedder,
+            chunking,
+            cache_factory=self._open_cache,
+            summarizer=summarizer,
+            index=index,
+            usage_factory=self._open_usage,
+            usage_scope=agent.name or "",
         )
 
         self.tool_catalog: ToolCatalog | None = None  # the last connect()'s report
@@ -155,6 +163,21 @@ class Engine:
             folder = root / "mcp-tools"
         self.tool_catalog = connect(self.agent, cache_folder=folder, refresh=refresh, config=listing or ListConfig())
         return self.tool_catalog
+
+    def _open_usage(self) -> UsageLog:
+        """The log of recorded tool examples: ``usage.sqlite`` beside the embedding cache (in memory
+        when the cache is off)."""
+        if self._cache_dir is False:
+            return UsageLog()
+        from contextsieve.models.cache import default_cache_dir
+
+        folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
+        return UsageLog(folder / "usage.sqlite")
+
+    def record_tool_calls(self, message: str, calls: Iterable[ItemKey | str]) -> None:
+        """Learning from use: keep ``message`` as an example request of each tool the LLM then called
+        (see :meth:`contextsieve.session.Session.record_tool_calls`)."""
+        self.session().record_tool_calls(message, calls)
 
     def _open_cache(self) -> EmbeddingCache | None:
         """The disk cache for this embedder's model id (``None`` when disabled or the id is unknown)."""

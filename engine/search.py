@@ -83,6 +83,10 @@ class DomainTrace:
         chosen: the items the cut-offs kept (include score, then top-N).
         promoted: items added for unrepresented query sentences (minimum representation).
         boost: per chunk, what its tool's server profile added to the ranking score (``None``: nothing).
+        n_queries: how many of the trace's query chunks this domain searched with (the first ones;
+            ``None``: all).
+        queries: the query vectors this domain searched with when they differ from the trace's
+            (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
     """
 
     name: str
@@ -96,6 +100,12 @@ class DomainTrace:
     chosen: list[Selected]
     promoted: list[Selected] = field(default_factory=list)
     boost: np.ndarray | None = None
+    n_queries: int | None = None
+    queries: np.ndarray | None = None
+
+    def query_vectors(self, trace_queries: np.ndarray) -> np.ndarray:
+        """The query vectors this domain searched with."""
+        return self.queries if self.queries is not None else trace_queries[: self.n_queries]
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,7 @@ class SearchTrace:
         key = id(d)
         if key not in self._ranking:
             s = d.settings
-            dense = pooled_scores(self.queries, self.chunks, s.query_pooling)[0]
+            dense = pooled_scores(d.query_vectors(self.queries), self.chunks, s.query_pooling)[0]
             ranking = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
             if d.boost is not None:
                 ranking += d.boost
@@ -169,7 +179,7 @@ class SearchTrace:
             return None
         s = domain.settings
         rows = np.flatnonzero(self.owner == pos)
-        pooled, dense = pooled_scores(self.queries, self.chunks[rows], s.query_pooling)
+        pooled, dense = pooled_scores(domain.query_vectors(self.queries), self.chunks[rows], s.query_pooling)
         hit_rows = domain.ranked.hits.idx.tolist()
         in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
         if in_hits:
@@ -209,6 +219,7 @@ def search(
     settings: AgentSettings,
     query_chunks: Sequence[str],
     server_descriptions: dict[str, str],
+    n_sentences: int | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """Choose agent-mode items for the query sentences.
 
@@ -219,6 +230,10 @@ def search(
     them on. With ``tool_domain`` ``own`` (or ``tool_settings``), rules + references and tools are two
     domains, each searched with its own settings.
 
+    ``n_sentences``: how many of ``query_chunks`` are sentences (the rest are a task's steps, see
+    :func:`contextsieve.chunking.split_query`); a domain whose ``query_split`` is ``"sentences"``
+    searches with those alone. ``None``: all chunks are sentences.
+
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
@@ -228,7 +243,7 @@ def search(
         return [], SearchTrace(tuple(query_chunks), order, nothing, np.zeros(0, np.int64), nothing)
     qvec = store.embed_query(query_chunks)  # outside the store's lock: requests embed in parallel
     with store.lock:  # one consistent view of the chunks from sync to the last read
-        return _search_synced(store, table, allowed, settings, query_chunks, server_descriptions, qvec)
+        return _search_synced(store, table, allowed, settings, query_chunks, server_descriptions, qvec, n_sentences)
 
 
 def _search_synced(
@@ -238,12 +253,13 @@ def _search_synced(
     settings: AgentSettings,
     query_chunks: Sequence[str],
     server_descriptions: dict[str, str],
-    qvec: np.ndarray,
+    qvec_all: np.ndarray,
+    n_sentences: int | None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     items, order = table.items, table.keys
     store.sync(items, server_descriptions=server_descriptions, version=table.shape)
     chunks, owner = store.matrix(order)
-    trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec)
+    trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec_all)
     if chunks.shape[0] == 0:
         return [], trace
     if settings.own_tool_domain:
@@ -280,6 +296,8 @@ def _search_synced(
     chosen: list[Selected] = []
     promoted: list[Selected] = []
     for name, mask, ds in domains:
+        n_queries = qvec_all.shape[0] if ds.query_split == "steps" or n_sentences is None else n_sentences
+        qvec = qvec_all[:n_queries]
         exclude = ~mask[owner]
         keyword = None
         if raw_keyword is not None and ds.keyword_weight > 0:
@@ -291,18 +309,27 @@ def _search_synced(
             else None
         )
         boost = _server_boost(store, table, mask, owner, qvec, ds.server_weight)
-        ranked = rank_chunks(
-            qvec,
-            chunks,
-            exclude,
-            ds.context_top_k,
-            pooling=ds.query_pooling,
-            keyword=keyword,
-            keyword_weight=ds.keyword_weight,
-            fusion=ds.keyword_fusion,
-            rows=rows,
-            boost=boost,
-        )
+
+        def ranked_by(q: np.ndarray) -> Ranked:
+            return rank_chunks(
+                q,
+                chunks,
+                exclude,
+                ds.context_top_k,
+                pooling=ds.query_pooling,
+                keyword=keyword,
+                keyword_weight=ds.keyword_weight,
+                fusion=ds.keyword_fusion,
+                rows=rows,
+                boost=boost,
+            )
+
+        ranked = ranked_by(qvec)
+        moved = None
+        if ds.prf_weight > 0 and ds.prf_depth > 0 and ranked.hits.idx.size:
+            moved = rocchio(qvec, chunks[ranked.hits.idx[: ds.prf_depth]], ds.prf_weight)
+            qvec = moved
+            ranked = ranked_by(qvec)
         grouped, found = cut(
             ranked,
             owner,
@@ -315,6 +342,8 @@ def _search_synced(
             name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
         )
         d.boost = boost
+        d.n_queries = n_queries
+        d.queries = moved
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
             per, arg = item_query_scores(qvec, chunks, owner, mask)
             d.promoted = min_representation(
@@ -331,7 +360,7 @@ def _search_synced(
     ]
     picked = [c.item for c in chosen] + [c.item for c in promoted]
     if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, _, ds in domains):
-        priority, _ = score_pool(qvec, chunks)  # which chunks of a selected item query first
+        priority, _ = score_pool(qvec_all, chunks)  # which chunks of a selected item query first
         for d in trace.domains:
             for x in _expand(store, d.settings, d.candidates, picked, priority, chunks, owner, order):
                 entries.append(entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item))
@@ -358,6 +387,17 @@ def _server_boost(
     score = (profiles @ qvec.T).max(axis=1)
     per_item = np.where(of_item >= 0, score[np.maximum(of_item, 0)], 0.0).astype(np.float32)
     return (np.float32(weight) * per_item)[owner]
+
+
+def rocchio(queries: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:
+    """Pseudo-relevance feedback (a shallow Rocchio step): each query vector plus ``weight`` x the mean
+    of the ``feedback`` chunk vectors (the first search's best chunks), renormalised to unit length.
+    The query keeps at least equal weight for ``weight <= 1`` (the condition under which feedback
+    helps dense retrievers, arXiv 2108.11044)."""
+    centroid = feedback.mean(axis=0, dtype=np.float64)
+    moved = queries.astype(np.float64) + weight * centroid[None, :]
+    norms = np.linalg.norm(moved, axis=1, keepdims=True)
+    return (moved / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 def keyword_query(query_chunks: Sequence[str]) -> str:

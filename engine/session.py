@@ -28,7 +28,7 @@ import numpy as np
 
 from contextsieve.agent import Agent, AgentSettings
 from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text
-from contextsieve.chunking import query_chunks
+from contextsieve.chunking import query_chunks, split_query
 from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
 from contextsieve.explain import Explanation, explain_item
@@ -136,6 +136,17 @@ def _locked(method: _F) -> _F:
     return run  # type: ignore[return-value]
 
 
+def _query(message: str, steps: bool, cap: int) -> tuple[list[str], int, str]:
+    """The query chunks of a message (see :func:`contextsieve.chunking.split_query`), how many are
+    sentences, and a note when there were more than ``cap`` sentences (then the capped sentences are
+    searched without steps) ; at most ``cap`` steps follow the sentences."""
+    chunks, n = split_query(message, steps=steps)
+    sentences, note = _capped(chunks[:n], cap)
+    if note:
+        return sentences, len(sentences), note
+    return sentences + chunks[n:][:cap], n, ""
+
+
 def _capped(chunks: list[str], cap: int) -> tuple[list[str], str]:
     """At most ``cap`` query sentences: the first half and the last half of that many; and a note when cut."""
     if len(chunks) <= cap:
@@ -216,6 +227,32 @@ class Session:
         return list(self._items.items())
 
     @_locked
+    def record_tool_calls(self, message: str, calls: Iterable[ItemKey | str]) -> None:
+        """Learning from use: the LLM called these tools after ``message``, so keep ``message`` as an
+        example request of each (seeds 000/001). Later requests are scored against a tool's examples
+        too (its example chunks, max-pooled with its own; at most ``ChunkConfig.max_examples`` per
+        tool, newest first), so a request like this one finds the tools chosen for it.
+
+        Args:
+            message: the user message the calls answered (the request's ``context.message``).
+            calls: tools as :class:`ItemKey`, ``"tool:SERVER:NAME"`` or ``"SERVER:NAME"``.
+
+        Raises:
+            UnknownItemError: a call names no tool of the agent. InputError: a blank message or one with
+            lone surrogates. Nothing is recorded then.
+        """
+        keys: list[ItemKey] = []
+        for c in calls:
+            if isinstance(c, str) and c.count(":") == 1 and c.split(":")[0] not in {k.value for k in ItemKind}:
+                c = "tool:" + c  # SERVER:NAME
+            key = ItemKey.parse(c) if isinstance(c, str) else c
+            if not isinstance(key, ItemKey) or key.kind is not ItemKind.TOOL:
+                raise InputError(f"record_tool_calls takes tools, got {c!r:.80}")
+            self.agent.get(key)  # UnknownItemError when the agent has no such tool
+            keys.append(key)
+        if keys:
+            self.store.record_examples(message, keys)
+
     def add(self, key: ItemKey | str) -> None:
         """Add an item as ``manual`` (unknown keys raise :class:`~contextsieve.errors.UnknownItemError`)."""
         item = self.agent.get(key)
@@ -264,10 +301,29 @@ class Session:
             self.add(ItemKey(ItemKind.REFERENCE if kind == "ref" else ItemKind.RULE, name))
         return " ".join(_MENTION.sub(" ", message).split())
 
-    def _search(self, chunks: Sequence[str]) -> tuple[list[ContextEntry], SearchTrace]:
+    def _search(self, chunks: Sequence[str], n_sentences: int | None = None) -> tuple[list[ContextEntry], SearchTrace]:
         return search(
-            self.store, self.agent.table(), self._searchable(), self.settings, chunks, self.agent.server_descriptions()
+            self.store,
+            self.agent.table(),
+            self._searchable(),
+            self.settings,
+            chunks,
+            self.agent.server_descriptions(),
+            n_sentences,
         )
+
+    def query_chunks(self, message: str) -> list[str]:
+        """The texts a request for ``message`` embeds: its sentences and, when a domain searches by
+        steps, the task's steps (see :func:`contextsieve.chunking.split_query`), at most
+        ``max_query_chunks`` of each (``@rule:`` / ``@ref:`` mentions are not removed here)."""
+        return self._query(message)[0]
+
+    def _query(self, message: str) -> tuple[list[str], int, str]:
+        s = self.settings
+        steps = s.query_split == "steps" or (
+            s.own_tool_domain and s.for_tools().query_split == "steps" and bool(self.agent.tools)
+        )
+        return _query(message, steps, s.max_query_chunks)
 
     def build_request(self, message: str) -> Request:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only.
@@ -281,16 +337,14 @@ class Session:
         check_text(message, "the message")
         with self._lock:
             query = self._mentions(message)
-            qchunks, cap_note = _capped(
-                query_chunks(query, steps=self.settings.query_split == "steps"), self.settings.max_query_chunks
-            )
+            qchunks, n_sentences, cap_note = self._query(query)
             with self.agent.lock:
                 searching = bool(qchunks) and bool(self._searchable().any())
             if searching:
                 self.store.embed_query(qchunks)  # kept by the store: the search below finds it there
             retrieved = self._retrieve_stashed(query, self.stash_settings.top_k)
             with self.agent.lock:
-                request = self._build(query, qchunks, cap_note, retrieved)
+                request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
             self._turn_start = len(self.history)
             return request
 
@@ -307,11 +361,18 @@ class Session:
             cross_session=st.cross_session,
         )
 
-    def _build(self, query: str, qchunks: list[str], cap_note: str, retrieved: Sequence[Retrieved] = ()) -> Request:
+    def _build(
+        self,
+        query: str,
+        qchunks: list[str],
+        cap_note: str,
+        retrieved: Sequence[Retrieved] = (),
+        n_sentences: int | None = None,
+    ) -> Request:
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
         ]
-        found, trace = self._search(qchunks)
+        found, trace = self._search(qchunks, n_sentences)
         entries += found
         s = self.settings
         recorded = context_settings(s)

@@ -25,6 +25,7 @@ from contextsieve.index import ChunkIndex, IndexConfig, Scope
 from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
 from contextsieve.selection import RelationGraph
+from contextsieve.usage import UsageLog
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
 
@@ -116,6 +117,8 @@ class ChunkStore:
             the model id, which needs the model loaded); ignored when ``cache`` is given.
         summarizer: optional per-chunk embedding context writer (see :data:`contextsieve.chunking.Summarizer`),
             called only for items whose content changed.
+        usage_factory: opens the log of recorded tool examples (:class:`~contextsieve.usage.UsageLog`)
+            on first need; ``None`` keeps them in memory. usage_scope: the agent's name in that log.
         index: when and how chunks are also kept in a :class:`~contextsieve.index.ChunkIndex` whose
             HNSW graphs requests search instead of scanning every chunk (default :class:`IndexConfig`:
             from 100,000 chunks, if hnswlib is installed). The index is kept in step with every sync
@@ -130,8 +133,15 @@ class ChunkStore:
         cache_factory: Callable[[], EmbeddingCache | None] | None = None,
         summarizer: Summarizer | None = None,
         index: IndexConfig = IndexConfig(),
+        usage_factory: Callable[[], UsageLog] | None = None,
+        usage_scope: str = "",
     ) -> None:
         self.embedder = embedder
+        self._usage_factory = usage_factory
+        self._usage: UsageLog | None = None
+        self.usage_scope = usage_scope
+        self.examples: dict[ItemKey, tuple[str, ...]] = {}  # recorded example requests per tool, newest first
+        self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
         self._index_rows: dict[ItemKey, np.ndarray] = {}  # index rows of each item, in chunk order
@@ -179,6 +189,8 @@ class ChunkStore:
         re-embeds the first one's tools).
         """
         servers = dict(server_descriptions or {})
+        if not self._examples_loaded:
+            self._load_examples()
         last, last_servers, last_version = self._last
         if version is not None and version == last_version and servers == last_servers:
             return 0  # the caller vouches that the items are the same (Agent.table's shape)
@@ -243,6 +255,34 @@ class ChunkStore:
             n = self._items[k].vectors.shape[0]
             self._index_rows[k] = rows[at : at + n]
             at += n
+
+    def usage(self) -> UsageLog:
+        """The log of recorded tool examples (opened on first use)."""
+        if self._usage is None:
+            self._usage = self._usage_factory() if self._usage_factory is not None else UsageLog()
+        return self._usage
+
+    def _load_examples(self) -> None:
+        self._examples_loaded = True
+        if self.config.max_examples > 0 and self._usage_factory is not None:
+            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
+
+    def record_examples(self, message: str, tools: Sequence[ItemKey]) -> None:
+        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.usage`); the
+        tools' chunks change at the next sync (their example chunks are embedded then)."""
+        with self.lock:
+            self.usage().record(self.usage_scope, message, tools)
+            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
+            self._examples_loaded = True
+            self._last = ([], {}, None)  # the next sync compares every item again
+
+    def forget_examples(self, tool: ItemKey | None = None) -> int:
+        """Delete the recorded examples of one tool (or of every tool); returns how many were deleted."""
+        with self.lock:
+            n = self.usage().forget(self.usage_scope, tool)
+            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
+            self._last = ([], {}, None)
+            return n
 
     def _item_id(self, key: ItemKey) -> int:
         return self._item_ids.setdefault(key, len(self._item_ids))
@@ -316,6 +356,7 @@ class ChunkStore:
 
     def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
         """The item's chunks and their digest, recomputed only when what they are made of changed."""
+        examples = self.examples.get(item.key, ()) if isinstance(item, Tool) else ()
         fingerprint = (
             item.name,
             item.description,
@@ -324,6 +365,7 @@ class ChunkStore:
             item.summary,
             server_description,
             server_context,
+            examples,
         )
         memo = self._plans.get(item.key)
         if memo is None or memo[0] != fingerprint:
@@ -334,6 +376,7 @@ class ChunkStore:
                 server_description=server_description,
                 server_context=server_context,
                 summarizer=self.summarizer,
+                examples=examples,
             )
             memo = (fingerprint, chunks, _digest(chunks))
             self._plans[item.key] = memo

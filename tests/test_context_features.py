@@ -479,8 +479,10 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
         "keyword_role": rng.choice(["rerank", "add"]),
         "context_min_ratio": rng.choice([None, 0.5, 0.9]),
         "query_split": rng.choice(["sentences", "steps"]),
+        "tool_query_split": rng.choice(["sentences", "steps"]),
         "server_weight": rng.choice([0.0, 0.2]),
         "tool_domain": rng.choice(["shared", "own"]),
+        "prf_weight": rng.choice([0.0, 0.5]),
     }
     if rng.random() < 0.5:
         settings["tool_settings"] = {"context_top_n": rng.choice([1, 2]), "keyword_weight": rng.choice([0.0, 0.5])}

@@ -39,7 +39,14 @@ def test_every_tool_and_resource_in_memory(engine: Engine) -> None:
     async def main() -> None:
         async with Client(build_server(engine)) as c:
             names = {t.name for t in (await c.list_tools()).tools}
-            assert names == {"select_context", "search_tools", "explain", "add_to_session", "remove_from_session"}
+            assert names == {
+                "select_context",
+                "search_tools",
+                "explain",
+                "add_to_session",
+                "remove_from_session",
+                "record_tool_calls",
+            }
             ctx = result(await c.call_tool("select_context", {"message": PR}))
             sid = ctx["session"]
             assert sid.startswith("cs-") and len(sid) > 20
@@ -73,6 +80,21 @@ def test_every_tool_and_resource_in_memory(engine: Engine) -> None:
             assert len(res) == len(engine.agent.rules) + len(engine.agent.references)
             tone = await c.read_resource("contextsieve://rule/tone")
             assert tone.contents[0].text == engine.agent.get("rule:tone").text
+            # learning from use
+            msg = "ship the cart fix so Ana can look at it"
+            call = {"message": msg, "tools": ["tool:github:create_pull_request"], "session": sid}
+            assert result(await c.call_tool("record_tool_calls", call))["recorded"] == [
+                "tool:github:create_pull_request"
+            ]
+            learned = result(await c.call_tool("select_context", {"message": msg, "session": sid}))
+            assert ("tool", "create_pull_request") == next(
+                (i["type"], i["name"]) for i in learned["items"] if i["type"] == "tool"
+            )
+            with pytest.raises(MCPError, match="only tools"):
+                await c.call_tool("record_tool_calls", {"message": msg, "tools": ["rule:tone"]})
+            with pytest.raises(MCPError, match="agent has no"):
+                await c.call_tool("record_tool_calls", {"message": msg, "tools": ["tool:github:nope"]})
+            assert engine.store.forget_examples() == 1
 
     anyio.run(main)
 
@@ -135,7 +157,7 @@ def test_over_stdio(model_cache: Path, int8) -> None:  # noqa: ANN001 - int8 bui
 
     async def main() -> None:
         async with Client(params, read_timeout_seconds=120) as c:
-            assert len((await c.list_tools()).tools) == 5
+            assert len((await c.list_tools()).tools) == 6
             ctx = result(await c.call_tool("select_context", {"message": PR}))
             assert any(i["type"] == "tool" for i in ctx["items"])
             with pytest.raises(MCPError, match="has no"):

@@ -25,28 +25,39 @@ def test_cjk_runs_become_character_bigrams() -> None:
 
 
 def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
+    from contextsieve.chunking import split_query
+
     msg = "Find the issue about the timeout and post a summary on Slack."
-    assert query_chunks(msg) == [msg]
-    assert query_chunks(msg, steps=True) == [msg, "Find the issue about the timeout", "post a summary on Slack"]
-    assert query_chunks("Tasks:\n1. fetch the page\n2. save it; then commit it", steps=True)[:4] == [
-        "Tasks:",
-        "fetch the page",
-        "save it",
-        "then commit it",
-    ]
+    assert split_query(msg) == ([msg], 1)
+    assert split_query(msg, steps=True) == ([msg, "Find the issue about the timeout", "post a summary on Slack"], 1)
+    chunks, n = split_query("Tasks:\n1. fetch the page\n2. save it; then commit it", steps=True)
+    assert n == 3 and chunks[3:] == ["Tasks:", "fetch the page", "save it", "then commit it"]
     assert query_chunks("Lies die Datei und dann schick sie an Maria.", steps=True)[1:] == [
         "Lies die Datei",
         "schick sie an Maria",
     ]
-    assert query_chunks("查询北京的天气，然后写入文件。发给张三", steps=True) == [
-        "查询北京的天气，然后写入文件。",
-        "发给张三",
-        "查询北京的天气",
-        "写入文件。",
-    ]
+    assert split_query("查询北京的天气，然后写入文件。发给张三", steps=True) == (
+        [
+            "查询北京的天气，然后写入文件。发给张三",
+            "查询北京的天气，然后写入文件。",
+            "查询北京的天气",
+            "写入文件。",
+            "发给张三",
+        ],
+        1,
+    )
     # one-word pieces are not steps; a sentence without joins has no clauses
     assert query_chunks("Open and close.", steps=True) == ["Open and close."]
-    assert query_chunks("", steps=True) == []
+    assert split_query("", steps=True) == ([], 0)
+
+
+def test_documents_search_by_sentence_and_tools_by_step() -> None:
+    from contextsieve.agent import AgentSettings
+
+    s = AgentSettings()
+    assert (s.query_split, s.for_tools().query_split) == ("sentences", "steps")
+    assert AgentSettings(tool_settings={"query_split": "sentences"}).for_tools().query_split == "sentences"
+    assert AgentSettings(tool_domain="shared").for_tools().query_split == "sentences"
 
 
 def test_keyword_query_counts_each_word_once() -> None:
@@ -161,3 +172,91 @@ def test_server_profile_breaks_ties_between_servers() -> None:
     assert any("server's profile" in r for r in ex.reasons)
     profiles, of_item = store.server_profiles(agent.table().keys)
     assert profiles.shape[0] == 2 and sorted(of_item.tolist()) == [0, 1]
+
+
+def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # noqa: ANN001
+    from contextsieve.agent import Agent, McpServer
+    from contextsieve.engine import Engine
+    from contextsieve.errors import UnknownItemError
+    from contextsieve.items import IncludeMode, ItemKey, ItemKind
+
+    from .fake_embedder import FakeEmbedder
+
+    class Named(FakeEmbedder):
+        model_id = "fake-for-usage"  # a model id: the disk cache and the usage log are used
+
+    G = IncludeMode.AGENT
+
+    def agent() -> Agent:
+        return Agent(
+            name="ops",
+            servers={"k8s": McpServer("k8s", default_include=G), "ci": McpServer("ci", default_include=G)},
+            tools=[
+                Tool("k8s", "kubectl_rollout", "manage the rollout of a resource"),
+                Tool("ci", "rerun", "rerun the bad release pipeline of checkout"),
+            ],
+        )
+
+    msg = "undo the bad release of checkout"
+    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    before = [x.key.name for x in e.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries]
+    assert before == ["rerun"]
+    e.record_tool_calls(msg, ["k8s:kubectl_rollout"])
+    s = e.session(tool_top_n=1, keyword_weight=0.0)
+    entries = s.build_request("undo the bad release of checkout please").context.entries
+    assert [x.key.name for x in entries] == ["kubectl_rollout"]
+    chunks = e.store.chunks_of(ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s")).chunks
+    assert chunks[-1].text == f"example request: {msg}"
+    # persisted beside the embedding cache: a new engine on the same folder knows the example
+    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    again = e2.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries
+    assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "usage.sqlite").exists()
+    # bad calls record nothing
+    with pytest.raises(UnknownItemError):
+        e2.record_tool_calls("deploy it", ["k8s:kubectl_rollout", "k8s:nope"])
+    with pytest.raises(InputError):
+        e2.record_tool_calls("  ", ["k8s:kubectl_rollout"])
+    with pytest.raises(InputError):
+        e2.record_tool_calls("deploy it", ["rule:x"])
+    assert e2.store.usage().examples("ops", 20) == {ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s"): (msg,)}
+    assert e2.store.usage().forget("ops") == 1
+
+
+def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_record(tmp_path) -> None:  # noqa: ANN001
+    from contextsieve.items import ItemKey, ItemKind
+    from contextsieve.usage import UsageLog
+
+    path = tmp_path / "u" / "usage.sqlite"
+    log = UsageLog(path)
+    assert log.examples("a", 5) == {} and not path.exists()  # reading creates nothing
+    k = ItemKey(ItemKind.TOOL, "t", "s")
+    for i in range(4):
+        log.record("a", f"message {i}", [k])
+    log.record("a", "message 1", [k])  # again: renewed, not duplicated
+    assert log.examples("a", 3) == {k: ("message 1", "message 3", "message 2")}
+    assert UsageLog(path).examples("a", 10)[k][0] == "message 1" and UsageLog(path).examples("b", 10) == {}
+    for bad in ("", "x \ud800"):
+        with pytest.raises(InputError):
+            log.record("a", bad, [k])
+    with pytest.raises(InputError):
+        log.record("a", "ok", [ItemKey(ItemKind.RULE, "r")])
+    assert len(UsageLog(path).examples("a", 10)[k]) == 4
+    memory = UsageLog()
+    memory.record("a", "hello there", [k])
+    assert memory.examples("a", 1) == {k: ("hello there",)} and memory.forget("a", k) == 1
+
+
+def test_rocchio_moves_the_query_toward_the_feedback_and_keeps_unit_length() -> None:
+    from contextsieve.search import rocchio
+
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((2, 8)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    fb = rng.standard_normal((3, 8)).astype(np.float32)
+    moved = rocchio(q, fb, 0.5)
+    want = q + 0.5 * fb.mean(axis=0)
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    np.testing.assert_allclose(moved, want, rtol=1e-5, atol=1e-6)
+    centroid = fb.mean(axis=0) / np.linalg.norm(fb.mean(axis=0))
+    assert np.all(moved @ centroid > q @ centroid)
+    np.testing.assert_allclose(rocchio(q, fb, 0.0), q, atol=1e-6)

@@ -9,6 +9,7 @@ or streamable HTTP. Tools (JSON results):
 - ``search_tools(query, limit=5)``: the agent's tools this session may use, best first.
 - ``explain(message, item)``: why an item is or is not selected (the selection's own trace).
 - ``add_to_session(item)`` / ``remove_from_session(item)``: manual session items.
+- ``record_tool_calls(message, tools)``: learning from use (the message becomes an example of each tool).
 
 With a stash store (``--stash PATH|URI``), the stash tools of :mod:`contextsieve.mcp.stash_tools`
 join them (``stash_context``, ``retrieve_stashed_context``, ``merge_stashed_context``, ...).
@@ -303,6 +304,26 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         return json.dumps(
             {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
         )
+
+    @tool
+    def record_tool_calls(message: str, tools: list[str], ctx: Context, session: str | None = None) -> str:
+        """Learning from use: the LLM called these tools after this message; keep the message as an example
+        request of each, so later requests like it select them (examples persist beside the embedding cache).
+
+        Args:
+            message: the user's message the calls answered.
+            tools: the tools called, as tool:SERVER:NAME (at most 50).
+            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+        """
+        msg = text(message, "message")
+        if not isinstance(tools, list) or not tools or len(tools) > 50:
+            raise _invalid("tools must be a list of 1 to 50 items such as tool:SERVER:NAME")
+        keys = [key_of(t) for t in tools]
+        if any(k.kind is not ItemKind.TOOL for k in keys):
+            raise _invalid("only tools can be recorded as called")
+        handle, s = session_of(ctx, session)
+        run(lambda: s.record_tool_calls(msg, keys))
+        return json.dumps({"session": handle, "recorded": [str(k) for k in keys]})
 
     if stash is not None:
         from contextsieve.mcp.stash_tools import add_stash_tools

@@ -1,0 +1,151 @@
+"""Learning from use (seeds 000/001: "track which context items are actually used ... learn from
+successful context selections"): the requests after which the LLM called a tool, kept as examples of
+that tool.
+
+:meth:`contextsieve.session.Session.record_tool_calls` records them; the chunk store embeds each
+tool's recent examples as extra chunks of the tool (max-pooled with its own, and read by the keyword
+index), so a later request that resembles an earlier one finds the tool the LLM chose then. The
+examples persist in ``usage.sqlite`` beside the embedding cache (one SQLite file in WAL mode, safe for
+several processes; one transaction per record), or in memory when the cache is off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from contextsieve.embcache import text_key
+from contextsieve.errors import EmbeddingCacheError, InputError, check_text
+from contextsieve.items import ItemKey, ItemKind
+
+__all__ = ["UsageLog", "MAX_EXAMPLE_CHARS"]
+
+#: Longest example kept (characters); a longer message is cut (the embedder reads 256 tokens anyway).
+MAX_EXAMPLE_CHARS = 2000
+
+
+class UsageLog:
+    """Example requests per tool, per agent.
+
+    Args:
+        path: the SQLite file, created (with its folder) by the first :meth:`record`, so reading an
+            agent's examples never creates one; ``None`` keeps examples in memory only.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._memory: dict[tuple[str, ItemKey], dict[str, tuple[float, str]]] = {}
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def persistent(self) -> bool:
+        """Whether examples are kept in a file (else in memory)."""
+        return self.path is not None
+
+    def _open(self, create: bool) -> sqlite3.Connection | None:
+        """The connection; ``None`` when the file does not exist and ``create`` is false."""
+        if self._db is not None:
+            return self._db
+        assert self.path is not None
+        if not create and not self.path.exists():
+            return None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS examples (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
+                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+            )
+        except sqlite3.Error as e:
+            raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e}") from e
+        return self._db
+
+    @contextlib.contextmanager
+    def _guard(self, create: bool = False) -> Iterator[sqlite3.Connection | None]:
+        with self._lock:
+            try:
+                yield self._open(create)
+            except sqlite3.Error as e:
+                raise EmbeddingCacheError(
+                    f"the usage log {self.path} cannot be used ({e}); delete it to start afresh (the tool examples "
+                    "it held are lost)"
+                ) from e
+
+    def record(self, agent: str, message: str, tools: Iterable[ItemKey]) -> None:
+        """Keep ``message`` as an example of each tool (again: only its time is renewed).
+
+        Raises:
+            InputError: a blank message, lone surrogates, or a key that is not a tool (nothing is written).
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise InputError("an example request must be a non-empty str")
+        check_text(message, "the example request")
+        keys = list(tools)
+        for k in keys:
+            if not isinstance(k, ItemKey) or k.kind is not ItemKind.TOOL:
+                raise InputError(f"only tools have examples, got {k}")
+        text = " ".join(message.split())[:MAX_EXAMPLE_CHARS]
+        h, now = text_key(text), time.time()
+        if not self.persistent:
+            with self._lock:
+                for k in keys:
+                    self._memory.setdefault((agent, k), {})[h] = (now, text)
+            return
+        with self._guard(create=True) as db:
+            assert db is not None
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) "
+                    "DO UPDATE SET at = excluded.at",
+                    [(agent, k.server, k.name, h, text, now) for k in keys],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def examples(self, agent: str, per_tool: int) -> dict[ItemKey, tuple[str, ...]]:
+        """The ``per_tool`` most recent examples of each tool of ``agent``, newest first."""
+        if per_tool <= 0:
+            return {}
+        out: dict[ItemKey, list[tuple[float, str]]] = {}
+        if not self.persistent:
+            with self._lock:
+                for (a, k), kept in self._memory.items():
+                    if a == agent:
+                        out[k] = list(kept.values())
+        else:
+            with self._guard() as db:
+                rows = (
+                    db.execute("SELECT server, tool, message, at FROM examples WHERE agent = ?", (agent,)).fetchall()
+                    if db is not None
+                    else []
+                )
+            for server, tool, message, at in rows:
+                out.setdefault(ItemKey(ItemKind.TOOL, str(tool), str(server)), []).append((float(at), str(message)))
+        return {k: tuple(m for _, m in sorted(v, key=lambda r: (-r[0], r[1]))[:per_tool]) for k, v in out.items()}
+
+    def forget(self, agent: str, tool: ItemKey | None = None) -> int:
+        """Delete the examples of one tool (or all of ``agent``'s); returns how many were deleted."""
+        if not self.persistent:
+            with self._lock:
+                gone = [k for k in self._memory if k[0] == agent and (tool is None or k[1] == tool)]
+                n = sum(len(self._memory.pop(k)) for k in gone)
+            return n
+        with self._guard() as db:
+            if db is None:
+                return 0
+            if tool is None:
+                cur = db.execute("DELETE FROM examples WHERE agent = ?", (agent,))
+            else:
+                cur = db.execute(
+                    "DELETE FROM examples WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
+                )
+            return int(cur.rowcount)
