@@ -141,6 +141,8 @@ class Engine:
         from contextsieve.agentfile import load_agent
 
         engine = cls(load_agent(Path(path), tools=tools), **kwargs)
+        # recorded tool examples belong to this file (many agent files share a name such as "agent")
+        engine.store.usage_scope = str(Path(path).resolve())
         if connect:
             engine.connect(refresh=refresh, listing=listing)
         return engine

@@ -118,7 +118,8 @@ class ChunkStore:
         summarizer: optional per-chunk embedding context writer (see :data:`contextsieve.chunking.Summarizer`),
             called only for items whose content changed.
         usage_factory: opens the log of recorded tool examples (:class:`~contextsieve.usage.UsageLog`)
-            on first need; ``None`` keeps them in memory. usage_scope: the agent's name in that log.
+            on first need; ``None`` keeps them in memory. usage_scope: whose examples they are in that
+            log (the agent's name; :meth:`Engine.from_file` uses the agent file's path).
         index: when and how chunks are also kept in a :class:`~contextsieve.index.ChunkIndex` whose
             HNSW graphs requests search instead of scanning every chunk (default :class:`IndexConfig`:
             from 100,000 chunks, if hnswlib is installed). The index is kept in step with every sync

@@ -93,6 +93,10 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
             assert now["timezone"] == "Asia/Tokyo"
             listing = text(await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")}))
             assert "notes.txt" in listing
+            # learning from use: each successful call keeps the task as an example of its tool
+            learned = engine.store.usage().examples(engine.store.usage_scope, 50)
+            assert {str(k) for k in learned} == {"tool:time:get_current_time", "tool:files:list_directory"}
+            assert all(v == (TASK,) for v in learned.values())
             with pytest.raises(MCPError, match="files_write_file.*not offered"):
                 await c.call_tool("files_write_file", {"path": "x", "content": "y"})
             found = json.loads(text(await c.call_tool("search_tools", {"query": "write a file", "limit": 2})))

@@ -48,6 +48,7 @@ class _State:
 
     session: Session
     offered: set[ItemKey] = field(default_factory=set)  # tools of the latest task and of searches
+    task: str | None = None  # the latest task's message
     known: frozenset[ItemKey] = frozenset()  # the agent's tools when the session began
 
     @classmethod
@@ -207,6 +208,7 @@ class Gateway:
 
     def task(self, st: _State, message: str) -> dict[str, Any]:
         req = st.session.build_request(message)
+        st.task = message
         st.session.record_reply(req, "")
         del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
         st.offered = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
@@ -320,7 +322,11 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 INVALID_PARAMS,
                 f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
             )
-        return await _forward(gw, key, args, _progress_relay(ctx))
+        result = await _forward(gw, key, args, _progress_relay(ctx))
+        if config.learn_from_calls and st.task and not getattr(result, "is_error", False):
+            if engine.agent.include_mode(engine.agent.get(key)) is IncludeMode.AGENT:
+                await anyio.to_thread.run_sync(st.session.record_tool_calls, st.task, [key])
+        return result
 
     server = Server("contextsieve-gateway", lifespan=lifespan, on_list_tools=list_tools, on_call_tool=call_tool)
     server._contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI

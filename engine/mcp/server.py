@@ -80,6 +80,8 @@ class ServeConfig:
             connection's own session handle, so no client sees another's segments).
         stash_cross_session: with a stash, retrieval searches every stash session (default False).
         max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        learn_from_calls: the gateway records the current task's message as an example request of each
+            ``agent``-mode tool the host calls successfully (learning from use; default True).
     """
 
     max_message_chars: int = 100_000
@@ -90,6 +92,7 @@ class ServeConfig:
     stash_session: str | None = None
     stash_cross_session: bool = False
     max_stash_segments: int = 1000
+    learn_from_calls: bool = True
 
 
 def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
