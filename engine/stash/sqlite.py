@@ -306,7 +306,7 @@ class SqliteBackend:
         dim = meta.dim or table.dim
         sql = (
             "SELECT row, id, session, type, topic, source, created, expires, protected, model, chunks, vectors, "
-            "digest, terms FROM segments"
+            "digest, terms, stashed, sha256 FROM segments"
         )
         batches: list[Sequence[int] | None] = [None] if rows is None else list(_chunks(list(rows)))
         for batch in batches:
@@ -330,6 +330,8 @@ class SqliteBackend:
                     blob,
                     digest,
                     terms,
+                    stashed,
+                    sha,
                 ) = r
                 table.remove(row)
                 v = self._vectors_of((row, sid, model, chunks, blob, digest), dim)
@@ -347,6 +349,8 @@ class SqliteBackend:
                     bool(protected),
                     v,
                     terms.split(),
+                    stashed,
+                    sha,
                 )
 
     def _sync(self) -> VectorTable:
@@ -462,13 +466,7 @@ class SqliteBackend:
 
     def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
         def run() -> dict[str, tuple[float, float, str]]:
-            out: dict[str, tuple[float, float, str]] = {}
-            with self.lock:
-                for batch in _chunks(list(ids)):
-                    marks = ",".join("?" * len(batch))
-                    q = f"SELECT id, created, stashed, sha256 FROM segments WHERE id IN ({marks})"
-                    out.update((i, (float(c), float(st), sha)) for i, c, st, sha in self._db.execute(q, batch))
-            return out
+            return self._sync().facts(ids)  # the in-memory table, up to date with every process's writes
 
         return self._guard(run)
 

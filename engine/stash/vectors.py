@@ -58,6 +58,11 @@ class VectorConfig:
             raise InputError(f"exact_below must be in [0, 1], got {self.exact_below}")
 
 
+def _among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``np.isin`` with a fast path for one code (the usual filter: one session, one topic)."""
+    return values == codes[0] if codes.size == 1 else np.isin(values, codes)
+
+
 class _Codes:
     """Strings to small ints (``-1``: none)."""
 
@@ -90,6 +95,12 @@ class VectorTable:
         self._source = np.zeros(n, np.int32)
         self._type = np.zeros(n, np.int8)
         self._created = np.zeros(n, np.float64)
+        self._stashed = np.zeros(n, np.float64)
+        self._sha: list[str] = []  # slot -> sha256 of the text
+        self.slot_of_id: dict[str, int] = {}  # live segment id -> slot
+        self._mutations = 0  # changes since the table was made (the filter mask memo's key)
+        self._allowed_memo: tuple[Filters, int, np.ndarray] | None = None
+        self._chunk_memo: tuple[Filters, int, np.ndarray, int] | None = None
         self._expires = np.zeros(n, np.float64)
         self._protected = np.zeros(n, np.bool_)
         self._gone = np.zeros(n, np.bool_)
@@ -123,7 +134,17 @@ class VectorTable:
         if need <= cap:
             return
         new = max(need, 2 * cap, 256)
-        for name in ("_session", "_topic", "_source", "_type", "_created", "_expires", "_protected", "_gone"):
+        for name in (
+            "_session",
+            "_topic",
+            "_source",
+            "_type",
+            "_created",
+            "_stashed",
+            "_expires",
+            "_protected",
+            "_gone",
+        ):
             old = getattr(self, name)
             grown = np.zeros(new, old.dtype)
             grown[:cap] = old
@@ -153,11 +174,14 @@ class VectorTable:
         protected: bool,
         vectors: np.ndarray,
         terms: Sequence[str] = (),
+        stashed: float | None = None,
+        sha256: str = "",
     ) -> None:
         """Add one segment (``row``: its store key; adding a present row replaces it) with its chunk
-        vectors and its keyword ``terms``."""
+        vectors, its keyword ``terms``, when it was stashed (default: ``created``) and its text's sha256."""
         if row in self.slot_of:
             self.remove(row)
+        self._mutations += 1
         v = np.asarray(vectors, np.float32).reshape(-1, self.dim)
         s = self._slots
         self._grow_slots(s + 1)
@@ -166,6 +190,9 @@ class VectorTable:
         self._source[s] = self._sources.of(source)
         self._type[s] = _TYPES[kind]
         self._created[s] = created
+        self._stashed[s] = created if stashed is None else stashed
+        self._sha.append(sha256)
+        self.slot_of_id[segment_id] = s
         self._expires[s] = math.inf if expires is None else expires
         self._protected[s] = protected
         self._gone[s] = False
@@ -193,6 +220,9 @@ class VectorTable:
         s = self.slot_of.pop(row, None)
         if s is None:
             return
+        self._mutations += 1
+        if self.slot_of_id.get(self.ids[s]) == s:
+            del self.slot_of_id[self.ids[s]]
         self._gone[s] = True
         self._terms.remove(s)
         first, count = self._first[s], self._count[s]
@@ -207,22 +237,42 @@ class VectorTable:
     def set_protected(self, row: int, protected: bool) -> None:
         s = self.slot_of.get(row)
         if s is not None:
+            self._mutations += 1
             self._protected[s] = protected
+
+    def facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+        """Creation and stash times (epoch seconds) and text sha256 of the live segments among ``ids``."""
+        out: dict[str, tuple[float, float, str]] = {}
+        for i in ids:
+            s = self.slot_of_id.get(i)
+            if s is not None:
+                out[i] = (float(self._created[s]), float(self._stashed[s]), self._sha[s])
+        return out
 
     # -- filters ----------------------------------------------------------------------------------
 
     def allowed(self, f: Filters) -> np.ndarray:
-        """Per slot: passes the filters and is not gone."""
+        """Per slot: passes the filters and is not gone (read-only; the last mask is kept until the
+        filters or the table change, so one retrieve's dense and keyword searches compute it once)."""
+        memo = self._allowed_memo
+        if memo is not None and memo[1] == self._mutations and memo[0] == f:
+            return memo[2]
+        ok = self._allowed(f)
+        ok.setflags(write=False)
+        self._allowed_memo = (f, self._mutations, ok)
+        return ok
+
+    def _allowed(self, f: Filters) -> np.ndarray:
         n = self._slots
         ok = ~self._gone[:n]
         if f.sessions is not None:
-            ok &= np.isin(self._session[:n], self._sessions.find(f.sessions))
+            ok &= _among(self._session[:n], self._sessions.find(f.sessions))
         if f.types is not None:
-            ok &= np.isin(self._type[:n], np.array([_TYPES[t] for t in f.types], np.int8))
+            ok &= _among(self._type[:n], np.array([_TYPES[t] for t in f.types], np.int8))
         if f.topics is not None:
-            ok &= np.isin(self._topic[:n], self._topics.find(f.topics))
+            ok &= _among(self._topic[:n], self._topics.find(f.topics))
         if f.sources is not None:
-            ok &= np.isin(self._source[:n], self._sources.find(f.sources))
+            ok &= _among(self._source[:n], self._sources.find(f.sources))
         if f.since is not None:
             ok &= self._created[:n] >= f.since
         if f.until is not None:
@@ -240,9 +290,7 @@ class VectorTable:
         n = self._chunks
         if k <= 0 or n == 0 or queries.shape[0] == 0:
             return []
-        slot_ok = self.allowed(f)
-        chunk_ok = slot_ok[self._chunk_slot[:n]] & ~self._chunk_gone[:n]
-        passing = int(chunk_ok.sum())
+        chunk_ok, passing = self._chunks_allowed(f)
         if passing == 0:
             return []
         if self._hnsw is not None and passing >= self.config.exact_below * self.live_chunks:
@@ -259,6 +307,18 @@ class VectorTable:
         seg, _ = group_max(best, slots.astype(np.int64), self._slots)
         order = top_k(seg, k)
         return [(int(s), float(seg[s])) for s in order if np.isfinite(seg[s])]
+
+    def _chunks_allowed(self, f: Filters) -> tuple[np.ndarray, int]:
+        """Per chunk row: its segment passes ``f`` and it is live; and how many do (kept as the slot mask is)."""
+        memo = self._chunk_memo
+        if memo is not None and memo[1] == self._mutations and memo[0] == f:
+            return memo[2], memo[3]
+        n = self._chunks
+        chunk_ok = self.allowed(f)[self._chunk_slot[:n]] & ~self._chunk_gone[:n]
+        chunk_ok.setflags(write=False)
+        passing = int(chunk_ok.sum())
+        self._chunk_memo = (f, self._mutations, chunk_ok, passing)
+        return chunk_ok, passing
 
     def keyword(self, terms: Sequence[str], k: int, f: Filters) -> list[tuple[int, float]]:
         """The ``k`` best slots passing ``f`` by BM25 over their keyword terms, best first."""
