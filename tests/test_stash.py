@@ -553,3 +553,65 @@ def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
             assert not {h.id for h in got} & set(ids[:40])
     s.close()
     other.close()
+
+
+def test_batch_loading_equals_adding_one_by_one() -> None:
+    from contextsieve.stash.segment import SegmentType
+    from contextsieve.stash.vectors import TableRow
+
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(40):
+        v = rng.standard_normal((1 + i % 3, 16)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        kind = list(SegmentType)[i % len(SegmentType)]
+        rows.append(
+            TableRow(
+                i,
+                f"s{i}",
+                f"sess{i % 2}",
+                kind,
+                f"t{i % 4}",
+                "src",
+                100.0 + i,
+                None,
+                i % 5 == 0,
+                v,
+                [f"w{i % 7}", "common"],
+                200.0 + i,
+                f"sha{i}",
+            )
+        )
+    one, many = VectorTable(16), VectorTable(16)
+    for r in rows:
+        one.add(
+            r.row,
+            r.segment_id,
+            r.session,
+            r.kind,
+            r.topic,
+            r.source,
+            r.created,
+            r.expires,
+            r.protected,
+            r.vectors,
+            r.terms,
+            r.stashed,
+            r.sha256,
+        )
+    many.add_many(rows[:25])
+    many.add_many(rows[25:] + [rows[3]])  # a row given again replaces the first one
+    one.add(
+        3, "s3", "sess1", rows[3].kind, "t3", "src", 103.0, None, False, rows[3].vectors, rows[3].terms, 203.0, "sha3"
+    )
+    q = rng.standard_normal((2, 16)).astype(np.float32)
+    for f in (Filters(), Filters(sessions=("sess0",)), Filters(topics=("t1", "t2"), protected=False)):
+        got = [(one.ids[s], round(x, 5)) for s, x in one.search(q, 8, f)]
+        assert got == [(many.ids[s], round(x, 5)) for s, x in many.search(q, 8, f)]
+        assert [one.ids[s] for s, _ in one.keyword(["w3", "common"], 5, f)] == [
+            many.ids[s] for s, _ in many.keyword(["w3", "common"], 5, f)
+        ]
+    ids = [f"s{i}" for i in range(40)]
+    assert one.facts(ids) == many.facts(ids) and one.facts(["s5"]) == {"s5": (105.0, 205.0, "sha5")}
+    many.remove(5)
+    assert "s5" not in many.facts(ids) and len(many) == 39

@@ -36,7 +36,7 @@ from contextsieve.stash.backend import (
     vector_digest,
 )
 from contextsieve.stash.segment import ContextSegment, SegmentType
-from contextsieve.stash.vectors import VectorConfig, VectorTable
+from contextsieve.stash.vectors import TableRow, VectorConfig, VectorTable
 
 __all__ = ["SqliteConfig", "SqliteBackend", "StashIntegrityWarning"]
 
@@ -45,6 +45,7 @@ _BATCH = 500  # ids per IN (...) list
 _HEADER = b"SQLite format 3\x00"
 #: Change-log entries kept after a compaction (a reader further behind reloads everything).
 _LOG_KEEP = 20_000
+_LOAD_BATCH = 5_000  # segments quantised together while a store's table is loaded
 _OP_ADD, _OP_DELETE, _OP_FLAGS = 1, 2, 3
 
 _SCHEMA = """
@@ -309,6 +310,7 @@ class SqliteBackend:
             "digest, terms, stashed, sha256 FROM segments"
         )
         batches: list[Sequence[int] | None] = [None] if rows is None else list(_chunks(list(rows)))
+        pending: list[TableRow] = []  # added in batches: one quantisation call per batch
         for batch in batches:
             if batch is None:
                 cur = self._db.execute(sql + " ORDER BY row")
@@ -333,25 +335,31 @@ class SqliteBackend:
                     stashed,
                     sha,
                 ) = r
-                table.remove(row)
                 v = self._vectors_of((row, sid, model, chunks, blob, digest), dim)
                 if v is None:
+                    table.remove(row)
                     continue
-                table.add(
-                    row,
-                    sid,
-                    session,
-                    SegmentType(kind),
-                    topic,
-                    source,
-                    created,
-                    expires,
-                    bool(protected),
-                    v,
-                    terms.split(),
-                    stashed,
-                    sha,
+                pending.append(
+                    TableRow(
+                        row,
+                        sid,
+                        session,
+                        SegmentType(kind),
+                        topic,
+                        source,
+                        created,
+                        expires,
+                        bool(protected),
+                        v,
+                        terms.split(),
+                        stashed,
+                        sha,
+                    )
                 )
+                if len(pending) >= _LOAD_BATCH:
+                    table.add_many(pending)
+                    pending.clear()
+        table.add_many(pending)
 
     def _sync(self) -> VectorTable:
         """The in-memory table, brought up to date with every committed write (any process)."""

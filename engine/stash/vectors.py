@@ -78,6 +78,25 @@ class _Codes:
         return np.array([self.code[v] for v in values if v in self.code], dtype=np.int32)
 
 
+@dataclass(frozen=True)
+class TableRow:
+    """One segment for :meth:`VectorTable.add_many` (the arguments of :meth:`VectorTable.add`)."""
+
+    row: int
+    segment_id: str
+    session: str
+    kind: SegmentType
+    topic: str | None
+    source: str
+    created: float
+    expires: float | None
+    protected: bool
+    vectors: np.ndarray
+    terms: Sequence[str] = ()
+    stashed: float | None = None
+    sha256: str = ""
+
+
 class VectorTable:
     """Segments (slots) with their chunk rows. Not thread-safe: the backend holds its lock around it."""
 
@@ -179,39 +198,70 @@ class VectorTable:
     ) -> None:
         """Add one segment (``row``: its store key; adding a present row replaces it) with its chunk
         vectors, its keyword ``terms``, when it was stashed (default: ``created``) and its text's sha256."""
-        if row in self.slot_of:
-            self.remove(row)
+        self.add_many(
+            [
+                TableRow(
+                    row,
+                    segment_id,
+                    session,
+                    kind,
+                    topic,
+                    source,
+                    created,
+                    expires,
+                    protected,
+                    vectors,
+                    terms,
+                    stashed,
+                    sha256,
+                )
+            ]
+        )
+
+    def add_many(self, rows: Sequence[TableRow]) -> None:
+        """Add segments as :meth:`add` does, quantising all their vectors in one call (opening a store
+        loads every segment this way)."""
+        rows = list({r.row: r for r in rows}.values())  # a row given twice: the last one
+        if not rows:
+            return
+        for r in rows:
+            if r.row in self.slot_of:
+                self.remove(r.row)
         self._mutations += 1
-        v = np.asarray(vectors, np.float32).reshape(-1, self.dim)
-        s = self._slots
-        self._grow_slots(s + 1)
-        self._session[s] = self._sessions.of(session)
-        self._topic[s] = self._topics.of(topic)
-        self._source[s] = self._sources.of(source)
-        self._type[s] = _TYPES[kind]
-        self._created[s] = created
-        self._stashed[s] = created if stashed is None else stashed
-        self._sha.append(sha256)
-        self.slot_of_id[segment_id] = s
-        self._expires[s] = math.inf if expires is None else expires
-        self._protected[s] = protected
-        self._gone[s] = False
-        self._slots += 1
-        self.ids.append(segment_id)
-        self.slot_of[row] = s
-        c = self._chunks
-        q = Int8Corpus.from_vectors(v)
-        self._grow_chunks(c + v.shape[0])
-        self._q8[c : c + v.shape[0]] = q.q8
-        self._scale[c : c + v.shape[0]] = q.scale
-        self._chunk_slot[c : c + v.shape[0]] = s
-        self._chunk_gone[c : c + v.shape[0]] = False
-        self._chunks += v.shape[0]
-        self._first.append(c)
-        self._count.append(v.shape[0])
-        self._terms.add(s, terms)
+        vecs = [np.asarray(r.vectors, np.float32).reshape(-1, self.dim) for r in rows]
+        q = Int8Corpus.from_vectors(np.concatenate(vecs) if len(vecs) > 1 else vecs[0])
+        s0, c0 = self._slots, self._chunks
+        total = sum(v.shape[0] for v in vecs)
+        self._grow_slots(s0 + len(rows))
+        self._grow_chunks(c0 + total)
+        self._q8[c0 : c0 + total] = q.q8
+        self._scale[c0 : c0 + total] = q.scale
+        self._chunk_gone[c0 : c0 + total] = False
+        c = c0
+        for j, (r, v) in enumerate(zip(rows, vecs)):
+            s = s0 + j
+            self._session[s] = self._sessions.of(r.session)
+            self._topic[s] = self._topics.of(r.topic)
+            self._source[s] = self._sources.of(r.source)
+            self._type[s] = _TYPES[r.kind]
+            self._created[s] = r.created
+            self._stashed[s] = r.created if r.stashed is None else r.stashed
+            self._expires[s] = math.inf if r.expires is None else r.expires
+            self._protected[s] = r.protected
+            self._gone[s] = False
+            self._sha.append(r.sha256)
+            self.slot_of_id[r.segment_id] = s
+            self.ids.append(r.segment_id)
+            self.slot_of[r.row] = s
+            self._chunk_slot[c : c + v.shape[0]] = s
+            self._first.append(c)
+            self._count.append(v.shape[0])
+            self._terms.add(s, r.terms)
+            c += v.shape[0]
+        self._slots = s0 + len(rows)
+        self._chunks = c0 + total
         if self._hnsw is not None:
-            self._hnsw_add(np.arange(c, c + v.shape[0]))
+            self._hnsw_add(np.arange(c0, c0 + total))
         else:
             self._maybe_build()
 
