@@ -384,8 +384,9 @@ def chunk_item(
 
 
 #: Where a message's steps part, besides sentence ends: line breaks, list markers, semicolons and the
-#: CJK full stop, exclamation, question mark and semicolon.
-_STEP_BREAK = re.compile(r"\s*\n\s*(?:[-*\u2022]\s+|\d{1,2}[.)]\s+)?|;\s*|(?<=[\u3002\uff01\uff1f\uff1b])")
+#: CJK full stop, exclamation, question mark and semicolon. A match starts at the break itself (a
+#: leading ``\s*`` made a run of 200,000 spaces take 53 s); pieces are stripped afterwards.
+_STEP_BREAK = re.compile(r"\n\s*(?:[-*\u2022]\s+|\d{1,2}[.)]\s+)?|;\s*|(?<=[\u3002\uff01\uff1f\uff1b])")
 #: Words that join the steps of a task inside one sentence ("..., then ...", "and then", "und dann",
 #: "y luego", "然后"): a sentence holding them is also searched clause by clause.
 _CLAUSE_JOIN = re.compile(

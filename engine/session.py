@@ -241,6 +241,8 @@ class Session:
             UnknownItemError: a call names no tool of the agent. InputError: a blank message or one with
             lone surrogates. Nothing is recorded then.
         """
+        if isinstance(calls, (str, ItemKey)):
+            raise InputError("record_tool_calls takes a list of tools, not one")
         keys: list[ItemKey] = []
         for c in calls:
             if isinstance(c, str) and c.count(":") == 1 and c.split(":")[0] not in {k.value for k in ItemKind}:

@@ -260,3 +260,23 @@ def test_rocchio_moves_the_query_toward_the_feedback_and_keeps_unit_length() -> 
     centroid = fb.mean(axis=0) / np.linalg.norm(fb.mean(axis=0))
     assert np.all(moved @ centroid > q @ centroid)
     np.testing.assert_allclose(rocchio(q, fb, 0.0), q, atol=1e-6)
+
+
+def test_hostile_messages_split_without_hanging() -> None:
+    import signal
+
+    from contextsieve.chunking import split_query
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("split_query hung")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)  # a guard against a hang (a quadratic regex took 53 s here), not a speed test
+    try:
+        assert split_query(" " * 200_000, steps=True) == ([], 0)
+        chunks, n = split_query(" " * 200_000 + "fetch it\n- save it; then mail it", steps=True)
+        assert n == 1 and chunks[1:] == ["fetch it", "save it", "then mail it"]
+        assert split_query("\n" * 100_000 + ";" * 100_000, steps=True) == ([";" * 500], 1)  # cut at max_chars
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
