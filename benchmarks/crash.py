@@ -168,15 +168,20 @@ def c_agent_save(folder: Path) -> int | None:
     return _version_of_agent(path) if path.exists() else None
 
 
-def c_embedding_cache(folder: Path, acked: int, rng: random.Random, history: list[int]) -> int | None:
-    db = folder / "embeddings.sqlite"
-    if not db.exists():
-        return None
+def _integrity(db: Path) -> None:
+    """SQLite's own check of a database file; a corrupt one is an error."""
     con = sqlite3.connect(db)
     ok = con.execute("PRAGMA integrity_check").fetchone()[0]
     con.close()
     if ok != "ok":
         raise ContextSieveError(f"integrity_check: {ok}")
+
+
+def c_embedding_cache(folder: Path, acked: int, rng: random.Random, history: list[int]) -> int | None:
+    db = folder / "embeddings.sqlite"
+    if not db.exists():
+        return None
+    _integrity(db)
     cache = EmbeddingCache(db, "crash/1")
     try:
         # the last acknowledged batch and three earlier acknowledged ones (a batch whose put never
@@ -226,11 +231,7 @@ def c_stash(folder: Path, acked: int, history: list[int]) -> int | None:
     db = folder / "stash.db"
     if not db.exists():
         return None
-    con = sqlite3.connect(db)
-    ok = con.execute("PRAGMA integrity_check").fetchone()[0]
-    con.close()
-    if ok != "ok":
-        raise ContextSieveError(f"integrity_check: {ok}")
+    _integrity(db)
     with StashStore.open(db, HashEmbedder()) as store:
         want = sorted(set(history))
         ids = [f"b{k}-{i}" for k in want for i in range(5)]

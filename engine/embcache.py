@@ -52,6 +52,18 @@ def _digest(model_id: str, key: str, payload: bytes) -> bytes:
     return h.digest()
 
 
+def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
+    """A connection to one of the project's shared SQLite files (created with its folder): WAL mode,
+    a 30 s busy timeout, autocommit (writers open their own transactions), usable from any thread
+    under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...``) applied. Raises
+    ``sqlite3.Error`` for the caller to name the file in its own error."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(schema)
+    return db
+
+
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Mask of rows that are finite with an L2 norm within :data:`NORM_TOLERANCE` of 1."""
     v = np.asarray(vectors, dtype=np.float64)
@@ -76,13 +88,11 @@ class EmbeddingCache:
         self.model_id = model_id
         self.rejected = 0
         self._lock = threading.Lock()  # one connection, used by one thread at a time
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
+            self._db = connect_wal(
+                self.path,
                 "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
-                "PRIMARY KEY (model, hash))"
+                "PRIMARY KEY (model, hash))",
             )
         except sqlite3.Error as e:
             raise EmbeddingCacheError(f"cannot open the embedding cache {self.path}: {e}") from e

@@ -296,6 +296,8 @@ def _search_synced(
     chosen: list[Selected] = []
     promoted: list[Selected] = []
     for name, mask, ds in domains:
+        if not mask.any():  # e.g. an agent of tools only: the other domain has nothing to choose
+            continue
         n_queries = qvec_all.shape[0] if ds.query_split == "steps" or n_sentences is None else n_sentences
         qvec = qvec_all[:n_queries]
         exclude = ~mask[owner]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from contextsieve.embcache import text_key
+from contextsieve.embcache import connect_wal, text_key
 from contextsieve.errors import EmbeddingCacheError, InputError, check_text
 from contextsieve.items import ItemKey, ItemKind
 
@@ -54,13 +54,11 @@ class UsageLog:
         assert self.path is not None
         if not create and not self.path.exists():
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
+            self._db = connect_wal(
+                self.path,
                 "CREATE TABLE IF NOT EXISTS examples (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
-                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))",
             )
         except sqlite3.Error as e:
             raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e}") from e
