@@ -52,15 +52,21 @@ def _digest(model_id: str, key: str, payload: bytes) -> bytes:
     return h.digest()
 
 
-def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
+def connect_wal(path: Path, schema: str, what: str) -> sqlite3.Connection:
     """A connection to one of the project's shared SQLite files (created with its folder): WAL mode,
     a 30 s busy timeout, autocommit (writers open their own transactions), usable from any thread
-    under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...``) applied. Raises
-    ``sqlite3.Error`` for the caller to name the file in its own error."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(schema)
+    under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...``) applied.
+
+    Raises:
+        EmbeddingCacheError: the file cannot be opened; the message names it as ``what`` and its path.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(schema)
+    except (sqlite3.Error, OSError) as e:
+        raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
 
 
@@ -88,14 +94,12 @@ class EmbeddingCache:
         self.model_id = model_id
         self.rejected = 0
         self._lock = threading.Lock()  # one connection, used by one thread at a time
-        try:
-            self._db = connect_wal(
-                self.path,
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
-                "PRIMARY KEY (model, hash))",
-            )
-        except sqlite3.Error as e:
-            raise EmbeddingCacheError(f"cannot open the embedding cache {self.path}: {e}") from e
+        self._db = connect_wal(
+            self.path,
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
+            "PRIMARY KEY (model, hash))",
+            "the embedding cache",
+        )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:

@@ -54,14 +54,12 @@ class UsageLog:
         assert self.path is not None
         if not create and not self.path.exists():
             return None
-        try:
-            self._db = connect_wal(
-                self.path,
-                "CREATE TABLE IF NOT EXISTS examples (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
-                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))",
-            )
-        except sqlite3.Error as e:
-            raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e}") from e
+        self._db = connect_wal(
+            self.path,
+            "CREATE TABLE IF NOT EXISTS examples (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
+            "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))",
+            "the usage log",
+        )
         return self._db
 
     @contextlib.contextmanager

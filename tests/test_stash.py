@@ -24,7 +24,7 @@ from contextsieve.stash import (
 )
 from contextsieve.stash.backend import Filters
 from contextsieve.stash.sqlite import SqliteBackend
-from contextsieve.stash.vectors import VectorTable
+from contextsieve.stash.vectors import TableRow, VectorTable
 from tests.fake_embedder import FakeEmbedder
 
 UTC = timezone.utc
@@ -482,7 +482,7 @@ def test_vector_table_matches_a_numpy_oracle(backend: str) -> None:
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         kind = list(SegmentType)[row % 3]
         sess = f"s{row % 4}"
-        t.add(row, f"id{row}", sess, kind, None, "", float(row), None, row % 5 == 0, v)
+        t.add(TableRow(row, f"id{row}", sess, kind, None, "", float(row), None, row % 5 == 0, v))
         vecs.append(v)
         meta.append((sess, kind, row % 5 == 0))
     for row in range(0, n, 10):
@@ -557,7 +557,6 @@ def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
 
 def test_batch_loading_equals_adding_one_by_one() -> None:
     from contextsieve.stash.segment import SegmentType
-    from contextsieve.stash.vectors import TableRow
 
     rng = np.random.default_rng(11)
     rows = []
@@ -584,26 +583,10 @@ def test_batch_loading_equals_adding_one_by_one() -> None:
         )
     one, many = VectorTable(16), VectorTable(16)
     for r in rows:
-        one.add(
-            r.row,
-            r.segment_id,
-            r.session,
-            r.kind,
-            r.topic,
-            r.source,
-            r.created,
-            r.expires,
-            r.protected,
-            r.vectors,
-            r.terms,
-            r.stashed,
-            r.sha256,
-        )
+        one.add(r)
     many.add_many(rows[:25])
     many.add_many(rows[25:] + [rows[3]])  # a row given again replaces the first one
-    one.add(
-        3, "s3", "sess1", rows[3].kind, "t3", "src", 103.0, None, False, rows[3].vectors, rows[3].terms, 203.0, "sha3"
-    )
+    one.add(rows[3])
     q = rng.standard_normal((2, 16)).astype(np.float32)
     for f in (Filters(), Filters(sessions=("sess0",)), Filters(topics=("t1", "t2"), protected=False)):
         got = [(one.ids[s], round(x, 5)) for s, x in one.search(q, 8, f)]

@@ -80,7 +80,9 @@ class _Codes:
 
 @dataclass(frozen=True)
 class TableRow:
-    """One segment for :meth:`VectorTable.add_many` (the arguments of :meth:`VectorTable.add`)."""
+    """One segment for :meth:`VectorTable.add`: its store row, id, session, type, topic, source, creation
+    and expiry times (epoch seconds), protection, chunk vectors ``[chunks, dim]``, keyword terms, stash
+    time (default: the creation time) and text sha256."""
 
     row: int
     segment_id: str
@@ -180,47 +182,13 @@ class VectorTable:
             grown[:cap] = old
             setattr(self, name, grown)
 
-    def add(
-        self,
-        row: int,
-        segment_id: str,
-        session: str,
-        kind: SegmentType,
-        topic: str | None,
-        source: str,
-        created: float,
-        expires: float | None,
-        protected: bool,
-        vectors: np.ndarray,
-        terms: Sequence[str] = (),
-        stashed: float | None = None,
-        sha256: str = "",
-    ) -> None:
-        """Add one segment (``row``: its store key; adding a present row replaces it) with its chunk
-        vectors, its keyword ``terms``, when it was stashed (default: ``created``) and its text's sha256."""
-        self.add_many(
-            [
-                TableRow(
-                    row,
-                    segment_id,
-                    session,
-                    kind,
-                    topic,
-                    source,
-                    created,
-                    expires,
-                    protected,
-                    vectors,
-                    terms,
-                    stashed,
-                    sha256,
-                )
-            ]
-        )
+    def add(self, row: TableRow) -> None:
+        """Add one segment (its ``row`` is its store key; adding a present row replaces it)."""
+        self.add_many([row])
 
     def add_many(self, rows: Sequence[TableRow]) -> None:
-        """Add segments as :meth:`add` does, quantising all their vectors in one call (opening a store
-        loads every segment this way)."""
+        """Add segments (a present row is replaced), quantising all their vectors in one call (opening
+        a store loads every segment this way)."""
         rows = list({r.row: r for r in rows}.values())  # a row given twice: the last one
         if not rows:
             return
