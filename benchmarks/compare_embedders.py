@@ -5,10 +5,12 @@
 
 Workloads (``benchmarks/workloads.py``): 151 documentation-like chunks (~100 tokens; ms per chunk),
 1,000 short sentences (sentences/s), one 13-token query (p50/p99 over 200 calls after 10 warm-ups),
-and cold load (a fresh process: imports + model load + first query; median of 3; the contextsieve
-graphs already built). Engines run round-robin in each round so drift hits all alike; medians are
-reported. Accuracy is the min / mean cosine against sentence-transformers on ~300 varied texts.
-Every engine gets 2 threads. fastembed runs contextsieve's fp32 graph with a token output (its own
+cold load (a fresh process: imports + model load + first query; median of 3; the contextsieve
+graphs already built), and resident memory, each engine in a fresh process of its own: after the
+model load and first query, the peak, and after then embedding the 1,000 sentences and 151 chunks
+(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MB). Engines run round-robin in each round so drift
+hits all alike; medians are reported. Accuracy is the min / mean cosine against sentence-transformers
+on ~300 varied texts. Every engine gets 2 threads. fastembed runs contextsieve's fp32 graph with a token output (its own
 mean pooling), as it cannot read the sentence-output graph.
 """
 
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import workloads
+from contextsieve.models.cpu import cpu_summary
 
 THREADS = 2
 
@@ -38,6 +41,7 @@ class Engine:
     load: Callable[[], object]
     embed: Callable[[object, list[str]], np.ndarray]
     cold_code: str
+    work_code: str  # embeds the list T (in the memory subprocess)
     model: object = None
     times: dict[str, list[float]] = field(default_factory=dict)
 
@@ -49,7 +53,7 @@ def _cs(variant: str) -> Engine:
         return Embedder(variant=variant, threads=THREADS)
 
     code = f"from contextsieve import Embedder; m = Embedder(variant='{variant}', threads={THREADS}); m.embed([Q])"
-    return Engine(f"contextsieve-{variant}", load, lambda m, t: m.embed(t), code)
+    return Engine(f"contextsieve-{variant}", load, lambda m, t: m.embed(t), code, "m.embed(T)")
 
 
 def _st() -> Engine:
@@ -69,6 +73,7 @@ def _st() -> Engine:
         load,
         lambda m, t: m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True),
         code,
+        "m.encode(T, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)",
     )
 
 
@@ -101,7 +106,13 @@ def _fe() -> Engine:
         f"specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={THREADS}); "
         "list(m.embed([Q]))"
     )
-    return Engine("fastembed", load, lambda m, t: np.asarray(list(m.embed(t, batch_size=32)), dtype=np.float32), code)
+    return Engine(
+        "fastembed",
+        load,
+        lambda m, t: np.asarray(list(m.embed(t, batch_size=32)), dtype=np.float32),
+        code,
+        "list(m.embed(T, batch_size=32))",
+    )
 
 
 def _folder() -> Path:
@@ -131,6 +142,28 @@ def cold_load(code: str, runs: int = 3) -> float:
     return float(np.median(out))
 
 
+_RSS = (
+    "def _mem():\n"
+    "    d = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+    "    return int(d['VmRSS'].split()[0]) / 1024, int(d['VmHWM'].split()[0]) / 1024\n"
+)
+
+
+def memory(e: Engine) -> tuple[float, float, float]:
+    """(resident MB after load + first query, peak MB, resident MB after 1,151 more texts), in a fresh process."""
+    prog = (
+        f"{_RSS}Q = {workloads.QUERY!r}\n{e.cold_code}\nloaded = _mem()[0]\n"
+        "from benchmarks import workloads\nT = list(workloads.sentences()) + list(workloads.doc_chunks())\n"
+        f"{e.work_code}\nafter, peak = _mem()\nprint(loaded, peak, after)"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "true"}
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    loaded, peak, after = (float(x) for x in r.stdout.strip().splitlines()[-1].split())
+    return loaded, peak, after
+
+
 def timed(f: Callable[[], object]) -> float:
     t = time.perf_counter()
     f()
@@ -143,8 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of the chunk workload (sentences: rounds - 2, min 3)"
     )
-    ap.add_argument("--no-cold", action="store_true", help="skip the cold-load subprocesses")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-load and memory subprocesses")
     args = ap.parse_args(argv)
+    print(f"CPU: {cpu_summary()}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     chunks, sents, varied = list(workloads.doc_chunks()), list(workloads.sentences()), list(workloads.varied_texts())
     engines = []
@@ -171,14 +205,18 @@ def main(argv: list[str] | None = None) -> None:
             e.embed(e.model, [workloads.QUERY])
         e.times["query"] = [timed(lambda: e.embed(e.model, [workloads.QUERY])) for _ in range(200)]
         e.times["cold"] = [] if args.no_cold else [cold_load(e.cold_code)]
+        e.times["memory"] = [] if args.no_cold else list(memory(e))
     print(
         f"\n{len(chunks)} chunks (mean {np.mean([len(c) for c in chunks]):.0f} chars), {len(sents)} sentences, "
         f"query {workloads.QUERY!r}; "
         f"{THREADS} threads; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on {len(varied)} "
         "varied texts\n"
     )
-    print("| engine | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | min cos | mean cos |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| engine | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | MB loaded | MB peak | "
+        "MB after 1,151 texts | min cos | mean cos |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for e in engines:
         v = e.times["vec"][0]
         c = (v * ref).sum(1) / (np.linalg.norm(v, axis=1) * np.linalg.norm(ref, axis=1))
@@ -189,9 +227,10 @@ def main(argv: list[str] | None = None) -> None:
             "p99": np.percentile(e.times["query"], 99) * 1000,
         }
         cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] else "-"
+        mem = " | ".join(f"{m:.0f}" for m in e.times["memory"]) if e.times["memory"] else "- | - | -"
         print(
             f"| {e.name} | {row['chunk']:.2f} | {row['sent']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} | {cold} | "
-            f"{c.min():.5f} | {c.mean():.5f} |"
+            f"{mem} | {c.min():.5f} | {c.mean():.5f} |"
         )
 
 

@@ -10,6 +10,13 @@ cold cache (embedding all chunks; the model already loaded), warm requests (p50/
 messages, and how much of that is embedding the query), and the first request of a restarted engine
 whose disk cache is warm (a new process would add the imports and the model load).
 
+Memory and start-up, each in fresh processes (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MB): a
+process that builds an ``Engine`` on the bundled example agent and makes its first request (model
+graph and embedding cache warm), then 200 more; a process that embeds 1,000 sentences with a bare
+``Embedder``; ``contextsieve demo`` on an empty cache (the graph build included, peak from
+``getrusage``); and the whole start of a fresh process, from its first import to the answer of its
+first request (caches warm, median of 3).
+
 ``--large``: 14,000 references of 10 docstring sentences each (one chunk per sentence plus the
 header chunk: 154,000 chunks; the sentences of ``benchmarks.hnsw_table``), all in ``agent`` mode,
 searched by the same 200 messages through the default index (HNSW above 100,000 chunks) and with
@@ -116,11 +123,80 @@ def large(emb: object, msgs: list[str]) -> None:
     print(f"\nHNSW chose the same items as exact search in {same} of {len(msgs)} requests.")
 
 
+_MEM = (
+    "import time\n_t0 = time.perf_counter()\n"
+    "def _mem():\n"
+    "    d = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+    "    return int(d['VmRSS'].split()[0]) / 1024, int(d['VmHWM'].split()[0]) / 1024\n"
+)
+_ENGINE = (
+    _MEM + "from contextsieve import Engine, example_agent_path\n"
+    "e = Engine.from_file(example_agent_path(), cache_dir={cache!r})\n"
+    "s = e.session()\ns.build_request('Open a pull request for the retry fix.')\n"
+    "first = time.perf_counter() - _t0\nafter, peak = _mem()\n"
+    "from benchmarks.request_latency import messages\n"
+    "for m in messages():\n    s.build_request(m)\n"
+    "print(first, peak, after, _mem()[0])"
+)
+_EMBEDDER = (
+    _MEM + "from contextsieve import Embedder\nfrom benchmarks import workloads\n"
+    "Embedder().embed(list(workloads.sentences(1000)))\nprint(*_mem())"
+)
+
+
+def _fresh(code: str, env: dict[str, str] | None = None) -> list[float]:
+    """Run ``code`` in a fresh interpreter (from the repository root) and return the numbers it prints."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
+    if r.returncode:
+        raise RuntimeError(r.stderr[-2000:])
+    return [float(x) for x in r.stdout.strip().splitlines()[-1].split()]
+
+
+def memory_table() -> None:
+    """Memory and start-up rows (see the module docstring)."""
+    import os
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as cache:
+        _fresh(_ENGINE.format(cache=cache))  # fills the embedding cache
+        runs = [_fresh(_ENGINE.format(cache=cache)) for _ in range(3)]
+        start = float(np.median([r[0] for r in runs]))
+        _, peak, after, later = runs[-1]
+        emb_rss, emb_peak = _fresh(_EMBEDDER)
+    demo = shutil.which("contextsieve", path=str(Path(sys.executable).parent)) or "contextsieve"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with tempfile.TemporaryDirectory() as empty:
+        env = {**os.environ, "CONTEXTSIEVE_CACHE": empty}
+        subprocess.run([demo, "demo"], check=True, capture_output=True, env=env, timeout=900)
+    demo_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print("\n| fresh process | MB |")
+    print("| --- | --- |")
+    print(f"| `Engine` on the bundled agent + first request (caches warm): peak | {peak:.0f} |")
+    print(f"|   resident after it | {after:.0f} |")
+    print(f"|   resident after 200 more requests | {later:.0f} |")
+    print(f"| `Embedder` after embedding 1,000 sentences: resident / peak | {emb_rss:.0f} / {emb_peak:.0f} |")
+    demo_mb = (
+        f"{demo_peak / 1024:.0f}" if demo_peak > before else f"<= {before / 1024:.0f} (an earlier child was larger)"
+    )
+    print(f"| first run, `contextsieve demo` on an empty cache (graph build included): peak | {demo_mb} |")
+    print(f"\nA fresh process from its first import to its first request's answer (caches warm): {start * 1e3:.0f} ms")
+
+
 def main() -> None:
     from contextsieve import Embedder
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large", action="store_true", help="also the ~150,000-chunk agent, HNSW vs exact")
+    ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory and start-up rows")
     args = ap.parse_args()
     print(f"CPU: {cpu_summary()}\n")
     emb = Embedder()  # int8, graph from the model cache
@@ -178,6 +254,8 @@ def main() -> None:
     )
     print(f"| first request, cold cache (embeds {n_chunks} chunks) | {cold * 1e3:.0f} | - |")
     print(f"| first request after a restart, disk cache warm | {warm_disk * 1e3:.1f} | - |")
+    if not args.no_memory:
+        memory_table()
     if args.large:
         large(emb, msgs)
 

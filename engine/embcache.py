@@ -10,12 +10,17 @@ stored after the vector, finite values and unit norm. A row that fails (a flippe
 row of an older format, a vector of the wrong length) is not served: the caller embeds that text again
 and the fresh vector replaces the row. The first rejection per cache object raises a
 :class:`CacheIntegrityWarning`; :attr:`EmbeddingCache.rejected` counts them all.
+
+The same file keeps chunk plans (:meth:`EmbeddingCache.get_plans`): how an item was cut into chunks,
+by a key over everything the cut depends on, so a restarted agent does not count tokens again.
+Plans carry the same digest; a plan that fails it is cut again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sqlite3
 import threading
 import warnings
@@ -100,6 +105,11 @@ class EmbeddingCache:
             "PRIMARY KEY (model, hash))",
             "the embedding cache",
         )
+        with self._guard():
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS plans (model TEXT NOT NULL, key TEXT NOT NULL, plan BLOB NOT NULL, "
+                "PRIMARY KEY (model, key))"
+            )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -189,6 +199,45 @@ class EmbeddingCache:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
 
+    def get_plans(self, keys: Sequence[str]) -> dict[str, list[list[object]]]:
+        """Verified chunk plans by key (a plan is a JSON list the caller wrote with :meth:`put_plans`);
+        plans that fail verification are left out and counted in :attr:`rejected`."""
+        found: dict[str, list[list[object]]] = {}
+        bad = 0
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            with self._guard():
+                rows = self._db.execute(
+                    f"SELECT key, plan FROM plans WHERE model = ? AND key IN ({','.join('?' * len(part))})",
+                    [self.model_id, *part],
+                ).fetchall()
+            for key, blob in rows:
+                plan = None
+                if isinstance(blob, bytes) and len(blob) > DIGEST_BYTES:
+                    payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
+                    if _digest(self.model_id, "plan:" + key, payload) == digest:
+                        try:
+                            plan = json.loads(payload.decode("utf-8"))
+                        except ValueError:
+                            plan = None
+                if isinstance(plan, list):
+                    found[key] = plan
+                else:
+                    bad += 1
+        if bad:
+            self._reject(bad)
+        return found
+
+    def put_plans(self, plans: dict[str, list[list[object]]]) -> None:
+        """Store chunk plans by key (one transaction), each with its digest."""
+        rows = []
+        for key, plan in plans.items():
+            payload = json.dumps(plan, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            rows.append((self.model_id, key, payload + _digest(self.model_id, "plan:" + key, payload)))
+        with self._guard(), self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
+
     def __len__(self) -> int:
         with self._guard():
             return int(self._db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", [self.model_id]).fetchone()[0])
@@ -197,6 +246,7 @@ class EmbeddingCache:
         """Delete the entries of every other model id; returns how many were deleted."""
         with self._guard(), self._db:
             cur = self._db.execute("DELETE FROM vectors WHERE model != ?", [self.model_id])
+            self._db.execute("DELETE FROM plans WHERE model != ?", [self.model_id])
         return cur.rowcount
 
     def close(self) -> None:

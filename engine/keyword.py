@@ -6,6 +6,7 @@ The scorer is :func:`contextsieve.kernels.scoring.bm25_scores`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,14 +41,18 @@ def tokenize(text: str) -> list[str]:
     Identifiers are split into words: ``searchIssues`` and ``search_issues`` give ``search``, ``issue``.
     Runs of CJK characters become overlapping character bigrams (see :func:`_cjk_terms`), so a Chinese
     task matches a Chinese description that shares a word with it."""
+    text = _CAMEL.sub(" ", text)
+    cjk = not text.isascii() and _CJK.search(text) is not None
+    if cjk:
+        text = _CJK.sub(r" \1 ", text)
     out = []
-    for w in _WORD.findall(_CJK.sub(r" \1 ", _CAMEL.sub(" ", text)).lower()):
-        if _CJK.fullmatch(w):
+    for w in _WORD.findall(text.lower()):
+        if cjk and _CJK.fullmatch(w):
             out.extend(_cjk_terms(w))
             continue
         if len(w) < 2 or w in STOPWORDS:
             continue
-        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        if len(w) > 3 and w[-1] == "s" and w[-2] != "s":
             w = w[:-1]
         out.append(w)
     return out
@@ -65,14 +70,15 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.vocab: dict[str, int] = {}
         postings: dict[int, dict[int, int]] = {}
-        self.doc_len = np.zeros(len(texts), dtype=np.float32)
+        lengths = []
+        vocab = self.vocab
         for row, text in enumerate(texts):
             toks = tokenize(text)
-            self.doc_len[row] = len(toks)
-            for t in toks:
-                tid = self.vocab.setdefault(t, len(self.vocab))
-                postings.setdefault(tid, {})
-                postings[tid][row] = postings[tid].get(row, 0) + 1
+            lengths.append(len(toks))
+            for t, n in Counter(toks).items():
+                tid = vocab.setdefault(t, len(vocab))
+                postings.setdefault(tid, {})[row] = n
+        self.doc_len = np.asarray(lengths, dtype=np.float32).reshape(len(texts))
         self.indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
         rows: list[int] = []
         tfs: list[int] = []

@@ -206,10 +206,11 @@ class Session:
         self.stash_store = stash
         self.stash_settings = stash_settings or StashSettings()
         if stash_session is None:
-            stash_session = "session-" + secrets.token_hex(8)
-        from contextsieve.stash.segment import check_session
+            self.stash_session: str = "session-" + secrets.token_hex(8)
+        else:  # the stash package is imported only by sessions that name theirs
+            from contextsieve.stash.segment import check_session
 
-        self.stash_session: str = check_session(stash_session)
+            self.stash_session = check_session(stash_session)
         self._stash_notes: list[str] = []
         self._turn_start: int | None = None  # where the user message of the request being answered goes
         table = agent.table()

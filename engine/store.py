@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,6 +88,41 @@ def _digest(chunks: Sequence[Chunk]) -> str:
         h.update(c.embed_text.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
+
+
+#: Bump when :func:`contextsieve.chunking.chunk_item` cuts the same input differently: stored plans of
+#: another version are never read.
+PLAN_VERSION = 1
+
+
+def _plan_key(item: Item, fingerprint: tuple[object, ...], config: ChunkConfig) -> str:
+    """The disk key of an item's chunk plan: everything the cut depends on (the tokenizer is in the
+    cache's model id)."""
+    data = json.dumps([PLAN_VERSION, repr(config), item.kind.value, list(fingerprint)], ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def _schema_of(item: Item) -> str:
+    """A tool's input schema as canonical JSON (it is part of the tool's chunks when ``tool_schema`` is on)."""
+    return json.dumps(item.input_schema, sort_keys=True, default=str) if isinstance(item, Tool) else ""
+
+
+def _chunks_from_plan(plan: object) -> list[Chunk] | None:
+    """Chunks of a stored plan, or ``None`` when it is not a list of ``[text, embed_text, index]``."""
+    if not isinstance(plan, list):
+        return None
+    out = []
+    for row in plan:
+        if not (
+            isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and isinstance(row[1], str)
+            and isinstance(row[2], int)
+        ):
+            return None
+        out.append(Chunk(row[0], row[1], row[2]))
+    return out
 
 
 def _profile_text(
@@ -202,9 +238,7 @@ class ChunkStore:
         several = (
             len({it.server for it in items if isinstance(it, Tool)}) > 1
         )  # else a server prefix tells no tool apart
-        planned = {
-            it.key: self._plan(it, servers.get(it.server, "") if isinstance(it, Tool) else "", several) for it in items
-        }
+        planned = self._plan_all(items, servers, several)
         todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
@@ -311,8 +345,7 @@ class ChunkStore:
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Vectors of chunk texts: from the disk cache where present, the rest in one embedder call."""
-        if self._cache_factory is not None:
-            self.cache, self._cache_factory = self._cache_factory(), None
+        self._disk_cache()
         cached = self.cache.get(texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
@@ -355,33 +388,65 @@ class ChunkStore:
             return _checked(self.embedder.embed([]), 0)
         return np.stack([known[t] for t in texts])
 
-    def _plan(self, item: Item, server_description: str = "", server_context: bool = True) -> tuple[list[Chunk], str]:
-        """The item's chunks and their digest, recomputed only when what they are made of changed."""
-        examples = self.examples.get(item.key, ()) if isinstance(item, Tool) else ()
-        fingerprint = (
-            item.name,
-            item.description,
-            getattr(item, "text", ""),
-            getattr(item, "server", ""),
-            item.summary,
-            server_description,
-            server_context,
-            examples,
-        )
-        memo = self._plans.get(item.key)
-        if memo is None or memo[0] != fingerprint:
-            chunks = chunk_item(
-                item,
-                self.config,
-                self.embedder.count_tokens,
-                server_description=server_description,
-                server_context=server_context,
-                summarizer=self.summarizer,
-                examples=examples,
+    def _disk_cache(self) -> EmbeddingCache | None:
+        """The persistent cache, opened on first need (``None``: memory only)."""
+        if self._cache_factory is not None:
+            self.cache, self._cache_factory = self._cache_factory(), None
+        return self.cache
+
+    def _plan_all(
+        self, items: Sequence[Item], servers: Mapping[str, str], several: bool
+    ) -> dict[ItemKey, tuple[list[Chunk], str]]:
+        """Every item's chunks and their digest: from memory when what they are made of is unchanged,
+        else from the disk cache's plans (cutting needs token counts, the slow part of a restart),
+        else cut now (and the plan stored). Items with a summarizer are always cut here."""
+        out: dict[ItemKey, tuple[list[Chunk], str]] = {}
+        todo: list[tuple[Item, tuple[object, ...], str, tuple[str, ...]]] = []
+        for it in items:
+            description = servers.get(it.server, "") if isinstance(it, Tool) else ""
+            examples = self.examples.get(it.key, ()) if isinstance(it, Tool) else ()
+            fingerprint: tuple[object, ...] = (
+                it.name,
+                it.description,
+                getattr(it, "text", ""),
+                getattr(it, "server", ""),
+                it.summary,
+                description,
+                several,
+                examples,
+                _schema_of(it) if self.config.tool_schema != "none" else "",
             )
+            memo = self._plans.get(it.key)
+            if memo is not None and memo[0] == fingerprint:
+                out[it.key] = (memo[1], memo[2])
+            else:
+                todo.append((it, fingerprint, description, examples))
+        if not todo:
+            return out
+        cache = self._disk_cache() if self.summarizer is None else None
+        keys = [_plan_key(it, fp, self.config) for it, fp, _, _ in todo] if cache is not None else []
+        stored = cache.get_plans(keys) if cache is not None else {}
+        fresh: dict[str, list[list[object]]] = {}
+        for n, (it, fingerprint, description, examples) in enumerate(todo):
+            chunks = _chunks_from_plan(stored.get(keys[n])) if cache is not None else None
+            if chunks is None:
+                chunks = chunk_item(
+                    it,
+                    self.config,
+                    self.embedder.count_tokens,
+                    server_description=description,
+                    server_context=several,
+                    summarizer=self.summarizer,
+                    examples=examples,
+                )
+                if cache is not None:
+                    fresh[keys[n]] = [[c.text, c.embed_text, c.index] for c in chunks]
             memo = (fingerprint, chunks, _digest(chunks))
-            self._plans[item.key] = memo
-        return memo[1], memo[2]
+            self._plans[it.key] = memo
+            out[it.key] = (chunks, memo[2])
+        if fresh and cache is not None:
+            cache.put_plans(fresh)
+        return {it.key: out[it.key] for it in items}
 
     def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
         """BM25 over the embedding texts (chunk plus its context: header, heading path, server) of the

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -26,10 +24,6 @@ __all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS"
 
 #: Most texts in one ONNX Runtime call.
 DEFAULT_BATCH_SIZE = 64
-#: A single int8 batch of at most this many padded tokens runs on one thread: the int8 graph has ~350
-#: small nodes, and waking a second thread for each costs more than it gives (chosen with
-#: ``benchmarks.request_latency``). Several batches still run in parallel, one thread each.
-INT8_SINGLE_THREAD_TOKENS = 512
 #: Most padded tokens (rows x width) in one call: small enough that a batch's activations stay in a
 #: 1 MiB L2 cache (chosen with ``benchmarks.compare_embedders``).
 DEFAULT_BATCH_TOKENS = 512
@@ -96,8 +90,10 @@ class Embedder:
         variant: ``"int8"`` (default for MiniLM; the tests hold it to cosine >= 0.99 against
             sentence-transformers on every golden text, mean >= 0.998) or ``"fp32"`` (matches
             sentence-transformers to 1e-5).
-        threads: CPU cores to use (default: all this process may use). A single batch runs with that
-            many ONNX Runtime threads; several batches run in parallel, one thread each.
+        threads: CPU cores to use (default: all this process may use): the intra-op threads of the one
+            ONNX Runtime session every batch runs on. With more than one, the threads spin while a call
+            runs (a short query would otherwise wait for them to wake at each of its ~350 nodes) and
+            stop spinning when it returns, so an idle embedder takes no CPU.
         batch_size: most texts per ONNX Runtime call (default 64).
         batch_tokens: most padded tokens per call (default 512).
         cache_dir: where built graphs live (default ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``).
@@ -151,14 +147,7 @@ class Embedder:
             data, path = cached.data, cached.path
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
-        self._init(
-            data,
-            tokenizer,
-            threads=threads,
-            batch_size=batch_size,
-            batch_tokens=batch_tokens,
-            single_thread_tokens=INT8_SINGLE_THREAD_TOKENS if variant is Variant.INT8 else 0,
-        )
+        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
         self.info = ModelInfo(
             model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0
         )
@@ -205,7 +194,6 @@ class Embedder:
         threads: int | None,
         batch_size: int,
         batch_tokens: int,
-        single_thread_tokens: int = 0,
     ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive int, got {threads!r}")
@@ -215,12 +203,9 @@ class Embedder:
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.tokenizer = tokenizer
-        self._data = data
-        self._single_thread_tokens = single_thread_tokens
-        self._sessions: dict[int, OrtSession] = {}  # by intra-op thread count, made on first need
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        first = self._session_for(1 if single_thread_tokens else self.threads)
+        # One session for every call: a second one (say, single-threaded for short queries) would hold
+        # its own copy of the weights and its own activation arena.
+        first = self._session = _new_session(data, self.threads)
         names = {i.name: i for i in first.get_inputs()}
         if "input_ids" not in names:
             raise ModelError(f"the graph has no input named 'input_ids' (inputs: {sorted(names)})")
@@ -248,28 +233,6 @@ class Embedder:
         if not isinstance(dim, int):  # symbolic: ask the graph with one tiny batch
             dim = int(self._run(first, next(self.tokenizer.batches(["x"], 1))).shape[1])
         self.dim = int(dim)
-
-    def _session_for(self, threads: int) -> OrtSession:
-        """The session with ``threads`` intra-op threads (1 for parallel batches), created on first use."""
-        with self._lock:
-            if threads not in self._sessions:
-                self._sessions[threads] = self._new_session(threads)
-            return self._sessions[threads]
-
-    def _new_session(self, threads: int) -> OrtSession:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning intra-op threads steal the other core from a second session or from Numba.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        so.log_severity_level = 3
-        try:
-            return ort.InferenceSession(self._data, so, providers=["CPUExecutionProvider"])
-        except Exception as e:  # ORT raises its own Fail/InvalidGraph types
-            raise ModelError(f"ONNX Runtime cannot load the graph: {e}") from e
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -310,22 +273,11 @@ class Embedder:
 
             bar = tqdm(total=len(texts), desc="embedding", unit="text")
 
-        def work(session: OrtSession, b: Batch) -> None:
-            out[b.index] = self._run(session, b)
-            if bar is not None:
-                bar.update(len(b.index))
-
         try:
-            if len(batches) == 1 and batches[0].input_ids.size <= self._single_thread_tokens:
-                work(self._session_for(1), batches[0])
-            elif len(batches) == 1 or self.threads == 1:
-                session = self._session_for(self.threads)
-                for b in batches:
-                    work(session, b)
-            else:
-                narrow = self._session_for(1)
-                pool = self._worker_pool()
-                list(pool.map(lambda b: work(narrow, b), batches))
+            for b in batches:
+                out[b.index] = self._run(self._session, b)
+                if bar is not None:
+                    bar.update(len(b.index))
         finally:
             if bar is not None:
                 bar.close()
@@ -333,12 +285,6 @@ class Embedder:
             bad = np.flatnonzero(~np.isfinite(out).all(axis=1))[:5].tolist()
             raise ModelError(f"the model produced non-finite vectors for texts at {bad}")
         return out
-
-    def _worker_pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="contextsieve-embed")
-            return self._pool
 
     @property
     def model_id(self) -> str:
@@ -351,14 +297,31 @@ class Embedder:
         return self.tokenizer.count_tokens(texts, truncate=truncate)
 
     def close(self) -> None:
-        """Stop the worker threads (the embedder stays usable; they restart on demand)."""
-        with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        """Nothing to release early: the session's threads sleep between calls and end with the embedder.
+        Kept so code written for earlier versions (which had a worker pool) still runs."""
 
     def __repr__(self) -> str:
         return f"Embedder({self.info.name!r}, variant={self.info.variant!r}, dim={self.dim}, threads={self.threads})"
+
+
+def _new_session(data: bytes, threads: int) -> OrtSession:
+    """An ONNX Runtime CPU session of ``data`` with ``threads`` intra-op threads (see :class:`Embedder`)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads > 1:  # spin within a call, never after it (an idle process must not hold a core)
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        so.add_session_config_entry("session.force_spinning_stop", "1")
+    else:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.log_severity_level = 3
+    try:
+        return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # ORT raises its own Fail/InvalidGraph types
+        raise ModelError(f"ONNX Runtime cannot load the graph: {e}") from e
 
 
 def _locate(model: str | os.PathLike[str]) -> tuple[Path, str, Variant]:

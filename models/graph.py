@@ -3,10 +3,11 @@
 No torch: the weights are read from safetensors and laid into ONNX Runtime's fused CPU contrib ops
 (``com.microsoft``): ``EmbedLayerNormalization`` (embeddings + LayerNorm + per-row token count),
 ``Attention`` (fp32: QKV projection + attention in one op) or ``MultiHeadAttention`` (int8: after an
-int8 QKV projection), ``BiasGelu`` (exact erf GELU). Residual + LayerNorm runs as ``Add`` +
-``InstanceNormalization`` over a ``[1, rows, hidden]`` view, which normalises each row exactly like
-LayerNorm and was faster than ORT's ``SkipLayerNormalization`` here (that kernel accumulates in
-double). Masked mean pooling and L2 normalisation end the graph.
+int8 QKV projection), ``BiasGelu`` (exact erf GELU). Residual + LayerNorm runs as two ``Add`` and
+ONNX ``LayerNormalization``, which measured faster here than ORT's ``SkipLayerNormalization`` (that
+kernel accumulates in double) and than ``InstanceNormalization`` over a ``[1, rows, hidden]`` view plus
+a gamma ``Mul`` and beta ``Add`` (``benchmarks/int8_recipe.py`` has the accuracy of each int8 step).
+Masked mean pooling and L2 normalisation end the graph.
 
 Inputs: ``input_ids`` and ``attention_mask`` (int64, ``[batch, seq]``, padding on the right).
 Output: ``sentence_embedding`` (float32, ``[batch, hidden]``, unit norm). With ``output="token"`` the
@@ -251,20 +252,11 @@ def _to_3d(g: _Builder, x: str, width: int) -> str:
 def _add_layer_norm(
     g: _Builder, y: str, skip: str, name: str, gamma: np.ndarray, beta: np.ndarray, bias: np.ndarray, eps: float
 ) -> str:
-    """``LayerNorm(y + bias + skip)`` for 2-D ``[T, hidden]``, via ``InstanceNormalization`` on ``[1, T, hidden]``."""
-    h = gamma.shape[0]
-    ones = g.shared("ln.ones", lambda: g.node("Expand", [g.init("ln.one", np.array([1.0], np.float32)), _rows(g)])[0])
-    zeros = g.shared(
-        "ln.zeros", lambda: g.node("Expand", [g.init("ln.zero", np.array([0.0], np.float32)), _rows(g)])[0]
-    )
+    """``LayerNorm(y + bias + skip)`` for 2-D ``[T, hidden]`` (ONNX ``LayerNormalization``, float accumulation)."""
     a = g.node("Add", [g.node("Add", [y, g.init(name + ".bias", bias)])[0], skip])[0]
-    n = g.node(
-        "InstanceNormalization",
-        [g.node("Reshape", [a, _const(g, f"view{h}", [1, -1, h])])[0], ones, zeros],
-        epsilon=eps,
+    return g.node(
+        "LayerNormalization", [a, g.init(name + ".g", gamma), g.init(name + ".b", beta)], axis=-1, epsilon=eps
     )[0]
-    n = g.node("Reshape", [n, _const(g, f"flat{h}", [-1, h])])[0]
-    return g.node("Add", [g.node("Mul", [n, g.init(name + ".g", gamma)])[0], g.init(name + ".b", beta)])[0]
 
 
 def build_graph(
@@ -303,21 +295,13 @@ def build_graph(
             g.init("position", weights.position),
             g.init("token_type", weights.token_type),
         ]
-    else:  # sentence encoders run with token type 0 everywhere: fold that row into the positions
-        if not plan.int8_embeddings:
-            word = g.init("word", weights.word)
-        else:
-            scale = np.maximum(np.abs(weights.word).max(axis=1) / 127.0, 1e-12).astype(np.float32)
-            q = np.clip(np.rint(weights.word / scale[:, None]), -127, 127).astype(np.int8)
-            # Cast + Mul on initializers is constant-folded when the session is created (DequantizeLinear
-            # is not: ORT keeps it for QDQ fusion, and would dequantize 47 MB on every call).
-            word = g.node(
-                "Mul",
-                [g.node("Cast", [g.init("word.q", q)], to=TensorProto.FLOAT)[0], g.init("word.scale", scale[:, None])],
-            )[0]
-        emb_inputs = [ids32, "", word, g.init("position", weights.position + weights.token_type[0][None, :]), ""]
-    emb_inputs += [g.init("emb_ln.g", weights.emb_ln[0]), g.init("emb_ln.b", weights.emb_ln[1]), mask32]
-    x3, mask_index = g.node("EmbedLayerNormalization", emb_inputs, n_out=2, domain=MS, epsilon=eps)
+    elif not plan.int8_embeddings:  # sentence encoders run with token type 0 everywhere: fold that row in
+        emb_inputs = [ids32, "", g.init("word", weights.word), _positions(g, weights), ""]
+    if output == "token" or not plan.int8_embeddings:
+        emb_inputs += [g.init("emb_ln.g", weights.emb_ln[0]), g.init("emb_ln.b", weights.emb_ln[1]), mask32]
+        x3, mask_index = g.node("EmbedLayerNormalization", emb_inputs, n_out=2, domain=MS, epsilon=eps)
+    else:
+        x3, mask_index = _int8_embeddings(g, weights, ids32, mask32, eps)
     x = g.node("Reshape", [x3, _const(g, f"flat{H}", [-1, H])])[0]  # activations stay [T, H] between layers
 
     for i in range(cfg.num_layers):
@@ -370,6 +354,35 @@ def build_graph(
     )
     model.ir_version = 8
     return model
+
+
+def _positions(g: _Builder, weights: BertWeights) -> str:
+    """Position embeddings with the token-type-0 row added (sentence encoders use type 0 throughout)."""
+    return g.init("position", weights.position + weights.token_type[0][None, :])
+
+
+def _int8_embeddings(g: _Builder, weights: BertWeights, ids32: str, mask32: str, eps: float) -> tuple[str, str]:
+    """Embeddings + LayerNorm from an int8 word table (one scale per row), and the per-row token counts.
+
+    Only the rows of the input's tokens are gathered and dequantised: the table stays int8 in the session
+    (12 MB instead of a 47 MB float table folded at load, which also took time at every start).
+    Returns ``[batch, seq, hidden]`` and the ``[batch]`` int32 token counts (right padding) that
+    ``MultiHeadAttention`` takes as its key padding mask.
+    """
+    scale = np.maximum(np.abs(weights.word).max(axis=1) / 127.0, 1e-12).astype(np.float32)
+    q = np.clip(np.rint(weights.word / scale[:, None]), -127, 127).astype(np.int8)
+    rows = g.node("Cast", [g.node("Gather", [g.init("word.q", q), ids32], axis=0)[0]], to=TensorProto.FLOAT)[0]
+    word = g.node("Mul", [rows, g.node("Gather", [g.init("word.scale", scale[:, None]), ids32], axis=0)[0]])[0]
+    seq = g.node("Slice", [g.node("Shape", ["input_ids"])[0], _const(g, "one", [1]), _const(g, "two", [2])])[0]
+    pos = g.node("Slice", [_positions(g, weights), _const(g, "zero", [0]), seq, _const(g, "zero", [0])])[0]
+    x3 = g.node(
+        "LayerNormalization",
+        [g.node("Add", [word, pos])[0], g.init("emb_ln.g", weights.emb_ln[0]), g.init("emb_ln.b", weights.emb_ln[1])],
+        axis=-1,
+        epsilon=eps,
+    )[0]
+    counts = g.node("ReduceSum", [mask32, _const(g, "one", [1])], keepdims=0)[0]
+    return x3, counts
 
 
 def _rename_last(g: _Builder, produced: str, name: str) -> None:

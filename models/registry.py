@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 #: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
-BUILDER_VERSION = "5"
+BUILDER_VERSION = "7"
 
 
 class Variant(str, Enum):

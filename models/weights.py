@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,29 +118,40 @@ def read_bert_config(folder: Path) -> BertConfig:
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """Return every tensor of a ``.safetensors`` file as a read-only numpy array (copied from disk)."""
+    """Return every tensor of a ``.safetensors`` file as a numpy array of its own (copied from disk, one
+    read per tensor: dropping a tensor frees its memory, which keeps the peak of a graph build down)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError as e:
         raise ModelFilesNotFoundError(f"missing weights file {path}") from e
-    try:
-        (n,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8 : 8 + n])
-    except (struct.error, ValueError) as e:
-        raise ModelError(f"{path} is not a safetensors file: {e}") from e
-    base = 8 + n
-    out: dict[str, np.ndarray] = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
+    with f:
+        size = os.fstat(f.fileno()).st_size
         try:
-            dtype = _DTYPES[meta["dtype"]]
-            start, end = meta["data_offsets"]
-            arr = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start)
-            out[name] = arr.reshape(meta["shape"])
-        except (KeyError, ValueError, TypeError) as e:
-            raise ModelError(f"{path}: tensor {name!r} has an unreadable header entry {meta}") from e
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                raise ValueError(f"header of {n} bytes in a file of {size}")
+            header = json.loads(f.read(n))
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+        except (struct.error, ValueError) as e:
+            raise ModelError(f"{path} is not a safetensors file: {e}") from e
+        base = 8 + n
+        out: dict[str, np.ndarray] = {}
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            try:
+                dtype = np.dtype(_DTYPES[meta["dtype"]])
+                start, end = (int(x) for x in meta["data_offsets"])
+                if not 0 <= start <= end <= size - base:
+                    raise ValueError(f"offsets {start}..{end} outside the file")
+                f.seek(base + start)
+                raw = f.read(end - start)
+                arr = np.frombuffer(raw, dtype=dtype, count=(end - start) // dtype.itemsize)
+                out[name] = arr.reshape(meta["shape"])
+            except (KeyError, ValueError, TypeError) as e:
+                raise ModelError(f"{path}: tensor {name!r} has an unreadable header entry {meta}") from e
     return out
 
 

@@ -41,6 +41,64 @@ def test_restart_reembeds_nothing_and_edits_only_changed_chunks(tmp_path: Path) 
     assert Engine(make_agent(), embedder=other_model, cache_dir=tmp_path).index().embedded == stats.chunks
 
 
+class CountingFake(NamedFake):
+    """Counts the texts whose tokens were counted (cutting items into chunks)."""
+
+    def __init__(self, model_id: str = "fake/1") -> None:
+        super().__init__(model_id)
+        self.counted = 0
+
+    def count_tokens(self, texts):  # noqa: ANN001, ANN201
+        self.counted += len(texts)
+        return super().count_tokens(texts)
+
+
+def test_a_restart_reads_chunk_plans_instead_of_cutting_items_again(tmp_path: Path) -> None:
+    from contextsieve.chunking import ChunkConfig
+
+    first = CountingFake()
+    e1 = Engine(make_agent(), embedder=first, cache_dir=tmp_path)
+    e1.index()
+    assert first.counted > 0
+    again = CountingFake()
+    e2 = Engine(make_agent(), embedder=again, cache_dir=tmp_path)
+    e2.index()
+    assert again.counted == 0 and again.calls == 0
+    keys = [i.key for i in e1.agent.all_items()]
+    assert [e2.store.chunks_of(k).chunks for k in keys] == [e1.store.chunks_of(k).chunks for k in keys]
+    # an edited item is cut again (and only it); another chunk config never reads these plans
+    e2.agent.upsert(Rule("refunds", "Refunds take five days now.", "refund policy", 500, IncludeMode.AGENT))
+    e2.index()
+    assert 0 < again.counted
+    other = CountingFake()
+    Engine(make_agent(), embedder=other, cache_dir=tmp_path, chunking=ChunkConfig(max_tokens=64)).index()
+    assert other.counted > 0
+
+
+def test_a_tampered_chunk_plan_is_cut_again(tmp_path: Path) -> None:
+    import sqlite3
+    import warnings
+
+    from contextsieve.embcache import CacheIntegrityWarning
+
+    e1 = Engine(make_agent(), embedder=CountingFake(), cache_dir=tmp_path)
+    e1.index()
+    con = sqlite3.connect(tmp_path / "embeddings.sqlite")
+    key, blob = con.execute("SELECT key, plan FROM plans LIMIT 1").fetchone()
+    bad = bytearray(blob)
+    bad[2] ^= 0x20  # a letter of the first chunk's text changes case: the digest no longer matches
+    with con:
+        con.execute("UPDATE plans SET plan = ? WHERE key = ?", [bytes(bad), key])
+    again = CountingFake()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        e2 = Engine(make_agent(), embedder=again, cache_dir=tmp_path)
+        e2.index()
+    assert [w.category for w in seen] == [CacheIntegrityWarning] and again.counted > 0
+    keys = [i.key for i in e1.agent.all_items()]
+    assert [e2.store.chunks_of(k).chunks for k in keys] == [e1.store.chunks_of(k).chunks for k in keys]
+
+
 def test_memory_only_and_unnamed_embedders_skip_the_disk(tmp_path: Path) -> None:
     Engine(make_agent(), embedder=NamedFake(), cache_dir=False).index()
     Engine(make_agent(), embedder=FakeEmbedder(), cache_dir=tmp_path).index()  # no model id: no shared cache

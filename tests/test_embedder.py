@@ -147,6 +147,19 @@ def test_user_supplied_onnx_with_token_output(tmp_path, fp32, golden) -> None:  
     assert cosines(custom.embed(texts), fp32.embed(texts)).min() >= 0.99999
 
 
+def test_an_idle_embedder_takes_no_cpu(int8) -> None:  # noqa: ANN001
+    """The session's threads spin only inside a call: after it returns, the process sleeps."""
+    import time
+
+    idle = 0.0
+    for _ in range(10):
+        int8.embed(["wake the threads", "and once more"] * 8)
+        before = time.process_time()
+        time.sleep(0.05)
+        idle += time.process_time() - before
+    assert idle < 0.1  # threads left spinning after each call burn most of each 50 ms
+
+
 def test_model_info(fp32, int8) -> None:  # noqa: ANN001
     assert fp32.info.model_id != int8.info.model_id
     assert fp32.info.model_id.startswith("all-MiniLM-L6-v2/fp32/")

@@ -92,6 +92,24 @@ def test_int8_graph_stays_close_to_oracle(tiny, tiny_weights, weights) -> None: 
     assert "MatMulIntegerToFloat" in ops and "MatMul" in ops  # MatMul only in pooling
 
 
+@pytest.mark.parametrize("lengths", [[1], [7, 3, 1], [17, 16, 5, 2]])
+def test_int8_word_table_is_gathered_row_by_row_and_matches_its_dequantised_oracle(tiny, tiny_weights, lengths) -> None:  # noqa: ANN001, E501
+    """The int8 embedding path (Gather of int8 rows, their scales, positions, LayerNorm, token counts as
+    the attention mask) computes exactly what the float graph computes from the dequantised table."""
+    import copy
+
+    cfg, tensors = tiny
+    model = build_graph(tiny_weights, cfg, QuantPlan(int8_embeddings=True))
+    word_q = next(t for t in model.graph.initializer if t.name == "word.q")
+    assert word_q.data_type == 3  # int8: no float table in the graph (nor folded into the session)
+    assert "EmbedLayerNormalization" not in {n.op_type for n in model.graph.node}
+    scale = np.maximum(np.abs(tiny_weights.word).max(axis=1) / 127.0, 1e-12).astype(np.float32)
+    deq = copy.copy(tiny_weights)
+    deq.word = (np.clip(np.rint(tiny_weights.word / scale[:, None]), -127, 127) * scale[:, None]).astype(np.float32)
+    ids, mask = batch(len(lengths) + 20, lengths, cfg.vocab_size)
+    np.testing.assert_allclose(run(model, ids, mask), run(build_graph(deq, cfg), ids, mask), atol=2e-6)
+
+
 def test_quantize_weight_per_column() -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((64, 8)).astype(np.float32) * np.array([1, 10, 100, 0.01, 1, 1, 1, 1], dtype=np.float32)
@@ -100,6 +118,37 @@ def test_quantize_weight_per_column() -> None:
     assert np.abs(q).max() <= 127
     np.testing.assert_allclose(q * s, w, atol=float(s.max()) / 2 + 1e-7)
     assert (np.abs(q * s - w) <= s / 2 + 1e-6).all()  # every column within half a step of its own scale
+
+
+def test_safetensors_reads_each_tensor_and_refuses_bad_headers(tmp_path) -> None:  # noqa: ANN001
+    import json
+    import struct
+
+    from contextsieve.models.weights import read_safetensors
+
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(4, dtype=np.float32)
+    header = {
+        "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [24, 40]},
+    }  # noqa: E501
+
+    def write(h: object, body: bytes = a.tobytes() + b.tobytes()) -> object:
+        raw = json.dumps(h).encode()
+        path = tmp_path / "w.safetensors"
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
+        return path
+
+    got = read_safetensors(write(header))
+    np.testing.assert_array_equal(got["a"], a)
+    np.testing.assert_array_equal(got["b"], b)
+    bad_offsets = {**header, "b": {"dtype": "F32", "shape": [4], "data_offsets": [24, 4000]}}
+    for bad in (bad_offsets, [1, 2], {"a": {"dtype": "F32"}}):
+        with pytest.raises(ModelError):
+            read_safetensors(write(bad))
+    path = tmp_path / "huge_header.safetensors"
+    path.write_bytes(struct.pack("<Q", 10**12) + b"{}")
+    with pytest.raises(ModelError):
+        read_safetensors(path)
 
 
 def test_missing_tensor_is_a_model_error(tiny) -> None:  # noqa: ANN001
