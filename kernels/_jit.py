@@ -2,10 +2,13 @@
 dispatch on the first call that needs them, so ``import contextsieve`` never loads Numba (a few
 hundred ms; ``benchmarks.cold_start``).
 
-All take float32 C-contiguous arrays (validated by the caller). Each corpus row is scored against the
-query rows one dot product at a time: the row stays in L1 between queries, and this plain loop shape
-is the one LLVM vectorised best of those tried (interleaved accumulators, integer dots for int8 rows;
-``benchmarks.kernels_table`` measures the kernels).
+All take float32 C-contiguous arrays (validated by the caller). Each float32 corpus row is scored
+against the query rows one dot product at a time: the row stays in L1 between queries, and this plain
+loop shape is the one LLVM vectorised best of those tried for float rows (interleaved accumulators,
+integer dots). int8 rows are scored four queries at a time (:func:`_row_best_int8`): converting an
+int8 value to float costs as much as the multiply-add, so each converted value serves four queries;
+that took 1M int8 rows x 4 queries from 32 to 20-26 ms here, while the same shape made float rows no
+faster (``benchmarks.kernels_table`` measures the kernels).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
 """
 
@@ -34,6 +37,47 @@ def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     return best, which
 
 
+@njit(fastmath=FAST, cache=True, inline="always")
+def _row_best_int8(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
+    """:func:`_row_best` for int8 rows: queries in blocks of four (then two, then one) share each
+    int8-to-float conversion; each dot product is still summed over the row alone, so the scores are
+    those of :func:`_row_best` (same ties: strict ``>``, lower query first)."""
+    best = _NEG
+    which = -1
+    n_q, d = q.shape[0], c.shape[1]
+    m = 0
+    while m + 4 <= n_q:
+        s0 = s1 = s2 = s3 = np.float32(0.0)
+        for j in range(d):
+            x = np.float32(c[i, j])
+            s0 += x * q[m, j]
+            s1 += x * q[m + 1, j]
+            s2 += x * q[m + 2, j]
+            s3 += x * q[m + 3, j]
+        for k, s in enumerate((s0, s1, s2, s3)):
+            if s > best:
+                best, which = s, m + k
+        m += 4
+    while m + 2 <= n_q:
+        s0 = s1 = np.float32(0.0)
+        for j in range(d):
+            x = np.float32(c[i, j])
+            s0 += x * q[m, j]
+            s1 += x * q[m + 1, j]
+        if s0 > best:
+            best, which = s0, m
+        if s1 > best:
+            best, which = s1, m + 1
+        m += 2
+    if m < n_q:
+        s = np.float32(0.0)
+        for j in range(d):
+            s += np.float32(c[i, j]) * q[m, j]
+        if s > best:
+            best, which = s, m
+    return best, which
+
+
 @njit(parallel=True, fastmath=FAST, cache=True)
 def score_pool(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray
@@ -45,9 +89,13 @@ def score_pool(
         if exclude.shape[0] and exclude[i]:
             best[i] = _NEG
             which[i] = -1
+        elif scaled:  # int8 rows
+            b, w = _row_best_int8(q, c, i)
+            best[i] = b * scale[i]
+            which[i] = w
         else:
             b, w = _row_best(q, c, i)
-            best[i] = b * scale[i] if scaled else b
+            best[i] = b
             which[i] = w
 
 
@@ -98,9 +146,11 @@ def score_pool_topk(
         filled, worst = 0, 0
         for i in range(blk * step, min(n, (blk + 1) * step)):
             if not (exclude.shape[0] and exclude[i]):
-                b, w = _row_best(q, c, i)
-                if scaled:
+                if scaled:  # int8 rows
+                    b, w = _row_best_int8(q, c, i)
                     b = b * scale[i]
+                else:
+                    b, w = _row_best(q, c, i)
                 if b > _NEG:  # rows with no score (NaN / -inf) are never hits, as in top_k
                     filled, worst = _push(out_s[blk], out_i[blk], out_w[blk], filled, worst, b, i, w)
     return out_s, out_i, out_w

@@ -184,6 +184,29 @@ def test_int8_and_f16_corpora_stay_close() -> None:
     assert np.abs(b1 - e1).max() < 0.02
 
 
+@pytest.mark.parametrize("n_queries", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+def test_int8_rows_score_like_their_dequantised_oracle_for_every_query_count(n_queries: int) -> None:
+    """The int8 kernel scores queries in blocks of 4, 2 and 1: every count gives the oracle's pooled
+    scores and the first query reaching each best (a repeated query never wins over its first copy)."""
+    rng = np.random.default_rng(n_queries)
+    c = rng.standard_normal((3000, 384)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    q = rng.standard_normal((n_queries, 384)).astype(np.float32)
+    if n_queries > 1:
+        q[-1] = q[0]  # a tie between the first and the last query
+    c8 = K.Int8Corpus.from_vectors(c)
+    s = (c8.q8.astype(np.float64) @ q.T.astype(np.float64)) * c8.scale[:, None]
+    best, which = c8.score_pool(q)
+    np.testing.assert_allclose(best, s.max(axis=1), rtol=1e-5, atol=1e-6)
+    distinct = s[:, :-1] if n_queries > 1 else s  # the last query repeats the first
+    ranked = np.sort(distinct, axis=1)
+    clear = ranked[:, -1] - (ranked[:, -2] if distinct.shape[1] > 1 else -np.inf) > 1e-4
+    assert (which[clear] == distinct.argmax(axis=1)[clear]).all()
+    assert n_queries == 1 or (which < n_queries - 1).all()
+    hits = c8.score_pool_topk(q, 25)
+    assert hits.idx.tolist() == K.top_k(best, 25).tolist()
+
+
 def bm25_oracle(docs: list[list[int]], query: list[int], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
     n = len(docs)
     avgdl = sum(map(len, docs)) / n
