@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -14,11 +13,11 @@ import numpy as np
 
 from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError, check_text
 from contextsieve.kernels.pooling import mean_pool_normalize
-from contextsieve.models.cache import ModelCache
+from contextsieve.models.cache import CachedModel, ModelCache
 from contextsieve.models.cpu import int8_weight_type
 from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant, get_model, resolve_folder
 from contextsieve.models.tokenizer import Batch, TextTokenizer
-from contextsieve.models.weights import read_bert_config
+from contextsieve.models.weights import read_bert_config, sha256_file
 
 __all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS", "default_threads"]
 
@@ -131,8 +130,9 @@ class Embedder:
                 if cached is None:
                     from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
+                    t_build = time.perf_counter()
                     data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
-                    path = cache.store(
+                    stored = cache.store(
                         entry,
                         data,
                         {
@@ -142,12 +142,12 @@ class Embedder:
                             "model": name,
                         },
                     )
-        built = cached is None
-        if cached is not None:
-            data, path = cached.data, cached.path
+                    del data  # the session reads the file: no second copy of the graph in memory
+                    cached = CachedModel(stored, weights_sha, built=True, build_seconds=time.perf_counter() - t_build)
+        built, path = cached.built, cached.path
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
-        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        self._init(path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
         self.info = ModelInfo(
             model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0
         )
@@ -172,13 +172,13 @@ class Embedder:
         t0 = time.perf_counter()
         onnx_path = Path(onnx_path)
         try:
-            data = onnx_path.read_bytes()
-        except FileNotFoundError as e:
+            sha = sha256_file(onnx_path)
+        except (FileNotFoundError, IsADirectoryError) as e:
             raise ModelFilesNotFoundError(f"missing ONNX file {onnx_path}") from e
         self = cls.__new__(cls)
         tokenizer = TextTokenizer.from_file(Path(tokenizer_path), max_length)
-        self._init(data, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
-        model_id = f"custom/{hashlib.sha256(data).hexdigest()[:16]}/{max_length}"
+        self._init(onnx_path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        model_id = f"custom/{sha[:16]}/{max_length}"
         self.info = ModelInfo(
             model_id, str(onnx_path), "custom", self.dim, max_length, onnx_path, False, time.perf_counter() - t0
         )
@@ -188,7 +188,7 @@ class Embedder:
 
     def _init(
         self,
-        data: bytes,
+        model: bytes | Path,
         tokenizer: TextTokenizer,
         *,
         threads: int | None,
@@ -205,7 +205,7 @@ class Embedder:
         self.tokenizer = tokenizer
         # One session for every call: a second one (say, single-threaded for short queries) would hold
         # its own copy of the weights and its own activation arena.
-        first = self._session = _new_session(data, self.threads)
+        first = self._session = _new_session(model, self.threads)
         names = {i.name: i for i in first.get_inputs()}
         if "input_ids" not in names:
             raise ModelError(f"the graph has no input named 'input_ids' (inputs: {sorted(names)})")
@@ -304,8 +304,9 @@ class Embedder:
         return f"Embedder({self.info.name!r}, variant={self.info.variant!r}, dim={self.dim}, threads={self.threads})"
 
 
-def _new_session(data: bytes, threads: int) -> OrtSession:
-    """An ONNX Runtime CPU session of ``data`` with ``threads`` intra-op threads (see :class:`Embedder`)."""
+def _new_session(model: bytes | Path, threads: int) -> OrtSession:
+    """An ONNX Runtime CPU session of ``model`` (serialized bytes or a file) with ``threads`` intra-op
+    threads (see :class:`Embedder`)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -319,7 +320,8 @@ def _new_session(data: bytes, threads: int) -> OrtSession:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3
     try:
-        return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        source = str(model) if isinstance(model, Path) else model
+        return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as e:  # ORT raises its own Fail/InvalidGraph types
         raise ModelError(f"ONNX Runtime cannot load the graph: {e}") from e
 
