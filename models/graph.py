@@ -35,7 +35,7 @@ from contextsieve.models.weights import BertConfig
 __all__ = ["QuantPlan", "LinearWeights", "BertWeights", "collect_bert_weights", "quantize_weight", "build_graph"]
 
 MS = "com.microsoft"
-OPSET = 17
+OPSET = 21
 
 
 @dataclass(frozen=True)
@@ -173,20 +173,25 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
     """Emit ``x @ w`` (``+ b`` when ``bias``); the caller fuses the bias later otherwise."""
     g.linear_inputs[name] = x
     w = lw.w
-    if lw.smooth is not None:
-        x = g.node("Mul", [x, g.init(name + ".inv_smooth", (1.0 / lw.smooth).astype(np.float32))])[0]
+    split = name in plan.int8_layers and lw.fp32_inputs is not None
+    keep = np.ones(w.shape[0], dtype=np.float32)
+    if split:
+        keep[np.asarray(lw.fp32_inputs, dtype=np.int64)] = 0.0
+    x_in = x
+    if lw.smooth is not None:  # one Mul smooths and, for a split layer, zeroes the fp32 channels too
+        x = g.node("Mul", [x, g.init(name + ".inv_smooth", (keep / lw.smooth).astype(np.float32))])[0]
         w = (lw.smooth[:, None] * w).astype(np.float32)
-    if name in plan.int8_layers and lw.fp32_inputs is not None:
-        # outlier input channels in fp32 (a K=len(idx) matmul), the rest in int8 with those channels zeroed
+    elif split:
+        x = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
+    if split:
+        # outlier input channels in fp32 (a K=len(idx) matmul on the unsmoothed input and weights), the
+        # rest in int8 with those channels zeroed
         idx = np.asarray(lw.fp32_inputs, dtype=np.int64)
-        keep = np.ones(w.shape[0], dtype=np.float32)
-        keep[idx] = 0.0
         outl = g.node(
             "MatMul",
-            [g.node("Gather", [x, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", w[idx])],
+            [g.node("Gather", [x_in, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", lw.w[idx])],
         )[0]
-        xm = g.node("Mul", [x, g.init(name + ".keep", keep)])[0]
-        y = g.node("Add", [_row_int8_matmul(g, xm, name, w * keep[:, None], plan.unsigned_weights), outl])[0]
+        y = g.node("Add", [_row_int8_matmul(g, x, name, w * keep[:, None], plan.unsigned_weights), outl])[0]
     elif name in plan.int8_layers and plan.per_tensor_activations:
         q, wscale = quantize_weight(w)
         zeros = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
@@ -212,10 +217,13 @@ def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, unsigned_wei
     step = g.shared("c127", lambda: g.init("row.c127", np.array(1.0 / 127.0, dtype=np.float32)))
     floor = g.shared("floor", lambda: g.init("row.floor", np.array(1e-8, dtype=np.float32)))
     zp = g.shared("zp128", lambda: g.init("row.zp128", np.array(128, dtype=np.uint8)))
-    zp_rows = g.shared("zp_rows", lambda: g.node("Expand", [zp, _rows(g)])[0])
-    amax = g.node("ReduceMax", [g.node("Abs", [x])[0]], axes=[1], keepdims=1)[0]  # [T, 1]
+    zp_rows = g.shared(
+        "zp_rows", lambda: g.node("Expand", [zp, g.node("Concat", [_rows(g), _const(g, "one", [1])], axis=0)[0]])[0]
+    )  # [T, 1]
+    amax = g.node("ReduceMax", [g.node("Abs", [x])[0], _const(g, "one", [1])], keepdims=1)[0]  # [T, 1]
     scale = g.node("Max", [g.node("Mul", [amax, step])[0], floor])[0]
-    xq = g.node("QuantizeLinear", [x, g.node("Reshape", [scale, _const(g, "flat1", [-1])])[0], zp_rows], axis=0)[0]
+    # one scale per row: a block of the whole row (opset 21 blocked quantization), no reshape of the scale
+    xq = g.node("QuantizeLinear", [x, scale, zp_rows], axis=1, block_size=w.shape[0])[0]
     if unsigned_weights:  # the same integers shifted by 128 (see QuantPlan.unsigned_weights)
         q = (q.astype(np.int16) + 128).astype(np.uint8)
         wz = g.init(name + ".wz", np.full(wscale.shape, 128, dtype=np.uint8))
@@ -352,7 +360,7 @@ def build_graph(
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)], producer_name="contextsieve"
     )
-    model.ir_version = 8
+    model.ir_version = 10
     return model
 
 
@@ -405,6 +413,6 @@ def _pool(g: _Builder, x: str, cfg: BertConfig) -> str:
         pooled = g.node("Gather", [x, g.init("pool.zero", np.array(0, dtype=np.int64))], axis=1)[0]
     if not cfg.normalize:
         return g.node("Identity", [pooled])[0]
-    norm = g.node("ReduceL2", [pooled], axes=[1], keepdims=1)[0]
+    norm = g.node("ReduceL2", [pooled, g.init("pool.l2_axes", np.array([1], dtype=np.int64))], keepdims=1)[0]
     norm = g.node("Max", [norm, g.init("pool.norm_floor", np.array(1e-12, dtype=np.float32))])[0]
     return g.node("Div", [pooled, norm])[0]

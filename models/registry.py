@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 #: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
-BUILDER_VERSION = "7"
+BUILDER_VERSION = "8"
 
 
 class Variant(str, Enum):
