@@ -15,6 +15,8 @@ import tempfile
 
 import numpy as np
 
+from contextsieve.models.cpu import cpu_summary
+
 PRELUDE = "import time, numpy as np\nrng = np.random.default_rng(0)\n"
 
 CASES = {
@@ -52,6 +54,7 @@ def run(code: str, env: dict[str, str], fresh_cache: bool = False) -> float:
 
 
 def main() -> None:
+    print(f"CPU: {cpu_summary()}\n")
     print("| step | cold Numba cache s | warm Numba cache s |")
     print("| --- | --- | --- |")
     with tempfile.TemporaryDirectory() as cache:

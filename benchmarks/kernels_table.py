@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from contextsieve.kernels import scoring as K
+from contextsieve.models.cpu import cpu_summary
 
 
 def _stream_read_seconds(c: np.ndarray, reps: int) -> float:
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     import numba
 
     rng = np.random.default_rng(1)
+    print(f"CPU: {cpu_summary()}")
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads; top-{args.k}; 384-d float32\n")
     print(
         "| N | M | stream-read ms | numpy ms | x bw | fused ms | x bw | int8 ms | x bw (int8 bytes) | r@20 int8 | "
