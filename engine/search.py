@@ -22,7 +22,7 @@ from contextsieve.agent import AgentSettings, ItemTable
 from contextsieve.context import ContextEntry
 from contextsieve.index import ChunkIndex, Scope
 from contextsieve.items import IncludeMode, ItemKey, Tool
-from contextsieve.kernels.scoring import score_pool
+from contextsieve.kernels.scoring import query_scores, score_pool
 from contextsieve.selection import (
     Expanded,
     Ranked,
@@ -386,7 +386,7 @@ def _server_boost(
     if len(servers) < 2:
         return None
     profiles, of_item = store.server_profiles(table.keys)
-    score = (profiles @ qvec.T).max(axis=1)
+    score = query_scores(profiles, qvec).max(axis=1)
     per_item = np.where(of_item >= 0, score[np.maximum(of_item, 0)], 0.0).astype(np.float32)
     return (np.float32(weight) * per_item)[owner]
 

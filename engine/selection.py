@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, RelationPooling
-from contextsieve.kernels.scoring import Hits, score_pool_topk
+from contextsieve.kernels.scoring import Hits, query_scores, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 
 __all__ = [
@@ -118,7 +118,7 @@ def rank_chunks(
 def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling) -> tuple[np.ndarray, np.ndarray]:
     """Each chunk's dense score pooled over the query chunks (``[N]`` float32) and the full ``[N, M]``
     score matrix it came from."""
-    s = chunks @ queries.T
+    s = query_scores(chunks, queries)
     return (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32), s
 
 
@@ -238,7 +238,7 @@ def item_query_scores(
     """Each item's best score per query chunk, ``[n_items, M]`` (``-inf`` for non-candidates), and the
     chunk row that gave it. ``chunk_item`` must be sorted (an item's chunks are contiguous)."""
     n_items = candidates.shape[0]
-    s = chunks @ queries.T  # [N, M]
+    s = query_scores(chunks, queries)  # [N, M]
     counts = np.bincount(chunk_item, minlength=n_items)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     has = counts > 0

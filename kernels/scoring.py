@@ -20,6 +20,8 @@ from contextsieve.errors import InputError
 
 __all__ = [
     "NUMBA_MIN_WORK",
+    "GEMV_MAX_ROWS",
+    "query_scores",
     "Hits",
     "as_vectors",
     "check_finite",
@@ -54,6 +56,25 @@ def _kernels() -> ModuleType:
 
         _jit = mod
     return _jit
+
+
+#: Up to this many rows, :func:`query_scores` runs one matrix-vector product per query instead of one
+#: matrix-matrix product. OpenBLAS (numpy's BLAS) threads the matrix-matrix product from about 1,000
+#: rows, and its idle threads then busy-wait ~0.1 s on the other core, where ONNX Runtime is embedding
+#: the next message; its matrix-vector product stays on one thread up to about 2,000 rows here and is
+#: as fast at these sizes (``benchmarks.request_latency``: request p50 9.8 -> ~6 ms back to back).
+GEMV_MAX_ROWS = 2048
+
+
+def query_scores(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``corpus @ queries.T`` (``[N, M]`` float32) without waking BLAS threads for small corpora
+    (see :data:`GEMV_MAX_ROWS`). Inputs are float32 2-D arrays, validated by the caller."""
+    if corpus.shape[0] > GEMV_MAX_ROWS or queries.shape[0] > 64:
+        return corpus @ queries.T
+    out = np.empty((queries.shape[0], corpus.shape[0]), dtype=np.result_type(corpus, queries))
+    for m in range(queries.shape[0]):
+        np.matmul(corpus, queries[m], out=out[m])
+    return out.T
 
 
 def use_numba(rows: int, queries: int, dim: int) -> bool:
@@ -165,7 +186,7 @@ def score_pool(queries: object, corpus: object, *, exclude: object = None) -> tu
         _kernels().score_pool(q, c, _NO_SCALE, mask, best, which)
         return best, which
     with np.errstate(invalid="ignore"):
-        s = c @ q.T  # [N, M]
+        s = np.array(query_scores(c, q))  # [N, M], writable
     nan = np.isnan(s)
     if nan.any():
         s[nan] = -np.inf

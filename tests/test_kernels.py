@@ -299,3 +299,32 @@ def test_bm25_index_matches_the_oracle_on_words() -> None:
         qids = [vocab[t] for t in tokenize(q) if t in vocab]
         np.testing.assert_allclose(idx.scores(q), bm25_oracle(as_ids, qids), rtol=1e-5, atol=1e-6)
     assert int(np.argmax(idx.scores("web page url"))) == 2
+
+
+@pytest.mark.parametrize("rows", [0, 1, 987, K.GEMV_MAX_ROWS, K.GEMV_MAX_ROWS + 1])
+@pytest.mark.parametrize("n_queries", [1, 3, 65])
+def test_query_scores_is_the_matrix_product(rows: int, n_queries: int) -> None:
+    rng = np.random.default_rng(rows + n_queries)
+    c = rng.standard_normal((rows, 384)).astype(np.float32)
+    q = rng.standard_normal((n_queries, 384)).astype(np.float32)
+    got = K.query_scores(c, q)
+    assert got.shape == (rows, n_queries) and got.dtype == np.float32
+    np.testing.assert_allclose(got, c.astype(np.float64) @ q.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_query_scores_leave_no_blas_thread_spinning() -> None:
+    """A request's chunk scores must not leave numpy's BLAS threads busy-waiting on the other core
+    (where ONNX Runtime embeds the next message)."""
+    import time
+
+    rng = np.random.default_rng(0)
+    c = rng.standard_normal((987, 384)).astype(np.float32)
+    q = rng.standard_normal((3, 384)).astype(np.float32)
+    time.sleep(0.5)  # threads woken by earlier tests' products stop spinning first
+    idle = 0.0
+    for _ in range(3):
+        K.query_scores(c, q)
+        before = time.process_time()
+        time.sleep(0.1)
+        idle += time.process_time() - before
+    assert idle < 0.05, idle  # c @ q.T here: about 0.1 s of spinning per 0.1 s of sleep
