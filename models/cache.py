@@ -118,6 +118,8 @@ class ModelCache:
                 "rebuild with rebuild=True"
             )
         path = entry.parent / name
+        if path.exists() and not path.is_file():  # a FIFO or a device would block the hash, a folder fail it
+            raise ModelCacheError(f"cached model {path} is not a regular file; delete it or rebuild with rebuild=True")
         try:
             actual = sha256_file(path)
         except FileNotFoundError:

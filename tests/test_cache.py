@@ -61,6 +61,15 @@ def test_truncated_file_is_refused(cache: Path) -> None:
         Embedder(variant="int8", cache_dir=cache)
 
 
+def test_a_fifo_in_place_of_the_cached_graph_is_refused_without_hanging(cache: Path) -> None:
+    e = Embedder(variant="int8", cache_dir=cache)
+    path = e.info.onnx_path
+    path.unlink()
+    os.mkfifo(path)  # reading it would block forever
+    with pytest.raises(ModelCacheError, match="not a regular file"):
+        Embedder(variant="int8", cache_dir=cache)
+
+
 def test_corrupt_entry_is_refused(cache: Path) -> None:
     Embedder(variant="int8", cache_dir=cache)
     entry = next((cache / "models").glob("*.json"))
