@@ -8,6 +8,7 @@ truncates at ``max_length`` and pads each batch only to that batch's longest tex
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,9 +48,10 @@ class TextTokenizer:
         self._tok.enable_truncation(self.max_length)
         self._tok.no_padding()
         # A second tokenizer that never truncates, for full-length counts: switching one shared
-        # tokenizer's truncation off and on would let another thread's encode run untruncated.
-        self._full = Tokenizer.from_str(self._tok.to_str())
-        self._full.no_truncation()
+        # tokenizer's truncation off and on would let another thread's encode run untruncated. Made on
+        # the first full count (20 ms: a restarted agent whose chunk plans are cached never needs it).
+        self._full: Tokenizer | None = None
+        self._full_lock = threading.Lock()
         self.pad_id = int(self._tok.token_to_id("[PAD]") or 0)
 
     @classmethod
@@ -76,8 +78,16 @@ class TextTokenizer:
         """
         if not texts:
             return []
-        tok = self._tok if truncate else self._full
+        tok = self._tok if truncate else self._untruncated()
         return [len(e.ids) for e in tok.encode_batch(list(texts))]
+
+    def _untruncated(self) -> Tokenizer:
+        with self._full_lock:
+            if self._full is None:
+                full = Tokenizer.from_str(self._tok.to_str())
+                full.no_truncation()
+                self._full = full
+            return self._full
 
     def batches(self, texts: Sequence[str], max_rows: int, max_tokens: int | None = None) -> Iterator[Batch]:
         """Yield padded batches sorted by length (longest first); ``Batch.index`` maps rows back.
