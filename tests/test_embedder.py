@@ -85,7 +85,7 @@ def test_sorted_bucketing_keeps_input_order(fp32, golden) -> None:  # noqa: ANN0
     np.testing.assert_allclose(shuffled, base[perm], atol=2e-6)
 
 
-def test_parallel_batches_equal_single_thread(model_cache, golden) -> None:  # noqa: ANN001
+def test_two_threads_give_the_vectors_of_one(model_cache, golden) -> None:  # noqa: ANN001
     texts = golden[0] * 3
     one = Embedder(variant="fp32", cache_dir=model_cache, threads=1, batch_tokens=256)
     two = Embedder(variant="fp32", cache_dir=model_cache, threads=2, batch_tokens=256)
