@@ -136,22 +136,24 @@ class EmbeddingCache:
         keys = [text_key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         bad = 0
-        for start in range(0, len(keys), 500):
-            part = keys[start : start + 500]
-            with self._guard():
-                rows = self._db.execute(
-                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
-                    [self.model_id, *part],
-                ).fetchall()
-            for h, blob in rows:
-                vec = self._verified(h, blob, dim)
-                if vec is None:
-                    bad += 1
-                else:
-                    found[h] = vec
+        for h, blob in self._rows("SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ", keys):
+            vec = self._verified(h, blob, dim)
+            if vec is None:
+                bad += 1
+            else:
+                found[h] = vec
         if bad:
             self._reject(bad)
         return {i: found[k] for i, k in enumerate(keys) if k in found}
+
+    def _rows(self, select: str, keys: Sequence[str]) -> Iterator[tuple[str, object]]:
+        """``(key, blob)`` rows of ``select`` (ending in ``IN ``) for this model id and ``keys``, 500 keys
+        per statement (SQLite's limit on parameters)."""
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            with self._guard():
+                rows = self._db.execute(f"{select}({','.join('?' * len(part))})", [self.model_id, *part]).fetchall()
+            yield from rows
 
     def _verified(self, key: str, blob: object, dim: int | None) -> np.ndarray | None:
         if not isinstance(blob, bytes) or len(blob) <= DIGEST_BYTES or (len(blob) - DIGEST_BYTES) % 4:
@@ -204,26 +206,19 @@ class EmbeddingCache:
         plans that fail verification are left out and counted in :attr:`rejected`."""
         found: dict[str, list[list[object]]] = {}
         bad = 0
-        for start in range(0, len(keys), 500):
-            part = list(keys[start : start + 500])
-            with self._guard():
-                rows = self._db.execute(
-                    f"SELECT key, plan FROM plans WHERE model = ? AND key IN ({','.join('?' * len(part))})",
-                    [self.model_id, *part],
-                ).fetchall()
-            for key, blob in rows:
-                plan = None
-                if isinstance(blob, bytes) and len(blob) > DIGEST_BYTES:
-                    payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
-                    if _digest(self.model_id, "plan:" + key, payload) == digest:
-                        try:
-                            plan = json.loads(payload.decode("utf-8"))
-                        except ValueError:
-                            plan = None
-                if isinstance(plan, list):
-                    found[key] = plan
-                else:
-                    bad += 1
+        for key, blob in self._rows("SELECT key, plan FROM plans WHERE model = ? AND key IN ", keys):
+            plan = None
+            if isinstance(blob, bytes) and len(blob) > DIGEST_BYTES:
+                payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
+                if _digest(self.model_id, "plan:" + key, payload) == digest:
+                    try:
+                        plan = json.loads(payload.decode("utf-8"))
+                    except ValueError:
+                        plan = None
+            if isinstance(plan, list):
+                found[key] = plan
+            else:
+                bad += 1
         if bad:
             self._reject(bad)
         return found
