@@ -91,7 +91,7 @@ class Embedder:
             sentence-transformers to 1e-5).
         threads: CPU cores to use (default: all this process may use): the intra-op threads of the one
             ONNX Runtime session every batch runs on. With more than one, the threads spin while a call
-            runs (a short query would otherwise wait for them to wake at each of its ~350 nodes) and
+            runs (a short query would otherwise wait for them to wake at each of its ~280 nodes) and
             stop spinning when it returns, so an idle embedder takes no CPU.
         batch_size: most texts per ONNX Runtime call (default 64).
         batch_tokens: most padded tokens per call (default 512).
@@ -171,10 +171,9 @@ class Embedder:
         """
         t0 = time.perf_counter()
         onnx_path = Path(onnx_path)
-        try:
-            sha = sha256_file(onnx_path)
-        except (FileNotFoundError, IsADirectoryError) as e:
-            raise ModelFilesNotFoundError(f"missing ONNX file {onnx_path}") from e
+        if not onnx_path.is_file():  # missing, a folder, or a FIFO (whose read would block)
+            raise ModelFilesNotFoundError(f"missing ONNX file {onnx_path} (or not a regular file)")
+        sha = sha256_file(onnx_path)
         self = cls.__new__(cls)
         tokenizer = TextTokenizer.from_file(Path(tokenizer_path), max_length)
         self._init(onnx_path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)

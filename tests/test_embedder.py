@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -145,6 +147,11 @@ def test_user_supplied_onnx_with_token_output(tmp_path, fp32, golden) -> None:  
     assert custom.info.variant == "custom" and custom.dim == 384
     texts = golden[0][:20]
     assert cosines(custom.embed(texts), fp32.embed(texts)).min() >= 0.99999
+    fifo = tmp_path / "pipe.onnx"
+    os.mkfifo(fifo)  # reading it would block forever
+    for bad in (fifo, tmp_path, tmp_path / "absent.onnx"):
+        with pytest.raises(ModelFilesNotFoundError):
+            Embedder.from_onnx(bad, folder / "tokenizer.json")
 
 
 def test_an_idle_embedder_takes_no_cpu(int8) -> None:  # noqa: ANN001
