@@ -517,6 +517,73 @@ def test_vector_table_matches_a_numpy_oracle(backend: str) -> None:
     assert t.backend == backend
 
 
+@pytest.mark.parametrize("backend", ["exact", "hnsw"])
+def test_expiry_masks_follow_the_retrieval_time(backend: str) -> None:
+    """Segments with expiry times, some protected: the masks at several times (one remembered base
+    mask, the expiry applied after) equal a plain oracle, for keyword and dense search alike."""
+    rng = np.random.default_rng(17)
+    dim, n = 16, 400
+    t = VectorTable(dim, VectorConfig(backend=backend, ef_search=400, exact_below=0.0))
+    expires: list[float | None] = []
+    protected = []
+    vecs = []
+    for row in range(n):
+        e = None if row % 3 == 0 else float(rng.integers(0, 100))
+        v = rng.standard_normal((1 + row % 2, dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        t.add(TableRow(row, f"id{row}", "s", SegmentType.MESSAGE, None, "", 0.0, e, row % 7 == 0, v, ["common"]))
+        expires.append(e)
+        protected.append(row % 7 == 0)
+        vecs.append(v)
+    t.remove(5)
+    q = rng.standard_normal((1, dim)).astype(np.float32)
+    for at in (None, 0.0, 30.0, 30.0, 99.0, 1000.0, 30.0):
+        alive = [
+            r != 5 and (at is None or expires[r] is None or expires[r] > at or protected[r])  # type: ignore[operator]
+            for r in range(n)
+        ]
+        f = Filters(sessions=("s",), alive_at=at)
+        assert t.allowed(f).tolist() == alive
+        got = {s for s, _ in t.keyword(["common"], n, f)}
+        assert got == {r for r in range(n) if alive[r]}
+        dense = [s for s, _ in t.search(q, 20, f)]
+        scores = sorted(((float((vecs[r] @ q.T).max()), r) for r in range(n) if alive[r]), reverse=True)[:20]
+        assert all(alive[s] for s in dense) and dense[0] == scores[0][1]
+
+
+def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path: Path) -> None:
+    """retrieve's order equals the ranking formula computed over every segment by hand, and stays the
+    same with fewer candidates fetched (each signal is scaled by its best candidate, not by the
+    weakest one fetched)."""
+    import dataclasses
+
+    from contextsieve.stash.backend import index_terms
+
+    rng = np.random.default_rng(21)
+    words = [f"w{i}" for i in range(80)]
+    texts = sorted({" ".join(rng.choice(words, size=int(rng.integers(3, 12)))) for _ in range(300)})
+    s = StashStore.open(tmp_path / "r.db", fake())
+    s.stash(texts, session="a")
+    flat = dict(created_weight=0.0, stashed_weight=0.0)
+    everything = Filters(sessions=("a",))
+    for query in [" ".join(rng.choice(words, size=3)) for _ in range(20)]:
+        qv = s._query(query)
+        sims = {h.id: h.score for h in s.backend.dense(qv, 1000, everything)}
+        bm = {h.id: h.score for h in s.backend.keyword(index_terms(query), 1000, everything)}
+        best_s, best_k = max(sims.values()), max(bm.values(), default=0.0)
+        oracle = sorted(
+            sims,
+            key=lambda i: (-(0.6 * sims[i] / best_s + 0.2 * (bm.get(i, 0.0) / best_k if best_k else 0.0)), -sims[i], i),
+        )
+        orders = []
+        for cand in (300, 100):
+            s.config = dataclasses.replace(s.config, rank=RankConfig(candidates=cand, **flat))
+            orders.append([h.segment.id for h in s.retrieve(query, session="a", top_k=5, min_similarity=-1.0)])
+        assert orders[0] == oracle[:5], query
+        assert orders[1] == orders[0], (query, 100)
+    s.close()
+
+
 def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
     """The embedded store's BM25 (an in-memory term index) against SQLite FTS5's own ``bm25()`` over
     the same rows, after deletes and from a second process's view."""

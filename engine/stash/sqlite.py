@@ -35,6 +35,7 @@ from contextsieve.stash.backend import (
     to_epoch,
     vector_digest,
 )
+from contextsieve.stash.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.vectors import TableRow, VectorConfig, VectorTable
 
@@ -102,11 +103,15 @@ class SqliteConfig:
         synchronous: SQLite ``synchronous`` level, ``"FULL"`` (default: a commit survives power loss)
             or ``"NORMAL"`` (faster; a commit survives a process crash, maybe not power loss).
         vectors: :class:`~contextsieve.stash.vectors.VectorConfig` (exact / HNSW search).
+        save_graph: keep the HNSW graph in a folder beside the store (``<store>.hnsw``; saved when
+            built and when the store is closed, checked and brought up to date when opened) so an
+            open does not build it again (default True; see :mod:`contextsieve.stash.graphfile`).
     """
 
     busy_timeout: float = 30.0
     synchronous: str = "FULL"
     vectors: VectorConfig = VectorConfig()
+    save_graph: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.busy_timeout, (int, float)) and 0 < self.busy_timeout < 86_400):
@@ -192,6 +197,7 @@ class SqliteBackend:
         self._table: VectorTable | None = None
         self._seq = 0
         self._version = -1
+        self._graph_saved = -1  # the table's graph_built count at the last save
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -258,7 +264,11 @@ class SqliteBackend:
             self._db.execute("COMMIT")
 
     def close(self) -> None:
+        """Close the database; a graph changed since it was saved is saved first."""
         with self.lock:
+            table = self._table
+            if table is not None and table.graph is not None and table.graph_changes:
+                self._save_graph()
             self._db.close()
 
     def meta(self) -> StoreMeta:
@@ -354,6 +364,7 @@ class SqliteBackend:
                         terms.split(),
                         stashed,
                         sha,
+                        digest,
                     )
                 )
                 if len(pending) >= _LOAD_BATCH:
@@ -373,8 +384,13 @@ class SqliteBackend:
             last = self._db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
             if self._table is None or self._seq < floor_seq or (dim and self._table.dim != dim):
                 table = VectorTable(dim or 384, self.config.vectors)
+                table.defer_hnsw = True  # a saved graph is tried before one is built
                 self._load_rows(table, None)
+                if table.wants_hnsw() and self.config.save_graph:
+                    load_graph(table, self._graph_folder)
+                table.finish_loading()
                 self._table = table
+                self._graph_saved = 0  # a graph built while loading (graph_built 1) is saved below
             elif last > self._seq:
                 ops = self._db.execute(
                     "SELECT row, op FROM changes WHERE seq > ? ORDER BY seq", (self._seq,)
@@ -394,7 +410,29 @@ class SqliteBackend:
                             self._table.set_protected(row, bool(p[0]))
             self._seq = last
             self._version = version
+            if self._table.graph_built != self._graph_saved:  # a graph built from scratch: save it now
+                self._save_graph()
             return self._table
+
+    @property
+    def _graph_folder(self) -> Path:
+        return graph_folder(self.path)
+
+    def _save_graph(self) -> None:
+        """Save the table's graph beside the store (a failure is a warning: the store is intact)."""
+        table = self._table
+        if table is None or table.graph is None or not self.config.save_graph:
+            return
+        try:
+            save_graph(table, self._graph_folder)
+        except (OSError, RuntimeError) as e:
+            warnings.warn(
+                f"could not save the HNSW graph of {self.location} to {self._graph_folder}: {e}; the next open "
+                "rebuilds it",
+                GraphFileWarning,
+                stacklevel=4,
+            )
+        self._graph_saved = table.graph_built
 
     def _log(self, db: sqlite3.Connection, rows: Sequence[int], op: int) -> None:
         db.executemany("INSERT INTO changes (row, op) VALUES (?, ?)", [(r, op) for r in rows])
@@ -539,19 +577,11 @@ class SqliteBackend:
         def run() -> dict[str, float]:
             with self.lock:
                 table = self._sync()
-                rows = dict(self._rows_of(ids))
-                slots = {i: table.slot_of[r] for i, r in rows.items() if r in table.slot_of}
+                slots = {i: table.slot_of_id[i] for i in ids if i in table.slot_of_id}
                 scores = table.scores(queries, list(slots.values()))
             return dict(zip(slots, scores))
 
         return self._guard(run)
-
-    def _rows_of(self, ids: Sequence[str]) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        for batch in _chunks(list(ids)):
-            q = f"SELECT id, row FROM segments WHERE id IN ({','.join('?' * len(batch))})"
-            out.extend(self._db.execute(q, batch).fetchall())
-        return out
 
     def keyword(self, terms: Sequence[str], k: int, filters: Filters) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))

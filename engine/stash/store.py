@@ -35,7 +35,7 @@ from contextsieve.stash.backend import (
     model_family,
     to_epoch,
 )
-from contextsieve.stash.ranking import RankConfig, combined_scores, min_max
+from contextsieve.stash.ranking import RankConfig, combined_scores, max_scaled
 from contextsieve.stash.segment import (
     MAX_SEGMENT_CHARS,
     CheckedSegment,
@@ -567,7 +567,7 @@ class StashStore:
         created = np.array([facts[i][0] for i in ids])
         stashed = np.array([facts[i][1] for i in ids])
         scores = combined_scores(sim, key, created, stashed, at, rank)
-        kw_norm = min_max(key)
+        kw_norm = max_scaled(key)
         order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
         chosen: list[int] = []
         seen: set[str] = set()

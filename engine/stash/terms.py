@@ -67,8 +67,9 @@ class TermIndex:
         if k <= 0 or not n or self._live <= 0:
             return []
         avgdl = self._total / self._live
-        lengths = np.frombuffer(self._length, dtype=np.int32) if n else np.zeros(0, np.int32)
-        score = np.zeros(n, np.float64)
+        lengths = np.frombuffer(self._length, dtype=np.int32)
+        slot_parts: list[np.ndarray] = []
+        weight_parts: list[np.ndarray] = []
         for term in dict.fromkeys(terms):
             t = self._ids.get(term)
             if t is None or self._df[t] <= 0:
@@ -79,13 +80,27 @@ class TermIndex:
             slots = np.frombuffer(self._slots[t], dtype=np.int32)
             tf = np.frombuffer(self._tf[t], dtype=np.uint32).astype(np.float64)
             norm = self.k1 * (1 - self.b + self.b * lengths[slots] / avgdl)
-            score += np.bincount(slots, weights=idf * tf * (self.k1 + 1) / (tf + norm), minlength=n)
-        score[~allowed[:n]] = 0.0
-        hit = np.flatnonzero(score > 0)
+            slot_parts.append(slots)
+            weight_parts.append(idf * tf * (self.k1 + 1) / (tf + norm))
+        if not slot_parts:
+            return []
+        # every posting's weight summed into its slot in one pass; then only slots with postings are read
+        slots = np.concatenate(slot_parts) if len(slot_parts) > 1 else slot_parts[0]
+        weights = np.concatenate(weight_parts) if len(weight_parts) > 1 else weight_parts[0]
+        hit: np.ndarray
+        if slots.size * 16 < n:  # few postings: sort them rather than sweep an array of every slot
+            hit, where = np.unique(slots, return_inverse=True)
+            score = np.bincount(where, weights=weights, minlength=hit.size)
+        else:
+            score = np.bincount(slots, weights=weights, minlength=n)
+            hit = np.flatnonzero(score)
+            score = score[hit]
+        keep = allowed[hit] & (score > 0)
+        hit, score = hit[keep], score[keep]
         if not hit.size:
             return []
         if hit.size > k:
-            part = np.argpartition(-score[hit], k - 1)[:k]
-            hit = hit[part]
-        order = sorted(hit.tolist(), key=lambda s: (-score[s], s))
-        return [(s, float(score[s])) for s in order]
+            part = np.argpartition(-score, k - 1)[:k]
+            hit, score = hit[part], score[part]
+        order = np.lexsort((hit, -score))
+        return [(int(hit[i]), float(score[i])) for i in order]

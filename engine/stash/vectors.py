@@ -9,6 +9,7 @@ scores the passing rows exactly when they are too few for a graph search to pay)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -23,9 +24,12 @@ from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import SegmentType
 from contextsieve.stash.terms import TermIndex
 
-__all__ = ["VectorConfig", "VectorTable"]
+__all__ = ["VectorConfig", "VectorTable", "TableRow", "LABEL_SHIFT"]
 
 _TYPES = {t: i for i, t in enumerate(SegmentType)}
+#: Bits of a graph label that hold the chunk's index within its segment (the rest: the store row).
+LABEL_SHIFT = 20
+_CHUNK_MASK = (1 << LABEL_SHIFT) - 1
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,8 @@ class _Codes:
 class TableRow:
     """One segment for :meth:`VectorTable.add`: its store row, id, session, type, topic, source, creation
     and expiry times (epoch seconds), protection, chunk vectors ``[chunks, dim]``, keyword terms, stash
-    time (default: the creation time) and text sha256."""
+    time (default: the creation time), text sha256 and the stored vectors' digest (what a saved HNSW
+    graph is checked against when the store is opened again)."""
 
     row: int
     segment_id: str
@@ -97,6 +102,7 @@ class TableRow:
     terms: Sequence[str] = ()
     stashed: float | None = None
     sha256: str = ""
+    digest: bytes = b""
 
 
 class VectorTable:
@@ -117,11 +123,16 @@ class VectorTable:
         self._type = np.zeros(n, np.int8)
         self._created = np.zeros(n, np.float64)
         self._stashed = np.zeros(n, np.float64)
+        self._row = np.zeros(n, np.int64)  # slot -> store row
+        self._firsts = np.zeros(n, np.int64)  # slot -> first chunk row
+        self._counts = np.zeros(n, np.int64)  # slot -> chunk rows
         self._sha: list[str] = []  # slot -> sha256 of the text
+        self._digest: list[bytes] = []  # slot -> digest of the stored vectors
         self.slot_of_id: dict[str, int] = {}  # live segment id -> slot
         self._mutations = 0  # changes since the table was made (the filter mask memo's key)
         self._allowed_memo: tuple[Filters, int, np.ndarray] | None = None
         self._chunk_memo: tuple[Filters, int, np.ndarray, int] | None = None
+        self._expiring_memo: tuple[int, np.ndarray] | None = None
         self._expires = np.zeros(n, np.float64)
         self._protected = np.zeros(n, np.bool_)
         self._gone = np.zeros(n, np.bool_)
@@ -131,10 +142,11 @@ class VectorTable:
         self._chunk_slot = np.zeros(0, np.int32)
         self._chunk_gone = np.zeros(0, np.bool_)
         self._chunks = 0
-        self._first: list[int] = []  # slot -> first chunk row
-        self._count: list[int] = []  # slot -> chunk rows
         self._hnsw: HnswIndex | None = None
         self._hnsw_failed = False
+        self.defer_hnsw = False  # while True, `auto` does not build the graph (a store being opened)
+        self.graph_built = 0  # times the graph was built from scratch (a saved graph is then stale)
+        self.graph_changes = 0  # changes to the graph since it was built or loaded
         self._terms = TermIndex()
 
     # -- contents ---------------------------------------------------------------------------------
@@ -162,6 +174,9 @@ class VectorTable:
             "_type",
             "_created",
             "_stashed",
+            "_row",
+            "_firsts",
+            "_counts",
             "_expires",
             "_protected",
             "_gone",
@@ -218,12 +233,14 @@ class VectorTable:
             self._protected[s] = r.protected
             self._gone[s] = False
             self._sha.append(r.sha256)
+            self._digest.append(r.digest)
+            self._row[s] = r.row
             self.slot_of_id[r.segment_id] = s
             self.ids.append(r.segment_id)
             self.slot_of[r.row] = s
             self._chunk_slot[c : c + v.shape[0]] = s
-            self._first.append(c)
-            self._count.append(v.shape[0])
+            self._firsts[s] = c
+            self._counts[s] = v.shape[0]
             self._terms.add(s, r.terms)
             c += v.shape[0]
         self._slots = s0 + len(rows)
@@ -243,12 +260,13 @@ class VectorTable:
             del self.slot_of_id[self.ids[s]]
         self._gone[s] = True
         self._terms.remove(s)
-        first, count = self._first[s], self._count[s]
+        first, count = int(self._firsts[s]), int(self._counts[s])
         self._chunk_gone[first : first + count] = True
         if self._hnsw is not None:
-            for c in range(first, first + count):
+            self.graph_changes += 1
+            for label in self.labels(np.arange(first, first + count)).tolist():
                 try:
-                    self._hnsw.mark_deleted(c)
+                    self._hnsw.mark_deleted(label)
                 except RuntimeError:
                     pass
 
@@ -270,15 +288,38 @@ class VectorTable:
     # -- filters ----------------------------------------------------------------------------------
 
     def allowed(self, f: Filters) -> np.ndarray:
-        """Per slot: passes the filters and is not gone (read-only; the last mask is kept until the
-        filters or the table change, so one retrieve's dense and keyword searches compute it once)."""
+        """Per slot: passes the filters and is not gone (read-only). The mask without the expiry
+        condition is kept until the filters or the table change, so one retrieve's dense and keyword
+        searches, and retrieves with the same filters at other times, compute it once; the expiry
+        condition (``alive_at``) is then applied to the slots that have an expiry time, if any."""
+        base_f = dataclasses.replace(f, alive_at=None)
         memo = self._allowed_memo
-        if memo is not None and memo[1] == self._mutations and memo[0] == f:
-            return memo[2]
-        ok = self._allowed(f)
-        ok.setflags(write=False)
-        self._allowed_memo = (f, self._mutations, ok)
+        if memo is not None and memo[1] == self._mutations and memo[0] == base_f:
+            ok = memo[2]
+        else:
+            ok = self._allowed(base_f)
+            ok.setflags(write=False)
+            self._allowed_memo = (base_f, self._mutations, ok)
+        expired = self._expired(f.alive_at)
+        if expired.size:
+            expired = expired[ok[expired]]
+        if expired.size:
+            ok = ok.copy()
+            ok[expired] = False
+            ok.setflags(write=False)
         return ok
+
+    def _expired(self, at: float | None) -> np.ndarray:
+        """Slots (live, unprotected) whose expiry time is at or before ``at``."""
+        if at is None:
+            return np.zeros(0, np.int64)
+        memo = self._expiring_memo
+        if memo is None or memo[0] != self._mutations:
+            n = self._slots
+            with_expiry = np.flatnonzero(np.isfinite(self._expires[:n]) & ~self._gone[:n] & ~self._protected[:n])
+            memo = self._expiring_memo = (self._mutations, with_expiry)
+        slots = memo[1]
+        return slots[self._expires[slots] <= at] if slots.size else slots
 
     def _allowed(self, f: Filters) -> np.ndarray:
         n = self._slots
@@ -298,7 +339,7 @@ class VectorTable:
         if f.protected is not None:
             ok &= self._protected[:n] == f.protected
         if f.alive_at is not None:
-            ok &= (self._expires[:n] > f.alive_at) | self._protected[:n]
+            ok[self._expired(f.alive_at)] = False
         return ok
 
     # -- search -----------------------------------------------------------------------------------
@@ -327,15 +368,27 @@ class VectorTable:
         return [(int(s), float(seg[s])) for s in order if np.isfinite(seg[s])]
 
     def _chunks_allowed(self, f: Filters) -> tuple[np.ndarray, int]:
-        """Per chunk row: its segment passes ``f`` and it is live; and how many do (kept as the slot mask is)."""
+        """Per chunk row: its segment passes ``f`` and it is live; and how many do (kept as the slot
+        mask is: without the expiry condition, which is applied to the few expired segments after)."""
+        base_f = dataclasses.replace(f, alive_at=None)
         memo = self._chunk_memo
-        if memo is not None and memo[1] == self._mutations and memo[0] == f:
-            return memo[2], memo[3]
-        n = self._chunks
-        chunk_ok = self.allowed(f)[self._chunk_slot[:n]] & ~self._chunk_gone[:n]
-        chunk_ok.setflags(write=False)
-        passing = int(chunk_ok.sum())
-        self._chunk_memo = (f, self._mutations, chunk_ok, passing)
+        if memo is not None and memo[1] == self._mutations and memo[0] == base_f:
+            chunk_ok, passing = memo[2], memo[3]
+        else:
+            n = self._chunks
+            chunk_ok = self.allowed(base_f)[self._chunk_slot[:n]] & ~self._chunk_gone[:n]
+            chunk_ok.setflags(write=False)
+            passing = int(chunk_ok.sum())
+            self._chunk_memo = (base_f, self._mutations, chunk_ok, passing)
+        expired = self._expired(f.alive_at)
+        if expired.size:
+            rows = np.concatenate([np.arange(self._firsts[s], self._firsts[s] + self._counts[s]) for s in expired])
+            rows = rows[chunk_ok[rows]]
+            if rows.size:
+                chunk_ok = chunk_ok.copy()
+                chunk_ok[rows] = False
+                chunk_ok.setflags(write=False)
+                passing -= int(rows.size)
         return chunk_ok, passing
 
     def keyword(self, terms: Sequence[str], k: int, f: Filters) -> list[tuple[int, float]]:
@@ -347,8 +400,7 @@ class VectorTable:
         if not slots:
             return []
         idx = np.asarray(slots, dtype=np.int64)
-        firsts = np.fromiter((self._first[i] for i in slots), np.int64, idx.size)
-        counts = np.fromiter((self._count[i] for i in slots), np.int64, idx.size)
+        firsts, counts = self._firsts[idx], self._counts[idx]
         owner = np.repeat(np.arange(idx.size), counts)
         rows = np.repeat(firsts, counts) + (np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts))
         if rows.size <= 4096:  # a few candidates: one BLAS product beats waking the kernel's thread pool
@@ -361,10 +413,31 @@ class VectorTable:
         return [float(x) for x in out]
 
     # -- HNSW -------------------------------------------------------------------------------------
+    #
+    # Graph labels are stable across processes and re-openings: ``store row << LABEL_SHIFT | chunk
+    # index``, so a graph saved beside the store (:mod:`contextsieve.stash.graphfile`) stays valid
+    # when the table is loaded again in another order, and a segment stored again under its row (a
+    # rebuild) updates its own labels.
+
+    def labels(self, chunk_rows: np.ndarray) -> np.ndarray:
+        """The graph labels of chunk rows (int64)."""
+        slots = self._chunk_slot[chunk_rows]
+        return (self._row[slots] << LABEL_SHIFT) | (np.asarray(chunk_rows, np.int64) - self._firsts[slots])
+
+    def chunk_rows(self, labels: np.ndarray) -> np.ndarray:
+        """The chunk rows of graph labels; ``-1`` for a label of no live segment's chunk."""
+        labels = np.asarray(labels, np.int64)
+        rows = (labels >> LABEL_SHIFT).tolist()
+        slot_of = self.slot_of
+        slots = np.fromiter((slot_of.get(r, -1) for r in rows), np.int64, len(rows))
+        index = labels & _CHUNK_MASK
+        ok = slots >= 0
+        ok[ok] &= index[ok] < self._counts[slots[ok]]
+        return np.where(ok, self._firsts[np.maximum(slots, 0)] + index, -1)
 
     def _maybe_build(self) -> None:
         cfg = self.config
-        if cfg.backend == "exact" or self._hnsw_failed:
+        if cfg.backend == "exact" or self._hnsw_failed or self.defer_hnsw:
             return
         if cfg.backend == "auto" and self.live_chunks < cfg.hnsw_min_rows:
             return
@@ -378,11 +451,22 @@ class VectorTable:
                 stacklevel=4,
             )
 
+    def wants_hnsw(self) -> bool:
+        """Whether the configuration asks for a graph at the table's current size."""
+        cfg = self.config
+        return cfg.backend == "hnsw" or (cfg.backend == "auto" and self.live_chunks >= cfg.hnsw_min_rows)
+
+    def finish_loading(self) -> None:
+        """End a deferred load: build the graph now if one is wanted and none was adopted."""
+        self.defer_hnsw = False
+        if self._hnsw is None:
+            self._maybe_build()
+
     def _dequantised(self, rows: np.ndarray) -> np.ndarray:
         return self._q8[rows].astype(np.float32) * self._scale[rows, None]
 
     def build_hnsw(self) -> None:
-        """Build the graph over all live chunk rows (labels are chunk rows)."""
+        """Build the graph over all live chunk rows."""
         hnswlib = _import_hnswlib()
         live = np.flatnonzero(~self._chunk_gone[: self._chunks])
         index = hnswlib.Index(space="ip", dim=self.dim)
@@ -394,15 +478,65 @@ class VectorTable:
         )
         for start in range(0, live.size, 50_000):
             part = live[start : start + 50_000]
-            index.add_items(self._dequantised(part), part)
+            index.add_items(self._dequantised(part), self.labels(part))
         self._hnsw = index
+        self.graph_built += 1
+        self.graph_changes = 0
 
     def _hnsw_add(self, rows: np.ndarray) -> None:
         index = self._hnsw
         assert index is not None
         if index.get_current_count() + rows.size > index.get_max_elements():
             index.resize_index(2 * (index.get_current_count() + rows.size))
-        index.add_items(self._dequantised(rows), rows)
+        index.add_items(self._dequantised(rows), self.labels(rows))
+        self.graph_changes += 1
+
+    # -- a saved graph ----------------------------------------------------------------------------
+
+    @property
+    def graph(self) -> HnswIndex | None:
+        """The HNSW graph, if the table has one."""
+        return self._hnsw
+
+    def graph_contents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the graph holds: per live segment its store row, chunk count and vector digest
+        (``int64``, ``int64``, ``S16`` arrays, in slot order)."""
+        live = np.flatnonzero(~self._gone[: self._slots])
+        digests = np.array([self._digest[s] for s in live.tolist()], dtype="S16")
+        return self._row[live].copy(), self._counts[live].copy(), digests
+
+    def adopt_graph(self, index: HnswIndex, rows: np.ndarray, counts: np.ndarray, digests: np.ndarray) -> int:
+        """Use a loaded graph that held the segments ``rows`` (with ``counts`` chunks and vector
+        ``digests``) when it was saved: chunks of segments stored since (or whose vectors changed)
+        are added, labels of segments gone since are marked deleted. Returns the segments added or
+        removed."""
+        now_rows, now_counts, now_digests = self.graph_contents()
+        saved = dict(zip(rows.tolist(), zip(counts.tolist(), digests.tolist())))
+        changed = 0
+        add: list[np.ndarray] = []
+        gone: list[int] = []
+        for r, c, d in zip(now_rows.tolist(), now_counts.tolist(), now_digests.tolist()):
+            was = saved.pop(r, None)
+            if was == (c, d):
+                continue
+            changed += 1
+            first = int(self._firsts[self.slot_of[r]])
+            add.append(np.arange(first, first + c))
+            if was is not None:  # stored again with fewer chunks: its extra labels go
+                gone.extend((r << LABEL_SHIFT) | i for i in range(c, was[0]))
+        for r, (c, _) in saved.items():  # segments removed since the graph was saved
+            changed += 1
+            gone.extend((r << LABEL_SHIFT) | i for i in range(c))
+        for label in gone:
+            try:
+                index.mark_deleted(label)
+            except RuntimeError:
+                pass  # deleted already
+        self._hnsw = index
+        self.graph_changes = 0
+        if add:
+            self._hnsw_add(np.concatenate(add))
+        return changed
 
     def _search_hnsw(
         self, queries: np.ndarray, k: int, chunk_ok: np.ndarray, passing: int
@@ -418,9 +552,10 @@ class VectorTable:
                 labels, dist = index.knn_query(queries, k=want, num_threads=1)
             except RuntimeError:
                 return None  # fewer reachable live rows than asked: score exactly
-            rows = labels.ravel().astype(np.int64)
+            rows = self.chunk_rows(labels.ravel())
             sims = (1.0 - dist).ravel().astype(np.float32)
-            keep = chunk_ok[rows]
+            keep = rows >= 0
+            keep[keep] &= chunk_ok[rows[keep]]
             rows, sims = rows[keep], sims[keep]
             slots = self._chunk_slot[rows]
             best: dict[int, float] = {}
