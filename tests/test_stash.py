@@ -551,6 +551,27 @@ def test_expiry_masks_follow_the_retrieval_time(backend: str) -> None:
         assert all(alive[s] for s in dense) and dense[0] == scores[0][1]
 
 
+def test_keyword_scores_of_dense_candidates_outside_the_top_k(store: StashStore) -> None:
+    """``keyword(..., also=ids)``: after the k best, the segments among ``also`` that hold a term get
+    the score a full keyword search gives them; those without a term, of another session or unknown
+    get none."""
+    from contextsieve.stash.backend import index_terms
+
+    texts = [f"deploy {' '.join(['vault'] * (i % 5 + 1))} note{i}" for i in range(30)] + ["nothing in common"]
+    ids = store.stash(texts, session="a").segment_ids
+    other = store.stash(["deploy vault elsewhere"], session="b").segment_ids
+    f = Filters(sessions=("a",))
+    terms = index_terms("deploy vault")
+    full = {h.id: h.score for h in store.backend.keyword(terms, 100, f)}
+    assert len(full) == 30
+    top = store.backend.keyword(terms, 3, f)
+    below = [i for i in full if i not in {h.id for h in top}][-4:]
+    got = store.backend.keyword(terms, 3, f, also=[ids[-1], *below, other[0], "seg_unknown", top[0].id])
+    assert [h.id for h in got[:3]] == [h.id for h in top]
+    assert [h.id for h in got[3:]] == below
+    assert np.allclose([h.score for h in got[3:]], [full[i] for i in below], rtol=1e-6)
+
+
 def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path: Path) -> None:
     """retrieve's order equals the ranking formula computed over every segment by hand, and stays the
     same with fewer candidates fetched (each signal is scaled by its best candidate, not by the

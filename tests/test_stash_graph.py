@@ -194,3 +194,23 @@ def test_a_loaded_graph_follows_changed_rows(tmp_path: Path) -> None:
         q = shrunk.vectors[c : c + 1]
         found = {t2.ids[s]: x for s, x in t2.search(q, 3, Filters())}
         assert found.get("id11", -1.0) < 0.99
+
+
+def test_a_segment_stored_again_takes_its_labels_back() -> None:
+    """A row removed and added again (other vectors) in a table with a graph: the graph finds the new
+    vectors under that segment and never the old ones."""
+    rng = np.random.default_rng(8)
+    dim = 16
+    t = VectorTable(dim, VectorConfig(backend="hnsw", ef_search=400, exact_below=0.0))
+    rows = _rows(rng, range(1, 301), dim)
+    t.add_many(rows)
+    old = rows[6].vectors  # row 7: 2 chunks
+    v = rng.standard_normal((1, dim)).astype(np.float32)
+    v /= np.linalg.norm(v)
+    t.remove(7)
+    t.add(TableRow(7, "id7", "s", SegmentType.MESSAGE, None, "", 0.0, None, False, v, digest=b"again-1234567890"))
+    best = t.search(v, 1, Filters())
+    assert t.ids[best[0][0]] == "id7" and best[0][1] > 0.98
+    for c in range(old.shape[0]):
+        found = dict((t.ids[s], x) for s, x in t.search(old[c : c + 1], 3, Filters()))
+        assert found.get("id7", -1.0) < 0.98

@@ -386,7 +386,7 @@ class PostgresBackend:
 
         return self._guard(run)
 
-    def keyword(self, terms: Sequence[str], k: int, filters: Filters) -> list[Hit]:
+    def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:
             return []
@@ -400,20 +400,41 @@ class PostgresBackend:
                     "ORDER BY ts_rank(terms, to_tsquery('simple', %s)) DESC, row LIMIT %s",
                     [query, *args, query, self.config.keyword_candidates * k],
                 ).fetchall()
-                if not rows:
+                seen = {r[0] for r in rows}
+                more = [i for i in dict.fromkeys(also) if i not in seen]
+                extra = (
+                    self._db.execute(
+                        "SELECT id, text, nterms FROM stash_segments WHERE id = ANY(%s) "
+                        f"AND terms @@ to_tsquery('simple', %s) AND {where}",
+                        [more, query, *args],
+                    ).fetchall()
+                    if more
+                    else []
+                )
+                if not rows and not extra:
                     return []
                 q = "SELECT term, df FROM stash_terms WHERE term = ANY(%s)"
                 df: dict[str, int] = dict(self._db.execute(q, (uniq,)).fetchall())
                 n, total = _one(self._db.execute("SELECT count(*), coalesce(sum(nterms), 0) FROM stash_segments"))
             avgdl = float(total) / max(int(n), 1)
-            scored = []
-            for sid, text, nterms in rows:
-                tf = Counter(index_terms(text))
-                s = bm25([tf.get(t, 0) for t in uniq], [df.get(t, 0) for t in uniq], int(n), nterms, avgdl)
-                if s > 0:
-                    scored.append((sid, s))
-            scored.sort(key=lambda x: (-x[1], x[0]))
-            return [Hit(i, s) for i, s in scored[:k]]
+
+            def scored(found: Sequence[tuple[str, str, int]]) -> list[tuple[str, float]]:
+                out = []
+                for sid, text, nterms in found:
+                    tf = Counter(index_terms(text))
+                    s = bm25([tf.get(t, 0) for t in uniq], [df.get(t, 0) for t in uniq], int(n), nterms, avgdl)
+                    if s > 0:
+                        out.append((sid, s))
+                return out
+
+            best = sorted(scored(rows), key=lambda x: (-x[1], x[0]))
+            hits = [Hit(i, s) for i, s in best[:k]]
+            # dense candidates fetched by the GIN query but below the k best keep their score too
+            wanted = set(also)
+            extra_scored = [x for x in best[k:] if x[0] in wanted] + scored(extra)
+            order = {i: j for j, i in enumerate(dict.fromkeys(also))}
+            extra_scored.sort(key=lambda x: order.get(x[0], 0))
+            return hits + [Hit(i, s) for i, s in extra_scored]
 
         return self._guard(run)
 

@@ -583,7 +583,7 @@ class SqliteBackend:
 
         return self._guard(run)
 
-    def keyword(self, terms: Sequence[str], k: int, filters: Filters) -> list[Hit]:
+    def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:
             return []
@@ -591,7 +591,8 @@ class SqliteBackend:
         def run() -> list[Hit]:  # BM25 over the in-memory term index, as FTS5 would rank (FTS5 is kept in step)
             with self.lock:
                 table = self._sync()
-                return [Hit(table.ids[s], score) for s, score in table.keyword(uniq, k, filters)]
+                slots = [table.slot_of_id[i] for i in also if i in table.slot_of_id]
+                return [Hit(table.ids[s], score) for s, score in table.keyword(uniq, k, filters, slots)]
 
         return self._guard(run)
 

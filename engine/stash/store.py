@@ -553,7 +553,11 @@ class StashStore:
         rank = self.config.rank
         n = max(rank.candidates, k)
         dense = {h.id: h.score for h in self.backend.dense(q, n, f)}
-        kw = {h.id: h.score for h in self.backend.keyword(index_terms(query), n, f)} if rank.keyword_weight > 0 else {}
+        kw = (
+            {h.id: h.score for h in self.backend.keyword(index_terms(query), n, f, also=list(dense))}
+            if rank.keyword_weight > 0
+            else {}
+        )
         missing = [i for i in kw if i not in dense]
         if missing:
             dense.update(self.backend.similarities(q, missing))

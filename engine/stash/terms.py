@@ -60,9 +60,12 @@ class TermIndex:
         self._live -= 1
         self._total -= self._length[slot]
 
-    def search(self, terms: Sequence[str], k: int, allowed: np.ndarray) -> list[tuple[int, float]]:
+    def search(
+        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int] = ()
+    ) -> list[tuple[int, float]]:
         """The ``k`` best slots among ``allowed`` (a bool mask over slots, live ones only) holding any
-        of ``terms``, by BM25, best first; ties by slot."""
+        of ``terms``, by BM25, best first (ties by slot); then the scores of the slots in ``also``
+        that hold a term and are not among those ``k`` (in the order given)."""
         n = len(self._length)
         if k <= 0 or not n or self._live <= 0:
             return []
@@ -96,11 +99,22 @@ class TermIndex:
             hit = np.flatnonzero(score)
             score = score[hit]
         keep = allowed[hit] & (score > 0)
-        hit, score = hit[keep], score[keep]
+        hit, score = hit[keep], score[keep]  # still in slot order
         if not hit.size:
             return []
+        extra: list[tuple[int, float]] = []
+        if len(also):
+            want = np.asarray(also, dtype=np.int64)
+            at = np.minimum(np.searchsorted(hit, want), hit.size - 1)
+            found = hit[at] == want
+            extra = [(int(w), float(score[a])) for w, a in zip(want[found], at[found])]
+        top_hit, top_score = hit, score
         if hit.size > k:
             part = np.argpartition(-score, k - 1)[:k]
-            hit, score = hit[part], score[part]
-        order = np.lexsort((hit, -score))
-        return [(int(hit[i]), float(score[i])) for i in order]
+            top_hit, top_score = hit[part], score[part]
+        order = np.lexsort((top_hit, -top_score))
+        out = [(int(top_hit[i]), float(top_score[i])) for i in order]
+        if extra:
+            taken = {s for s, _ in out}
+            out.extend(x for x in extra if x[0] not in taken)
+        return out

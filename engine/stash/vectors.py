@@ -207,11 +207,13 @@ class VectorTable:
         rows = list({r.row: r for r in rows}.values())  # a row given twice: the last one
         if not rows:
             return
+        vecs = [np.asarray(r.vectors, np.float32).reshape(-1, self.dim) for r in rows]
+        if max(v.shape[0] for v in vecs) > _CHUNK_MASK:
+            raise InputError(f"a segment may have at most {_CHUNK_MASK} chunk vectors")
         for r in rows:
             if r.row in self.slot_of:
                 self.remove(r.row)
         self._mutations += 1
-        vecs = [np.asarray(r.vectors, np.float32).reshape(-1, self.dim) for r in rows]
         q = Int8Corpus.from_vectors(np.concatenate(vecs) if len(vecs) > 1 else vecs[0])
         s0, c0 = self._slots, self._chunks
         total = sum(v.shape[0] for v in vecs)
@@ -391,9 +393,10 @@ class VectorTable:
                 passing -= int(rows.size)
         return chunk_ok, passing
 
-    def keyword(self, terms: Sequence[str], k: int, f: Filters) -> list[tuple[int, float]]:
-        """The ``k`` best slots passing ``f`` by BM25 over their keyword terms, best first."""
-        return self._terms.search(terms, k, self.allowed(f))
+    def keyword(self, terms: Sequence[str], k: int, f: Filters, also: Sequence[int] = ()) -> list[tuple[int, float]]:
+        """The ``k`` best slots passing ``f`` by BM25 over their keyword terms, best first; then the
+        scores of the slots in ``also`` (passing ``f``, holding a term) that are not among them."""
+        return self._terms.search(terms, k, self.allowed(f), also)
 
     def scores(self, queries: np.ndarray, slots: list[int]) -> list[float]:
         """The dense score of each slot (its best chunk against the best query row), in one kernel call."""
