@@ -97,7 +97,7 @@ def beir(folder: Path, split: str, fp32: bool) -> int:
         ids = dict(zip(doc_ids, r.segment_ids))
         stash_s = time.perf_counter() - t0
         print(f"# stash_quality --beir {folder.name} ({split}): {len(doc_ids)} documents, {len(questions)} queries;")
-        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; {'fp32' if fp32 else 'int8'} weights")
+        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
         print(f"{'ranking':<40} {'R@5':>6} {'R@10':>6}")
         for name, rank, _ in fusion_rows():
             r5, r10 = evaluate(store, questions, ids, rank, None)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             ids.update({t["id"]: sid for t, sid in zip(ts, r.segment_ids)})
         stash_s = time.perf_counter() - t0
         print(f"# stash_quality: {len(turns)} turns in {len(by_conv)} conversations, {len(questions)} questions;")
-        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; {'fp32' if args.fp32 else 'int8'} weights")
+        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if args.fp32 else 'int8'}")
         rows = fusion_rows()
         rows.insert(3, ("default, ages at conversation end", RankConfig(), True))
         for d in (0.0, 0.05, 0.1, 0.2):

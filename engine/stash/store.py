@@ -198,7 +198,8 @@ class StashResult:
 
 @dataclass(frozen=True)
 class Retrieved:
-    """One retrieval result: the segment, its dense similarity, its normalised keyword score and the
+    """One retrieval result: the segment, its dense similarity (cosine), its keyword score (BM25
+    divided by the best BM25 among the candidates: 1 for the best keyword match, 0 for none) and the
     combined ranking score (best first)."""
 
     segment: ContextSegment
