@@ -551,6 +551,60 @@ def test_expiry_masks_follow_the_retrieval_time(backend: str) -> None:
         assert all(alive[s] for s in dense) and dense[0] == scores[0][1]
 
 
+def test_keyword_scores_equal_a_bm25_oracle(store: StashStore) -> None:
+    """Both backends' BM25 (in memory for SQLite, in SQL for PostgreSQL) against ``bm25()`` computed
+    here over every stored segment, after batches that share terms, a delete and another session."""
+    from collections import Counter
+
+    from contextsieve.stash.backend import bm25, index_terms
+
+    rng = np.random.default_rng(4)
+    words = ["deploy", "vault", "timeout", "checkout", "rollback"] + [f"w{i}" for i in range(40)]
+    texts = sorted({" ".join(rng.choice(words, size=int(rng.integers(2, 25)))) for _ in range(120)})
+    ids = store.stash(texts[:60], session="a").segment_ids + store.stash(texts[60:], session="a").segment_ids
+    store.stash(["deploy vault vault elsewhere"], session="b")
+    store.delete(list(ids[:10]), session="a")
+    live = dict(zip(ids[10:], texts[10:]))
+    everyone = [*texts[10:], "deploy vault vault elsewhere"]
+    docs = [Counter(index_terms(t)) for t in everyone]
+    avgdl = sum(sum(d.values()) for d in docs) / len(docs)
+    for query in ("deploy vault", "timeout w3 w3 rollback", "checkout"):
+        terms = list(dict.fromkeys(index_terms(query)))
+        df = [sum(1 for d in docs if t in d) for t in terms]
+        oracle = {}
+        for i, text in live.items():
+            tf = Counter(index_terms(text))
+            x = bm25([tf.get(t, 0) for t in terms], df, len(docs), sum(tf.values()), avgdl)
+            if x > 0:
+                oracle[i] = x
+        got = store.backend.keyword(terms, 500, Filters(sessions=("a",)))
+        assert {h.id for h in got} == set(oracle), query
+        assert np.allclose([h.score for h in got], [oracle[h.id] for h in got], rtol=1e-6), query
+        assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+
+
+def test_postgres_store_of_an_older_version_gets_its_term_counts_again(postgres_uri: str) -> None:
+    """A PostgreSQL store written before the store-wide counts (and with the old per-batch term
+    counts): opening it counts every term again, so BM25 equals that of a freshly written store."""
+    import psycopg
+
+    from contextsieve.stash.backend import index_terms
+
+    texts = [f"deploy vault {i} note{i % 3}" for i in range(20)] + ["vault only", "checkout rollback"]
+    s = StashStore.open(postgres_uri, fake())
+    s.stash(texts, session="a")
+    f = Filters(sessions=("a",))
+    want = [(h.id, round(h.score, 9)) for h in s.backend.keyword(index_terms("deploy vault note1"), 50, f)]
+    s.close()
+    with psycopg.connect(postgres_uri, autocommit=True) as c:  # as an older version left it
+        c.execute("DELETE FROM stash_terms WHERE term LIKE ' %'")
+        c.execute("UPDATE stash_terms SET df = 1")
+    again = StashStore.open(postgres_uri, fake())
+    got = [(h.id, round(h.score, 9)) for h in again.backend.keyword(index_terms("deploy vault note1"), 50, f)]
+    assert sorted(got) == sorted(want) and len(got) == 21  # equal scores may come in either order
+    again.close()
+
+
 def test_keyword_scores_of_dense_candidates_outside_the_top_k(store: StashStore) -> None:
     """``keyword(..., also=ids)``: after the k best, the segments among ``also`` that hold a term get
     the score a full keyword search gives them; those without a term, of another session or unknown

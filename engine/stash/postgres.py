@@ -6,9 +6,11 @@ row per chunk, HNSW index with inner-product ops), ``stash_refs``, ``stash_terms
 frequencies for BM25). Every write is one transaction; filters are SQL conditions evaluated inside
 the vector search (pgvector's iterative index scan keeps looking until enough rows pass).
 
-Keyword scores are Okapi BM25 with SQLite FTS5's formula (:func:`bm25`), so both backends rank alike:
-candidates come from the ``tsvector`` GIN index, then are scored from their terms, the stored
-document frequencies and the average length.
+Keyword scores are Okapi BM25 with SQLite FTS5's formula (:func:`~contextsieve.stash.backend.bm25`),
+so both backends rank alike, computed in one SQL statement: the ``tsvector`` GIN index finds the
+segments holding a query term, each term's count comes from the tsvector's positions, document
+frequencies and the store's segment and term counts from ``stash_terms`` (kept in the transaction of
+every write).
 
 Needs the ``postgres`` extra (``psycopg``); the server needs the ``vector`` extension (``CREATE
 EXTENSION vector`` is run when missing, which needs the right to create it).
@@ -34,7 +36,6 @@ from contextsieve.stash.backend import (
     Hit,
     SegmentRow,
     StoreMeta,
-    bm25,
     from_epoch,
     index_terms,
     to_epoch,
@@ -63,6 +64,26 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS stash_terms (term text PRIMARY KEY, df bigint NOT NULL)",
 ]
 _LOCK_KEY = 0x6373_7461_7368  # advisory lock: one process creates the schema at a time
+#: Rows of ``stash_terms`` that count the store's segments and their index terms (BM25's N and mean
+#: length); index terms never hold a space, so these names never meet one.
+_DOCS, _TERMS = " segments", " terms"
+#: Okapi BM25 of every segment matching the query terms, as SQLite FTS5 computes it (k1 1.2, b 0.75,
+#: idf floored at 1e-6), from the tsvector's positions (a term's count; PostgreSQL keeps at most 256
+#: positions per term, far past where BM25 saturates). Parameters: terms, tsquery, filters, limit.
+_BM25 = """
+WITH c AS (SELECT max(df) FILTER (WHERE term = ' segments')::float8 AS n,
+                  max(df) FILTER (WHERE term = ' terms')::float8 AS total
+           FROM stash_terms WHERE term IN (' segments', ' terms')),
+     q AS (SELECT t.term, greatest(ln((c.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf
+           FROM stash_terms t, c WHERE t.term = ANY(%s))
+SELECT s.id,
+       sum(q.idf * u.tf * 2.2 / (u.tf + 1.2 * (0.25 + 0.75 * s.nterms / greatest(c.total / greatest(c.n, 1), 1e-9))))
+FROM stash_segments s CROSS JOIN c
+     CROSS JOIN LATERAL (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf FROM unnest(s.terms)) u
+     JOIN q ON q.term = u.lexeme
+WHERE s.terms @@ to_tsquery('simple', %s) AND {where}
+GROUP BY s.id, s.row
+"""
 _COLUMNS = "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks"
 _URI_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
@@ -76,17 +97,15 @@ class PostgresConfig:
         hnsw_m / ef_construction: the HNSW index's ``m`` and ``ef_construction`` (defaults 16 and 64,
             pgvector's), used when the index is created.
         connect_timeout: seconds to wait for the server (default 10).
-        keyword_candidates: rows the GIN index hands to BM25 scoring per wanted result (default 4).
     """
 
     ef_search: int = 100
     hnsw_m: int = 16
     ef_construction: int = 64
     connect_timeout: float = 10.0
-    keyword_candidates: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("ef_search", "hnsw_m", "ef_construction", "keyword_candidates"):
+        for name in ("ef_search", "hnsw_m", "ef_construction"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{name} must be a positive int, got {v!r}")
@@ -184,6 +203,19 @@ class PostgresBackend:
                 db.execute(statement)
             db.execute("INSERT INTO stash_meta VALUES ('format', %s) ON CONFLICT DO NOTHING", (FORMAT,))
             found = db.execute("SELECT value FROM stash_meta WHERE key = 'format'").fetchone()[0]
+            counted = db.execute("SELECT 1 FROM stash_terms WHERE term = %s", (_DOCS,)).fetchone()
+            if found == FORMAT and counted is None:
+                # a store written before the store-wide counts existed (whose term counts also missed
+                # terms shared by segments of one batch): count everything again, once
+                db.execute("DELETE FROM stash_terms")
+                db.execute(
+                    "INSERT INTO stash_terms SELECT lexeme, count(*) FROM stash_segments, unnest(terms) GROUP BY lexeme"
+                )
+                db.execute(
+                    "INSERT INTO stash_terms SELECT %s, count(*) FROM stash_segments UNION ALL "
+                    "SELECT %s, coalesce(sum(nterms), 0) FROM stash_segments",
+                    (_DOCS, _TERMS),
+                )
         if found != FORMAT:
             raise StashError(f"{self.location} holds a stash of format {found!r}; this version reads {FORMAT!r}")
 
@@ -391,50 +423,25 @@ class PostgresBackend:
         if not uniq or k <= 0:
             return []
 
-        def run() -> list[Hit]:
-            where, args = _where(filters)
+        def run() -> list[Hit]:  # BM25 in SQL over the GIN index's matches (see _BM25)
+            where, args = _where(filters, "s.")
             query = " | ".join(uniq)
+            sql = _BM25.format(where=where)
             with self.lock:
-                rows = self._db.execute(
-                    f"SELECT id, text, nterms FROM stash_segments WHERE terms @@ to_tsquery('simple', %s) AND {where} "
-                    "ORDER BY ts_rank(terms, to_tsquery('simple', %s)) DESC, row LIMIT %s",
-                    [query, *args, query, self.config.keyword_candidates * k],
-                ).fetchall()
-                seen = {r[0] for r in rows}
-                more = [i for i in dict.fromkeys(also) if i not in seen]
+                top = self._db.execute(sql + " ORDER BY 2 DESC, s.row LIMIT %s", [uniq, query, *args, k]).fetchall()
+                taken = {r[0] for r in top}
+                more = [i for i in dict.fromkeys(also) if i not in taken]
                 extra = (
-                    self._db.execute(
-                        "SELECT id, text, nterms FROM stash_segments WHERE id = ANY(%s) "
-                        f"AND terms @@ to_tsquery('simple', %s) AND {where}",
-                        [more, query, *args],
-                    ).fetchall()
+                    dict(
+                        self._db.execute(
+                            sql.replace("GROUP BY", "AND s.id = ANY(%s) GROUP BY"), [uniq, query, *args, more]
+                        ).fetchall()
+                    )
                     if more
-                    else []
+                    else {}
                 )
-                if not rows and not extra:
-                    return []
-                q = "SELECT term, df FROM stash_terms WHERE term = ANY(%s)"
-                df: dict[str, int] = dict(self._db.execute(q, (uniq,)).fetchall())
-                n, total = _one(self._db.execute("SELECT count(*), coalesce(sum(nterms), 0) FROM stash_segments"))
-            avgdl = float(total) / max(int(n), 1)
-
-            def scored(found: Sequence[tuple[str, str, int]]) -> list[tuple[str, float]]:
-                out = []
-                for sid, text, nterms in found:
-                    tf = Counter(index_terms(text))
-                    s = bm25([tf.get(t, 0) for t in uniq], [df.get(t, 0) for t in uniq], int(n), nterms, avgdl)
-                    if s > 0:
-                        out.append((sid, s))
-                return out
-
-            best = sorted(scored(rows), key=lambda x: (-x[1], x[0]))
-            hits = [Hit(i, s) for i, s in best[:k]]
-            # dense candidates fetched by the GIN query but below the k best keep their score too
-            wanted = set(also)
-            extra_scored = [x for x in best[k:] if x[0] in wanted] + scored(extra)
-            order = {i: j for j, i in enumerate(dict.fromkeys(also))}
-            extra_scored.sort(key=lambda x: order.get(x[0], 0))
-            return hits + [Hit(i, s) for i, s in extra_scored]
+            hits = [Hit(i, float(x)) for i, x in top if x > 0]
+            return hits + [Hit(i, float(extra[i])) for i in more if extra.get(i, 0.0) > 0]
 
         return self._guard(run)
 
@@ -478,10 +485,12 @@ class PostgresBackend:
     # -- writes -----------------------------------------------------------------------------------
 
     def _count_terms(self, db: Any, terms: Counter[str], sign: int) -> None:
+        """Add ``sign`` times each count to ``stash_terms`` (a term's count: the segments holding it)."""
         for term in sorted(terms):  # one order in every transaction: no deadlocks between writers
+            n = sign * terms[term]
             db.execute(
                 "INSERT INTO stash_terms VALUES (%s, %s) ON CONFLICT (term) DO UPDATE SET df = stash_terms.df + %s",
-                (term, sign, sign),
+                (term, n, n),
             )
 
     def _write_chunks(self, db: Any, row: int, vectors: np.ndarray) -> None:
@@ -546,6 +555,9 @@ class PostgresBackend:
                         if found is None or found[0] != s.session:
                             raise InputError(f"segment {s.id!r} refers to {dst!r}, which is not in its session")
                         db.execute("INSERT INTO stash_refs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", (s.id, dst, n))
+                added = [r for pos, r in enumerate(rows) if pos not in skipped]
+                df[_DOCS] += len(added)
+                df[_TERMS] += sum(len(r.terms) for r in added)
                 self._count_terms(db, df, 1)
             return skipped
 
@@ -555,12 +567,14 @@ class PostgresBackend:
         def run() -> int:
             with self._tx() as db:
                 gone = db.execute(
-                    "DELETE FROM stash_segments WHERE id = ANY(%s) RETURNING text", (list(ids),)
+                    "DELETE FROM stash_segments WHERE id = ANY(%s) RETURNING text, nterms", (list(ids),)
                 ).fetchall()
                 db.execute("DELETE FROM stash_refs WHERE src = ANY(%s) OR dst = ANY(%s)", (list(ids), list(ids)))
                 df: Counter[str] = Counter()
-                for (text,) in gone:
+                for text, _ in gone:
                     df.update(set(index_terms(text)))
+                df[_DOCS] += len(gone)
+                df[_TERMS] += sum(int(n) for _, n in gone)
                 self._count_terms(db, df, -1)
             return len(gone)
 
