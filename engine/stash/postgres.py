@@ -431,7 +431,7 @@ class PostgresBackend:
                 top = self._db.execute(sql + " ORDER BY 2 DESC, s.row LIMIT %s", [uniq, query, *args, k]).fetchall()
                 taken = {r[0] for r in top}
                 more = [i for i in dict.fromkeys(also) if i not in taken]
-                extra = (
+                extra: dict[str, float] = (
                     dict(
                         self._db.execute(
                             sql.replace("GROUP BY", "AND s.id = ANY(%s) GROUP BY"), [uniq, query, *args, more]
