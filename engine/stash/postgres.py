@@ -69,20 +69,26 @@ _LOCK_KEY = 0x6373_7461_7368  # advisory lock: one process creates the schema at
 _DOCS, _TERMS = " segments", " terms"
 #: Okapi BM25 of every segment matching the query terms, as SQLite FTS5 computes it (k1 1.2, b 0.75,
 #: idf floored at 1e-6), from the tsvector's positions (a term's count; PostgreSQL keeps at most 256
-#: positions per term, far past where BM25 saturates). Parameters: terms, tsquery, filters, limit.
+#: positions per term, far past where BM25 saturates): the ``limit`` best (flag false), then the scores
+#: of the ids asked for (flag true). Parameters: terms, tsquery, filters, limit, ids.
 _BM25 = """
 WITH c AS (SELECT max(df) FILTER (WHERE term = ' segments')::float8 AS n,
                   max(df) FILTER (WHERE term = ' terms')::float8 AS total
            FROM stash_terms WHERE term IN (' segments', ' terms')),
      q AS (SELECT t.term, greatest(ln((c.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf
-           FROM stash_terms t, c WHERE t.term = ANY(%s))
-SELECT s.id,
-       sum(q.idf * u.tf * 2.2 / (u.tf + 1.2 * (0.25 + 0.75 * s.nterms / greatest(c.total / greatest(c.n, 1), 1e-9))))
-FROM stash_segments s CROSS JOIN c
-     CROSS JOIN LATERAL (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf FROM unnest(s.terms)) u
-     JOIN q ON q.term = u.lexeme
-WHERE s.terms @@ to_tsquery('simple', %s) AND {where}
-GROUP BY s.id, s.row
+           FROM stash_terms t, c WHERE t.term = ANY(%s)),
+     scored AS MATERIALIZED (
+       SELECT s.id, s.row, sum(q.idf * u.tf * 2.2
+                               / (u.tf + 1.2 * (0.25 + 0.75 * s.nterms / greatest(c.total / greatest(c.n, 1), 1e-9))))
+                           AS score
+       FROM stash_segments s CROSS JOIN c
+            CROSS JOIN LATERAL (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf FROM unnest(s.terms)) u
+            JOIN q ON q.term = u.lexeme
+       WHERE s.terms @@ to_tsquery('simple', %s) AND {where}
+       GROUP BY s.id, s.row)
+(SELECT id, score, false FROM scored ORDER BY score DESC, row LIMIT %s)
+UNION ALL
+(SELECT id, score, true FROM scored WHERE id = ANY(%s))
 """
 _COLUMNS = "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks"
 _URI_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
@@ -425,23 +431,14 @@ class PostgresBackend:
 
         def run() -> list[Hit]:  # BM25 in SQL over the GIN index's matches (see _BM25)
             where, args = _where(filters, "s.")
-            query = " | ".join(uniq)
-            sql = _BM25.format(where=where)
             with self.lock:
-                top = self._db.execute(sql + " ORDER BY 2 DESC, s.row LIMIT %s", [uniq, query, *args, k]).fetchall()
-                taken = {r[0] for r in top}
-                more = [i for i in dict.fromkeys(also) if i not in taken]
-                extra: dict[str, float] = (
-                    dict(
-                        self._db.execute(
-                            sql.replace("GROUP BY", "AND s.id = ANY(%s) GROUP BY"), [uniq, query, *args, more]
-                        ).fetchall()
-                    )
-                    if more
-                    else {}
-                )
-            hits = [Hit(i, float(x)) for i, x in top if x > 0]
-            return hits + [Hit(i, float(extra[i])) for i in more if extra.get(i, 0.0) > 0]
+                found = self._db.execute(
+                    _BM25.format(where=where), [uniq, " | ".join(uniq), *args, k, list(dict.fromkeys(also))]
+                ).fetchall()
+            hits = [Hit(i, float(x)) for i, x, extra in found if not extra and x > 0]
+            taken = {h.id for h in hits}
+            scores = {i: float(x) for i, x, extra in found if extra and x > 0 and i not in taken}
+            return hits + [Hit(i, scores[i]) for i in dict.fromkeys(also) if i in scores]
 
         return self._guard(run)
 
