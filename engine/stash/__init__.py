@@ -4,6 +4,7 @@ Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI 
 ``postgres`` extra).
 """
 
+from contextsieve.stash.graphfile import GraphFileWarning
 from contextsieve.stash.ranking import RankConfig
 from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
 from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
@@ -25,6 +26,7 @@ __all__ = [
     "VectorConfig",
     "SqliteConfig",
     "StashIntegrityWarning",
+    "GraphFileWarning",
     "ContextSegment",
     "NewSegment",
     "SegmentType",
