@@ -214,3 +214,26 @@ def test_a_segment_stored_again_takes_its_labels_back() -> None:
     for c in range(old.shape[0]):
         found = dict((t.ids[s], x) for s, x in t.search(old[c : c + 1], 3, Filters()))
         assert found.get("id7", -1.0) < 0.98
+
+
+def test_leftovers_of_a_killed_save_are_harmless_and_cleared(tmp_path: Path) -> None:
+    """A saver killed after writing its graph file but before its state file (an orphan graph, a temp
+    file): the old pair still loads; the next save removes the leftovers."""
+    path = tmp_path / "s.db"
+    a = StashStore.open(path, fake(), backend_config=hnsw())
+    a.stash(texts(11, 200), session="s")
+    top(a, "w1")
+    a.close()
+    folder = graph_folder(path)
+    (folder / "graph-0123456789abcdef.bin").write_bytes(b"half a graph")
+    (folder / ".graph-999999-abcd.tmp").write_bytes(b"partial")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = StashStore.open(path, fake(), backend_config=hnsw())
+        assert_same_as_exact(path, b, texts(12, 2))
+    assert table(b).graph_built == 0
+    b.stash(texts(13, 5), session="s")
+    top(b, "w2")
+    b.close()  # saves (the graph changed): leftovers go
+    assert sorted(p.name for p in folder.iterdir() if p.name != "lock")[1:] == ["state.npz"]
+    assert len(list(folder.glob("graph-*.bin"))) == 1 and not list(folder.glob(".graph-*"))
