@@ -24,7 +24,7 @@ from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import SegmentType
 from contextsieve.stash.terms import TermIndex
 
-__all__ = ["VectorConfig", "VectorTable", "TableRow", "LABEL_SHIFT"]
+__all__ = ["VectorConfig", "VectorTable", "TableRow"]
 
 _TYPES = {t: i for i, t in enumerate(SegmentType)}
 #: Bits of a graph label that hold the chunk's index within its segment (the rest: the store row).
@@ -327,6 +327,7 @@ class VectorTable:
         return slots[self._expires[slots] <= at] if slots.size else slots
 
     def _allowed(self, f: Filters) -> np.ndarray:
+        """The mask of every condition of ``f`` but the expiry time (see :meth:`allowed`)."""
         n = self._slots
         ok = ~self._gone[:n]
         if f.sessions is not None:
@@ -343,9 +344,7 @@ class VectorTable:
             ok &= self._created[:n] <= f.until
         if f.protected is not None:
             ok &= self._protected[:n] == f.protected
-        if f.alive_at is not None:
-            ok[self._expired(f.alive_at)] = False
-        return ok
+        return ok  # the expiry condition (alive_at) is applied by allowed()
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -442,10 +441,7 @@ class VectorTable:
         return np.where(ok, self._firsts[np.maximum(slots, 0)] + index, -1)
 
     def _maybe_build(self) -> None:
-        cfg = self.config
-        if cfg.backend == "exact" or self._hnsw_failed or self.defer_hnsw:
-            return
-        if cfg.backend == "auto" and self.live_chunks < cfg.hnsw_min_rows:
+        if self._hnsw_failed or self.defer_hnsw or not self.wants_hnsw():
             return
         try:
             self.build_hnsw()
