@@ -9,6 +9,11 @@ the int8 corpus (fused the same way) and the fp16 corpus (score + pool in float3
 bandwidth), the bandwidth being a parallel Numba read of the same fp32 array measured in this run
 (1.0 = as fast as the memory allows). ``r@20`` is the int8 corpus' top-20 recall against exact.
 Times are medians (200 repetitions below 100k rows, 30 at 100k, 7 at 1M).
+
+A second table times :func:`~contextsieve.kernels.scoring.bm25_top_k` (the stash's keyword search)
+on both paths over 100,000 rows, for queries of 6 terms whose postings total P (Zipf-like term
+frequencies, half the rows allowed, top-20): where the Numba path starts to pay off sets
+``BM25_TOPK_NUMBA_POSTINGS``. ``--bm25-only`` prints that table alone.
 """
 
 from __future__ import annotations
@@ -54,12 +59,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default="1000,10000,100000,1000000")
     ap.add_argument("--queries", default="1,2,4,8")
     ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--bm25-only", action="store_true")
     args = ap.parse_args(argv)
     import numba
 
     rng = np.random.default_rng(1)
     print(f"CPU: {cpu_summary()}")
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads; top-{args.k}; 384-d float32\n")
+    bm25_table(rng, args.k)
+    if args.bm25_only:
+        return
     print(
         "| N | M | stream-read ms | numpy ms | x bw | fused ms | x bw | int8 ms | x bw (int8 bytes) | r@20 int8 | "
         "fp16 ms |"
@@ -98,6 +107,32 @@ def main(argv: list[str] | None = None) -> None:
                 f"{t_8 * 1e3:.3f} | {t_8 / bw8:.2f} | {r8:.2f} | {t_16 * 1e3:.2f} |",
                 flush=True,
             )
+
+
+def bm25_table(rng: np.random.Generator, k: int, n: int = 100_000) -> None:
+    """bm25_top_k's numpy and Numba paths side by side (see the module docstring)."""
+    lengths = rng.integers(5, 200, n).astype(np.int32)
+    allowed = rng.random(n) < 0.5
+    print(f"bm25_top_k over {n:,} rows, 6 terms, top-{k} (ms, median of 200)\n")
+    print("| postings | numpy ms | numba ms | numpy / numba |")
+    print("| --- | --- | --- | --- |")
+    for total in (600, 2_000, 4_000, 8_000, 16_000, 64_000, 256_000):
+        share = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])  # a query's terms, common to rare
+        sizes = np.maximum(1, (share * total).astype(int))
+        slots = np.concatenate([np.sort(rng.choice(n, size, replace=False)) for size in sizes]).astype(np.int32)
+        tf = rng.integers(1, 4, slots.size).astype(np.uint32)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        idf = np.log((n - sizes + 0.5) / (sizes + 0.5))
+        args = (slots, tf, offsets, idf, lengths, float(lengths.mean()), allowed, k)
+        saved = K.BM25_TOPK_NUMBA_POSTINGS
+        times = []
+        for threshold in (10**18, 0):
+            K.BM25_TOPK_NUMBA_POSTINGS = threshold
+            K.bm25_top_k(*args)  # compile / load cache
+            times.append(_median(lambda: K.bm25_top_k(*args), 200))
+        K.BM25_TOPK_NUMBA_POSTINGS = saved
+        print(f"| {slots.size:,} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | {times[0] / times[1]:.1f} |", flush=True)
+    print()
 
 
 if __name__ == "__main__":

@@ -189,3 +189,71 @@ def bm25(
             r = rows[p]
             f = tf[p]
             out[r] += w * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * doc_len[r] / avgdl))
+
+
+@njit(cache=True, inline="always")
+def _offer(ts: np.ndarray, ti: np.ndarray, filled: int, worst: int, v: float, r: int) -> tuple[int, int]:
+    """Offer row ``r`` (score ``v``) to a top-k whose rows arrive in any order: it enters when the top-k
+    is not full or it beats the worst kept by score, then by the lower row; returns (filled, worst)."""
+    k = ts.shape[0]
+    if filled < k:
+        ts[filled] = v
+        ti[filled] = r
+        filled += 1
+        if filled == k:
+            worst = _worst(ts, ti)
+    elif v > ts[worst] or (v == ts[worst] and r < ti[worst]):
+        ts[worst] = v
+        ti[worst] = r
+        worst = _worst(ts, ti)
+    return filled, worst
+
+
+@njit(cache=True, nogil=True)
+def bm25_top_k(
+    slots: np.ndarray,
+    tf: np.ndarray,
+    offsets: np.ndarray,
+    idf: np.ndarray,
+    lengths: np.ndarray,
+    avgdl: float,
+    k1: float,
+    b: float,
+    allowed: np.ndarray,
+    k: int,
+    also: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BM25 of the allowed rows holding a query term, summed term by term in posting order (as
+    ``np.bincount`` sums), the ``k`` best kept in one pass over the rows touched; then the scores of
+    the rows in ``also`` (0 for a row with no allowed posting). Unordered top-k: the caller sorts it."""
+    n = allowed.shape[0]
+    acc = np.zeros(n, dtype=np.float64)
+    seen = np.zeros(n, dtype=np.bool_)
+    touched = np.empty(slots.shape[0], dtype=np.int64)
+    nt = 0
+    for t in range(offsets.shape[0] - 1):
+        w = idf[t]
+        for p in range(offsets[t], offsets[t + 1]):
+            s = slots[p]
+            if allowed[s]:
+                f = tf[p]
+                acc[s] += w * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * lengths[s] / avgdl))
+                if not seen[s]:
+                    seen[s] = True
+                    touched[nt] = s
+                    nt += 1
+    ts = np.full(k, _NEG, dtype=np.float64)
+    ti = np.full(k, -1, dtype=np.int64)
+    filled, worst = 0, 0
+    worst_v, worst_r = _NEG, -1  # the worst kept once full, in locals: the test below rejects most rows
+    for j in range(nt):
+        s = touched[j]
+        v = acc[s]
+        if v > 0.0 and (filled < k or v > worst_v or (v == worst_v and s < worst_r)):
+            filled, worst = _offer(ts, ti, filled, worst, v, s)
+            if filled == k:
+                worst_v, worst_r = ts[worst], ti[worst]
+    also_scores = np.zeros(also.shape[0], dtype=np.float64)
+    for j in range(also.shape[0]):
+        also_scores[j] = acc[also[j]]
+    return ti[:filled], ts[:filled], also_scores

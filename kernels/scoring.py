@@ -11,6 +11,7 @@ no Numba import), Numba's fused one-pass kernels above :data:`NUMBA_MIN_WORK` mu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -33,6 +34,7 @@ __all__ = [
     "Int8Corpus",
     "F16Corpus",
     "bm25_scores",
+    "bm25_top_k",
 ]
 
 #: Multiply-adds (rows x queries x dim) from which Numba is used: below it numpy's gemv is as fast or
@@ -44,6 +46,9 @@ NUMBA_MIN_WORK = 4_000_000
 GROUP_NUMBA_ROWS = 50_000
 #: Postings from which :func:`bm25_scores` uses its Numba loop (numpy ``add.at`` is fine below).
 BM25_NUMBA_POSTINGS = 200_000
+#: Postings from which :func:`bm25_top_k` uses its Numba loop: below it the numpy path's fixed cost is
+#: small and Numba is not imported for a small store (``benchmarks.kernels_table``).
+BM25_TOPK_NUMBA_POSTINGS = 4_096
 
 _jit: ModuleType | None = None
 
@@ -409,3 +414,90 @@ def bm25_scores(
         r, f = rows[sl], tf[sl]
         np.add.at(out, r, idf[t] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * doc_len[r] / max(avgdl, 1e-9))))
     return out
+
+
+def bm25_top_k(
+    slots: object,
+    tf: object,
+    offsets: object,
+    idf: object,
+    lengths: object,
+    avgdl: float,
+    allowed: object,
+    k: int,
+    also: object = None,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` best allowed rows by Okapi BM25 over one query's postings, without scoring every row.
+
+    Args:
+        slots: int ``[P]``: the row of each posting, the query's terms one after the other.
+        tf: ``[P]``: the term's count in that row (>= 1).
+        offsets: int ``[T+1]``: term ``t``'s postings are ``offsets[t] .. offsets[t+1]``.
+        idf: ``[T]``: each term's inverse document frequency (the caller's formula; > 0).
+        lengths: ``[n]``: terms per row. avgdl: the mean row length (> 0).
+        allowed: bool ``[n]``: the rows that may score.
+        k: how many rows to return (>= 0).
+        also: int rows (default none) whose scores are wanted as well, wherever they rank.
+        k1: term-frequency saturation (default 1.2). b: length normalisation (default 0.75).
+
+    Returns:
+        ``(rows, scores, also_scores)``: int64 rows and float64 scores of the at most ``k`` allowed rows
+        scoring above 0, best first, the lower row first on ties; and each ``also`` row's score (0 for a
+        row with no allowed posting). A posting adds ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b *
+        length / avgdl))``, summed in posting order on both paths (Numba from
+        :data:`BM25_TOPK_NUMBA_POSTINGS` postings, numpy below), so both give the same floats.
+    """
+    s = np.asarray(slots)
+    f = np.asarray(tf, dtype=np.float64)
+    off = np.asarray(offsets)
+    w = np.asarray(idf, dtype=np.float64)
+    ok = np.asarray(allowed)
+    lens = np.asarray(lengths)
+    extra = np.zeros(0, np.int64) if also is None else np.asarray(also)
+    k = _k(k)
+    n = ok.shape[0]
+    if ok.ndim != 1 or ok.dtype != np.bool_ or lens.shape != ok.shape or lens.dtype.kind not in "iuf":
+        raise InputError("allowed must be a 1-D bool mask and lengths numbers of the same length")
+    for name, a in (("slots", s), ("offsets", off), ("also", extra)):
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{name} must be a 1-D int array")
+    if f.shape != s.shape or off.size != w.size + 1 or (off.size and (off[0] != 0 or off[-1] != s.size)):
+        raise InputError("slots, tf, offsets and idf do not describe one query's postings")
+    if off.size > 1 and (np.diff(off) < 0).any():
+        raise InputError("offsets must not decrease")
+    for name, a in (("slots", s), ("also", extra)):
+        if a.size and (a.min() < 0 or a.max() >= n):
+            raise InputError(f"{name} must be rows in 0..{n - 1}")
+    if (f.size and not f.min() >= 1) or (w.size and not w.min() > 0) or not avgdl > 0 or not math.isfinite(avgdl):
+        raise InputError("tf must be >= 1, idf > 0 and avgdl a positive number")
+    if s.size >= BM25_TOPK_NUMBA_POSTINGS and k > 0:
+        rows, scores, also_scores = _kernels().bm25_top_k(
+            s.astype(np.int64, copy=False),
+            f,
+            off.astype(np.int64, copy=False),
+            w,
+            lens if lens.dtype in (np.int32, np.int64, np.float64) else lens.astype(np.float64),
+            float(avgdl),
+            float(k1),
+            float(b),
+            ok,
+            k,
+            extra.astype(np.int64, copy=False),
+        )
+        order = np.lexsort((rows, -scores))
+        return rows[order], scores[order], also_scores
+    keep = ok[s]
+    term = np.repeat(np.arange(w.size), np.diff(off))[keep]
+    s, f = s[keep].astype(np.int64), f[keep]
+    weight = w[term] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * lens[s] / avgdl))
+    hit, where = np.unique(s, return_inverse=True)
+    score = np.bincount(where, weights=weight, minlength=hit.size)
+    at = np.minimum(np.searchsorted(hit, extra), max(hit.size - 1, 0))
+    also_scores = np.where(hit[at] == extra, score[at], 0.0) if hit.size else np.zeros(extra.size)
+    live = score > 0
+    hit, score = hit[live], score[live]
+    best = top_k(score, k)
+    return hit[best], score[best], also_scores.astype(np.float64)

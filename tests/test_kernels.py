@@ -245,6 +245,98 @@ def test_bm25_matches_oracle(numba_path: bool, monkeypatch: pytest.MonkeyPatch) 
         K.bm25_scores([30], indptr, rows, tf, np.array([len(d) for d in docs]))
 
 
+def top_k_oracle(docs: list[list[int]], query: list[int], allowed: list[bool], k: int) -> list[tuple[int, float]]:
+    """BM25 of every allowed row (FTS5's idf floor, the stash's formula) by plain loops, sorted."""
+    n = len(docs)
+    avgdl = sum(map(len, docs)) / n
+    scores: dict[int, float] = {}
+    for t in dict.fromkeys(query):
+        df = sum(1 for d in docs if t in d)
+        if not df:
+            continue
+        idf = max(float(np.log((n - df + 0.5) / (df + 0.5))), 1e-6)
+        for i, d in enumerate(docs):
+            f = d.count(t)
+            if f and allowed[i]:
+                scores[i] = scores.get(i, 0.0) + idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * len(d) / avgdl))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def top_k_inputs(docs: list[list[int]], query: list[int]) -> tuple[np.ndarray, ...]:
+    """The postings of ``query``'s distinct terms as :func:`bm25_top_k` takes them."""
+    n = len(docs)
+    slots, tfs, offsets, idf = [], [], [0], []
+    for t in dict.fromkeys(query):
+        rows = [i for i, d in enumerate(docs) if t in d]
+        if not rows:
+            continue
+        idf.append(max(float(np.log((n - len(rows) + 0.5) / (len(rows) + 0.5))), 1e-6))
+        slots += rows
+        tfs += [docs[i].count(t) for i in rows]
+        offsets.append(len(slots))
+    return (np.array(slots, np.int32), np.array(tfs, np.uint32), np.array(offsets, np.int64), np.array(idf))
+
+
+@pytest.mark.parametrize("numba_path", [False, True])
+def test_bm25_top_k_matches_oracle(numba_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows, scores, tie order and ``also`` scores against plain loops; rows repeat on purpose, so
+    equal scores tie and the lower row must come first on both paths."""
+    monkeypatch.setattr(K, "BM25_TOPK_NUMBA_POSTINGS", 0 if numba_path else 10**18)
+    rng = np.random.default_rng(11)
+    base = [rng.integers(0, 40, rng.integers(1, 30)).tolist() for _ in range(60)]
+    docs = [base[i % 60] for i in range(300)]  # every row five times: real ties
+    lengths = np.array([len(d) for d in docs], np.int32)
+    avgdl = float(lengths.mean())
+    for trial in range(30):
+        query = rng.integers(0, 45, rng.integers(1, 8)).tolist()  # ids 40-44 are in no row
+        allowed = rng.random(300) < (1.0 if trial % 3 == 0 else 0.4)
+        k = int(rng.integers(1, 40))
+        also = rng.integers(0, 300, 12)
+        slots, tf, offsets, idf = top_k_inputs(docs, query)
+        rows, scores, also_scores = K.bm25_top_k(slots, tf, offsets, idf, lengths, avgdl, allowed, k, also)
+        want = top_k_oracle(docs, query, allowed.tolist(), k)
+        assert rows.tolist() == [r for r, _ in want]
+        np.testing.assert_allclose(scores, [v for _, v in want], rtol=1e-12)
+        every = dict(top_k_oracle(docs, query, allowed.tolist(), 10**6))
+        np.testing.assert_allclose(also_scores, [every.get(int(a), 0.0) for a in also], rtol=1e-12)
+
+
+def test_bm25_top_k_paths_agree_bit_for_bit_and_refuse_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(12)
+    docs = [rng.integers(0, 50, rng.integers(1, 60)).tolist() for _ in range(2000)]
+    lengths = np.array([len(d) for d in docs], np.int32)
+    args = (*top_k_inputs(docs, [1, 2, 3, 5, 8]), lengths, float(lengths.mean()), rng.random(2000) < 0.7, 25)
+    # a tie whose lower row arrives later (term 7's postings after term 9's): the lower row wins
+    tie = [[1, 2], [1, 2], [7, 3], [1, 2], [4, 4], [9, 3], [1, 2]]
+    tie_len = np.array([len(d) for d in tie], np.int32)
+    for threshold in (0, 10**18):
+        monkeypatch.setattr(K, "BM25_TOPK_NUMBA_POSTINGS", threshold)
+        top = K.bm25_top_k(*top_k_inputs(tie, [9, 7]), tie_len, 2.0, np.ones(7, bool), 1)
+        assert top[0].tolist() == [2]
+    got = []
+    for threshold in (0, 10**18):
+        monkeypatch.setattr(K, "BM25_TOPK_NUMBA_POSTINGS", threshold)
+        got.append(K.bm25_top_k(*args, np.arange(0, 2000, 7)))
+    for a, b in zip(*got):
+        assert a.tolist() == b.tolist()  # the same floats: summed in the same order
+    slots, tf, offsets, idf, lengths, avgdl, allowed, k = args
+    for bad, match in [
+        ((slots + 5000, tf, offsets, idf, lengths, avgdl, allowed, k), "rows in"),
+        ((slots, tf, offsets[:-1], idf, lengths, avgdl, allowed, k), "one query"),
+        ((slots, tf * 0, offsets, idf, lengths, avgdl, allowed, k), "tf must"),
+        ((slots, tf, offsets, idf, lengths, float("nan"), allowed, k), "avgdl"),
+        ((slots, tf, offsets, idf, lengths[:5], avgdl, allowed, k), "bool mask"),
+        ((slots, tf, offsets, idf, lengths, avgdl, allowed.astype(int), k), "bool mask"),
+        ((slots, tf, offsets, idf, lengths, avgdl, allowed, -1), "k"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            K.bm25_top_k(*bad)
+    empty = K.bm25_top_k(
+        np.zeros(0, np.int32), np.zeros(0), np.zeros(1, np.int64), np.zeros(0), lengths, avgdl, allowed, 5
+    )
+    assert [x.size for x in empty] == [0, 0, 0]
+
+
 def test_layouts_and_dtypes(backend: str) -> None:
     rng = np.random.default_rng(4)
     c64 = rng.integers(-2, 3, (50, 16)).astype(np.float64)

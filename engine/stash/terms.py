@@ -1,5 +1,6 @@
 """An in-memory inverted index of the embedded store's keyword terms, scored with BM25 as SQLite FTS5
-computes it (:func:`contextsieve.stash.backend.bm25`), vectorised over each term's postings.
+computes it (:func:`contextsieve.stash.backend.bm25`), by the kernel
+:func:`contextsieve.kernels.scoring.bm25_top_k` over the query terms' postings.
 
 Slots are the :class:`~contextsieve.stash.vectors.VectorTable`'s (append-only, never reused), so a
 removed slot's postings stay behind harmlessly: scores are masked by the caller's live-and-allowed
@@ -14,6 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+
+from contextsieve.kernels.scoring import bm25_top_k
 
 __all__ = ["TermIndex"]
 
@@ -69,52 +72,38 @@ class TermIndex:
         n = len(self._length)
         if k <= 0 or not n or self._live <= 0:
             return []
-        avgdl = self._total / self._live
-        lengths = np.frombuffer(self._length, dtype=np.int32)
         slot_parts: list[np.ndarray] = []
-        weight_parts: list[np.ndarray] = []
+        tf_parts: list[np.ndarray] = []
+        idf: list[float] = []
         for term in dict.fromkeys(terms):
             t = self._ids.get(term)
             if t is None or self._df[t] <= 0:
                 continue
             df = self._df[t]
-            idf = math.log((self._live - df + 0.5) / (df + 0.5))
-            idf = idf if idf > 0 else 1e-6
-            slots = np.frombuffer(self._slots[t], dtype=np.int32)
-            tf = np.frombuffer(self._tf[t], dtype=np.uint32).astype(np.float64)
-            norm = self.k1 * (1 - self.b + self.b * lengths[slots] / avgdl)
-            slot_parts.append(slots)
-            weight_parts.append(idf * tf * (self.k1 + 1) / (tf + norm))
-        if not slot_parts:
+            x = math.log((self._live - df + 0.5) / (df + 0.5))
+            idf.append(x if x > 0 else 1e-6)
+            slot_parts.append(np.frombuffer(self._slots[t], dtype=np.int32))
+            tf_parts.append(np.frombuffer(self._tf[t], dtype=np.uint32))
+        if not idf:
             return []
-        # every posting's weight summed into its slot in one pass; then only slots with postings are read
-        slots = np.concatenate(slot_parts) if len(slot_parts) > 1 else slot_parts[0]
-        weights = np.concatenate(weight_parts) if len(weight_parts) > 1 else weight_parts[0]
-        hit: np.ndarray
-        if slots.size * 16 < n:  # few postings: sort them rather than sweep an array of every slot
-            hit, where = np.unique(slots, return_inverse=True)
-            score = np.bincount(where, weights=weights, minlength=hit.size)
-        else:
-            score = np.bincount(slots, weights=weights, minlength=n)
-            hit = np.flatnonzero(score)
-            score = score[hit]
-        keep = allowed[hit] & (score > 0)
-        hit, score = hit[keep], score[keep]  # still in slot order
-        if not hit.size:
-            return []
-        extra: list[tuple[int, float]] = []
-        if len(also):
-            want = np.asarray(also, dtype=np.int64)
-            at = np.minimum(np.searchsorted(hit, want), hit.size - 1)
-            found = hit[at] == want
-            extra = [(int(w), float(score[a])) for w, a in zip(want[found], at[found])]
-        top_hit, top_score = hit, score
-        if hit.size > k:
-            part = np.argpartition(-score, k - 1)[:k]
-            top_hit, top_score = hit[part], score[part]
-        order = np.lexsort((top_hit, -top_score))
-        out = [(int(top_hit[i]), float(top_score[i])) for i in order]
-        if extra:
-            taken = {s for s, _ in out}
-            out.extend(x for x in extra if x[0] not in taken)
+        offsets = np.zeros(len(idf) + 1, np.int64)
+        np.cumsum([p.size for p in slot_parts], out=offsets[1:])
+        want = np.asarray(also, dtype=np.int64)
+        rows, scores, also_scores = bm25_top_k(
+            np.concatenate(slot_parts),
+            np.concatenate(tf_parts),
+            offsets,
+            idf,
+            np.frombuffer(self._length, dtype=np.int32),
+            self._total / self._live,
+            allowed[:n],
+            k,
+            want,
+            k1=self.k1,
+            b=self.b,
+        )
+        out = list(zip(rows.tolist(), scores.tolist()))
+        if want.size:
+            taken = set(rows.tolist())
+            out.extend((r, v) for r, v in zip(want.tolist(), also_scores.tolist()) if v > 0 and r not in taken)
         return out

@@ -144,6 +144,7 @@ class VectorTable:
         self._scale = np.zeros(0, np.float32)
         self._chunk_slot = np.zeros(0, np.int32)
         self._chunk_gone = np.zeros(0, np.bool_)
+        self._gone_chunks = 0  # how many of _chunk_gone are set (live_chunks is read by every search)
         self._chunks = 0
         self._hnsw: HnswIndex | None = None
         self._hnsw_failed = False
@@ -159,7 +160,7 @@ class VectorTable:
 
     @property
     def live_chunks(self) -> int:
-        return int(self._chunks - self._chunk_gone[: self._chunks].sum())
+        return self._chunks - self._gone_chunks
 
     @property
     def backend(self) -> str:
@@ -267,6 +268,7 @@ class VectorTable:
         self._terms.remove(s)
         first, count = int(self._firsts[s]), int(self._counts[s])
         self._chunk_gone[first : first + count] = True
+        self._gone_chunks += count
         if self._hnsw is not None:
             self.graph_changes += 1
             for label in self.labels(np.arange(first, first + count)).tolist():
