@@ -7,6 +7,11 @@ installed site-packages (so the corpus depends on what is installed), shuffled w
 first ``n`` are the corpus, the next ``queries`` the queries. Vectors come from contextsieve int8
 and are kept in the temp folder for reruns. Latency is measured through ``ChunkIndex.search`` (what
 callers get) with one query vector, single-threaded HNSW, after 10 warm-ups; medians and p99.
+
+A second table does the same through the stash's in-memory table
+(:class:`contextsieve.stash.vectors.VectorTable`, one segment per sentence, int8 rows for the exact
+scan): its dense search asks the graph for 2 x 20 neighbours (20 candidates per signal, the default)
+at each ``ef_search``; recall@10 is against the table's exact scan. ``--no-stash`` leaves it out.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--no-stash", action="store_true")
     args = ap.parse_args(argv)
     cache = Path(tempfile.gettempdir()) / f"contextsieve-hnsw-{args.n}-{args.queries}.npz"
     if cache.exists():
@@ -102,6 +108,47 @@ def main(argv: list[str] | None = None) -> None:
         got = [set(hnsw.search(q[None], 10).idx.tolist()) for q in queries]
         rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
         h50, h99 = latency(lambda i: hnsw.search(queries[i % len(queries)][None], 10), len(queries))
+        print(f"| HNSW | {ef} | {rec:.3f} | {h50:.3f} | {h99:.3f} |", flush=True)
+    if not args.no_stash:
+        stash_table(corpus, queries)
+
+
+def stash_table(corpus: np.ndarray, queries: np.ndarray) -> None:
+    """The stash's dense search over the same vectors, exact against HNSW at several ``ef_search``."""
+    import dataclasses
+
+    from contextsieve.stash import VectorConfig
+    from contextsieve.stash.backend import Filters
+    from contextsieve.stash.segment import SegmentType
+    from contextsieve.stash.vectors import TableRow, VectorTable
+
+    def table(backend: str) -> VectorTable:
+        t = VectorTable(corpus.shape[1], VectorConfig(backend=backend))  # type: ignore[arg-type]
+        t.add_many(
+            [
+                TableRow(i, f"s{i}", "bench", SegmentType.MESSAGE, None, "", 0.0, None, False, corpus[i : i + 1])
+                for i in range(len(corpus))
+            ]
+        )
+        return t
+
+    f = Filters(sessions=("bench",))
+    exact = table("exact")
+    truth = [{s for s, _ in exact.search(q[None], 10, f)} for q in queries]
+    e50, e99 = latency(lambda i: exact.search(queries[i % len(queries)][None], 20, f), len(queries))
+    t = time.perf_counter()
+    hnsw = table("hnsw")
+    build = time.perf_counter() - t
+    print(f"\nthe stash's dense search (VectorTable, 20 candidates asked), graph built in {build:.1f} s\n")
+    print("| search | ef_search | recall@10 | p50 ms | p99 ms |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| exact (int8 rows) | - | 1.000 | {e50:.3f} | {e99:.3f} |")
+    base = hnsw.config
+    for ef in (32, 64, 96, 128):
+        hnsw.config = dataclasses.replace(base, ef_search=ef)
+        got = [{s for s, _ in hnsw.search(q[None], 20, f)[:10]} for q in queries]
+        rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
+        h50, h99 = latency(lambda i: hnsw.search(queries[i % len(queries)][None], 20, f), len(queries))
         print(f"| HNSW | {ef} | {rec:.3f} | {h50:.3f} | {h99:.3f} |", flush=True)
 
 
