@@ -122,7 +122,7 @@ def bm25_table(rng: np.random.Generator, k: int, n: int = 100_000) -> None:
         slots = np.concatenate([np.sort(rng.choice(n, size, replace=False)) for size in sizes]).astype(np.int32)
         tf = rng.integers(1, 4, slots.size).astype(np.uint32)
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        idf = np.log((n - sizes + 0.5) / (sizes + 0.5))
+        idf = np.maximum(np.log((n - sizes + 0.5) / (sizes + 0.5)), 1e-6)  # floored as the stash does
         args = (slots, tf, offsets, idf, lengths, float(lengths.mean()), allowed, k)
         saved = K.BM25_TOPK_NUMBA_POSTINGS
         times = []

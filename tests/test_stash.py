@@ -467,6 +467,33 @@ def test_a_second_process_sees_new_writes(location: str) -> None:
     writer.close()
 
 
+def test_a_read_scope_sees_one_state_of_the_store(tmp_path: Path) -> None:
+    """What one retrieve sees (``backend.reading()``): the embedded store checks for other
+    processes' writes once, at the scope's start; a write of its own inside ends the pin."""
+    from contextsieve.stash.backend import index_terms
+
+    path = tmp_path / "s.db"
+    reader, writer = StashStore.open(path, fake()), StashStore.open(path, fake())
+    reader.stash(["alpha words"], session="s")
+    be = reader.backend
+
+    def hits() -> int:
+        return len(be.keyword(index_terms("alpha"), 10, Filters(sessions=("s",))))
+
+    with be.reading():
+        writer.stash(["alpha words again here"], session="s")
+        assert hits() == 1  # the other handle's write is not seen inside the scope
+        with be.reading():
+            assert hits() == 1
+        reader.stash(["alpha third one"], session="s")
+        assert hits() == 3
+    writer.stash(["alpha fourth one"], session="s")
+    assert hits() == 4
+    assert len(reader.retrieve("alpha", session="s", top_k=10)) == 4
+    reader.close()
+    writer.close()
+
+
 # -- the in-memory table against a plain oracle ---------------------------------------------------
 
 

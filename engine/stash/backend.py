@@ -13,6 +13,7 @@ import hashlib
 import math
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -172,6 +173,11 @@ class StashBackend(Protocol):
     location: str
 
     def meta(self) -> StoreMeta: ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """A scope for the reads of one retrieve (no writes inside): the embedded backend checks for
+        other processes' writes once, at its start, so its searches and reads see one state."""
+        ...
 
     def set_meta(self, model: str | None, dim: int | None, rebuild_to: str | None) -> None: ...
 

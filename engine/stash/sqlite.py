@@ -179,6 +179,7 @@ class SqliteBackend:
         self.path = Path(path)
         self.location = str(self.path)
         self.lock = threading.RLock()
+        self._pinned: VectorTable | None = None  # the table of the open reading() scope
         self._warned = False
         self.corrupt: set[str] = set()
         self._check_path()
@@ -252,9 +253,24 @@ class SqliteBackend:
             raise StashError(f"stash {self.location}: {e}") from e
 
     @contextmanager
+    def reading(self) -> Iterator[None]:
+        """See :meth:`StashBackend.reading`: the in-memory table is brought up to date once and used
+        until the scope ends (the lock is held throughout; a write inside ends the pin)."""
+        with self.lock:
+            if self._pinned is not None:  # nested: the outer scope's table
+                yield
+                return
+            self._pinned = self._guard(self._sync)
+            try:
+                yield
+            finally:
+                self._pinned = None
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``), rolled back on any error."""
         with self.lock:
+            self._pinned = None  # a reading() scope sees the write: its next read syncs again
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -375,6 +391,8 @@ class SqliteBackend:
     def _sync(self) -> VectorTable:
         """The in-memory table, brought up to date with every committed write (any process)."""
         with self.lock:
+            if self._pinned is not None:
+                return self._pinned
             version = self._db.execute("PRAGMA data_version").fetchone()[0]
             if self._table is not None and version == self._version:
                 return self._table

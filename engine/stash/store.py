@@ -550,12 +550,20 @@ class StashStore:
         when = _now() if now is None else aware(now, "now")
         at = to_epoch(when)
         f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at)
-        q = self._query(query)
+        q = self._query(query)  # before the read scope: embedding never holds the store's lock
+        terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
+        with self.backend.reading():  # one state of the store for every search and read below
+            return self._ranked(q, terms, k, min_similarity, f, at)
+
+    def _ranked(
+        self, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: float
+    ) -> list[Retrieved]:
+        """The ``k`` best segments for the query rows ``q`` and keyword ``terms`` (see :meth:`retrieve`)."""
         rank = self.config.rank
         n = max(rank.candidates, k)
         dense = {h.id: h.score for h in self.backend.dense(q, n, f)}
         kw = (
-            {h.id: h.score for h in self.backend.keyword(index_terms(query), n, f, also=list(dense))}
+            {h.id: h.score for h in self.backend.keyword(terms, n, f, also=list(dense))}
             if rank.keyword_weight > 0
             else {}
         )
