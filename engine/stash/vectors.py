@@ -40,7 +40,7 @@ class VectorConfig:
         backend: ``"auto"`` (exact, HNSW from ``hnsw_min_rows`` live chunks when hnswlib is installed),
             ``"exact"`` or ``"hnsw"`` (from the first row; needs the ``hnsw`` extra).
         hnsw_min_rows: live chunk vectors from which ``auto`` builds HNSW (default 50,000: from about
-            there a graph search answers faster than the exact int8 scan, 5-6 ms against 10 ms per
+            there a graph search answers faster than the exact int8 scan, 4.8 against 8.2 ms per
             retrieve at 100,000 in ``benchmarks.stash_speed``; the graph costs about 1.7 KB per chunk
             vector of memory and one build, about 20 s at 50,000, saved beside the store after).
         hnsw_m: graph degree (default 16). ef_construction: build beam (default 200).
