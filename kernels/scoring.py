@@ -473,6 +473,7 @@ def bm25_top_k(
             raise InputError(f"{name} must be rows in 0..{n - 1}")
     if (f.size and not f.min() >= 1) or (w.size and not w.min() > 0) or not avgdl > 0 or not math.isfinite(avgdl):
         raise InputError("tf must be >= 1, idf > 0 and avgdl a positive number")
+    k = min(k, s.size)  # never more rows than postings (a huge k allocates nothing)
     if s.size >= BM25_TOPK_NUMBA_POSTINGS and k > 0:
         rows, scores, also_scores = _kernels().bm25_top_k(
             s.astype(np.int64, copy=False),

@@ -331,6 +331,9 @@ def test_bm25_top_k_paths_agree_bit_for_bit_and_refuse_bad_input(monkeypatch: py
     ]:
         with pytest.raises(InputError, match=match):
             K.bm25_top_k(*bad)
+    monkeypatch.setattr(K, "BM25_TOPK_NUMBA_POSTINGS", 0)
+    huge = K.bm25_top_k(slots, tf, offsets, idf, lengths, avgdl, allowed, 10**12)  # k capped, no 8 TB buffer
+    assert huge[0].size == np.unique(slots[allowed[slots]]).size
     empty = K.bm25_top_k(
         np.zeros(0, np.int32), np.zeros(0), np.zeros(1, np.int64), np.zeros(0), lengths, avgdl, allowed, 5
     )
