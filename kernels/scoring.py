@@ -5,8 +5,10 @@ are float32 and C-contiguous; float64/float16 or strided input is converted once
 (ints, wrong rank, wrong width) raises :class:`~contextsieve.errors.InputError`. Ties are broken the
 same way everywhere: the lower query index and the lower row index win.
 
-The backend is chosen in one place, :func:`use_numba`: numpy/BLAS while the work is small (no JIT,
-no Numba import), Numba's fused one-pass kernels above :data:`NUMBA_MIN_WORK` multiply-adds.
+The backend is chosen in this module alone: numpy/BLAS while the work is small (no JIT, no Numba
+import), Numba above a size; :func:`use_numba` decides for the vector kernels (from
+:data:`NUMBA_MIN_WORK` multiply-adds), one constant each for the others (:data:`GROUP_NUMBA_ROWS`,
+:data:`BM25_NUMBA_POSTINGS`, :data:`BM25_TOPK_NUMBA_POSTINGS`).
 """
 
 from __future__ import annotations
