@@ -5,10 +5,12 @@ hundred ms; ``benchmarks.cold_start``).
 All take float32 C-contiguous arrays (validated by the caller). Each float32 corpus row is scored
 against the query rows one dot product at a time: the row stays in L1 between queries, and this plain
 loop shape is the one LLVM vectorised best of those tried for float rows (interleaved accumulators,
-integer dots). int8 rows are scored four queries at a time (:func:`_row_best_int8`): converting an
-int8 value to float costs as much as the multiply-add, so each converted value serves four queries;
-that took 1M int8 rows x 4 queries from 32 to 20-26 ms here, while the same shape made float rows no
-faster (``benchmarks.kernels_table`` measures the kernels).
+integer dots). int8 rows are scored four queries at a time from three queries on (:func:`_row_best_int8`, a short
+last block padded): converting an int8 value to float costs as much as the multiply-add, so each
+converted value serves four queries; one or two queries are faster one at a time (1M rows, side by
+side on Zen 5 and as compiled for AVX2: 1 query 7-8 ms one at a time against 15-16 ms in a block of
+four; 4 queries 15-21 ms in a block against 18-30 ms one at a time), while the block made float
+rows no faster (``benchmarks.kernels_table`` measures the kernels).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
 """
 
@@ -37,44 +39,47 @@ def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     return best, which
 
 
+#: From this many queries, int8 rows are scored four queries at a time (:func:`_row_best_int8`).
+INT8_BLOCK_FROM = 3
+
+
 @njit(fastmath=FAST, cache=True, inline="always")
 def _row_best_int8(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
-    """:func:`_row_best` for int8 rows: queries in blocks of four (then two, then one) share each
-    int8-to-float conversion; each dot product is still summed over the row alone, so the scores are
-    those of :func:`_row_best` (same ties: strict ``>``, lower query first)."""
+    """:func:`_row_best` for int8 rows. One or two queries are scored one at a time; from
+    :data:`INT8_BLOCK_FROM` on, in blocks of four that share each int8-to-float conversion.
+
+    Within a call every query goes through the same loop at every position: a short last block
+    repeats the last query in its unused lanes (their scores are ignored) instead of going through a
+    narrower loop, so equal queries get bit-equal scores wherever they sit, whichever SIMD width LLVM
+    picks (a block-of-two or single-query tail rounded differently on AVX2). The width depends on the
+    query count alone, so a query's bits are the same in every call of the same width class.
+    Ties: strict ``>``, lower query first."""
+    n_q = q.shape[0]
+    if n_q < INT8_BLOCK_FROM:
+        return _row_best(q, c, i)
     best = _NEG
     which = -1
-    n_q, d = q.shape[0], c.shape[1]
-    m = 0
-    while m + 4 <= n_q:
+    d = c.shape[1]
+    last = n_q - 1
+    for m in range(0, n_q, 4):
+        m1 = min(m + 1, last)
+        m2 = min(m + 2, last)
+        m3 = min(m + 3, last)
         s0 = s1 = s2 = s3 = np.float32(0.0)
         for j in range(d):
             x = np.float32(c[i, j])
             s0 += x * q[m, j]
-            s1 += x * q[m + 1, j]
-            s2 += x * q[m + 2, j]
-            s3 += x * q[m + 3, j]
-        for k, s in enumerate((s0, s1, s2, s3)):
-            if s > best:
-                best, which = s, m + k
-        m += 4
-    while m + 2 <= n_q:
-        s0 = s1 = np.float32(0.0)
-        for j in range(d):
-            x = np.float32(c[i, j])
-            s0 += x * q[m, j]
-            s1 += x * q[m + 1, j]
+            s1 += x * q[m1, j]
+            s2 += x * q[m2, j]
+            s3 += x * q[m3, j]
         if s0 > best:
             best, which = s0, m
-        if s1 > best:
+        if m + 1 <= last and s1 > best:
             best, which = s1, m + 1
-        m += 2
-    if m < n_q:
-        s = np.float32(0.0)
-        for j in range(d):
-            s += np.float32(c[i, j]) * q[m, j]
-        if s > best:
-            best, which = s, m
+        if m + 2 <= last and s2 > best:
+            best, which = s2, m + 2
+        if m + 3 <= last and s3 > best:
+            best, which = s3, m + 3
     return best, which
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from contextsieve.errors import InputError
 from contextsieve.kernels import scoring as K
+from contextsieve.kernels._jit import INT8_BLOCK_FROM
 
 SIZES = [0, 1, 2, 7, 97, 1025]
 # The backend fixture only sets a module constant, the same for every example: safe to share.
@@ -205,6 +206,62 @@ def test_int8_rows_score_like_their_dequantised_oracle_for_every_query_count(n_q
     assert n_queries == 1 or (which < n_queries - 1).all()
     hits = c8.score_pool_topk(q, 25)
     assert hits.idx.tolist() == K.top_k(best, 25).tolist()
+
+
+ARRANGEMENTS = ("as given", "reversed", "each twice", "rolled by one")
+
+
+def _arrange(q: np.ndarray, how: str) -> np.ndarray:
+    if how == "reversed":
+        return q[::-1].copy()
+    if how == "each twice":
+        return np.concatenate([q, q])
+    if how == "rolled by one":
+        return np.roll(q, 1, axis=0)
+    return q
+
+
+@pytest.mark.parametrize("rows", [1000, 3000])
+@pytest.mark.parametrize("corpus_kind", ["float32-numpy", "float32-numba", "int8"])
+@pytest.mark.parametrize("n_queries", [1, 2, 3, 4, 5, 6, 7, 9])
+def test_equal_queries_get_bit_equal_scores_wherever_they_sit(
+    corpus_kind: str, n_queries: int, rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Determinism across blocking: a query's scores do not depend on its position among the queries
+    or on how many come with it (the int8 kernel's short last block, BLAS edge kernels). The pooled
+    best of any arrangement is bit-equal to the max of the queries scored alone in a call of the same
+    width class, and ``which`` names the first position reaching it."""
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0 if corpus_kind != "float32-numpy" else 10**18)
+    rng = np.random.default_rng(100 + n_queries)
+    c = rng.standard_normal((rows, 384)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    q = rng.standard_normal((n_queries, 384)).astype(np.float32)
+    if corpus_kind == "int8":
+        c8 = K.Int8Corpus.from_vectors(c)
+        pool = c8.score_pool
+        topk = c8.score_pool_topk
+    else:
+        pool = lambda x: K.score_pool(x, c)  # noqa: E731
+        topk = lambda x, k: K.score_pool_topk(x, c, k)  # noqa: E731
+
+    def alone(m: int, count: int) -> np.ndarray:
+        """Query m's own scores, from a call of ``count`` copies of it (all lanes the same query)."""
+        return pool(np.repeat(q[m : m + 1], count, axis=0))[0]
+
+    for how in ARRANGEMENTS:
+        arr = _arrange(q, how)
+        # int8 rows: one loop shape below INT8_BLOCK_FROM queries, another from it; a call of the same
+        # class (1 copy / INT8_BLOCK_FROM copies) gives the oracle bits. Float rows: one shape always.
+        count = 1 if len(arr) < INT8_BLOCK_FROM or corpus_kind != "int8" else INT8_BLOCK_FROM
+        single = np.stack([alone(m, count) for m in range(n_queries)], axis=1)  # [rows, M]
+        per_position = np.stack([single[:, int(np.flatnonzero((q == a).all(axis=1))[0])] for a in arr], axis=1)
+        best, which = pool(arr)
+        np.testing.assert_array_equal(best, per_position.max(axis=1), err_msg=how)
+        np.testing.assert_array_equal(which, per_position.argmax(axis=1), err_msg=how)
+        hits = topk(arr, 25)
+        assert hits.idx.tolist() == K.top_k(best, 25).tolist(), how
+        np.testing.assert_array_equal(hits.scores, best[hits.idx])
+        np.testing.assert_array_equal(hits.which, which[hits.idx])
 
 
 def bm25_oracle(docs: list[list[int]], query: list[int], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
