@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/contextsieve build --variant int8
+	$(BIN)/contextsieve build
 	$(BIN)/contextsieve demo
 
 test: $(STAMP)

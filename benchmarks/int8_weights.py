@@ -8,7 +8,7 @@ weights (the same integers shifted by 128, exact in ORT's u8 x u8 kernel; see
 ``contextsieve.models.cpu``). This prints both on the machine it runs on, each in its own graph
 cache: sentences per second (600 docstring sentences), ms per ~100-token chunk (100 chunks), one
 query's p50 (60 calls), and min / mean cosine against the sentence-transformers golden vectors of
-``tests/data/golden_minilm.npz`` (78 texts). Times are the best of 3 rounds, in one process.
+``models/data/golden_minilm.npz`` (78 texts). Times are the best of 3 rounds, in one process.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks import workloads
 from contextsieve.models.cpu import WEIGHTS_ENV, cpu_summary
 
-GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden_minilm.npz"
+GOLDEN = Path(__file__).resolve().parent.parent / "models" / "data" / "golden_minilm.npz"
 
 
 def best(f: object, rounds: int = 3) -> float:

@@ -1,4 +1,4 @@
-"""Regenerate ``tests/data/golden_minilm.npz``: sentence-transformers vectors of a varied text set.
+"""Regenerate ``models/data/golden_minilm.npz``: sentence-transformers vectors of a varied text set.
 
 Needs the ``bench`` extra (torch 2.13 CPU + sentence-transformers); the tests only read the file.
 
@@ -15,7 +15,7 @@ import numpy as np
 from benchmarks import workloads
 from contextsieve.models.registry import get_model, resolve_folder
 
-OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden_minilm.npz"
+OUT = Path(__file__).resolve().parent.parent / "models" / "data" / "golden_minilm.npz"
 
 
 def golden_texts() -> list[str]:

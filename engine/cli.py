@@ -7,7 +7,7 @@ contextsieve serve AGENT_FILE [--transport http]     serve select_context / sear
 contextsieve gateway AGENT_FILE                      front the agent's MCP servers, offering only the task's tools
 contextsieve stash stats|cleanup|rebuild STORE        a stash store's counts, expiry cleanup, re-embedding
 contextsieve demo                                    a few messages against the bundled example agent
-contextsieve build [--variant fp32|int8|all]         build and cache the model graphs
+contextsieve build [--force] [--variant V|all]       measure the variants on this CPU (table), cache the choice
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
 """
 
@@ -102,12 +102,26 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("agent", type=Path)
     g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
-    b = sub.add_parser("build", help="build and cache the model graphs (once per machine), print timings")
-    b.add_argument("--variant", choices=["fp32", "int8", "all"], default="all")
-    b.add_argument("--rebuild", action="store_true", help="rebuild even if cached")
+    b = sub.add_parser(
+        "build",
+        help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table)",
+    )
+    b.add_argument(
+        "--variant",
+        choices=["auto", "fp32", "int8", "int8w7", "all"],
+        default="auto",
+        help="auto (default): measure the candidates and choose; all: build every variant; else build that one",
+    )
+    b.add_argument("--force", action="store_true", help="measure again even if a choice is cached")
+    b.add_argument("--rebuild", action="store_true", help="rebuild the graphs even if cached")
     e = sub.add_parser("embed", help="embed texts, print one JSON vector per line")
     e.add_argument("texts", nargs="+")
-    e.add_argument("--variant", choices=["fp32", "int8"], default=None, help="default: the model's default (int8)")
+    e.add_argument(
+        "--variant",
+        choices=["auto", "fp32", "int8", "int8w7"],
+        default=None,
+        help="default: $CONTEXTSIEVE_VARIANT or auto (the variant measured fastest on this CPU)",
+    )
     e.add_argument("--digits", type=int, default=6, help="decimals printed per value (default 6)")
     return p
 
@@ -282,12 +296,24 @@ def main(argv: list[str] | None = None) -> int:
             _demo()
         elif args.command == "build":
             from contextsieve.models.embedder import Embedder
+            from contextsieve.models.registry import Variant
+            from contextsieve.models.variants import candidates, choose_variant
 
-            for variant in ["fp32", "int8"] if args.variant == "all" else [args.variant]:
+            if args.variant in ("auto", "all"):
+                names = [v.value for v in (list(Variant) if args.variant == "all" else candidates())]
+            else:
+                names = [args.variant]
+            for variant in names:
                 t = time.perf_counter()
                 emb = Embedder(variant=variant, rebuild=args.rebuild)
                 how = "built" if emb.info.built else "loaded from cache"
                 print(f"{variant}: {how} in {time.perf_counter() - t:.2f} s -> {emb.info.onnx_path}")
+            if args.variant == "auto":
+                t = time.perf_counter()
+                choice = choose_variant(force=args.force, progress=sys.stderr.isatty())
+                how = f"measured in {time.perf_counter() - t:.1f} s" if choice.measured_now else "cached choice"
+                print(f"\nvariant choice ({how}; `contextsieve build --force` measures again):\n")
+                print(choice.table())
         elif args.command == "embed":
             from contextsieve.models.embedder import Embedder
 

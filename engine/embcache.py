@@ -2,8 +2,9 @@
 
 One SQLite file (WAL mode, 30 s busy timeout) that any number of processes may share: readers never
 block, writers wait their turn, and a write is one transaction, so a crash leaves no half entry. The
-model id (:attr:`contextsieve.Embedder.info`.model_id: model, variant, weights hash, builder version)
-is part of the key, so vectors of another model or build are never returned.
+model family (:attr:`contextsieve.Embedder.info`.family: model name and weights hash; every variant of
+those weights passes the fidelity bars, so vectors are shared across variants) is part of the key, so
+vectors of another model are never returned.
 
 Every row is verified when read: a 16-byte BLAKE2b digest of (model id, text hash, vector bytes)
 stored after the vector, finite values and unit norm. A row that fails (a flipped byte on disk, a

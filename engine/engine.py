@@ -182,16 +182,19 @@ class Engine:
         self.session().record_tool_calls(message, calls)
 
     def _open_cache(self) -> EmbeddingCache | None:
-        """The disk cache for this embedder's model id (``None`` when disabled or the id is unknown)."""
+        """The disk cache for this embedder's model family (``None`` when disabled or the id is unknown):
+        every variant of one model's weights passes the fidelity bars, so a cache filled by the int8
+        graph stays valid when ``variant="auto"`` picks fp32 on another CPU, and the other way round."""
         if self._cache_dir is False:
             return None
         model_id = self.embedder.model_id
         if model_id is None:
             return None  # an embedder without an identity cannot share a persistent cache safely
         from contextsieve.models.cache import default_cache_dir
+        from contextsieve.models.registry import model_family
 
         folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
-        return EmbeddingCache(folder / "embeddings.sqlite", model_id)
+        return EmbeddingCache(folder / "embeddings.sqlite", model_family(model_id))
 
     def session(self, **settings: Any) -> Session:
         """A new session; keyword arguments are :class:`~contextsieve.session.Session`'s (``preset``,

@@ -30,10 +30,12 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
 
     Args:
         folder: a sentence-transformers BERT folder (``model.safetensors``, ``config.json``, ``tokenizer.json``).
-        variant: ``"fp32"`` or ``"int8"``; int8 calibrates activation ranges on the shipped text first.
+        variant: ``"fp32"``, ``"int8"`` or ``"int8w7"`` (7-bit weights); the int8 variants calibrate
+            activation ranges on the shipped text first.
         output: ``"sentence"`` (unit vectors) or ``"token"`` (last hidden state, for other runtimes).
         weight_type: int8 weights as ``"s8"`` (default) or ``"u8"`` (the same integers for CPUs without
-            VNNI; see :func:`contextsieve.models.cpu.int8_weight_type`). Ignored for fp32.
+            VNNI; see :func:`contextsieve.models.cpu.int8_weight_type`). Ignored for fp32 and int8w7
+            (7-bit weights are stored signed: they cannot saturate the u8 x s8 kernel).
     """
     folder = Path(folder)
     variant = Variant(variant)
@@ -49,6 +51,11 @@ def build_onnx(folder: Path, variant: Variant | str, *, output: str = "sentence"
     return build_graph(
         prepared,
         cfg,
-        QuantPlan(frozenset(layers), int8_embeddings=True, unsigned_weights=weight_type == "u8"),
+        QuantPlan(
+            frozenset(layers),
+            int8_embeddings=True,
+            unsigned_weights=variant is Variant.INT8 and weight_type == "u8",
+            weight_levels=63 if variant is Variant.INT8_W7 else 127,
+        ),
         output=output,
     ).SerializeToString()

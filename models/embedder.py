@@ -15,14 +15,25 @@ from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError,
 from contextsieve.kernels.pooling import mean_pool_normalize
 from contextsieve.models.cache import CachedModel, ModelCache
 from contextsieve.models.cpu import int8_weight_type
-from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant, get_model, resolve_folder
+from contextsieve.models.registry import (
+    BUILDER_VERSION,
+    DEFAULT_MODEL,
+    Variant,
+    get_model,
+    model_family,
+    resolve_folder,
+)
 from contextsieve.models.tokenizer import Batch, TextTokenizer
+from contextsieve.models.variants import AUTO, VariantChoice, choose_variant, requested_variant
 from contextsieve.models.weights import read_bert_config, sha256_file
 
-__all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS", "default_threads"]
+__all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS", "QUERY_TOKENS", "default_threads"]
 
 #: Most texts in one ONNX Runtime call.
 DEFAULT_BATCH_SIZE = 64
+#: Calls of at most this many padded tokens (rows x width: a sentence or a few) run on the query graph
+#: when ``variant="auto"`` chose a different one for queries than for batches.
+QUERY_TOKENS = 64
 #: Most padded tokens (rows x width) in one call: small enough that a batch's activations stay in a
 #: 1 MiB L2 cache (chosen with ``benchmarks.compare_embedders``).
 DEFAULT_BATCH_TOKENS = 512
@@ -60,12 +71,16 @@ class ModelInfo:
         model_id: stable identity of the vectors (name, variant, weights hash, builder version); two
             embedders with the same ``model_id`` produce interchangeable vectors. Embedding caches key on it.
         name: model name, or the folder/file it was loaded from.
-        variant: ``"fp32"``, ``"int8"`` or ``"custom"`` (a user-supplied graph).
+        variant: the graph batches run on: ``"fp32"``, ``"int8"``, ``"int8w7"`` or ``"custom"`` (a
+            user-supplied graph).
         dim: vector width.
         max_length: truncation length in tokens.
         onnx_path: the graph file in use (in the cache, or the user's file).
         built: True when this process built the graph (a cache miss), False when it was loaded.
         load_seconds: wall time of the constructor (build or load, tokenizer, session).
+        query_variant: the graph short calls (at most :data:`QUERY_TOKENS` padded tokens) run on; the
+            same as ``variant`` unless ``variant="auto"`` measured another one faster for queries.
+        choice: the measurement ``variant="auto"`` chose from (``None`` for an explicit variant).
     """
 
     model_id: str
@@ -76,6 +91,14 @@ class ModelInfo:
     onnx_path: Path | None
     built: bool
     load_seconds: float
+    query_variant: str = ""
+    choice: VariantChoice | None = None
+
+    @property
+    def family(self) -> str:
+        """Name and weights: vectors of one family are interchangeable (every variant passes the
+        fidelity bars), so embedding caches and stores key on it (see :func:`model_family`)."""
+        return model_family(self.model_id)
 
 
 class Embedder:
@@ -86,9 +109,12 @@ class Embedder:
     Args:
         model: a known model name (see :func:`contextsieve.models.registry.list_models`) or the path of
             a sentence-transformers BERT folder. Default ``"all-MiniLM-L6-v2"``.
-        variant: ``"int8"`` (default for MiniLM; the tests hold it to cosine >= 0.99 against
-            sentence-transformers on every golden text, mean >= 0.998) or ``"fp32"`` (matches
-            sentence-transformers to 1e-5).
+        variant: ``"auto"`` (default, or ``$CONTEXTSIEVE_VARIANT``): the fastest graph on this CPU
+            among those that pass the fidelity bars (cosine >= 0.99 against sentence-transformers on
+            every golden text, mean >= 0.998), measured once per machine and cached (see
+            :mod:`contextsieve.models.variants`); queries and batches may get different graphs.
+            ``"fp32"`` matches sentence-transformers to 1e-5; ``"int8"`` (about twice as fast where the
+            CPU has VNNI) and ``"int8w7"`` (7-bit weights) are held to the bars in the tests.
         threads: CPU cores to use (default: all this process may use): the intra-op threads of the one
             ONNX Runtime session every batch runs on. With more than one, the threads spin while a call
             runs (a short query would otherwise wait for them to wake at each of its ~280 nodes) and
@@ -112,44 +138,38 @@ class Embedder:
         rebuild: bool = False,
     ) -> None:
         t0 = time.perf_counter()
-        folder, name, default_variant = _locate(model)
-        variant = Variant(variant) if variant is not None else default_variant
+        _check_threads(threads)
+        folder, name, _ = _locate(model)
+        requested = requested_variant(variant)
+        choice: VariantChoice | None = None
+        if requested == AUTO:
+            choice = choose_variant(model, cache_dir=cache_dir, threads=threads)
+            batch_v, query_v = Variant(choice.batch), Variant(choice.query)
+        else:
+            batch_v = query_v = Variant(requested)
         cfg = read_bert_config(folder)
         cache = ModelCache(Path(cache_dir) if cache_dir is not None else None)
         weights_sha = cache.weights_sha256(folder / "model.safetensors")
-        stem = f"{Path(name).name}-{variant.value}-sentence"
-        key = {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
-        weight_type = int8_weight_type() if variant is Variant.INT8 else "f32"
-        if weight_type == "u8":  # the same vectors from another graph file (s8 keys stay as they were)
-            key["int8_weights"] = "u8"
-        entry = cache.entry_path(stem, key)
-        cached = None if rebuild else cache.load(entry)
-        if cached is None:
-            with cache.build_lock(entry):
-                cached = None if rebuild else cache.load(entry)  # built by another process meanwhile?
-                if cached is None:
-                    from contextsieve.models.build import build_onnx  # imports onnx: only when building
-
-                    t_build = time.perf_counter()
-                    data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
-                    stored = cache.store(
-                        entry,
-                        data,
-                        {
-                            "weights_sha256": weights_sha,
-                            "builder": BUILDER_VERSION,
-                            "variant": variant.value,
-                            "model": name,
-                        },
-                    )
-                    del data  # the session reads the file: no second copy of the graph in memory
-                    cached = CachedModel(stored, weights_sha, built=True, build_seconds=time.perf_counter() - t_build)
-        built, path = cached.built, cached.path
+        cached = _cached_graph(cache, folder, name, weights_sha, batch_v, rebuild)
+        query_cached = (
+            cached if query_v is batch_v else _cached_graph(cache, folder, name, weights_sha, query_v, rebuild)
+        )
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
-        model_id = f"{Path(name).name}/{variant.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
-        self._init(path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        model_id = f"{Path(name).name}/{batch_v.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
+        self._init(cached.path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        if query_cached is not cached:
+            self._query_session = _new_session(query_cached.path, self.threads)
         self.info = ModelInfo(
-            model_id, name, variant.value, self.dim, cfg.max_seq_length, path, built, time.perf_counter() - t0
+            model_id,
+            name,
+            batch_v.value,
+            self.dim,
+            cfg.max_seq_length,
+            cached.path,
+            cached.built or query_cached.built,
+            time.perf_counter() - t0,
+            query_variant=query_v.value,
+            choice=choice,
         )
 
     @classmethod
@@ -194,8 +214,7 @@ class Embedder:
         batch_size: int,
         batch_tokens: int,
     ) -> None:
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise InputError(f"threads must be a positive int, got {threads!r}")
+        _check_threads(threads)
         if not isinstance(batch_size, int) or batch_size < 1 or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise InputError(f"batch_size and batch_tokens must be positive ints, got {batch_size!r}, {batch_tokens!r}")
         self.threads = threads or default_threads()
@@ -204,7 +223,7 @@ class Embedder:
         self.tokenizer = tokenizer
         # One session for every call: a second one (say, single-threaded for short queries) would hold
         # its own copy of the weights and its own activation arena.
-        first = self._session = _new_session(model, self.threads)
+        first = self._session = self._query_session = _new_session(model, self.threads)
         names = {i.name: i for i in first.get_inputs()}
         if "input_ids" not in names:
             raise ModelError(f"the graph has no input named 'input_ids' (inputs: {sorted(names)})")
@@ -274,7 +293,8 @@ class Embedder:
 
         try:
             for b in batches:
-                out[b.index] = self._run(self._session, b)
+                session = self._query_session if b.input_ids.size <= QUERY_TOKENS else self._session
+                out[b.index] = self._run(session, b)
                 if bar is not None:
                     bar.update(len(b.index))
         finally:
@@ -301,6 +321,41 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder({self.info.name!r}, variant={self.info.variant!r}, dim={self.dim}, threads={self.threads})"
+
+
+def _cached_graph(
+    cache: ModelCache, folder: Path, name: str, weights_sha: str, variant: Variant, rebuild: bool
+) -> CachedModel:
+    """The verified graph of ``variant`` from the cache, built (under the cache's build lock) if missing."""
+    stem = f"{Path(name).name}-{variant.value}-sentence"
+    key = {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
+    weight_type = int8_weight_type() if variant is Variant.INT8 else "f32"
+    if weight_type == "u8":  # the same vectors from another graph file (s8 keys stay as they were)
+        key["int8_weights"] = "u8"
+    entry = cache.entry_path(stem, key)
+    cached = None if rebuild else cache.load(entry)
+    if cached is not None:
+        return cached
+    with cache.build_lock(entry):
+        cached = None if rebuild else cache.load(entry)  # built by another process meanwhile?
+        if cached is not None:
+            return cached
+        from contextsieve.models.build import build_onnx  # imports onnx: only when building
+
+        t_build = time.perf_counter()
+        data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
+        stored = cache.store(
+            entry,
+            data,
+            {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name},
+        )
+        del data  # the session reads the file: no second copy of the graph in memory
+        return CachedModel(stored, weights_sha, built=True, build_seconds=time.perf_counter() - t_build)
+
+
+def _check_threads(threads: object) -> None:
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise InputError(f"threads must be a positive int, got {threads!r}")
 
 
 def _new_session(model: bytes | Path, threads: int) -> OrtSession:

@@ -54,12 +54,20 @@ class QuantPlan:
             same vectors) for CPUs without VNNI: there ONNX Runtime's u8 x s8 kernel adds pairs of
             products in saturating 16-bit lanes (``vpmaddubsw``) and loses accuracy, while its u8 x u8
             kernel widens to 16 bits first and is exact. Default ``False`` (u8 x s8, exact with VNNI).
+        weight_levels: largest weight integer (symmetric, per output column). 127 (default) is int8;
+            63 is 7-bit weights, which the u8 x s8 kernel of CPUs without VNNI can never saturate
+            (255 x 63 x 2 = 32,130 < 32,767), so it is exact there without the slower u8 x u8 kernel.
     """
 
     int8_layers: frozenset[str] = field(default_factory=frozenset)
     int8_embeddings: bool = False
     per_tensor_activations: bool = False
     unsigned_weights: bool = False
+    weight_levels: int = 127
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.weight_levels <= 127:
+            raise ValueError(f"weight_levels must lie in 1..127, got {self.weight_levels}")
 
 
 @dataclass
@@ -135,10 +143,11 @@ def collect_bert_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> Ber
     )
 
 
-def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric per-output-column int8 quantisation of ``w`` ``[in, out]``: ``(q int8, scale [out])``."""
-    scale = np.maximum(np.abs(w).max(axis=0) / 127.0, np.float32(1e-12)).astype(np.float32)
-    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+def quantize_weight(w: np.ndarray, levels: int = 127) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-output-column int8 quantisation of ``w`` ``[in, out]``: ``(q int8, scale [out])``,
+    integers in ``-levels .. levels`` (default 127; 63 for 7-bit weights, see :class:`QuantPlan`)."""
+    scale = np.maximum(np.abs(w).max(axis=0) / float(levels), np.float32(1e-12)).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -levels, levels).astype(np.int8)
     return q, scale
 
 
@@ -191,15 +200,15 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
             "MatMul",
             [g.node("Gather", [x_in, g.init(name + ".out_idx", idx)], axis=-1)[0], g.init(name + ".w_out", lw.w[idx])],
         )[0]
-        y = g.node("Add", [_row_int8_matmul(g, x, name, w * keep[:, None], plan.unsigned_weights), outl])[0]
+        y = g.node("Add", [_row_int8_matmul(g, x, name, w * keep[:, None], plan), outl])[0]
     elif name in plan.int8_layers and plan.per_tensor_activations:
-        q, wscale = quantize_weight(w)
+        q, wscale = quantize_weight(w, plan.weight_levels)
         zeros = g.init(name + ".wz", np.zeros(wscale.shape, dtype=np.int8))
         y = g.node(
             "DynamicQuantizeMatMul", [x, g.init(name + ".wq", q), g.init(name + ".ws", wscale), zeros], domain=MS
         )[0]
     elif name in plan.int8_layers:
-        y = _row_int8_matmul(g, x, name, w, plan.unsigned_weights)
+        y = _row_int8_matmul(g, x, name, w, plan)
     else:
         y = g.node("MatMul", [x, g.init(name + ".w", w)])[0]
     if bias:
@@ -207,13 +216,13 @@ def _linear(g: _Builder, x: str, name: str, lw: LinearWeights, plan: QuantPlan, 
     return y
 
 
-def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, unsigned_weights: bool = False) -> str:
+def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, plan: QuantPlan) -> str:
     """int8 ``x @ w`` for 2-D ``x`` ``[rows, in]``, one activation scale per row (symmetric, uint8 around 128).
 
     ``MatMulIntegerToFloat`` applies the ``[rows, 1]`` activation scale and the per-column weight scale.
     (Its own bias input is not used: ORT 1.31 gets it wrong together with a ``[rows, 1]`` scale.)
     """
-    q, wscale = quantize_weight(w)
+    q, wscale = quantize_weight(w, plan.weight_levels)
     step = g.shared("c127", lambda: g.init("row.c127", np.array(1.0 / 127.0, dtype=np.float32)))
     floor = g.shared("floor", lambda: g.init("row.floor", np.array(1e-8, dtype=np.float32)))
     zp = g.shared("zp128", lambda: g.init("row.zp128", np.array(128, dtype=np.uint8)))
@@ -224,7 +233,7 @@ def _row_int8_matmul(g: _Builder, x: str, name: str, w: np.ndarray, unsigned_wei
     scale = g.node("Max", [g.node("Mul", [amax, step])[0], floor])[0]
     # one scale per row: a block of the whole row (opset 21 blocked quantization), no reshape of the scale
     xq = g.node("QuantizeLinear", [x, scale, zp_rows], axis=1, block_size=w.shape[0])[0]
-    if unsigned_weights:  # the same integers shifted by 128 (see QuantPlan.unsigned_weights)
+    if plan.unsigned_weights:  # the same integers shifted by 128 (see QuantPlan.unsigned_weights)
         q = (q.astype(np.int16) + 128).astype(np.uint8)
         wz = g.init(name + ".wz", np.full(wscale.shape, 128, dtype=np.uint8))
     else:

@@ -23,6 +23,7 @@ __all__ = [
     "list_models",
     "get_model",
     "resolve_folder",
+    "model_family",
 ]
 
 #: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
@@ -34,11 +35,15 @@ class Variant(str, Enum):
 
     ``FP32`` reproduces sentence-transformers (cosine >= 0.99999). ``INT8`` computes every dense layer
     in int8 (per-channel weights, per-row activations, SmoothQuant): cosine against fp32 >= 0.99 on
-    every text of the accuracy set, mean >= 0.998, and about twice as fast.
+    every text of the accuracy set, mean >= 0.998, and about twice as fast where the CPU has VNNI.
+    ``INT8_W7`` is the same recipe with 7-bit weights (-63..63): exact in the u8 x s8 kernel of CPUs
+    without VNNI (no 16-bit saturation), at some cost in accuracy. Which one a machine runs by default
+    is measured on it (:mod:`contextsieve.models.variants`).
     """
 
     FP32 = "fp32"
     INT8 = "int8"
+    INT8_W7 = "int8w7"
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,12 @@ def resolve_folder(spec: ModelSpec) -> Path:
         if (folder / "model.safetensors").is_file():
             return folder
     raise ModelFilesNotFoundError(f"package {spec.package} has no {spec.subdir}/model.safetensors; {hint}")
+
+
+def model_family(model_id: str) -> str:
+    """The part of a model id that decides whether vectors are interchangeable: name and weights hash
+    (``all-MiniLM-L6-v2/int8/<sha>/b3`` -> ``all-MiniLM-L6-v2/<sha>``). Every variant of the same weights
+    passes the fidelity bars (cosine >= 0.99 against sentence-transformers), so caches and stores share
+    vectors across variants; other weights or models do not. Ids of another shape are compared whole."""
+    parts = model_id.split("/")
+    return f"{parts[0]}/{parts[2]}" if len(parts) == 4 and parts[3].startswith("b") else model_id

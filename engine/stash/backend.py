@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from contextsieve.keyword import tokenize
+from contextsieve.models.registry import model_family
 from contextsieve.stash.segment import ContextSegment, SegmentType
 
 __all__ = [
@@ -37,15 +38,6 @@ __all__ = [
 
 #: Format tag written into every store; another value is refused on open.
 FORMAT = "contextsieve-stash-3"  # 2: stemmed index terms; 3: CJK character bigrams
-
-
-def model_family(model_id: str) -> str:
-    """The part of a model id that decides whether vectors are interchangeable: name and weights hash
-    (``all-MiniLM-L6-v2/int8/<sha>/b3`` -> ``all-MiniLM-L6-v2/<sha>``). fp32 and int8 runs of the same
-    weights agree to cosine 0.996+ and share a store; other weights or models do not. Ids of another
-    shape are compared whole."""
-    parts = model_id.split("/")
-    return f"{parts[0]}/{parts[2]}" if len(parts) == 4 and parts[3].startswith("b") else model_id
 
 
 _local = threading.local()
