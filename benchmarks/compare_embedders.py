@@ -1,7 +1,10 @@
-"""Side-by-side: contextsieve fp32 / int8 vs sentence-transformers (torch CPU) vs fastembed, one run.
+"""Side-by-side: contextsieve (default ``auto``, fp32, int8) vs sentence-transformers (torch CPU) vs fastembed.
 
     python -m benchmarks.compare_embedders            # needs the bench extra for the peers
-    python -m benchmarks.compare_embedders --engines contextsieve-fp32,contextsieve-int8
+    python -m benchmarks.compare_embedders --engines contextsieve-auto,contextsieve-fp32,contextsieve-int8
+
+``contextsieve-auto`` is the default a user gets: the variants measured on this CPU, the fastest that
+passes the fidelity bars per use (``contextsieve build`` prints that table).
 
 Workloads (``benchmarks/workloads.py``): 151 documentation-like chunks (~100 tokens; ms per chunk),
 1,000 short sentences (sentences/s), one 13-token query (p50/p99 over 200 calls after 10 warm-ups),
@@ -122,6 +125,7 @@ def _folder() -> Path:
 
 
 ENGINES = {
+    "contextsieve-auto": lambda: _cs("auto"),
     "contextsieve-fp32": lambda: _cs("fp32"),
     "contextsieve-int8": lambda: _cs("int8"),
     "sentence-transformers": _st,

@@ -25,6 +25,7 @@ from contextsieve.errors import EmbedderOutputError
 from contextsieve.index import ChunkIndex, IndexConfig, Scope
 from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
+from contextsieve.query_vectors import compose, plan_query
 from contextsieve.selection import RelationGraph
 from contextsieve.usage import UsageLog
 
@@ -367,15 +368,21 @@ class ChunkStore:
             self._queries.clear()
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors; the last :data:`QUERY_CACHE_SIZE` sentences are kept in memory (an agent sends
-        the same message again on every tool-call turn of one request), never on disk. Safe to call
-        from several threads, without :attr:`lock`."""
+        """Query vectors, each token through the model about once: texts made of other query texts (a
+        sentence and its clauses) get the mean of their parts' vectors (see
+        :mod:`contextsieve.query_vectors`). The last :data:`QUERY_CACHE_SIZE` embedded texts are kept in
+        memory (an agent sends the same message again on every tool-call turn of one request), never on
+        disk. Safe to call from several threads, without :attr:`lock`."""
         texts = list(texts)
+        if not texts:
+            return _checked(self.embedder.embed([]), 0)
+        plan = plan_query(texts)
+        need = list(plan.embed)
         with self._queries_lock:
-            known = {t: v for t in texts if (v := self._queries.get(t)) is not None}
+            known = {t: v for t in need if (v := self._queries.get(t)) is not None}
             for t in known:
                 self._queries.move_to_end(t)
-        todo = list(dict.fromkeys(t for t in texts if t not in known))
+        todo = [t for t in need if t not in known]
         if todo:
             fresh = _checked(self.embedder.embed(todo), len(todo))
             with self._queries_lock:
@@ -384,9 +391,7 @@ class ChunkStore:
                     known[t] = self._queries[t] = v
                 while len(self._queries) > QUERY_CACHE_SIZE:
                     self._queries.popitem(last=False)
-        if not texts:
-            return _checked(self.embedder.embed([]), 0)
-        return np.stack([known[t] for t in texts])
+        return compose(plan, np.stack([known[t] for t in need]))
 
     def _disk_cache(self) -> EmbeddingCache | None:
         """The persistent cache, opened on first need (``None``: memory only)."""

@@ -34,6 +34,11 @@ DEFAULT_BATCH_SIZE = 64
 #: Calls of at most this many padded tokens (rows x width: a sentence or a few) run on the query graph
 #: when ``variant="auto"`` chose a different one for queries than for batches.
 QUERY_TOKENS = 64
+#: What one more ONNX Runtime call costs, in padded tokens: the fixed part of a call (~0.7 ms of a
+#: one-sentence query) over the time per token (~0.027 ms), both from the one-sentence and batch timings
+#: of ``benchmarks.task_cost`` / the variant table. Batches are cut where a second call is cheaper than
+#: padding short texts to a long one's width (see :meth:`TextTokenizer.batches`).
+CALL_COST_TOKENS = 24
 #: Most padded tokens (rows x width) in one call: small enough that a batch's activations stay in a
 #: 1 MiB L2 cache (chosen with ``benchmarks.compare_embedders``).
 DEFAULT_BATCH_TOKENS = 512
@@ -284,7 +289,7 @@ class Embedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        batches = list(self.tokenizer.batches(texts, self.batch_size, self.batch_tokens))
+        batches = list(self.tokenizer.batches(texts, self.batch_size, self.batch_tokens, CALL_COST_TOKENS))
         bar = None
         if show_progress:
             from tqdm.auto import tqdm

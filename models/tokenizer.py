@@ -89,25 +89,30 @@ class TextTokenizer:
                 self._full = full
             return self._full
 
-    def batches(self, texts: Sequence[str], max_rows: int, max_tokens: int | None = None) -> Iterator[Batch]:
+    def batches(
+        self, texts: Sequence[str], max_rows: int, max_tokens: int | None = None, call_cost: int = 0
+    ) -> Iterator[Batch]:
         """Yield padded batches sorted by length (longest first); ``Batch.index`` maps rows back.
 
         A batch holds at most ``max_rows`` texts and, when ``max_tokens`` is set, at most that many
         padded tokens (rows x width; a single text longer than the budget still forms its own batch).
-        Sorting keeps padding near zero (unlike fixed or unsorted padding), and a token budget keeps
-        each batch's activations in cache.
+        Sorting keeps padding low, and a token budget keeps each batch's activations in cache.
+
+        ``call_cost`` (tokens, default 0) is what one more call costs in padded-token equivalents. With
+        it, the cut points between batches are chosen to minimise ``calls x call_cost + padded tokens``
+        (dynamic programming over the sorted lengths): a long text does not pad a few short ones to its
+        width when a second call is cheaper. 0 fills each batch greedily up to the limits.
         """
-        if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
-            raise ModelError(f"max_rows and max_tokens must be >= 1, got {max_rows}, {max_tokens}")
+        if max_rows < 1 or (max_tokens is not None and max_tokens < 1) or call_cost < 0:
+            raise ModelError(
+                f"max_rows and max_tokens must be >= 1 and call_cost >= 0, got {max_rows}, {max_tokens}, {call_cost}"
+            )
         ids = self.encode_ids(texts)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         order = np.argsort(-lengths, kind="stable")
-        start = 0
-        while start < len(order):
-            width = int(lengths[order[start]])
-            rows = max_rows if max_tokens is None else max(1, min(max_rows, max_tokens // max(width, 1)))
-            idx = order[start : start + rows]
-            start += len(idx)
+        for start, stop in _cuts(lengths[order].tolist(), max_rows, max_tokens, call_cost):
+            idx = order[start:stop]
+            width = int(lengths[idx[0]])
             input_ids = np.full((len(idx), width), self.pad_id, dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, j in enumerate(idx):
@@ -115,3 +120,38 @@ class TextTokenizer:
                 input_ids[row, :n] = ids[j]
                 mask[row, :n] = 1
             yield Batch(idx, input_ids, mask)
+
+
+def _cuts(lengths: list[int], max_rows: int, max_tokens: int | None, call_cost: int) -> list[tuple[int, int]]:
+    """Batches ``[start, stop)`` over lengths sorted longest first (see :meth:`TextTokenizer.batches`)."""
+
+    def rows_at(start: int) -> int:
+        width = max(lengths[start], 1)
+        return max_rows if max_tokens is None else max(1, min(max_rows, max_tokens // width))
+
+    n = len(lengths)
+    if call_cost == 0:
+        out, start = [], 0
+        while start < n:
+            stop = min(n, start + rows_at(start))
+            out.append((start, stop))
+            start = stop
+        return out
+    best = [0] + [0] * n
+    back = [0] * (n + 1)
+    limit = [rows_at(i) for i in range(n)]
+    for stop in range(1, n + 1):
+        cost, cut = -1, stop - 1
+        for start in range(stop - 1, max(-1, stop - 1 - max_rows), -1):
+            if stop - start > limit[start]:
+                break  # wider batches only get wider going back (lengths sorted longest first)
+            c = best[start] + call_cost + (stop - start) * lengths[start]
+            if cost < 0 or c < cost:
+                cost, cut = c, start
+        best[stop], back[stop] = cost, cut
+    out = []
+    stop = n
+    while stop > 0:
+        out.append((back[stop], stop))
+        stop = back[stop]
+    return out[::-1]

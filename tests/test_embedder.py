@@ -212,3 +212,49 @@ def test_lone_surrogates_are_a_typed_input_error(int8) -> None:  # noqa: ANN001
         int8.embed(["fine", "abc \ud800"])
     with pytest.raises(InputError, match="lone surrogate"):
         int8.count_tokens(["abc \udfff"])
+
+
+def _brute_cuts(lengths: list[int], max_rows: int, max_tokens: int | None, cost: int) -> int:
+    """Lowest calls x cost + padded tokens over every split of the sorted lengths into runs."""
+    import itertools
+
+    n = len(lengths)
+    best = None
+    for mask in itertools.product([0, 1], repeat=max(n - 1, 0)):
+        starts = [0] + [i + 1 for i, m in enumerate(mask) if m]
+        runs = list(zip(starts, starts[1:] + [n]))
+        ok = all(
+            b - a <= max_rows and (max_tokens is None or b - a == 1 or (b - a) * lengths[a] <= max_tokens)
+            for a, b in runs
+        )
+        if ok:
+            total = sum(cost + (b - a) * lengths[a] for a, b in runs)
+            best = total if best is None else min(best, total)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_batch_cuts_minimise_calls_and_padding_within_the_limits(seed: int) -> None:
+    from contextsieve.models.tokenizer import _cuts
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 10))
+    lengths = sorted(rng.integers(3, 120, n).tolist(), reverse=True)
+    max_rows, max_tokens, cost = int(rng.integers(1, 6)), [None, 200, 64][seed % 3], [0, 24, 5][seed % 3]
+    runs = _cuts(lengths, max_rows, max_tokens, cost)
+    assert runs[0][0] == 0 and runs[-1][1] == n and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    for a, b in runs:
+        assert b - a <= max_rows and (max_tokens is None or b - a == 1 or (b - a) * lengths[a] <= max_tokens)
+    if cost:
+        assert sum(cost + (b - a) * lengths[a] for a, b in runs) == _brute_cuts(lengths, max_rows, max_tokens, cost)
+
+
+def test_a_long_text_does_not_pad_short_ones_and_vectors_do_not_depend_on_the_cut(int8) -> None:  # noqa: ANN001
+    long = "word " * 120
+    short = ["a short query", "another short one", "a third"]
+    batches = list(int8.tokenizer.batches([long, *short], 64, 512, 24))
+    assert [b.input_ids.shape[0] for b in batches] == [1, 3]
+    together = int8.embed([long, *short])
+    np.testing.assert_allclose(together[1:], int8.embed(short), atol=1e-6)
+    np.testing.assert_allclose(together[:1], int8.embed([long]), atol=1e-6)
