@@ -49,7 +49,6 @@ def plan_query(texts: Sequence[str]) -> QueryPlan:
     """The :class:`QueryPlan` of ``texts`` (quadratic in their number: a request has a few dozen at most)."""
     uniq = list(dict.fromkeys(texts))
     inside = {t: [u for u in uniq if u != t and u and u in t] for t in uniq}
-    leaves = [t for t in uniq if not inside[t]]
     composed: dict[str, list[str]] = {}
     for t in uniq:
         if not inside[t]:
