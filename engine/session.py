@@ -34,6 +34,7 @@ from contextsieve.errors import ContextSieveError, InputError, SessionFileError,
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
+from contextsieve.models.registry import model_family
 from contextsieve.search import SearchTrace, context_settings, search
 from contextsieve.store import ChunkStore
 
@@ -343,25 +344,39 @@ class Session:
             qchunks, n_sentences, cap_note = self._query(query)
             with self.agent.lock:
                 searching = bool(qchunks) and bool(self._searchable().any())
-            if searching:
-                self.store.embed_query(qchunks)  # kept by the store: the search below finds it there
-            retrieved = self._retrieve_stashed(query, self.stash_settings.top_k)
+            qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
+            sentences = qchunks[:n_sentences] if qvec is not None and not cap_note else None
+            retrieved = self._retrieve_stashed(
+                query, self.stash_settings.top_k, None if sentences is None else (sentences, qvec[:n_sentences])
+            )
             with self.agent.lock:
                 request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
             self._turn_start = len(self.history)
             return request
 
-    def _retrieve_stashed(self, query: str, top_k: int) -> list[Retrieved]:
-        """The stashed segments best for ``query`` (none without a stash, a query or ``top_k``)."""
+    def _retrieve_stashed(
+        self, query: str, top_k: int, embedded: tuple[list[str], np.ndarray] | None = None
+    ) -> list[Retrieved]:
+        """The stashed segments best for ``query`` (none without a stash, a query or ``top_k``).
+
+        ``embedded``: the request's sentences and their vectors; the stash searches with them instead of
+        embedding the message again when they are its query sentences and its embedder makes the same
+        family of vectors (one model call per request)."""
         st = self.stash_settings
         if self.stash_store is None or top_k == 0 or not query.strip():
             return []
+        vectors = None
+        if embedded is not None and embedded[0] == query_chunks(query):
+            mine, theirs = self.store.embedder.model_id, self.stash_store.model_id
+            if mine is not None and model_family(mine) == model_family(theirs):
+                vectors = embedded[1]
         return self.stash_store.retrieve(
             query,
             session=self.stash_session,
             top_k=top_k,
             min_similarity=st.min_similarity,
             cross_session=st.cross_session,
+            query_vectors=vectors,
         )
 
     def _build(

@@ -186,3 +186,30 @@ def test_bad_stash_use_is_a_typed_error(stash: StashStore) -> None:
         with pytest.raises(InputError):
             session(stash, stash_session=name)
     assert s.history == []
+
+
+def test_a_request_embeds_its_message_once_for_items_and_stash(stash: StashStore) -> None:
+    """The stash searches with the sentence vectors the request already has (same model family):
+    no second model call, and the same segments as a retrieve that embeds the message itself."""
+    shared = stash.embedder
+    s = Session(make_agent(), ChunkStore(shared), stash=stash, stash_settings=StashSettings(top_k=2))  # type: ignore[arg-type]
+    s.stash(["the deploy key for the staging cluster is in vault", "lunch order: two pizzas"])
+    s.build_request("warm up")  # the items are embedded on the first request
+    message = "Where is the staging deploy key? It was in vault."
+    own = [r.segment.id for r in stash.retrieve(message, session=s.stash_session, top_k=2)]
+    before = shared.calls
+    req = s.build_request(message)
+    assert shared.calls == before + 1  # one call: the message's texts, for items and stash alike
+    assert [e.segment_id for e in req.context.stashed] == own
+    with pytest.raises(InputError, match="query_vectors must be float"):
+        stash.retrieve(message, query_vectors=[[1.0, 0.0]])
+
+
+def test_another_model_family_embeds_the_message_itself(stash: StashStore) -> None:
+    other = FakeEmbedder()
+    other.model_id = "other/2"  # type: ignore[misc]
+    s = Session(make_agent(), ChunkStore(other), stash=stash, stash_settings=StashSettings(top_k=2))  # type: ignore[arg-type]
+    s.stash(["the deploy key for the staging cluster is in vault"])
+    before = stash.embedder.calls  # type: ignore[attr-defined]
+    s.build_request("Where is the staging deploy key?")
+    assert stash.embedder.calls == before + 1  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from contextsieve.chunking import query_chunks, token_windows
-from contextsieve.errors import InputError, StashModelError, UnknownSegmentError, brief
+from contextsieve.errors import EmbedderOutputError, InputError, StashModelError, UnknownSegmentError, brief
 from contextsieve.stash.backend import (
     Filters,
     SegmentRow,
@@ -381,13 +381,23 @@ class StashStore:
             start += len(ps)
         return out, [int(n) for n in tokens]
 
-    def _query(self, query: object) -> np.ndarray:
+    def _query(self, query: object, given: np.ndarray | None = None) -> np.ndarray:
         if not isinstance(query, str):
             raise InputError(f"query must be a string, got {type(query).__name__}")
         chunks = query_chunks(query)
         if not chunks:
             raise InputError("query is empty")
-        return self._embed(chunks)
+        if given is None:
+            return self._embed(chunks)
+        arr = np.asarray(given)
+        if arr.ndim != 2 or arr.shape[0] != len(chunks) or arr.dtype.kind != "f":
+            raise InputError(
+                f"query_vectors must be float [{len(chunks)}, dim] (one per query sentence), got {arr.dtype} {arr.shape}"
+            )
+        try:
+            return _checked(arr, len(chunks))
+        except EmbedderOutputError as e:
+            raise InputError(f"query_vectors: {e}") from e
 
     # -- stash ------------------------------------------------------------------------------------
 
@@ -526,6 +536,7 @@ class StashStore:
         filters: SegmentFilter | Mapping[str, object] | None = None,
         cross_session: bool = False,
         now: datetime | None = None,
+        query_vectors: np.ndarray | None = None,
     ) -> list[Retrieved]:
         """The ``top_k`` stashed segments best for ``query``, best first (see
         :mod:`contextsieve.stash.ranking` for the score).
@@ -539,6 +550,9 @@ class StashStore:
             cross_session: search every session's segments (default False).
             now: the time ages are measured at (aware; default: now). Expired unprotected segments
                 are never returned.
+            query_vectors: the vectors of ``query``'s sentences (:func:`contextsieve.chunking.query_chunks`)
+                from an embedder of this store's model family, when the caller has them already (a
+                request passes the ones it searched its items with); default: embedded here.
         """
         self._usable()
         session = check_session(session)
@@ -550,7 +564,7 @@ class StashStore:
         when = _now() if now is None else aware(now, "now")
         at = to_epoch(when)
         f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at)
-        q = self._query(query)  # before the read scope: embedding never holds the store's lock
+        q = self._query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
         terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
         with self.backend.reading():  # one state of the store for every search and read below
             return self._ranked(q, terms, k, min_similarity, f, at)
