@@ -345,10 +345,8 @@ class Session:
             with self.agent.lock:
                 searching = bool(qchunks) and bool(self._searchable().any())
             qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
-            sentences = qchunks[:n_sentences] if qvec is not None and not cap_note else None
-            retrieved = self._retrieve_stashed(
-                query, self.stash_settings.top_k, None if sentences is None else (sentences, qvec[:n_sentences])
-            )
+            have = None if qvec is None or cap_note else (qchunks[:n_sentences], qvec[:n_sentences])
+            retrieved = self._retrieve_stashed(query, self.stash_settings.top_k, have)
             with self.agent.lock:
                 request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
             self._turn_start = len(self.history)

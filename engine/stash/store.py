@@ -392,7 +392,8 @@ class StashStore:
         arr = np.asarray(given)
         if arr.ndim != 2 or arr.shape[0] != len(chunks) or arr.dtype.kind != "f":
             raise InputError(
-                f"query_vectors must be float [{len(chunks)}, dim] (one per query sentence), got {arr.dtype} {arr.shape}"
+                f"query_vectors must be float [{len(chunks)}, dim] (one per query sentence), "
+                f"got {arr.dtype} {arr.shape}"
             )
         try:
             return _checked(arr, len(chunks))
