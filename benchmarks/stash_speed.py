@@ -4,7 +4,8 @@ without a 1%-selective filter, embedded exact vs HNSW vs PostgreSQL; HNSW recall
     python -m benchmarks.stash_speed [--sizes 10000,100000] [--queries 100] [--rounds 5] [--no-postgres]
 
 Throughput: 1,000 segments of about 100 model tokens (docstring sentences joined), stashed in batches
-of 100 with the real int8 model, into a fresh SQLite store.
+of 100 with the real model (default variant), into a fresh SQLite store; beside it the same texts in
+the same batches embedded alone (no store), round by round (3 rounds, medians), and their ratio.
 
 Latency: a store of N segments whose vectors are real MiniLM vectors of 2,000 docstring sentences,
 each perturbed per segment (so neighbourhoods look like real data without embedding N texts); each
@@ -72,7 +73,9 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q))
 
 
-def throughput(emb: Embedder, tmp: Path) -> float:
+def throughput(emb: Embedder, tmp: Path, rounds: int = 3) -> tuple[float, float]:
+    """Segments/s stashed, and texts/s embedded alone (the same texts, same batches), side by side:
+    each round stashes the 1,000 texts into a fresh store, then embeds them without a store; medians."""
     sents = sentences(3000, seed=99)
     texts, cur = [], ""
     for s in sents:
@@ -82,13 +85,19 @@ def throughput(emb: Embedder, tmp: Path) -> float:
             cur = ""
         if len(texts) == 1000:
             break
-    store = StashStore.open(tmp / "throughput.db", emb)
-    t = time.perf_counter()
-    for i in range(0, len(texts), 100):
-        store.stash(texts[i : i + 100], session="bench")
-    dt = time.perf_counter() - t
-    store.close()
-    return len(texts) / dt
+    stash_s, embed_s = [], []
+    for r in range(rounds):
+        store = StashStore.open(tmp / f"throughput-{r}.db", emb)
+        t = time.perf_counter()
+        for i in range(0, len(texts), 100):
+            store.stash(texts[i : i + 100], session="bench")
+        stash_s.append(time.perf_counter() - t)
+        store.close()
+        t = time.perf_counter()
+        for i in range(0, len(texts), 100):
+            emb.embed(texts[i : i + 100])
+        embed_s.append(time.perf_counter() - t)
+    return len(texts) / statistics.median(stash_s), len(texts) / statistics.median(embed_s)
 
 
 def fill(store: StashStore, n: int, base_texts: Sequence[str], batch: int = 5000) -> float:
@@ -137,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     emb = Embedder()
+    print(f"# embedder {emb.info.variant} (queries {emb.info.query_variant})")
     base_texts = sentences(2000, seed=5)
     base = emb.embed(list(base_texts))
     queries = sentences(2000 + args.queries, seed=5)[2000:]
@@ -145,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
+        stashed, embedded = throughput(emb, tmp)
         print(
-            f"stash throughput (1,000 segments of ~100 tokens, batches of 100): {throughput(emb, tmp):.0f} segments/s"
+            f"stash throughput (1,000 segments of ~100 tokens, batches of 100): {stashed:.0f} segments/s; "
+            f"the same texts embedded alone: {embedded:.0f} texts/s; ratio {stashed / embedded:.2f}"
         )
         print()
         print(
