@@ -113,6 +113,12 @@ def _parser() -> argparse.ArgumentParser:
         help="auto (default): measure the candidates and choose; all: build every variant; else build that one",
     )
     b.add_argument("--force", action="store_true", help="measure again even if a choice is cached")
+    b.add_argument(
+        "--candidates",
+        default=None,
+        help="comma-separated variants to measure (default: those worth it on this CPU); the choice is cached "
+        "per candidate list",
+    )
     b.add_argument("--rebuild", action="store_true", help="rebuild the graphs even if cached")
     e = sub.add_parser("embed", help="embed texts, print one JSON vector per line")
     e.add_argument("texts", nargs="+")
@@ -301,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.variant in ("auto", "all"):
                 names = [v.value for v in (list(Variant) if args.variant == "all" else candidates())]
+                if args.variant == "auto" and args.candidates:
+                    names = [c.strip() for c in args.candidates.split(",") if c.strip()]
             else:
                 names = [args.variant]
             for variant in names:
@@ -310,7 +318,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{variant}: {how} in {time.perf_counter() - t:.2f} s -> {emb.info.onnx_path}")
             if args.variant == "auto":
                 t = time.perf_counter()
-                choice = choose_variant(force=args.force, progress=sys.stderr.isatty())
+                cands = None
+                if args.candidates:
+                    try:
+                        cands = [Variant(c.strip()) for c in args.candidates.split(",") if c.strip()]
+                    except ValueError:
+                        raise InputError(
+                            f"--candidates must name variants among {', '.join(v.value for v in Variant)}"
+                        ) from None
+                choice = choose_variant(force=args.force, candidate_variants=cands, progress=sys.stderr.isatty())
                 how = f"measured in {time.perf_counter() - t:.1f} s" if choice.measured_now else "cached choice"
                 print(f"\nvariant choice ({how}; `contextsieve build --force` measures again):\n")
                 print(choice.table())

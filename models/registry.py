@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: Version of the graph builder and int8 recipe; part of every cache key (bump on any change to either).
-BUILDER_VERSION = "8"
+BUILDER_VERSION = "9"
 
 
 class Variant(str, Enum):
@@ -36,8 +36,9 @@ class Variant(str, Enum):
     ``FP32`` reproduces sentence-transformers (cosine >= 0.99999). ``INT8`` computes every dense layer
     in int8 (per-channel weights, per-row activations, SmoothQuant): cosine against fp32 >= 0.99 on
     every text of the accuracy set, mean >= 0.998, and about twice as fast where the CPU has VNNI.
-    ``INT8_W7`` is the same recipe with 7-bit weights (-63..63): exact in the u8 x s8 kernel of CPUs
-    without VNNI (no 16-bit saturation), at some cost in accuracy. Which one a machine runs by default
+    ``INT8_W7`` is the same recipe with 7-bit weights (-63..63), exact in the u8 x s8 kernel of CPUs
+    without VNNI (no 16-bit saturation), and 32 fp32 input channels in three layer kinds to make up
+    for the lost bit (see :data:`contextsieve.models.build.W7_OUTLIER_CHANNELS`). Which one a machine runs by default
     is measured on it (:mod:`contextsieve.models.variants`).
     """
 

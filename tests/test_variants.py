@@ -44,17 +44,30 @@ def test_auto_measures_once_keeps_the_fastest_passing_variant_per_use_and_reuses
     assert forced.measured_now
 
 
-def test_a_candidate_below_the_bars_is_never_chosen(tmp_path: Path) -> None:
-    """7-bit weights (the candidate for CPUs without VNNI) measure below the mean bar on MiniLM: the
-    table shows them, the choice never takes them."""
-    choice = V.choose_variant(cache_dir=tmp_path, candidate_variants=[Variant.INT8_W7, Variant.FP32])
-    w7 = next(m for m in choice.measurements if m.variant == "int8w7")
-    assert w7.min_cos > 0.98
-    if not w7.passes:
-        assert math.isnan(w7.query_p50_ms) and choice.query == choice.batch == "fp32"
-        assert "| int8w7 | s7 |" in choice.table() and "| no |" in choice.table()
-    else:  # a recipe change that lifts it over the bars keeps the rule: chosen only when measured fastest
-        assert w7.min_cos >= V.MIN_COSINE and w7.mean_cos >= V.MEAN_COSINE
+def test_a_candidate_below_the_bars_is_measured_but_never_timed_or_chosen(fp32, int8, golden) -> None:  # noqa: ANN001
+    class Noisy:
+        """int8 with noise on its vectors: a candidate that misses the bars."""
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            v = int8.embed(texts) + 0.08 * np.random.default_rng(0).standard_normal((len(texts), 384))
+            return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    texts, ref, _ = golden
+    rows = V.measure({Variant.FP32: fp32, Variant.INT8: Noisy()}, texts, ref)  # type: ignore[dict-item]
+    by = {m.variant: m for m in rows}
+    assert by["fp32"].passes and not by["int8"].passes and by["int8"].mean_cos < V.MEAN_COSINE
+    assert math.isnan(by["int8"].query_p50_ms) and math.isnan(by["int8"].chunk_ms)
+    choice = V.VariantChoice("fp32", "fp32", "cpu", "ort", 2, tuple(rows), 0.0)
+    assert "| int8 |" in choice.table() and "| no | - | - | - |" in choice.table()
+
+
+def test_seven_bit_weights_pass_the_bars(tmp_path: Path, golden) -> None:  # noqa: ANN001
+    """The candidate for CPUs without VNNI: 7-bit weights plus 32 fp32 channels in three layer kinds
+    (the u8 x s8 kernel computes it exactly everywhere, so these cosines hold on every CPU)."""
+    emb = Embedder(variant="int8w7", cache_dir=tmp_path)
+    texts, ref, _ = golden
+    c = (emb.embed(texts) * ref).sum(1)
+    assert c.min() >= V.MIN_COSINE and c.mean() >= V.MEAN_COSINE, (float(c.min()), float(c.mean()))
 
 
 def test_seven_bit_weights_lie_in_the_unsaturated_range(tmp_path: Path) -> None:
@@ -63,6 +76,7 @@ def test_seven_bit_weights_lie_in_the_unsaturated_range(tmp_path: Path) -> None:
 
     emb = Embedder(variant="int8w7", cache_dir=tmp_path)
     assert emb.info.variant == "int8w7" and emb.info.choice is None
+    assert emb.info.onnx_path is not None
     model = onnx.load(str(emb.info.onnx_path))
     wq = [numpy_helper.to_array(t) for t in model.graph.initializer if t.name.endswith(".wq")]
     assert len(wq) == 24 and all(w.dtype == np.int8 for w in wq)
