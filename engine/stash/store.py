@@ -319,7 +319,7 @@ class StashStore:
     ) -> "StashStore":
         """Open (creating when new) the store at ``location``: a SQLite file path, or a
         ``postgresql://user:password@host:port/db`` URI (the ``postgres`` extra). ``embedder``
-        defaults to all-MiniLM-L6-v2 (int8). ``backend_config``: a
+        defaults to all-MiniLM-L6-v2 (``variant="auto"``). ``backend_config``: a
         :class:`~contextsieve.stash.sqlite.SqliteConfig` or
         :class:`~contextsieve.stash.postgres.PostgresConfig`."""
         loc = os.fspath(location)
