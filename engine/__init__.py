@@ -121,7 +121,7 @@ if TYPE_CHECKING:
     from contextsieve.agentfile import example_agent_path, load_agent, save_agent
     from contextsieve.assembly import Request
     from contextsieve.chunking import ChunkConfig
-    from contextsieve.context import ContextEntry, Dropped, RequestContext
+    from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
     from contextsieve.engine import Engine, IndexReport
     from contextsieve.errors import (
         AgentFileError,
@@ -134,14 +134,18 @@ if TYPE_CHECKING:
         ModelCacheError,
         ModelError,
         SessionFileError,
+        StashError,
+        StashModelError,
         SummarizerError,
         UnknownItemError,
+        UnknownSegmentError,
     )
     from contextsieve.explain import Explanation
     from contextsieve.index import IndexConfig
     from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.models.embedder import Embedder
-    from contextsieve.session import Message, Session
+    from contextsieve.session import Message, Session, StashSettings
+    from contextsieve.stash import ContextSegment, NewSegment, SegmentType, StashConfig, StashStore
     from contextsieve.store import TextEmbedder
 
 
