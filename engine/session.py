@@ -41,7 +41,7 @@ from contextsieve.store import ChunkStore
 if TYPE_CHECKING:
     from contextsieve.stash import Retrieved, StashResult, StashStore
 
-__all__ = ["Session", "Message", "Request", "StashSettings"]
+__all__ = ["Session", "Message", "Request", "StashSettings", "ToolMatch"]
 
 _SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
 _MENTION = re.compile(r"@(ref|rule):([\w-]+)")
@@ -135,6 +135,15 @@ def _locked(method: _F) -> _F:
             return method(self, *args, **kwargs)
 
     return run  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """A tool :meth:`Session.search_tools` found: the tool and its ranking score (dense similarity plus
+    the keyword term, as selection ranks)."""
+
+    tool: Tool
+    score: float
 
 
 def _query(message: str, steps: bool, cap: int) -> tuple[list[str], int, str]:
@@ -329,8 +338,13 @@ class Session:
         )
         return _query(message, steps, s.max_query_chunks)
 
-    def build_request(self, message: str) -> Request:
+    def build_request(self, message: str, *, preset: str | None = None, **overrides: Any) -> Request:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only.
+
+        Args:
+            message: the user's message (``@rule:NAME`` / ``@ref:NAME`` mentions add items to the session).
+            preset / overrides: settings for this request only (as :meth:`update_settings` takes them,
+                validated the same way); the session's own settings are untouched.
 
         Safe to call from several threads: requests of one session run one at a time; requests of
         different sessions embed their messages in parallel and hold the agent (which waits with its
@@ -339,18 +353,68 @@ class Session:
         if not isinstance(message, str):
             raise InputError(f"message must be a str, got {type(message).__name__}")
         check_text(message, "the message")
+        if preset is None and not overrides:
+            with self._lock:
+                return self._build_request(message)
         with self._lock:
-            query = self._mentions(message)
-            qchunks, n_sentences, cap_note = self._query(query)
+            own = self.settings
+            self.settings = own.with_overrides(preset, **overrides)  # validated before anything runs
+            try:  # every reader of self.settings holds self._lock: nobody else sees this request's settings
+                return self._build_request(message)
+            finally:
+                self.settings = own
+
+    def search_tools(self, query: str, limit: int = 5) -> list[ToolMatch]:
+        """The ``limit`` (1-50, default 5) tools this session may use that best fit ``query`` (whatever their include
+        mode), best first: the selection's own search (dense and keyword together) over the tools,
+        with no score threshold and no expansion. For a host's search tool; nothing is added to the
+        session."""
+        if not isinstance(query, str):
+            raise InputError(f"query must be a str, got {type(query).__name__}")
+        check_text(query, "the query")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
+            raise InputError(f"limit must be an int from 1 to 50, got {limit!r}")
+        with self._lock:
+            base = self.settings.for_tools()
+            settings = base.with_overrides(
+                context_top_n=limit,
+                context_top_k=min(100, max(base.context_top_k, 4 * limit)),  # the setting's range
+                context_include_score=0.0,
+                expansion_depth=0,
+                min_representation_floor=None,
+                token_budget=None,
+            )
+            chunks = query_chunks(query)[: settings.max_query_chunks]
+            if chunks:
+                self.store.embed_query(chunks)  # outside the agent's lock, as requests embed
             with self.agent.lock:
-                searching = bool(qchunks) and bool(self._searchable().any())
-            qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
-            have = None if qvec is None or cap_note else (qchunks[:n_sentences], qvec[:n_sentences])
-            retrieved = self._retrieve_stashed(query, self.stash_settings.top_k, have)
-            with self.agent.lock:
-                request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
-            self._turn_start = len(self.history)
-            return request
+                table = self.agent.table()
+                allowed = table.tool.copy()
+                for i in np.flatnonzero(allowed).tolist():
+                    it = table.items[i]
+                    if isinstance(it, Tool) and not self._tool_available(it):
+                        allowed[i] = False
+                entries, _ = search(self.store, table, allowed, settings, chunks, self.agent.server_descriptions())
+                out = []
+                for e in entries[:limit]:
+                    tool = self.agent.get(e.key)
+                    if isinstance(tool, Tool):
+                        out.append(ToolMatch(tool, float(e.score or 0.0)))
+                return out
+
+    def _build_request(self, message: str) -> Request:
+        """:meth:`build_request` under the session's lock, with the settings in force."""
+        query = self._mentions(message)
+        qchunks, n_sentences, cap_note = self._query(query)
+        with self.agent.lock:
+            searching = bool(qchunks) and bool(self._searchable().any())
+        qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
+        have = None if qvec is None or cap_note else (qchunks[:n_sentences], qvec[:n_sentences])
+        retrieved = self._retrieve_stashed(query, self.stash_settings.top_k, have)
+        with self.agent.lock:
+            request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
+        self._turn_start = len(self.history)
+        return request
 
     def _retrieve_stashed(
         self, query: str, top_k: int, embedded: tuple[list[str], np.ndarray] | None = None

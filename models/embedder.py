@@ -27,7 +27,15 @@ from contextsieve.models.tokenizer import Batch, TextTokenizer
 from contextsieve.models.variants import AUTO, VariantChoice, choose_variant, requested_variant
 from contextsieve.models.weights import read_bert_config, sha256_file
 
-__all__ = ["Embedder", "ModelInfo", "DEFAULT_BATCH_SIZE", "DEFAULT_BATCH_TOKENS", "QUERY_TOKENS", "default_threads"]
+__all__ = [
+    "Embedder",
+    "ModelInfo",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_BATCH_TOKENS",
+    "QUERY_TOKENS",
+    "default_threads",
+    "locate_model",
+]
 
 #: Most texts in one ONNX Runtime call.
 DEFAULT_BATCH_SIZE = 64
@@ -144,7 +152,7 @@ class Embedder:
     ) -> None:
         t0 = time.perf_counter()
         _check_threads(threads)
-        folder, name, _ = _locate(model)
+        folder, name, _ = locate_model(model)
         requested = requested_variant(variant)
         choice: VariantChoice | None = None
         if requested == AUTO:
@@ -385,7 +393,7 @@ def _new_session(model: bytes | Path, threads: int) -> OrtSession:
         raise ModelError(f"ONNX Runtime cannot load the graph: {e}") from e
 
 
-def _locate(model: str | os.PathLike[str]) -> tuple[Path, str, Variant]:
+def locate_model(model: str | os.PathLike[str]) -> tuple[Path, str, Variant]:
     """(folder, display name, default variant) for a registry name or an existing folder path.
 
     A string is a path only if it names an existing folder (or a ``PathLike`` is given), so hub-style

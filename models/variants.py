@@ -334,9 +334,9 @@ def choose_variant(
     """
     import onnxruntime
 
-    from contextsieve.models.embedder import Embedder, _locate, default_threads
+    from contextsieve.models.embedder import Embedder, default_threads, locate_model
 
-    folder, name, _ = _locate(model)
+    folder, name, _ = locate_model(model)
     n_threads = threads or default_threads()
     cache = ModelCache(Path(cache_dir) if cache_dir is not None else None)
     cands = list(candidate_variants) if candidate_variants is not None else candidates()

@@ -62,6 +62,8 @@ def test_every_tool_and_resource_in_memory(engine: Engine) -> None:
             found = result(await c.call_tool("search_tools", {"query": "open a pull request", "limit": 3}))["tools"]
             assert len(found) == 3 and found[0]["name"] == "github_create_pull_request"
             assert isinstance(found[0]["input_schema"], dict) and all(-1 <= t["similarity"] <= 1 for t in found)
+            every = result(await c.call_tool("search_tools", {"query": "open a pull request", "limit": 50}))["tools"]
+            assert every[: len(found)] == found and len(every) > len(found)  # the largest limit works too
             ex = result(await c.call_tool("explain", {"message": PR, "item": "rule:tone", "session": sid}))
             assert ex["key"] == "rule:tone" and ex["included"] and ex["mode"] == "always"
             added = result(await c.call_tool("add_to_session", {"item": "reference:style-guide", "session": sid}))

@@ -27,7 +27,17 @@ from typing import Any
 from contextsieve.agent import McpServer
 from contextsieve.errors import InputError, MissingExtraError, brief
 
-__all__ = ["ListConfig", "Listing", "list_tools", "list_tools_sync", "server_kind", "require_sdk"]
+__all__ = [
+    "ListConfig",
+    "Listing",
+    "list_tools",
+    "list_tools_sync",
+    "server_kind",
+    "require_sdk",
+    "open_transport",
+    "wire_entry",
+    "describe_error",
+]
 
 INTERNAL = "internal"
 
@@ -124,7 +134,9 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
-def _transport(server: McpServer, kind: str, errlog: Any) -> Any:
+def open_transport(server: McpServer, kind: str, errlog: Any) -> Any:
+    """The SDK transport context manager for ``server`` (stdio, streamable HTTP or SSE), its config
+    validated (:class:`InputError` naming the field); stdio servers write stderr to ``errlog``."""
     cfg = server.config
     where = f"mcpServers.{server.name}"
     if kind == "stdio":
@@ -155,7 +167,7 @@ def _transport(server: McpServer, kind: str, errlog: Any) -> Any:
     return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
 
 
-def _entry(tool: Any) -> dict[str, Any]:
+def wire_entry(tool: Any) -> dict[str, Any]:
     """A ``tools/list`` entry in the wire format's field names."""
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
     return {"name": tool.name, "description": tool.description or "", "inputSchema": schema}
@@ -173,11 +185,11 @@ def _check_tools(tools: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
     """A one-line cause without secrets (exception text only; headers are never in it)."""
     group = getattr(e, "exceptions", None)  # an ExceptionGroup (BaseExceptionGroup is 3.11+)
     if isinstance(group, tuple) and group:
-        return "; ".join(_describe(x) for x in group[:3])
+        return "; ".join(describe_error(x) for x in group[:3])
     if isinstance(e, FileNotFoundError):
         return f"command not found: {e.filename or e}"
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -189,7 +201,7 @@ def _fault(e: Exception) -> str:
     for err in getattr(e, "errors", lambda: [])() if hasattr(e, "errors") else []:
         if isinstance(err, dict) and "input" in err:
             return f"stdout line {brief(err['input'])}"
-    return _describe(e)
+    return describe_error(e)
 
 
 class _QuietParseErrors(logging.Filter):
@@ -210,7 +222,7 @@ async def list_server(server: McpServer, config: ListConfig = ListConfig()) -> L
         return Listing(server.name, None, 0.0, skipped="internal server (part of the reference host, no process)")
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
-            transport = _transport(server, kind, errlog)
+            transport = open_transport(server, kind, errlog)
         except InputError as e:
             return Listing(server.name, None, 0.0, str(e))
         listing = await list_via(server.name, transport, config)
@@ -243,7 +255,7 @@ async def list_via(name: str, target: Any, config: ListConfig = ListConfig()) ->
                     if page == config.max_pages:
                         raise InputError(f"more than {config.max_pages} pages of tools")
                     result = await client.list_tools(cursor=cursor)
-                    tools += [_entry(t) for t in result.tools]
+                    tools += [wire_entry(t) for t in result.tools]
                     if len(tools) > config.max_tools:
                         raise InputError(f"more than {config.max_tools} tools")
                     cursor = result.next_cursor
@@ -257,7 +269,7 @@ async def list_via(name: str, target: Any, config: ListConfig = ListConfig()) ->
     except InputError as e:
         error = str(e)
     except Exception as e:  # noqa: BLE001 - a server's fault is reported, never raised
-        error = _describe(e)
+        error = describe_error(e)
     return Listing(name, None if error else tools, time.perf_counter() - t0, error)
 
 

@@ -33,8 +33,8 @@ from contextsieve.assembly import tool_definition
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.items import IncludeMode, ItemKey, Tool
-from contextsieve.mcp.client import ListConfig, _describe, _entry, _transport, require_sdk, server_kind
-from contextsieve.mcp.server import HISTORY_TURNS, ServeConfig, _search_tools, context_result
+from contextsieve.mcp.client import ListConfig, describe_error, open_transport, require_sdk, server_kind, wire_entry
+from contextsieve.mcp.common import HISTORY_TURNS, ServeConfig, connection_state, context_result, tool_match_result
 from contextsieve.session import Session
 
 __all__ = ["build_gateway", "run_gateway"]
@@ -84,12 +84,12 @@ class _Link:
             cursor = None
             for _ in range(self.config.max_pages):
                 result = await client.list_tools(cursor=cursor)
-                entries += [_entry(t) for t in result.tools]
+                entries += [wire_entry(t) for t in result.tools]
                 cursor = result.next_cursor
                 if not cursor:
                     break
         except Exception as e:  # noqa: BLE001 - the old list stays; the next change tries again
-            self.error = f"re-listing after tools/list_changed failed: {_describe(e)}"
+            self.error = f"re-listing after tools/list_changed failed: {describe_error(e)}"
             return
         self.relists += 1
         if self.on_change is not None:
@@ -102,7 +102,7 @@ class _Link:
         self._stop = anyio.Event()
         try:
             with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-                transport = _transport(self.server, server_kind(self.server), errlog)
+                transport = open_transport(self.server, server_kind(self.server), errlog)
                 async with Client(  # stateful: a kept connection is what carries tools/list_changed
                     transport, read_timeout_seconds=self.config.timeout, message_handler=self._on_message, mode="legacy"
                 ) as client:
@@ -110,7 +110,7 @@ class _Link:
                     ready.set()
                     await self._stop.wait()
         except Exception as e:  # noqa: BLE001 - reported to the caller of the tool
-            self.error = _describe(e)
+            self.error = describe_error(e)
         finally:
             self.client = None
             ready.set()
@@ -175,9 +175,7 @@ class Gateway:
                 self.hosts.pop(key, None)
 
     def state(self, ctx: Any) -> _State:
-        from contextsieve.mcp.server import _connection_state
-
-        conn = _connection_state(ctx)
+        conn = connection_state(ctx)
         if conn is None:
             return self.default
         self.hosts[id(conn)] = ctx.session
@@ -303,16 +301,11 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 limit = args.get("limit", 5)
                 if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
                     raise MCPError(INVALID_PARAMS, f"limit must be an int from 1 to {config.max_limit}")
-                found = await anyio.to_thread.run_sync(_search_tools, engine, st.session, query, limit)
-                st.offered |= {ItemKey.parse(f"tool:{f['server']}:{f['tool']}") for f in found}
+                matches = await anyio.to_thread.run_sync(st.session.search_tools, query, limit)
+                st.offered |= {m.tool.key for m in matches}
                 await _tools_changed(ctx)
                 return text_result(
-                    {
-                        "tools": [
-                            {**f, "name": gw.prompt_name[ItemKey.parse(f"tool:{f['server']}:{f['tool']}")]}
-                            for f in found
-                        ]
-                    }
+                    {"tools": [{**tool_match_result(m), "name": gw.prompt_name[m.tool.key]} for m in matches]}
                 )
         except ContextSieveError as e:
             raise MCPError(INVALID_PARAMS if isinstance(e, InputError) else types.INTERNAL_ERROR, str(e)) from e
@@ -335,9 +328,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
 
 async def _tools_changed(ctx: Any) -> None:
     """Tell a stateful connection that its tool list changed (the stateless protocol re-lists)."""
-    from contextsieve.mcp.server import _connection_state
-
-    if _connection_state(ctx) is None:
+    if connection_state(ctx) is None:
         return
     try:
         await ctx.session.send_tool_list_changed()
@@ -387,7 +378,7 @@ async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any], progress: An
             link.stop()
             link.client = None
         except Exception as e:  # noqa: BLE001 - the connection broke: start the server again once
-            link.error = _describe(e)
+            link.error = describe_error(e)
             link.stop()
             link.client = None
     raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} is unavailable: {link.error}")

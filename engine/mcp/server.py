@@ -33,22 +33,26 @@ from __future__ import annotations
 
 import inspect
 import json
-import secrets
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contextsieve.assembly import Request, tool_definition
-from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, UnknownSegmentError, brief
-from contextsieve.items import ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.errors import ContextSieveError, InputError, brief
+from contextsieve.items import ItemKey, ItemKind, Reference, Rule
 from contextsieve.mcp.client import require_sdk
-from contextsieve.search import search
-from contextsieve.session import Session, StashSettings
+from contextsieve.mcp.common import (
+    HISTORY_TURNS,
+    STATE_KEY,
+    ServeConfig,
+    SessionRegistry,
+    connection_state,
+    context_result,
+    invalid_params,
+    mcp_error,
+    reference_item,
+    tool_match_result,
+)
+from contextsieve.session import Session
 from contextsieve.stash.store import StashStore
 
 try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
@@ -56,89 +60,12 @@ try:  # the tools' annotations are evaluated by the SDK, so Context must be a mo
 except ImportError:  # build_server raises MissingExtraError naming the extra
     Context = MCPServer = None  # type: ignore[assignment,misc]
 
+# ServeConfig, reference_item and context_result live in mcp.common (the gateway shares them); they
+# stay importable from here.
 __all__ = ["ServeConfig", "build_server", "reference_item", "context_result"]
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-#: Requests whose contexts a served session keeps in its history (older ones are dropped).
-HISTORY_TURNS = 100
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """Limits of the MCP server.
-
-    Attributes:
-        max_message_chars: longest ``message`` / ``query`` accepted (default 100,000 characters).
-        max_limit: largest ``search_tools`` limit (default 50).
-        max_request_bytes: largest HTTP request body (default 1 MB; HTTP only).
-        max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
-        session_idle_seconds: a session unused this long is dropped (default 3,600).
-        stash_session: with a stash, the stash session every connection uses (default None: each
-            connection's own session handle, so no client sees another's segments).
-        stash_cross_session: with a stash, retrieval searches every stash session (default False).
-        max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
-        learn_from_calls: the gateway records the current task's message as an example request of each
-            ``agent``-mode tool the host calls successfully (learning from use; default True).
-    """
-
-    max_message_chars: int = 100_000
-    max_limit: int = 50
-    max_request_bytes: int = 1_000_000
-    max_sessions: int = 1000
-    session_idle_seconds: float = 3600.0
-    stash_session: str | None = None
-    stash_cross_session: bool = False
-    max_stash_segments: int = 1000
-    learn_from_calls: bool = True
-
-
-def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
-    """A request-context item in the reference shape (see :meth:`ContextEntry.to_dict`)."""
-    return entry.to_dict()
-
-
-def context_result(engine: Engine, req: Request) -> dict[str, Any]:
-    """The JSON result of ``select_context``: items, texts of the selected rules and references (and
-    of stashed segments brought back, with a stash), the tools to offer (prompt names ``server_tool``),
-    and what was dropped and noted."""
-    ctx, tools = req.context, req.tools
-    texts = []
-    for e in ctx.entries:
-        if e.key.kind is not ItemKind.TOOL:
-            item = engine.agent.get(e.key)
-            assert isinstance(item, (Rule, Reference))
-            texts.append({"type": e.key.kind.value, "name": e.key.name, "text": item.text})
-    texts += [
-        {"type": "stash", "name": e.segment_id, "text": req.stash_texts[e.segment_id]}
-        for e in ctx.stashed
-        if e.segment_id in req.stash_texts
-    ]
-    return {
-        "items": [reference_item(e) for e in ctx.entries] + [reference_item(e) for e in ctx.stashed],
-        "texts": texts,
-        "tools": tools,
-        "dropped": [{**reference_item(d.entry), "tokens": d.tokens, "reason": d.reason} for d in ctx.dropped],
-        "notes": list(ctx.notes),
-        "summary": ctx.summary(),
-    }
-
-
-def _mcp_error(e: ContextSieveError) -> Exception:
-    from mcp import MCPError
-    from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
-
-    code = INVALID_PARAMS if isinstance(e, (InputError, UnknownItemError, UnknownSegmentError)) else INTERNAL_ERROR
-    return MCPError(code, str(e))
-
-
-def _invalid(message: str) -> Exception:
-    from mcp import MCPError
-    from mcp.types import INVALID_PARAMS
-
-    return MCPError(INVALID_PARAMS, message)
 
 
 def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
@@ -153,7 +80,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             "the rules, references and tools to put into the prompt; search_tools finds tools by meaning."
         ),
     )
-    sessions = _Sessions(engine, config, stash)
+    sessions = SessionRegistry(engine, config, stash)
 
     def tool(fn: _F) -> _F:
         """Register ``fn`` with its docstring, dedented, as the tool's description."""
@@ -163,19 +90,19 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
         if handle is not None:
             if not isinstance(handle, str):
-                raise _invalid("session must be a string handle from an earlier result")
+                raise invalid_params("session must be a string handle from an earlier result")
             found = sessions.get(handle)
             if found is None:
-                raise _invalid("unknown or expired session handle; call without one to start a new session")
+                raise invalid_params("unknown or expired session handle; call without one to start a new session")
             return handle, found
-        state = _connection_state(ctx)
+        state = connection_state(ctx)
         if state is not None:  # the stateful protocol: one session per connection
-            handle = state.get(_STATE_KEY)
+            handle = state.get(STATE_KEY)
             found = sessions.get(handle) if handle else None
             if found is not None:
                 return str(handle), found
             handle, found = sessions.new()
-            state[_STATE_KEY] = handle
+            state[STATE_KEY] = handle
             return handle, found
         return sessions.new()
 
@@ -183,21 +110,21 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         try:
             return fn()
         except ContextSieveError as e:
-            raise _mcp_error(e) from e
+            raise mcp_error(e) from e
 
     def text(value: Any, what: str) -> str:
         if not isinstance(value, str):
-            raise _invalid(f"{what} must be a string")
+            raise invalid_params(f"{what} must be a string")
         if len(value) > config.max_message_chars:
-            raise _invalid(f"{what} has {len(value)} characters; the limit is {config.max_message_chars}")
+            raise invalid_params(f"{what} has {len(value)} characters; the limit is {config.max_message_chars}")
         return value
 
     def key_of(item: Any) -> ItemKey:
         if not isinstance(item, str):
-            raise _invalid("item must be a string such as rule:NAME, reference:NAME or tool:SERVER:NAME")
+            raise invalid_params("item must be a string such as rule:NAME, reference:NAME or tool:SERVER:NAME")
         key = run(lambda: ItemKey.parse(item))
         if not agent.has(key):
-            raise _invalid(f"the agent has no {brief(item)}")
+            raise invalid_params(f"the agent has no {brief(item)}")
         return key
 
     @tool
@@ -223,19 +150,11 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         """
         msg = text(message, "message")
         if settings is not None and not isinstance(settings, dict):
-            raise _invalid("settings must be an object")
+            raise invalid_params("settings must be an object")
         handle, s = session_of(ctx, session)
 
         def build() -> dict[str, Any]:
-            if settings or preset:
-                saved = s.settings
-                try:
-                    s.update_settings(preset, **(settings or {}))
-                    req = s.build_request(msg)
-                finally:
-                    s.settings = saved
-            else:
-                req = s.build_request(msg)
+            req = s.build_request(msg, preset=preset, **(settings or {}))
             s.record_reply(req, "")
             del s.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
             return {"session": handle, **context_result(engine, req)}
@@ -256,9 +175,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         """
         q = text(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
-            raise _invalid(f"limit must be an int from 1 to {config.max_limit}")
+            raise invalid_params(f"limit must be an int from 1 to {config.max_limit}")
         handle, s = session_of(ctx, session)
-        found = run(lambda: _search_tools(engine, s, q, limit))
+        found = run(lambda: [tool_match_result(m) for m in s.search_tools(q, limit)])
         return json.dumps({"session": handle, "tools": found}, ensure_ascii=False)
 
     @tool
@@ -320,10 +239,10 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         """
         msg = text(message, "message")
         if not isinstance(tools, list) or not tools or len(tools) > 50:
-            raise _invalid("tools must be a list of 1 to 50 items such as tool:SERVER:NAME")
+            raise invalid_params("tools must be a list of 1 to 50 items such as tool:SERVER:NAME")
         keys = [key_of(t) for t in tools]
         if any(k.kind is not ItemKind.TOOL for k in keys):
-            raise _invalid("only tools can be recorded as called")
+            raise invalid_params("only tools can be recorded as called")
         handle, s = session_of(ctx, session)
         run(lambda: s.record_tool_calls(msg, keys))
         return json.dumps({"session": handle, "recorded": [str(k) for k in keys]})
@@ -337,7 +256,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             session_of=session_of,
             run=run,
             text=text,
-            invalid=_invalid,
+            invalid=invalid_params,
             fixed_session=config.stash_session,
             cross_session=config.stash_cross_session,
             max_segments=config.max_stash_segments,
@@ -345,63 +264,6 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
     return server
-
-
-_STATE_KEY = "contextsieve.session"
-
-
-def _connection_state(ctx: Any) -> dict[str, Any] | None:
-    """The per-connection state dict of a stateful (``initialize``) connection, ``None`` for a request
-    of the stateless protocol (its connection lives for one request)."""
-    version = str(getattr(ctx, "protocol_version", "") or "")
-    if not version or version >= "2026-07-28":
-        return None
-    state = getattr(getattr(ctx.session, "_connection", None), "state", None)
-    return state if isinstance(state, dict) else None
-
-
-class _Sessions:
-    """Sessions by handle: random, bounded in number (LRU) and idle time."""
-
-    def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
-        self._engine, self._config, self._stash = engine, config, stash
-        self._by_handle: OrderedDict[str, tuple[Session, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _expire(self, now: float) -> None:
-        idle = self._config.session_idle_seconds
-        while self._by_handle:
-            handle, (_, used) = next(iter(self._by_handle.items()))
-            if now - used <= idle and len(self._by_handle) <= self._config.max_sessions:
-                break
-            del self._by_handle[handle]
-
-    def get(self, handle: str) -> Session | None:
-        now = time.monotonic()
-        with self._lock:
-            self._expire(now)
-            got = self._by_handle.get(handle)
-            if got is None:
-                return None
-            self._by_handle[handle] = (got[0], now)
-            self._by_handle.move_to_end(handle)
-            return got[0]
-
-    def new(self) -> tuple[str, Session]:
-        handle = "cs-" + secrets.token_urlsafe(16)
-        if self._stash is None:
-            session = self._engine.session()
-        else:  # select_context brings back this connection's stashed segments
-            session = self._engine.session(
-                stash=self._stash,
-                stash_session=self._config.stash_session or handle,
-                stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
-            )
-        now = time.monotonic()
-        with self._lock:
-            self._by_handle[handle] = (session, now)
-            self._expire(now)
-        return handle, session
 
 
 def _add_resource(server: Any, item: Rule | Reference) -> None:
@@ -416,37 +278,6 @@ def _add_resource(server: Any, item: Rule | Reference) -> None:
         description=item.description or f"the {kind} {item.name}",
         mime_type="text/markdown",
     )(read)
-
-
-def _search_tools(engine: Engine, session: Session, query: str, limit: int) -> list[dict[str, Any]]:
-    """The selection pipeline (:func:`contextsieve.search.search`) over the tools the session may use,
-    with the top ``limit`` and no score threshold."""
-    from contextsieve.chunking import query_chunks
-
-    table = engine.agent.table()
-    allowed = table.tool.copy()
-    for i in range(len(table.items)):
-        it = table.items[i]
-        if allowed[i] and isinstance(it, Tool) and not session._tool_available(it):
-            allowed[i] = False
-    base = session.settings.for_tools()
-    settings = base.with_overrides(
-        context_top_n=limit,
-        context_top_k=max(base.context_top_k, 4 * limit),
-        context_include_score=0.0,
-        expansion_depth=0,
-        min_representation_floor=None,
-        token_budget=None,
-    )
-    chunks = query_chunks(query)[: settings.max_query_chunks]
-    entries, _ = search(engine.store, table, allowed, settings, chunks, engine.agent.server_descriptions())
-    out = []
-    for e in entries[:limit]:
-        tool = engine.agent.get(e.key)
-        assert isinstance(tool, Tool)
-        d = tool_definition(tool)
-        out.append({**d, "server": tool.server, "tool": tool.name, "similarity": e.score})
-    return out
 
 
 def guarded_app(app: Any, *, token: str | None, max_request_bytes: int) -> Any:

@@ -1,0 +1,179 @@
+"""What the MCP server and the gateway share: limits, the session registry, connection state, the
+JSON shapes of results and the mapping of contextsieve errors to MCP errors."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from contextsieve.assembly import Request, tool_definition
+from contextsieve.context import ContextEntry, StashedEntry
+from contextsieve.engine import Engine
+from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, UnknownSegmentError
+from contextsieve.items import ItemKind, Reference, Rule
+from contextsieve.session import Session, StashSettings, ToolMatch
+from contextsieve.stash.store import StashStore
+
+__all__ = [
+    "HISTORY_TURNS",
+    "STATE_KEY",
+    "ServeConfig",
+    "SessionRegistry",
+    "connection_state",
+    "reference_item",
+    "context_result",
+    "tool_match_result",
+    "mcp_error",
+    "invalid_params",
+]
+
+
+#: Requests whose contexts a served session keeps in its history (older ones are dropped).
+HISTORY_TURNS = 100
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Limits of the MCP server.
+
+    Attributes:
+        max_message_chars: longest ``message`` / ``query`` accepted (default 100,000 characters).
+        max_limit: largest ``search_tools`` limit (default 50).
+        max_request_bytes: largest HTTP request body (default 1 MB; HTTP only).
+        max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
+        session_idle_seconds: a session unused this long is dropped (default 3,600).
+        stash_session: with a stash, the stash session every connection uses (default None: each
+            connection's own session handle, so no client sees another's segments).
+        stash_cross_session: with a stash, retrieval searches every stash session (default False).
+        max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        learn_from_calls: the gateway records the current task's message as an example request of each
+            ``agent``-mode tool the host calls successfully (learning from use; default True).
+    """
+
+    max_message_chars: int = 100_000
+    max_limit: int = 50
+    max_request_bytes: int = 1_000_000
+    max_sessions: int = 1000
+    session_idle_seconds: float = 3600.0
+    stash_session: str | None = None
+    stash_cross_session: bool = False
+    max_stash_segments: int = 1000
+    learn_from_calls: bool = True
+
+
+def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
+    """A request-context item in the reference shape (see :meth:`ContextEntry.to_dict`)."""
+    return entry.to_dict()
+
+
+def context_result(engine: Engine, req: Request) -> dict[str, Any]:
+    """The JSON result of ``select_context``: items, texts of the selected rules and references (and
+    of stashed segments brought back, with a stash), the tools to offer (prompt names ``server_tool``),
+    and what was dropped and noted."""
+    ctx, tools = req.context, req.tools
+    texts = []
+    for e in ctx.entries:
+        if e.key.kind is not ItemKind.TOOL:
+            item = engine.agent.get(e.key)
+            assert isinstance(item, (Rule, Reference))
+            texts.append({"type": e.key.kind.value, "name": e.key.name, "text": item.text})
+    texts += [
+        {"type": "stash", "name": e.segment_id, "text": req.stash_texts[e.segment_id]}
+        for e in ctx.stashed
+        if e.segment_id in req.stash_texts
+    ]
+    return {
+        "items": [reference_item(e) for e in ctx.entries] + [reference_item(e) for e in ctx.stashed],
+        "texts": texts,
+        "tools": tools,
+        "dropped": [{**reference_item(d.entry), "tokens": d.tokens, "reason": d.reason} for d in ctx.dropped],
+        "notes": list(ctx.notes),
+        "summary": ctx.summary(),
+    }
+
+
+def mcp_error(e: ContextSieveError) -> Exception:
+    """The MCP error a contextsieve error becomes: invalid params for bad input, internal error otherwise
+    (the message is the error's own text; never a traceback)."""
+    from mcp import MCPError
+    from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+
+    code = INVALID_PARAMS if isinstance(e, (InputError, UnknownItemError, UnknownSegmentError)) else INTERNAL_ERROR
+    return MCPError(code, str(e))
+
+
+def invalid_params(message: str) -> Exception:
+    """An MCP invalid-params error with ``message``."""
+    from mcp import MCPError
+    from mcp.types import INVALID_PARAMS
+
+    return MCPError(INVALID_PARAMS, message)
+
+
+def tool_match_result(match: ToolMatch) -> dict[str, Any]:
+    """A :meth:`Session.search_tools` hit as ``search_tools`` returns it: the tool as offered to the LLM
+    (name, description, input_schema), its server and MCP name, and its score."""
+    tool = match.tool
+    return {**tool_definition(tool), "server": tool.server, "tool": tool.name, "similarity": match.score}
+
+
+#: Key of the session handle in a stateful connection's state.
+STATE_KEY = "contextsieve.session"
+
+
+def connection_state(ctx: Any) -> dict[str, Any] | None:
+    """The per-connection state dict of a stateful (``initialize``) connection, ``None`` for a request
+    of the stateless protocol (its connection lives for one request)."""
+    version = str(getattr(ctx, "protocol_version", "") or "")
+    if not version or version >= "2026-07-28":
+        return None
+    state = getattr(getattr(ctx.session, "_connection", None), "state", None)
+    return state if isinstance(state, dict) else None
+
+
+class SessionRegistry:
+    """Sessions by handle: random, bounded in number (LRU) and idle time (see :class:`ServeConfig`)."""
+
+    def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
+        self._engine, self._config, self._stash = engine, config, stash
+        self._by_handle: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _expire(self, now: float) -> None:
+        idle = self._config.session_idle_seconds
+        while self._by_handle:
+            handle, (_, used) = next(iter(self._by_handle.items()))
+            if now - used <= idle and len(self._by_handle) <= self._config.max_sessions:
+                break
+            del self._by_handle[handle]
+
+    def get(self, handle: str) -> Session | None:
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            got = self._by_handle.get(handle)
+            if got is None:
+                return None
+            self._by_handle[handle] = (got[0], now)
+            self._by_handle.move_to_end(handle)
+            return got[0]
+
+    def new(self) -> tuple[str, Session]:
+        handle = "cs-" + secrets.token_urlsafe(16)
+        if self._stash is None:
+            session = self._engine.session()
+        else:  # select_context brings back this connection's stashed segments
+            session = self._engine.session(
+                stash=self._stash,
+                stash_session=self._config.stash_session or handle,
+                stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
+            )
+        now = time.monotonic()
+        with self._lock:
+            self._by_handle[handle] = (session, now)
+            self._expire(now)
+        return handle, session
