@@ -42,7 +42,7 @@ _LAZY = {
     "ContextEntry": "contextsieve.context",
     "Dropped": "contextsieve.context",
     "Explanation": "contextsieve.explain",
-    "TextEmbedder": "contextsieve.store",
+    "TextEmbedder": "contextsieve.retrieval.embedding",
     "Embedder": "contextsieve.models.embedder",
     "load_agent": "contextsieve.agentfile",
     "save_agent": "contextsieve.agentfile",
@@ -144,9 +144,9 @@ if TYPE_CHECKING:
     from contextsieve.index import IndexConfig
     from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.models.embedder import Embedder
+    from contextsieve.retrieval.embedding import TextEmbedder
     from contextsieve.session import Message, Session, StashSettings
     from contextsieve.stash import ContextSegment, NewSegment, SegmentType, StashConfig, StashStore
-    from contextsieve.store import TextEmbedder
 
 
 def __getattr__(name: str) -> Any:

@@ -177,7 +177,7 @@ class AgentSettings:
             may still be pulled by items of either. Default ``None``: one shared search, as the reference.
         keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
-            Chosen by ``python -m benchmarks.tool_selection`` (README, "Selection quality").
+            Chosen by ``python -m benchmarks.tool_selection`` (docs/selection.md).
         keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
             weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
         max_query_chunks: most query sentences a message is searched with (1-1000, default 32), so a

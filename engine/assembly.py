@@ -20,6 +20,7 @@ from contextsieve.items import IncludeMode, Item, Reference, Rule, Tool
 
 if TYPE_CHECKING:
     from contextsieve.search import SearchTrace
+    from contextsieve.stash import RetrieveTrace
 
 __all__ = ["Request", "tool_definition", "item_text", "stashed_text", "assemble", "fit_budget"]
 
@@ -36,6 +37,8 @@ class Request:
         tools: the tools offered, as ``{"name": "<server>_<tool>", "description", "input_schema"}``.
         trace: what the search computed (``None`` for a request rebuilt from a stored context).
         stash_texts: the texts of the stashed segments sent (``context.stashed``), by segment id.
+        stash_trace: what the stash's retrieve ranked (``None`` without a stash retrieve); ``explain``
+            of a stashed segment reads it.
     """
 
     context: RequestContext
@@ -44,6 +47,7 @@ class Request:
     tools: list[dict[str, Any]]
     trace: SearchTrace | None = field(default=None, compare=False, repr=False)
     stash_texts: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    stash_trace: RetrieveTrace | None = field(default=None, compare=False, repr=False)
 
     def openai(self) -> dict[str, Any]:
         """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
@@ -88,6 +92,7 @@ def assemble(
     tool_available: Callable[[Tool], bool],
     trace: SearchTrace | None = None,
     stash_texts: Mapping[str, str] | None = None,
+    stash_trace: RetrieveTrace | None = None,
 ) -> Request:
     """The LLM request for ``ctx`` (items are looked up now, by key, so later edits show).
 
@@ -112,7 +117,7 @@ def assemble(
     msgs.append({"role": "user", "content": message})
     tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
     sent = {e.segment_id: texts[e.segment_id] for e in ctx.stashed if e.segment_id in texts}
-    return Request(ctx, message, msgs, tools, trace, sent)
+    return Request(ctx, message, msgs, tools, trace, sent, stash_trace)
 
 
 def fit_budget(

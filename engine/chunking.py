@@ -22,8 +22,8 @@ what a ``summarizer`` callable returns for it. With none of these the chunk is e
 tool as ``name: description``). The text shown and sent never changes. The keyword index reads the
 same embedding texts, so a section that never names its parent is found by the parent's name.
 With ``split_identifiers``, tool names are embedded split into words (``searchIssues`` as
-``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (README,
-"Selection quality", says why).
+``search Issues``; the tokenizer reads it as ``search ##iss ##ues``); off by default (docs/selection.md
+says why).
 """
 
 from __future__ import annotations

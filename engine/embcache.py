@@ -31,12 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.errors import EmbeddingCacheError, InputError
+from contextsieve.retrieval.embedding import unit_rows
 
 __all__ = ["CacheIntegrityWarning", "EmbeddingCache", "text_key"]
 
 DIGEST_BYTES = 16
-NORM_TOLERANCE = 1e-3
-"""How far from 1.0 a stored vector's L2 norm may be (the embedder writes unit vectors)."""
 
 
 class CacheIntegrityWarning(UserWarning):
@@ -74,14 +73,6 @@ def connect_wal(path: Path, schema: str, what: str) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as e:
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Mask of rows that are finite with an L2 norm within :data:`NORM_TOLERANCE` of 1."""
-    v = np.asarray(vectors, dtype=np.float64)
-    finite: np.ndarray = np.asarray(np.isfinite(v).all(axis=1), dtype=bool)
-    v = np.where(finite[:, None], v, 0.0)
-    return finite & (np.abs(np.sqrt(np.einsum("ij,ij->i", v, v)) - 1.0) <= NORM_TOLERANCE)
 
 
 class EmbeddingCache:

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Protocol, cast
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from contextsieve.choices import IndexBackend
 from contextsieve.errors import IndexFileError, InputError, MissingExtraError, brief
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.kernels.scoring import Hits, as_vectors, check_finite, score_pool_topk
+from contextsieve.retrieval.hnsw import HnswIndex, add_to_graph, import_hnswlib, new_graph
 
 __all__ = ["Scope", "IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "HnswIndex"]
 
@@ -81,46 +81,6 @@ class IndexConfig:
             raise InputError(f"recall_guard must be in (0, 1], got {self.recall_guard}")
 
 
-class HnswIndex(Protocol):
-    """What contextsieve uses of an ``hnswlib.Index``."""
-
-    ef: int
-    element_count: int
-
-    def init_index(
-        self,
-        max_elements: int,
-        ef_construction: int = ...,
-        M: int = ...,
-        random_seed: int = ...,
-        allow_replace_deleted: bool = ...,
-    ) -> None: ...
-    def add_items(self, data: np.ndarray, ids: np.ndarray) -> None: ...
-    def mark_deleted(self, label: int) -> None: ...
-    def knn_query(self, data: np.ndarray, k: int = ..., num_threads: int = ...) -> tuple[np.ndarray, np.ndarray]: ...
-    def set_ef(self, ef: int) -> None: ...
-    def get_current_count(self) -> int: ...
-    def get_max_elements(self) -> int: ...
-    def resize_index(self, new_size: int) -> None: ...
-    def save_index(self, path: str) -> None: ...
-    def load_index(self, path: str, max_elements: int = ...) -> None: ...
-    def get_ids_list(self) -> list[int]: ...
-
-
-class HnswModule(Protocol):
-    """What contextsieve uses of the ``hnswlib`` module."""
-
-    def Index(self, space: str, dim: int) -> HnswIndex: ...  # noqa: N802 - hnswlib's name
-
-
-def _import_hnswlib() -> HnswModule:
-    try:
-        import hnswlib
-    except ImportError as e:
-        raise MissingExtraError("HNSW search needs hnswlib: pip install 'contextsieve[hnsw]'") from e
-    return cast(HnswModule, hnswlib)
-
-
 class ChunkIndex:
     """Chunk vectors with their item ids and scopes, searchable by max-pooled similarity.
 
@@ -144,7 +104,7 @@ class ChunkIndex:
         self._ef = self.config.ef_search
         self._hnsw_failed_at = 0  # live rows when HNSW last missed the recall guard (retry at 2x)
         if self.config.backend == "hnsw":
-            _import_hnswlib()
+            import_hnswlib()
 
     # -- contents ---------------------------------------------------------------------------------
 
@@ -281,7 +241,7 @@ class ChunkIndex:
             return
         if cfg.backend == "auto":
             try:
-                _import_hnswlib()
+                import_hnswlib()
             except MissingExtraError:
                 warnings.warn(
                     f"the index has {len(self)} rows; exact search is used because hnswlib is missing "
@@ -294,20 +254,15 @@ class ChunkIndex:
 
     def build_hnsw(self) -> None:
         """Build the HNSW graphs (one per scope) and check the recall guard; exact stays if it fails."""
-        hnswlib = _import_hnswlib()
+        import_hnswlib()  # MissingExtraError before anything changes
         self._hnsw = {}
         live = np.flatnonzero(~self._deleted[: self._n])
         for code in range(len(_SCOPES)):
             rows = live[self._scope[live] == code]
             if rows.size == 0:
                 continue
-            index = hnswlib.Index(space="ip", dim=self.dim)
-            index.init_index(
-                max_elements=max(rows.size * 2, 1024),
-                ef_construction=self.config.ef_construction,
-                M=self.config.hnsw_m,
-                random_seed=100,
-                allow_replace_deleted=False,
+            index = new_graph(
+                self.dim, rows.size * 2, ef_construction=self.config.ef_construction, m=self.config.hnsw_m
             )
             index.add_items(self._vec[rows], rows)
             self._hnsw[code] = index
@@ -324,19 +279,12 @@ class ChunkIndex:
             sel = rows[self._scope[rows] == code]
             index = self._hnsw.get(code)
             if index is None:
-                hnswlib = _import_hnswlib()
-                index = hnswlib.Index(space="ip", dim=self.dim)
-                index.init_index(
-                    max_elements=max(sel.size * 2, 1024),
-                    ef_construction=self.config.ef_construction,
-                    M=self.config.hnsw_m,
-                    random_seed=100,
+                index = new_graph(
+                    self.dim, sel.size * 2, ef_construction=self.config.ef_construction, m=self.config.hnsw_m
                 )
                 self._hnsw[code] = index
-            if index.get_current_count() + sel.size > index.get_max_elements():
-                index.resize_index(2 * (index.get_current_count() + sel.size))
             index.set_ef(self._ef)
-            index.add_items(self._vec[sel], sel)
+            add_to_graph(index, self._vec[sel], sel)
 
     def _hnsw_search(self, q: np.ndarray, k: int, codes: tuple[int, ...]) -> Hits:
         """k-NN per query row in each scope's graph, then max-pool per row and merge (vectorised)."""
@@ -454,7 +402,7 @@ class ChunkIndex:
         if problem:
             raise IndexFileError(f"{path} has a valid checksum but inconsistent contents: {problem}")
         if graphs:
-            hnswlib = _import_hnswlib()
+            hnswlib = import_hnswlib()
             with tempfile.TemporaryDirectory() as tmp:
                 for code, blob in graphs.items():
                     p = os.path.join(tmp, f"h{code}.bin")

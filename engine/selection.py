@@ -16,6 +16,7 @@ import numpy as np
 from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, RelationPooling
 from contextsieve.kernels.scoring import Hits, query_scores, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
+from contextsieve.retrieval.fusion import RRF_K, reciprocal_rank, weighted_sum
 
 __all__ = [
     "Selected",
@@ -198,36 +199,22 @@ def select_items(
     return cut(ranked, chunk_item, top_n=top_n, include_score=include_score)[1]
 
 
-RRF_K = 60  #: the constant of reciprocal-rank fusion (Cormack et al. 2009)
-
-
-def _ranks(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """1-based rank of each kept row by ``scores`` (best first, lower row first on ties)."""
-    rows = np.flatnonzero(keep)
-    order = rows[np.lexsort((rows, -scores[rows]))]
-    rank = np.zeros(scores.shape[0], dtype=np.float64)
-    rank[order] = np.arange(1, order.size + 1)
-    return rank
-
-
 def fuse(
     dense: np.ndarray, keyword: np.ndarray | None, weight: float, fusion: KeywordFusion, exclude: np.ndarray
 ) -> np.ndarray:
-    """The ranking score of each chunk (``-inf`` where ``exclude``).
+    """The ranking score of each chunk (``-inf`` where ``exclude``), by the retrieval core's fusion
+    (:mod:`contextsieve.retrieval.fusion`).
 
     ``"weighted"``: ``dense + weight * keyword``. ``"rrf"``: ``1 / (60 + dense rank) + weight /
     (60 + keyword rank)``, ranks among the candidate chunks (chunks without a keyword match get no
     keyword term). Without a keyword term the dense score itself.
     """
-    keep = ~exclude
     if keyword is None or not weight:
-        ranking = dense.astype(np.float32).copy()
+        ranking = weighted_sum([(dense, 1.0)], np.float32)
     elif fusion == "rrf":
-        ranking = (1.0 / (RRF_K + _ranks(dense, keep))).astype(np.float32)
-        matched = keep & (keyword > 0)
-        ranking[matched] += np.float32(weight) / (RRF_K + _ranks(keyword, matched)[matched]).astype(np.float32)
+        ranking = reciprocal_rank(dense, keyword, weight, ~exclude)
     else:
-        ranking = dense.astype(np.float32) + np.float32(weight) * keyword.astype(np.float32)
+        ranking = weighted_sum([(dense, 1.0), (keyword, weight)], np.float32)
     ranking[exclude] = -np.inf
     return ranking
 

@@ -15,12 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,14 +32,14 @@ from contextsieve.errors import ContextSieveError, InputError, SessionFileError,
 from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
-from contextsieve.models.registry import model_family
 from contextsieve.search import SearchTrace, context_settings, search
+from contextsieve.session_stash import SessionStash, StashedMessage, StashSettings
 from contextsieve.store import ChunkStore
 
 if TYPE_CHECKING:
-    from contextsieve.stash import Retrieved, StashResult, StashStore
+    from contextsieve.stash import Retrieved, RetrieveTrace, StashResult, StashStore
 
-__all__ = ["Session", "Message", "Request", "StashSettings", "ToolMatch"]
+__all__ = ["Session", "Message", "Request", "StashSettings", "ToolMatch"]  # StashSettings: from session_stash
 
 _SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
 _MENTION = re.compile(r"@(ref|rule):([\w-]+)")
@@ -85,42 +83,6 @@ class Message:
     def from_dict(cls, d: dict[str, Any]) -> Message:
         ctx = RequestContext.from_dict(d["context"]) if "context" in d else None
         return cls(d["role"], d["content"], ctx, d.get("created", 0.0), d.get("name"))
-
-
-@dataclass(frozen=True)
-class StashSettings:
-    """How a session uses its stash.
-
-    Attributes:
-        top_k: stashed segments retrieved into each request, best first (0-100, default 3; 0: none).
-        min_similarity: leave out segments whose dense cosine to the message is below this (default 0.3).
-        max_tokens: at most this many model tokens of stashed segments per request (default 2000);
-            segments beyond it are recorded as dropped.
-        history_budget: keep the session's history under this many tokens (counted as the token budget
-            is) by stashing its oldest messages and tool results after each reply; never the latest
-            turn (the last user message and what follows it). ``None`` (default): off.
-        cross_session: retrieve from every session of the stash, not only this session's (default False).
-    """
-
-    top_k: int = 3
-    min_similarity: float = 0.3
-    max_tokens: int = 2000
-    history_budget: int | None = None
-    cross_session: bool = False
-
-    def __post_init__(self) -> None:
-        for name, hi in (("top_k", 100), ("max_tokens", 10**9)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
-                raise InputError(f"stash setting {name} must be an int in 0..{hi}, got {brief(v)}")
-        m = self.min_similarity
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or not -1.0 <= m <= 1.0:
-            raise InputError(f"stash setting min_similarity must be a number in -1..1, got {brief(m)}")
-        b = self.history_budget
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
-            raise InputError(f"stash setting history_budget must be None or a positive int, got {brief(b)}")
-        if not isinstance(self.cross_session, bool):
-            raise InputError(f"stash setting cross_session must be true or false, got {brief(self.cross_session)}")
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -211,17 +173,7 @@ class Session:
         self._token_memo: dict[ItemKey, tuple[Item, int]] = {}
         self._lock = threading.RLock()
         self.history: list[Message] = []
-        if stash_settings is not None and not isinstance(stash_settings, StashSettings):
-            raise InputError(f"stash_settings must be a StashSettings, got {type(stash_settings).__name__}")
-        self.stash_store = stash
-        self.stash_settings = stash_settings or StashSettings()
-        if stash_session is None:
-            self.stash_session: str = "session-" + secrets.token_hex(8)
-        else:  # the stash package is imported only by sessions that name theirs
-            from contextsieve.stash.segment import check_session
-
-            self.stash_session = check_session(stash_session)
-        self._stash_notes: list[str] = []
+        self._stash = SessionStash(stash, stash_session, stash_settings)
         self._turn_start: int | None = None  # where the user message of the request being answered goes
         table = agent.table()
         always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
@@ -229,6 +181,21 @@ class Session:
             it.key: IncludeMode.ALWAYS
             for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
         }
+
+    @property
+    def stash_store(self) -> StashStore | None:
+        """The session's stash store (``None``: no stash)."""
+        return self._stash.store
+
+    @property
+    def stash_session(self) -> str:
+        """The session's name in the stash."""
+        return self._stash.session
+
+    @property
+    def stash_settings(self) -> StashSettings:
+        """How requests use the stash (:class:`StashSettings`)."""
+        return self._stash.settings
 
     # -- session items ----------------------------------------------------------------------------
 
@@ -410,36 +377,12 @@ class Session:
             searching = bool(qchunks) and bool(self._searchable().any())
         qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
         have = None if qvec is None or cap_note else (qchunks[:n_sentences], qvec[:n_sentences])
-        retrieved = self._retrieve_stashed(query, self.stash_settings.top_k, have)
+        items_model = getattr(self.store.embedder, "model_id", None) if self.stash_store is not None else None
+        retrieved, stash_trace = self._stash.retrieve(query, self.stash_settings.top_k, have, items_model)
         with self.agent.lock:
-            request = self._build(query, qchunks, cap_note, retrieved, n_sentences)
+            request = self._build(query, qchunks, cap_note, retrieved, n_sentences, stash_trace)
         self._turn_start = len(self.history)
         return request
-
-    def _retrieve_stashed(
-        self, query: str, top_k: int, embedded: tuple[list[str], np.ndarray] | None = None
-    ) -> list[Retrieved]:
-        """The stashed segments best for ``query`` (none without a stash, a query or ``top_k``).
-
-        ``embedded``: the request's sentences and their vectors; the stash searches with them instead of
-        embedding the message again when they are its query sentences and its embedder makes the same
-        family of vectors (one model call per request)."""
-        st = self.stash_settings
-        if self.stash_store is None or top_k == 0 or not query.strip():
-            return []
-        vectors = None
-        if embedded is not None and embedded[0] == query_chunks(query):
-            mine, theirs = self.store.embedder.model_id, self.stash_store.model_id
-            if mine is not None and model_family(mine) == model_family(theirs):
-                vectors = embedded[1]
-        return self.stash_store.retrieve(
-            query,
-            session=self.stash_session,
-            top_k=top_k,
-            min_similarity=st.min_similarity,
-            cross_session=st.cross_session,
-            query_vectors=vectors,
-        )
 
     def _build(
         self,
@@ -448,6 +391,7 @@ class Session:
         cap_note: str,
         retrieved: Sequence[Retrieved] = (),
         n_sentences: int | None = None,
+        stash_trace: RetrieveTrace | None = None,
     ) -> Request:
         entries = [
             ContextEntry(k, m, priority=getattr(self.agent.get(k), "priority", None)) for k, m in self._items.items()
@@ -459,16 +403,12 @@ class Session:
         tokens: int | None = None
         dropped: list[Dropped] = []
         notes: list[str] = [cap_note] if cap_note else []
-        notes += self._stash_notes
-        self._stash_notes = []
-        stashed, stash_texts, stash_dropped = self._stashed_entries(retrieved)
+        notes += self._stash.notes
+        self._stash.notes = []
+        stashed, stash_texts, stash_dropped = self._stash.entries(retrieved)
         dropped += stash_dropped
         if retrieved:
-            recorded["stash"] = {
-                "top_k": self.stash_settings.top_k,
-                "min_similarity": self.stash_settings.min_similarity,
-                "max_tokens": self.stash_settings.max_tokens,
-            }
+            recorded["stash"] = self._stash.recorded_settings()
         if s.token_budget is not None:
             recorded["token_budget"] = s.token_budget
             kept, tokens, budget_dropped, budget_notes = fit_budget(
@@ -486,41 +426,22 @@ class Session:
             tuple(entries), query, tuple(qchunks), recorded, tokens, tuple(dropped), tuple(notes), tuple(stashed)
         )
         return assemble(
-            self.agent, ctx, query, (m.sent() for m in self.history), self._tool_available, trace, stash_texts
+            self.agent,
+            ctx,
+            query,
+            (m.sent() for m in self.history),
+            self._tool_available,
+            trace,
+            stash_texts,
+            stash_trace,
         )
 
     @_locked
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key; stashed
         segments deleted from the stash since are left out)."""
-        texts: dict[str, str] = {}
-        if ctx.stashed and self.stash_store is not None:
-            found = self.stash_store.get(
-                [e.segment_id for e in ctx.stashed], session=self.stash_session, missing_ok=True
-            )
-            texts = {seg.id: seg.text for seg in found}
+        texts = self._stash.texts_of(ctx)
         return assemble(self.agent, ctx, message, (m.sent() for m in self.history), self._tool_available, None, texts)
-
-    def _stashed_entries(
-        self, retrieved: Sequence[Retrieved]
-    ) -> tuple[list[StashedEntry], dict[str, str], list[Dropped]]:
-        """Request entries for retrieved segments, best first, within ``max_tokens``; and their texts."""
-        cap = self.stash_settings.max_tokens
-        kept: list[StashedEntry] = []
-        dropped: list[Dropped] = []
-        used = 0
-        for r in retrieved:
-            seg = r.segment
-            e = StashedEntry(seg.id, r.score, r.similarity, seg.type.value, seg.tokens, seg.timestamp.isoformat())
-            if used + seg.tokens > cap:
-                dropped.append(
-                    Dropped(e, seg.tokens, f"stash max_tokens: stashed segments may add at most {cap} tokens")
-                )
-                continue
-            used += seg.tokens
-            kept.append(e)
-        ids = {e.segment_id for e in kept}
-        return kept, {r.segment.id: r.segment.text for r in retrieved if r.segment.id in ids}, dropped
 
     def _stashed_tokens(self, e: StashedEntry, texts: dict[str, str]) -> int:
         counter = self._token_counter or self.store.embedder.count_tokens
@@ -582,12 +503,12 @@ class Session:
         if isinstance(key, str) and key.startswith("stash:"):
             return self._explain_stashed(message, key[len("stash:") :])
         item = self.agent.get(key)
-        saved, notes, turn = dict(self._items), list(self._stash_notes), self._turn_start
+        saved, notes, turn = dict(self._items), list(self._stash.notes), self._turn_start
         try:
             request = self.build_request(message)
             in_session = self._items.get(item.key)
         finally:
-            self._items, self._stash_notes, self._turn_start = saved, notes, turn
+            self._items, self._stash.notes, self._turn_start = saved, notes, turn
         available = not isinstance(item, Tool) or self._tool_available(item)
         return explain_item(
             item.key,
@@ -598,62 +519,15 @@ class Session:
         )
 
     def _explain_stashed(self, message: str, segment_id: str) -> Explanation:
-        """Why a stashed segment is or is not in the request for ``message``."""
-        from contextsieve.errors import UnknownSegmentError
-
-        key = f"stash:{segment_id}"
-        if self.stash_store is None:
-            raise UnknownSegmentError(f"{key}: this session has no stash")
-        st = self.stash_settings
-        self.stash_store.get([segment_id], session=self.stash_session)  # UnknownSegmentError if not ours
-        saved, notes, turn = dict(self._items), list(self._stash_notes), self._turn_start
+        """Why a stashed segment is or is not in the request for ``message``: the request is built once
+        and its retrieve trace read (see :meth:`SessionStash.explain`)."""
+        self._stash.owned(segment_id)  # UnknownSegmentError before any work
+        saved, notes, turn = dict(self._items), list(self._stash.notes), self._turn_start
         try:
             request = self.build_request(message)
         finally:
-            self._items, self._stash_notes, self._turn_start = saved, notes, turn
-        ctx = request.context
-        for rank, e in enumerate(ctx.stashed, 1):
-            if e.segment_id == segment_id:
-                return Explanation(
-                    key,
-                    True,
-                    IncludeMode.STASH.value,
-                    best_score=e.similarity,
-                    item_rank=rank,
-                    reasons=(
-                        f"retrieved from the stash with score {e.score:.3f} (similarity {e.similarity:.3f}), "
-                        f"rank {rank} of the top_k {st.top_k}",
-                    ),
-                )
-        for x in ctx.dropped:
-            if isinstance(x.entry, StashedEntry) and x.entry.segment_id == segment_id:
-                return Explanation(
-                    key, False, None, best_score=x.entry.similarity, reasons=(f"retrieved but dropped: {x.reason}",)
-                )
-        if st.top_k == 0 or not request.message.strip():
-            return Explanation(
-                key, False, reasons=("no stashed segments are retrieved (top_k is 0 or the message is empty)",)
-            )
-        wide = self._retrieve_stashed(request.message, min(1000, max(50, 10 * st.top_k)))
-        for rank, r in enumerate(wide, 1):
-            if r.segment.id == segment_id:
-                return Explanation(
-                    key,
-                    False,
-                    best_score=r.similarity,
-                    item_rank=rank,
-                    reasons=(
-                        f"score {r.score:.3f} (similarity {r.similarity:.3f}) ranks {rank}, "
-                        f"below the top_k {st.top_k} retrieved",
-                    ),
-                )
-        return Explanation(
-            key,
-            False,
-            reasons=(
-                f"not among the {len(wide)} best stashed segments with similarity >= {st.min_similarity}, or expired",
-            ),
-        )
+            self._items, self._stash.notes, self._turn_start = saved, notes, turn
+        return self._stash.explain(segment_id, request.context, request.message, request.stash_trace)
 
     @_locked
     def record_reply(self, request: Request, reply: str) -> Message:
@@ -685,21 +559,12 @@ class Session:
 
     # -- the stash --------------------------------------------------------------------------------
 
-    def _stash_or_fail(self) -> StashStore:
-        if self.stash_store is None:
-            raise InputError("this session has no stash (create it with stash=StashStore.open(...))")
-        return self.stash_store
-
     @_locked
     def stash(self, segments: Iterable[object], *, show_progress: bool = False) -> StashResult:
         """Stash segments in this session's part of the stash (what
         :meth:`~contextsieve.stash.StashStore.stash` takes: a text, a mapping or a ``NewSegment``, or a
         list of them)."""
-        return self._stash_or_fail().stash(
-            segments,
-            session=self.stash_session,
-            show_progress=show_progress,
-        )
+        return self._stash.stash(segments, show_progress=show_progress)
 
     def _latest_turn(self) -> int:
         """Index of the latest turn's first message: while a request is being answered, the first
@@ -727,51 +592,23 @@ class Session:
         return self._stash_messages(min(count, limit))
 
     def _stash_messages(self, n: int) -> StashResult:
-        from contextsieve.stash import NewSegment, StashResult
-
-        if n == 0:
-            return StashResult((), 0, 0, 0)
-        moved = self.history[:n]
-        result = self._stash_or_fail().stash(
-            [
-                NewSegment(
-                    m.content,
-                    "message",
-                    source=f"tool:{m.name or 'tool'}" if m.role == "tool" else f"session:{m.role}",
-                    timestamp=datetime.fromtimestamp(m.created, timezone.utc),
-                )
-                for m in moved
-                if m.content.strip()
-            ],
-            session=self.stash_session,
-        )
+        """Move the oldest ``n`` history messages into the stash (all or none)."""
+        moved = [StashedMessage(m.content, m.role, m.name, m.created) for m in self.history[:n]]
+        result = self._stash.stash_messages(moved)
         del self.history[:n]
         if self._turn_start is not None:
             self._turn_start = max(0, self._turn_start - n)
         return result
 
     def _keep_history_budget(self) -> None:
-        budget = self.stash_settings.history_budget
-        if budget is None or self.stash_store is None or not self.history:
-            return
         counter = self._token_counter or self.store.embedder.count_tokens
-        costs = [int(c) for c in counter([m.sent()[1] for m in self.history])]
-        total = sum(costs)
-        if total <= budget:
-            return
-        limit, n, freed = self._latest_turn(), 0, 0
-        while n < limit and total - freed > budget:
-            freed += costs[n]
-            n += 1
+        n, freed = self._stash.over_budget([m.sent()[1] for m in self.history], self._latest_turn(), counter)
         if n == 0:
-            self._stash_notes.append(
-                f"the latest turn alone takes {total} tokens, over the history budget of {budget}; it is never stashed"
-            )
             return
         result = self._stash_messages(n)
-        self._stash_notes.append(
+        self._stash.notes.append(
             f"{n} message{'s' if n != 1 else ''} ({freed} tokens) moved to the stash to keep the history under "
-            f"{budget} tokens ({result.stashed} stored, {result.duplicates} already there)"
+            f"{self.stash_settings.history_budget} tokens ({result.stashed} stored, {result.duplicates} already there)"
         )
 
     # -- persistence ------------------------------------------------------------------------------

@@ -14,18 +14,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from contextsieve.choices import RelationPooling
 from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
-from contextsieve.embcache import EmbeddingCache, unit_rows
-from contextsieve.errors import EmbedderOutputError
+from contextsieve.embcache import EmbeddingCache
 from contextsieve.index import ChunkIndex, IndexConfig, Scope
 from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
 from contextsieve.query_vectors import compose, plan_query
+from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.selection import RelationGraph
 from contextsieve.usage import UsageLog
 
@@ -34,44 +33,8 @@ __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
 _SCOPE = {ItemKind.RULE: Scope.RULES, ItemKind.REFERENCE: Scope.REFERENCES, ItemKind.TOOL: Scope.TOOLS}
 
 
-@runtime_checkable
-class TextEmbedder(Protocol):
-    """What the engine needs from an embedder (:class:`contextsieve.Embedder` is one).
-
-    Attributes:
-        model_id: identity of the vectors (two embedders with the same id give interchangeable vectors);
-            the persistent embedding cache is keyed by it. ``None``: vectors are kept in memory only.
-    """
-
-    @property
-    def model_id(self) -> str | None: ...
-
-    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Unit vectors ``[len(texts), dim]``, float32, in input order; a progress bar when asked."""
-        ...
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Model tokens per text."""
-        ...
-
-
 #: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
 QUERY_CACHE_SIZE = 1024
-
-
-def _checked(vectors: np.ndarray, n: int) -> np.ndarray:
-    """The embedder's output as float32 ``[n, dim]`` if its rows are finite unit vectors (tolerance 1e-3)."""
-    arr = np.asarray(vectors)
-    if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] == 0:
-        raise EmbedderOutputError(f"the embedder returned shape {arr.shape} for {n} texts; expected ({n}, dim)")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    ok = unit_rows(arr)
-    if not ok.all():
-        raise EmbedderOutputError(
-            f"the embedder returned {int((~ok).sum())} vector(s) that are not finite unit vectors "
-            f"(first for text {int(np.argmin(ok))}); embedders must return L2-normalised rows"
-        )
-    return arr
 
 
 @dataclass(frozen=True)
@@ -350,7 +313,7 @@ class ChunkStore:
         cached = self.cache.get(texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
-        fresh = _checked(self.embedder.embed(todo, show_progress=show_progress), len(todo)) if missing else None
+        fresh = checked_vectors(self.embedder.embed(todo, show_progress=show_progress), len(todo)) if missing else None
         self.embedded_texts += len(missing)
         if fresh is not None and self.cache is not None:
             self.cache.put([texts[i] for i in missing], fresh)
@@ -375,7 +338,7 @@ class ChunkStore:
         disk. Safe to call from several threads, without :attr:`lock`."""
         texts = list(texts)
         if not texts:
-            return _checked(self.embedder.embed([]), 0)
+            return checked_vectors(self.embedder.embed([]), 0)
         plan = plan_query(texts)
         need = list(plan.embed)
         with self._queries_lock:
@@ -384,7 +347,7 @@ class ChunkStore:
                 self._queries.move_to_end(t)
         todo = [t for t in need if t not in known]
         if todo:
-            fresh = _checked(self.embedder.embed(todo), len(todo))
+            fresh = checked_vectors(self.embedder.embed(todo), len(todo))
             with self._queries_lock:
                 for t, v in zip(todo, fresh):
                     v.setflags(write=False)
@@ -455,8 +418,8 @@ class ChunkStore:
 
     def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
         """BM25 over the embedding texts (chunk plus its context: header, heading path, server) of the
-        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes (the README's selection
-        quality section measures keywords over the context against chunk text alone)."""
+        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes (docs/selection.md's
+        quality tables measure keywords over the context against chunk text alone)."""
         self.matrix(order)
         if self._bm25 is None or self._bm25[0] is not self._matrix:
             texts = [c.embed_text for k in order for c in self._items[k].chunks]

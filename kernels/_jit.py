@@ -174,28 +174,6 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
     return best, arg
 
 
-@njit(cache=True)
-def bm25(
-    terms: np.ndarray,
-    indptr: np.ndarray,
-    rows: np.ndarray,
-    tf: np.ndarray,
-    doc_len: np.ndarray,
-    idf: np.ndarray,
-    k1: float,
-    b: float,
-    avgdl: float,
-    out: np.ndarray,
-) -> None:
-    """Okapi BM25 over a term-major CSR postings matrix; adds each query term's contribution to ``out``."""
-    for t in terms:
-        w = idf[t]
-        for p in range(indptr[t], indptr[t + 1]):
-            r = rows[p]
-            f = tf[p]
-            out[r] += w * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * doc_len[r] / avgdl))
-
-
 @njit(cache=True, inline="always")
 def _offer(ts: np.ndarray, ti: np.ndarray, filled: int, worst: int, v: float, r: int) -> tuple[int, int]:
     """Offer row ``r`` (score ``v``) to a top-k whose rows arrive in any order: it enters when the top-k

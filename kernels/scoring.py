@@ -8,7 +8,7 @@ same way everywhere: the lower query index and the lower row index win.
 The backend is chosen in this module alone: numpy/BLAS while the work is small (no JIT, no Numba
 import), Numba above a size; :func:`use_numba` decides for the vector kernels (from
 :data:`NUMBA_MIN_WORK` multiply-adds), one constant each for the others (:data:`GROUP_NUMBA_ROWS`,
-:data:`BM25_NUMBA_POSTINGS`, :data:`BM25_TOPK_NUMBA_POSTINGS`).
+:data:`BM25_TOPK_NUMBA_POSTINGS`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = [
     "group_max",
     "Int8Corpus",
     "F16Corpus",
-    "bm25_scores",
     "bm25_top_k",
 ]
 
@@ -46,8 +45,6 @@ NUMBA_MIN_WORK = 4_000_000
 
 #: Rows from which :func:`group_max` uses its Numba loop (numpy's lexsort is fine below).
 GROUP_NUMBA_ROWS = 50_000
-#: Postings from which :func:`bm25_scores` uses its Numba loop (numpy ``add.at`` is fine below).
-BM25_NUMBA_POSTINGS = 200_000
 #: Postings from which :func:`bm25_top_k` uses its Numba loop: below it the numpy path's fixed cost is
 #: small and Numba is not imported for a small store (``benchmarks.kernels_table``).
 BM25_TOPK_NUMBA_POSTINGS = 4_096
@@ -370,55 +367,6 @@ class F16Corpus:
                 best[mask] = -np.inf
                 which[mask] = -1
         return best, which
-
-
-def bm25_scores(
-    query_terms: np.ndarray,
-    indptr: np.ndarray,
-    rows: np.ndarray,
-    tf: np.ndarray,
-    doc_len: np.ndarray,
-    *,
-    k1: float = 1.2,
-    b: float = 0.75,
-) -> np.ndarray:
-    """Okapi BM25 score of every row for a bag of query term ids.
-
-    Args:
-        query_terms: int term ids of the query (repeats count again, as in Lucene's query-time tf).
-        indptr, rows, tf: term-major CSR postings: term ``t`` occurs ``tf[p]`` times in row ``rows[p]``
-            for ``p`` in ``indptr[t] .. indptr[t+1]``.
-        doc_len: tokens per row.
-        k1: term-frequency saturation (default 1.2). b: length normalisation (default 0.75).
-
-    Returns:
-        float32 ``[n_rows]``; idf is ``log(1 + (N - df + 0.5) / (df + 0.5))`` (never negative).
-    """
-    indptr = np.asarray(indptr, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    tf = np.asarray(tf, dtype=np.float32)
-    doc_len = np.asarray(doc_len, dtype=np.float32)
-    terms = np.asarray(query_terms, dtype=np.int64)
-    n_terms, n = indptr.shape[0] - 1, doc_len.shape[0]
-    if rows.shape != tf.shape or indptr[-1] != rows.shape[0]:
-        raise InputError("indptr, rows and tf do not describe one CSR matrix")
-    if terms.size and (terms.min() < 0 or terms.max() >= n_terms):
-        raise InputError(f"query term ids must lie in 0..{n_terms - 1}")
-    df = np.diff(indptr).astype(np.float64)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-    avgdl = float(doc_len.mean()) if n else 1.0
-    out = np.zeros(n, dtype=np.float32)
-    if terms.size == 0 or n == 0:
-        return out
-    postings = int(sum(indptr[t + 1] - indptr[t] for t in terms))
-    if postings >= BM25_NUMBA_POSTINGS:
-        _kernels().bm25(terms, indptr, rows, tf, doc_len, idf, float(k1), float(b), max(avgdl, 1e-9), out)
-        return out
-    for t in terms:
-        sl = slice(indptr[t], indptr[t + 1])
-        r, f = rows[sl], tf[sl]
-        np.add.at(out, r, idf[t] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * doc_len[r] / max(avgdl, 1e-9))))
-    return out
 
 
 def bm25_top_k(

@@ -278,28 +278,20 @@ def bm25_oracle(docs: list[list[int]], query: list[int], k1: float = 1.2, b: flo
     return out
 
 
-def csr(docs: list[list[int]], n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    post: list[list[tuple[int, int]]] = [[] for _ in range(n_terms)]
-    for i, d in enumerate(docs):
-        for t in sorted(set(d)):
-            post[t].append((i, d.count(t)))
-    indptr = np.cumsum([0] + [len(p) for p in post])
-    rows = np.array([r for p in post for r, _ in p], dtype=np.int64)
-    tf = np.array([f for p in post for _, f in p], dtype=np.float32)
-    return indptr, rows, tf
-
-
 @pytest.mark.parametrize("numba_path", [False, True])
-def test_bm25_matches_oracle(numba_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_term_index_scores_every_row_like_the_oracle(numba_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one BM25 (:class:`contextsieve.retrieval.bm25.TermIndex`) with the agent's settings (Lucene's
+    idf, repeated query terms count again) against plain loops, on both kernel paths."""
+    from contextsieve.retrieval.bm25 import LUCENE, TermIndex
+
     rng = np.random.default_rng(3)
     docs = [rng.integers(0, 30, rng.integers(1, 40)).tolist() for _ in range(200)]
-    indptr, rows, tf = csr(docs, 30)
-    monkeypatch.setattr(K, "BM25_NUMBA_POSTINGS", 0 if numba_path else 10**18)
-    for query in ([3, 7, 7, 29], [0], []):
-        got = K.bm25_scores(query, indptr, rows, tf, np.array([len(d) for d in docs]))
+    monkeypatch.setattr(K, "BM25_TOPK_NUMBA_POSTINGS", 0 if numba_path else 10**18)
+    index = TermIndex.from_texts([" ".join(f"t{t}" for t in d) for d in docs], str.split, LUCENE)
+    for query in ([3, 7, 7, 29], [0], [], [31]):
+        got = index.scores([f"t{t}" for t in query])
+        assert got.dtype == np.float32 and got.shape == (200,)
         np.testing.assert_allclose(got, bm25_oracle(docs, query), rtol=1e-5, atol=1e-6)
-    with pytest.raises(InputError, match="term ids"):
-        K.bm25_scores([30], indptr, rows, tf, np.array([len(d) for d in docs]))
 
 
 def top_k_oracle(docs: list[list[int]], query: list[int], allowed: list[bool], k: int) -> list[tuple[int, float]]:
@@ -445,9 +437,9 @@ def test_bm25_index_matches_the_oracle_on_words() -> None:
     ]
     assert tokenize("Reads the FILES, quickly!") == ["read", "file", "quickly"]
     idx = BM25Index(docs)
-    vocab = idx.vocab
-    as_ids = [[vocab[t] for t in tokenize(d)] for d in docs]
-    for q in ("files on disk", "web pages", "nothing matches zzz", ""):
+    vocab: dict[str, int] = {}
+    as_ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(d)] for d in docs]
+    for q in ("files on disk", "web pages", "nothing matches zzz", "", "disk disk"):
         qids = [vocab[t] for t in tokenize(q) if t in vocab]
         np.testing.assert_allclose(idx.scores(q), bm25_oracle(as_ids, qids), rtol=1e-5, atol=1e-6)
     assert int(np.argmax(idx.scores("web page url"))) == 2

@@ -86,14 +86,8 @@ def test_mypy_sees_classes_not_any(tmp_path: Path) -> None:
         assert "Any" not in line.split("Revealed type is")[1] and cls in line, line
 
 
-#: Private names still imported across modules, each to go with the one retrieval core (issue 26):
-#: the stash's HNSW table and graph file use the chunk index's hnswlib loader, and the stash store the
-#: agent store's embedder-output check. The list may only shrink.
-KNOWN_PRIVATE_IMPORTS = {
-    ("stash/vectors.py", "_import_hnswlib"),
-    ("stash/graphfile.py", "_import_hnswlib"),
-    ("stash/store.py", "_checked"),
-}
+#: Private names imported across modules (none: the one place for each is public).
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

@@ -85,3 +85,21 @@ def test_search_tools_ranks_the_usable_tools_and_adds_nothing() -> None:
         s.search_tools("x", limit=0)
     with pytest.raises(InputError, match="query must be a str"):
         s.search_tools(None)  # type: ignore[arg-type]
+
+
+def test_an_embedder_without_a_model_id_still_serves_requests() -> None:
+    """model_id is optional in practice (benchmarks wrap embedders): a session without a stash never
+    asks for it."""
+
+    class Bare:
+        def __init__(self) -> None:
+            self.inner = FakeEmbedder()
+
+        def embed(self, texts: list[str], *, show_progress: bool = False):  # noqa: ANN201
+            return self.inner.embed(texts)
+
+        def count_tokens(self, texts: list[str]) -> list[int]:
+            return self.inner.count_tokens(texts)
+
+    s = Session(make_agent(), ChunkStore(Bare()))  # type: ignore[arg-type]
+    assert s.build_request("refund for my parcel").context.entries

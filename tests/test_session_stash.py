@@ -213,3 +213,48 @@ def test_another_model_family_embeds_the_message_itself(stash: StashStore) -> No
     before = stash.embedder.calls  # type: ignore[attr-defined]
     s.build_request("Where is the staging deploy key?")
     assert stash.embedder.calls == before + 1  # type: ignore[attr-defined]
+
+
+def test_the_retrieve_trace_ranks_every_candidate_and_agrees_with_the_results(stash: StashStore) -> None:
+    ids = stash.stash(
+        [
+            "the staging deploy key lives in vault",
+            "the production deploy key lives in vault too",
+            "lunch: two pizzas and a salad",
+            "the staging deploy key lives in vault",  # a duplicate: stored once
+        ],
+        session="t",
+    ).segment_ids
+    found, trace = stash.retrieve_traced("where is the staging deploy key", session="t", top_k=1)
+    assert [r.segment.id for r in found] == [ids[0]]
+    assert trace.top_k == 1 and trace.pool == len(trace.candidates) >= 2
+    ranked = [c for c in trace.candidates if c.rank]
+    assert [c.rank for c in ranked] == list(range(1, len(ranked) + 1))
+    assert [c.score for c in ranked] == sorted((c.score for c in ranked), reverse=True)
+    assert trace.find(ids[0]).outcome == "retrieved" and trace.find(ids[1]).outcome == "below top_k"
+    assert trace.find("nope") is None
+    strict, trace2 = stash.retrieve_traced("where is the staging deploy key", session="t", min_similarity=0.99)
+    assert strict == [] and {c.outcome for c in trace2.candidates} == {"below min_similarity"}
+
+
+def test_explaining_a_stashed_segment_reads_the_trace_and_searches_once(stash: StashStore) -> None:
+    s = session(stash, stash_settings=StashSettings(top_k=1, min_similarity=0.0))
+    ids = s.stash(["the staging deploy key lives in vault", "the production deploy key lives in vault"]).segment_ids
+    calls = []
+    real = stash.retrieve_traced
+
+    def counting(*a: object, **k: object):  # noqa: ANN202
+        calls.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    stash.retrieve_traced = counting  # type: ignore[method-assign]
+    try:
+        why = s.explain("where is the staging deploy key", f"stash:{ids[1]}")
+    finally:
+        del stash.retrieve_traced
+    assert calls == [1]  # the request's own retrieve: no wider second search
+    assert not why.included and why.item_rank == 2 and "below the top_k 1" in why.reasons[0]
+    # the same stash session, a stricter threshold
+    strict = session(stash, stash_session=s.stash_session, stash_settings=StashSettings(top_k=1, min_similarity=0.95))
+    low = strict.explain("where is the staging deploy key", f"stash:{ids[1]}")
+    assert not low.included and "below min_similarity 0.95" in low.reasons[0]

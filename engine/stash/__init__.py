@@ -10,8 +10,10 @@ from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
 from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
 from contextsieve.stash.store import (
     DEFAULT_SESSION,
+    Candidate,
     MergeResult,
     Retrieved,
+    RetrieveTrace,
     SegmentFilter,
     StashConfig,
     StashResult,
@@ -33,6 +35,8 @@ __all__ = [
     "SegmentFilter",
     "StashResult",
     "Retrieved",
+    "RetrieveTrace",
+    "Candidate",
     "MergeResult",
     "DEFAULT_SESSION",
 ]

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.index import _import_hnswlib
 from contextsieve.models.weights import sha256_file
+from contextsieve.retrieval.hnsw import import_hnswlib
 from contextsieve.stash.vectors import VectorTable
 
 __all__ = ["GraphFileWarning", "graph_folder", "save_graph", "load_graph"]
@@ -154,7 +154,7 @@ def load_graph(table: VectorTable, folder: Path) -> int | None:
     :class:`GraphFileWarning` says why when one was there but could not be used)."""
     if not (folder / _STATE).is_file():
         return None
-    hnswlib = _import_hnswlib()
+    hnswlib = import_hnswlib()
     with _locked(folder):
         try:
             found = _state(folder, table)

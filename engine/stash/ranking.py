@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.errors import InputError
+from contextsieve.retrieval.fusion import decay, max_scaled, weighted_sum
 
 __all__ = ["RankConfig", "combined_scores", "max_scaled"]
 
@@ -76,22 +77,6 @@ class RankConfig:
             raise InputError(f"candidates must be an int in 1..10000, got {self.candidates!r}")
 
 
-def decay(age_seconds: np.ndarray, half_life_days: float) -> np.ndarray:
-    """``0.5 ** (age / half life)``, age clipped at 0."""
-    age_days = np.maximum(np.asarray(age_seconds, dtype=np.float64), 0.0) / _DAY
-    return np.power(0.5, age_days / half_life_days)
-
-
-def max_scaled(values: np.ndarray) -> np.ndarray:
-    """``values`` divided by their maximum, so the best is 1 and order and ratios are kept. When the
-    maximum is not positive (every cosine at or below 0), shifted so the best is 0 instead."""
-    x = np.asarray(values, dtype=np.float64)
-    if not x.size:
-        return x
-    hi = float(x.max())
-    return x / hi if hi > 0 else x - hi
-
-
 def combined_scores(
     similarity: np.ndarray,
     keyword: np.ndarray,
@@ -107,9 +92,12 @@ def combined_scores(
             :func:`max_scaled` here.
         created / stashed: epoch seconds. now: the retrieval time (epoch seconds). config: the weights.
     """
-    return (
-        config.similarity_weight * max_scaled(similarity)
-        + config.keyword_weight * max_scaled(keyword)
-        + config.created_weight * decay(now - np.asarray(created, dtype=np.float64), config.created_half_life_days)
-        + config.stashed_weight * decay(now - np.asarray(stashed, dtype=np.float64), config.stashed_half_life_days)
+    return weighted_sum(
+        [
+            (max_scaled(similarity), config.similarity_weight),
+            (max_scaled(keyword), config.keyword_weight),
+            (decay(now - np.asarray(created, dtype=np.float64), config.created_half_life_days), config.created_weight),
+            (decay(now - np.asarray(stashed, dtype=np.float64), config.stashed_half_life_days), config.stashed_weight),
+        ],
+        np.float64,
     )

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from contextsieve.chunking import query_chunks, token_windows
 from contextsieve.errors import EmbedderOutputError, InputError, StashModelError, UnknownSegmentError, brief
+from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.stash.backend import (
     Filters,
     SegmentRow,
@@ -47,13 +48,14 @@ from contextsieve.stash.segment import (
     check_segment,
     check_session,
 )
-from contextsieve.store import TextEmbedder, _checked
 
 __all__ = [
     "StashConfig",
     "StashStore",
     "StashResult",
     "Retrieved",
+    "RetrieveTrace",
+    "Candidate",
     "MergeResult",
     "SegmentFilter",
     "DEFAULT_SESSION",
@@ -223,6 +225,37 @@ class Retrieved:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A segment a retrieve ranked: its dense similarity, keyword score (scaled as in :class:`Retrieved`),
+    combined score, rank among the candidates (1 = best) and what became of it: ``"retrieved"``,
+    ``"below top_k"``, ``"duplicate"`` (the same content ranked higher, e.g. stashed in another session)
+    or ``"below min_similarity"`` (ranked, but its similarity is under the threshold)."""
+
+    segment_id: str
+    similarity: float
+    keyword: float
+    score: float
+    rank: int
+    outcome: str
+
+
+@dataclass(frozen=True)
+class RetrieveTrace:
+    """What a retrieve computed: every candidate it ranked (the best ``candidates`` by dense similarity
+    and by keywords, see :class:`~contextsieve.stash.ranking.RankConfig`), best first, and the limits it
+    applied. :meth:`find` answers why a segment was or was not retrieved without searching again."""
+
+    top_k: int
+    min_similarity: float
+    pool: int
+    candidates: tuple[Candidate, ...]
+
+    def find(self, segment_id: str) -> Candidate | None:
+        """The candidate entry of ``segment_id``, or ``None`` when it was not among the candidates."""
+        return next((c for c in self.candidates if c.segment_id == segment_id), None)
+
+
+@dataclass(frozen=True)
 class MergeResult:
     """Segments handed back for the active context, with their full texts.
 
@@ -360,7 +393,7 @@ class StashStore:
     def _embed(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), np.float32)
-        return _checked(self.embedder.embed(texts, show_progress=show_progress), len(texts))
+        return checked_vectors(self.embedder.embed(texts, show_progress=show_progress), len(texts))
 
     def _segment_vectors(self, texts: Sequence[str], show_progress: bool) -> tuple[list[np.ndarray], list[int]]:
         """Chunk vectors of each text (long texts windowed) and each text's model tokens."""
@@ -396,7 +429,7 @@ class StashStore:
                 f"got {arr.dtype} {arr.shape}"
             )
         try:
-            return _checked(arr, len(chunks))
+            return checked_vectors(arr, len(chunks))
         except EmbedderOutputError as e:
             raise InputError(f"query_vectors: {e}") from e
 
@@ -539,8 +572,33 @@ class StashStore:
         now: datetime | None = None,
         query_vectors: np.ndarray | None = None,
     ) -> list[Retrieved]:
+        """The ``top_k`` stashed segments best for ``query``, best first: :meth:`retrieve_traced`
+        without its trace (the arguments are the same)."""
+        return self.retrieve_traced(
+            query,
+            session=session,
+            top_k=top_k,
+            min_similarity=min_similarity,
+            filters=filters,
+            cross_session=cross_session,
+            now=now,
+            query_vectors=query_vectors,
+        )[0]
+
+    def retrieve_traced(
+        self,
+        query: str,
+        *,
+        session: str = DEFAULT_SESSION,
+        top_k: int = 5,
+        min_similarity: float = 0.0,
+        filters: SegmentFilter | Mapping[str, object] | None = None,
+        cross_session: bool = False,
+        now: datetime | None = None,
+        query_vectors: np.ndarray | None = None,
+    ) -> tuple[list[Retrieved], RetrieveTrace]:
         """The ``top_k`` stashed segments best for ``query``, best first (see
-        :mod:`contextsieve.stash.ranking` for the score).
+        :mod:`contextsieve.stash.ranking` for the score), and the trace of every candidate ranked.
 
         Args:
             query: what the agent is looking for (a task, a question, recent messages).
@@ -568,12 +626,13 @@ class StashStore:
         q = self._query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
         terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
         with self.backend.reading():  # one state of the store for every search and read below
-            return self._ranked(q, terms, k, min_similarity, f, at)
+            return self._ranked(q, terms, k, float(min_similarity), f, at)
 
     def _ranked(
         self, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: float
-    ) -> list[Retrieved]:
-        """The ``k`` best segments for the query rows ``q`` and keyword ``terms`` (see :meth:`retrieve`)."""
+    ) -> tuple[list[Retrieved], RetrieveTrace]:
+        """The ``k`` best segments for the query rows ``q`` and keyword ``terms``, and the trace (see
+        :meth:`retrieve_traced`)."""
         rank = self.config.rank
         n = max(rank.candidates, k)
         dense = {h.id: h.score for h in self.backend.dense(q, n, f)}
@@ -585,9 +644,11 @@ class StashStore:
         missing = [i for i in kw if i not in dense]
         if missing:
             dense.update(self.backend.similarities(q, missing))
-        ids = [i for i in dict.fromkeys([*dense, *kw]) if dense.get(i, -math.inf) >= min_similarity]
+        pool = list(dict.fromkeys([*dense, *kw]))
+        ids = [i for i in pool if dense.get(i, -math.inf) >= min_similarity]
+        low = [i for i in pool if dense.get(i, -math.inf) < min_similarity]
         if not ids:
-            return []
+            return [], self._trace(k, min_similarity, len(pool), [], low, dense, kw)
         facts = self.backend.ranking_facts(ids)  # times and hashes only: texts are read for the winners
         ids = [i for i in ids if i in facts]
         sim = np.array([dense.get(i, 0.0) for i in ids])
@@ -599,20 +660,52 @@ class StashStore:
         order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
         chosen: list[int] = []
         seen: set[str] = set()
+        outcome: dict[int, str] = {}
         for j in order:
             sha = facts[ids[j]][2]
-            if sha in seen:  # the same content stashed in several sessions
-                continue
-            seen.add(sha)
-            chosen.append(j)
             if len(chosen) == k:
-                break
+                outcome[j] = "below top_k"
+            elif sha in seen:  # the same content stashed in several sessions
+                outcome[j] = "duplicate"
+            else:
+                seen.add(sha)
+                chosen.append(j)
+                outcome[j] = "retrieved"
         segs = {s.id: s for s in self.backend.get([ids[j] for j in chosen])}
-        return [
+        ranked = [
+            Candidate(ids[j], float(sim[j]), float(kw_norm[j]), float(scores[j]), r, outcome[j])
+            for r, j in enumerate(order, 1)
+        ]
+        found = [
             Retrieved(segs[ids[j]], float(sim[j]), float(kw_norm[j]), float(scores[j]))
             for j in chosen
             if ids[j] in segs
         ]
+        return found, self._trace(k, min_similarity, len(pool), ranked, low, dense, kw)
+
+    @staticmethod
+    def _trace(
+        k: int,
+        min_similarity: float,
+        pool: int,
+        ranked: list[Candidate],
+        low: list[str],
+        dense: Mapping[str, float],
+        kw: Mapping[str, float],
+    ) -> RetrieveTrace:
+        best_kw = max(kw.values(), default=0.0)
+        under = [
+            Candidate(
+                i,
+                float(dense.get(i, 0.0)),
+                float(kw.get(i, 0.0)) / best_kw if best_kw > 0 else 0.0,
+                0.0,
+                0,
+                "below min_similarity",
+            )
+            for i in low
+        ]
+        return RetrieveTrace(k, min_similarity, pool, tuple(ranked + under))
 
     def retrieve_by_reference(
         self, segment_id: str, *, session: str = DEFAULT_SESSION, max_hops: int = 2

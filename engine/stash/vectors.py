@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.errors import InputError, MissingExtraError
-from contextsieve.index import HnswIndex, _import_hnswlib
 from contextsieve.kernels.scoring import Int8Corpus, group_max, top_k
+from contextsieve.retrieval.bm25 import TermIndex
+from contextsieve.retrieval.hnsw import HnswIndex, add_to_graph, import_hnswlib, new_graph
 from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import SegmentType
-from contextsieve.stash.terms import TermIndex
 
 __all__ = ["VectorConfig", "VectorTable", "TableRow"]
 
@@ -117,7 +117,7 @@ class VectorTable:
         self.dim = dim
         self.config = config or VectorConfig()
         if self.config.backend == "hnsw":
-            _import_hnswlib()
+            import_hnswlib()
         self.ids: list[str] = []
         self.slot_of: dict[int, int] = {}  # store row -> slot
         self._sessions, self._topics, self._sources = _Codes(), _Codes(), _Codes()
@@ -473,15 +473,8 @@ class VectorTable:
 
     def build_hnsw(self) -> None:
         """Build the graph over all live chunk rows."""
-        hnswlib = _import_hnswlib()
         live = np.flatnonzero(~self._chunk_gone[: self._chunks])
-        index = hnswlib.Index(space="ip", dim=self.dim)
-        index.init_index(
-            max_elements=max(2 * live.size, 1024),
-            ef_construction=self.config.ef_construction,
-            M=self.config.hnsw_m,
-            random_seed=100,
-        )
+        index = new_graph(self.dim, 2 * live.size, ef_construction=self.config.ef_construction, m=self.config.hnsw_m)
         for start in range(0, live.size, 50_000):
             part = live[start : start + 50_000]
             index.add_items(self._dequantised(part), self.labels(part))
@@ -492,9 +485,7 @@ class VectorTable:
     def _hnsw_add(self, rows: np.ndarray) -> None:
         index = self._hnsw
         assert index is not None
-        if index.get_current_count() + rows.size > index.get_max_elements():
-            index.resize_index(2 * (index.get_current_count() + rows.size))
-        index.add_items(self._dequantised(rows), self.labels(rows))
+        add_to_graph(index, self._dequantised(rows), self.labels(rows))
         self.graph_changes += 1
 
     # -- a saved graph ----------------------------------------------------------------------------
