@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -29,7 +29,16 @@ from contextsieve.choices import (
 from contextsieve.errors import InputError, UnknownItemError, brief
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 
-__all__ = ["AgentSettings", "McpServer", "Agent", "ItemTable", "UnknownItemError", "PRESETS", "DOMAIN_SETTINGS"]
+__all__ = [
+    "AgentSettings",
+    "SettingsOverrides",
+    "McpServer",
+    "Agent",
+    "ItemTable",
+    "UnknownItemError",
+    "PRESETS",
+    "DOMAIN_SETTINGS",
+]
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
@@ -138,6 +147,46 @@ DOMAIN_SETTINGS = frozenset(
         "prf_depth",
     }
 )
+
+
+class SettingsOverrides(TypedDict, total=False):
+    """The settings a session or one request may override, by name, typed as in :class:`AgentSettings`
+    (whose docstring gives each one's range and default). ``Session(...)``, ``Engine.session(...)``,
+    ``Engine.select(...)`` and ``Session.build_request(...)`` take them as keyword arguments; a test
+    keeps this list equal to :class:`AgentSettings`' fields."""
+
+    context_top_k: int
+    context_top_n: int
+    tool_top_n: int
+    context_include_score: float
+    max_chat_turns: int
+    max_output_tokens: int
+    temperature: float
+    top_p: float
+    tool_permission: ToolPermission
+    model: str | None
+    token_budget: int | None
+    min_representation_floor: float | None
+    min_representation_cap: int
+    expansion_depth: int
+    expansion_threshold: float
+    expansion_top_n: int
+    expansion_chunk_cap: int
+    query_pooling: QueryPooling
+    expansion_source: ExpansionSource
+    relation_pooling: RelationPooling
+    tool_settings: Mapping[str, Any] | None
+    keyword_weight: float
+    keyword_fusion: KeywordFusion
+    max_query_chunks: int
+    keyword_role: KeywordRole
+    context_min_ratio: float | None
+    query_split: QuerySplit
+    tool_query_split: QuerySplit
+    server_weight: float
+    tool_domain: ToolDomain
+    prf_weight: float
+    prf_depth: int
 
 
 @dataclass(frozen=True)

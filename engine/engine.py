@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from contextsieve.agent import Agent
+from contextsieve.agent import Agent, SettingsOverrides
 from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
@@ -22,6 +22,8 @@ from contextsieve.store import ChunkStore, TextEmbedder
 from contextsieve.usage import UsageLog
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from contextsieve.mcp.catalog import ToolCatalog
     from contextsieve.mcp.client import ListConfig
     from contextsieve.models.embedder import Embedder
@@ -196,10 +198,28 @@ class Engine:
         folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
         return EmbeddingCache(folder / "embeddings.sqlite", model_family(model_id))
 
-    def session(self, **settings: Any) -> Session:
-        """A new session; keyword arguments are :class:`~contextsieve.session.Session`'s (``preset``,
-        ``token_counter``, and settings overriding the agent's for this session only)."""
-        return Session(self.agent, self.store, **settings)
+    def session(
+        self,
+        *,
+        preset: str | None = None,
+        token_counter: Callable[[Sequence[str]], list[int]] | None = None,
+        stash: StashStore | None = None,
+        stash_session: str | None = None,
+        stash_settings: StashSettings | None = None,
+        **settings: Unpack[SettingsOverrides],
+    ) -> Session:
+        """A new session (the arguments are :class:`~contextsieve.session.Session`'s: a preset, a token
+        counter, a stash, and settings overriding the agent's for this session only)."""
+        return Session(
+            self.agent,
+            self.store,
+            preset=preset,
+            token_counter=token_counter,
+            stash=stash,
+            stash_session=stash_session,
+            stash_settings=stash_settings,
+            **settings,
+        )
 
     def load_session(
         self,
@@ -233,6 +253,7 @@ class Engine:
             len(items), chunks, self.store.embedded_texts - before, graphs, search, time.perf_counter() - t
         )
 
-    def select(self, message: str, **settings: Any) -> Request:
-        """One-off request for ``message`` in a fresh session (keyword arguments as for :meth:`session`)."""
-        return self.session(**settings).build_request(message)
+    def select(self, message: str, *, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> Request:
+        """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see
+        :class:`~contextsieve.agent.SettingsOverrides`)."""
+        return self.session(preset=preset, **settings).build_request(message)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from contextsieve.agent import Agent, AgentSettings
+from contextsieve.agent import Agent, AgentSettings, SettingsOverrides
 from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text
 from contextsieve.chunking import query_chunks, split_query
 from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
@@ -37,6 +37,8 @@ from contextsieve.session_stash import SessionStash, StashedMessage, StashSettin
 from contextsieve.store import ChunkStore
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from contextsieve.stash import Retrieved, RetrieveTrace, StashResult, StashStore
 
 __all__ = ["Session", "Message", "Request", "StashSettings", "ToolMatch"]  # StashSettings: from session_stash
@@ -164,7 +166,7 @@ class Session:
         stash: StashStore | None = None,
         stash_session: str | None = None,
         stash_settings: StashSettings | None = None,
-        **settings: Any,
+        **settings: Unpack[SettingsOverrides],
     ) -> None:
         self.agent = agent
         self.store = store
@@ -245,7 +247,7 @@ class Session:
         self._items.pop(item.key, None)
 
     @_locked
-    def update_settings(self, preset: str | None = None, **settings: Any) -> None:
+    def update_settings(self, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> None:
         """Override settings (or apply a preset) for this session from now on."""
         self.settings = self.settings.with_overrides(preset, **settings)
 
@@ -305,7 +307,9 @@ class Session:
         )
         return _query(message, steps, s.max_query_chunks)
 
-    def build_request(self, message: str, *, preset: str | None = None, **overrides: Any) -> Request:
+    def build_request(
+        self, message: str, *, preset: str | None = None, **overrides: Unpack[SettingsOverrides]
+    ) -> Request:
         """The request for ``message``: session items, plus agent-mode items chosen for this message only.
 
         Args:

@@ -103,3 +103,43 @@ def test_no_module_imports_another_modules_private_names() -> None:
                         if private and not own_submodule:
                             found.add((str(path.relative_to(folder)), alias.name))
     assert found <= KNOWN_PRIVATE_IMPORTS, sorted(found - KNOWN_PRIVATE_IMPORTS)
+
+
+def test_settings_overrides_list_every_setting() -> None:
+    import dataclasses
+
+    from contextsieve.agent import AgentSettings, SettingsOverrides
+
+    assert set(SettingsOverrides.__annotations__) == {f.name for f in dataclasses.fields(AgentSettings)}
+
+
+def test_mypy_checks_setting_names_and_types_where_users_pass_them(tmp_path: Path) -> None:
+    _link_tree(tmp_path / "src")
+    code = (
+        "from contextsieve import Engine, Session\n"
+        "def f(engine: Engine, s: Session) -> None:\n"
+        "    engine.select('hi', context_top_n=3, keyword_fusion='rrf')\n"  # fine
+        "    engine.select('hi', context_top_n='five')\n"  # line 4: wrong type
+        "    engine.session(no_such_setting=1)\n"  # line 5: unknown name
+        "    s.build_request('hi', keyword_fusion='median')\n"  # line 6: not one of the choices
+    )
+    (tmp_path / "probe.py").write_text(code)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--follow-imports=silent",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            str(tmp_path / "probe.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(tmp_path / "src")},
+    )
+    lines = {int(line.split(":")[1]) for line in out.stdout.splitlines() if ": error:" in line}
+    assert lines == {4, 5, 6}, out.stdout
