@@ -68,8 +68,10 @@ class Request:
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:
-    """A tool as offered to the LLM: ``{"name": "<server>_<tool>", "description", "input_schema"}``."""
-    return {"name": f"{tool.server}_{tool.name}", "description": tool.description, "input_schema": tool.input_schema}
+    """A tool as offered to the LLM: ``{"name": "<server>_<tool>", "description", "input_schema"}``; a tool
+    declared without a schema gets ``{"type": "object"}`` (an empty schema is refused by LLM APIs)."""
+    schema = tool.input_schema or {"type": "object"}
+    return {"name": f"{tool.server}_{tool.name}", "description": tool.description, "input_schema": schema}
 
 
 def item_text(item: Item) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,10 @@ DEMO_MESSAGES = (
 
 
 def _parser() -> argparse.ArgumentParser:
+    from contextsieve import __version__
+
     p = argparse.ArgumentParser(prog="contextsieve", description="CPU-first context selection for LLM agents.")
+    p.add_argument("--version", action="version", version=f"contextsieve {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("select", help="show the request context chosen for one message")
     s.add_argument("agent", type=Path, help="agent YAML file or agent folder")
@@ -277,6 +281,15 @@ def _demo() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 a contextsieve error, 2 usage)."""
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the reader went away (`contextsieve tools AGENT | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would raise again
+        return 141  # 128 + SIGPIPE, what a shell expects of a writer whose pipe closed
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "select":
             _select(args)

@@ -111,11 +111,11 @@ def explain_item(
             f"its best chunk ranks {facts.chunk_rank} (within top-K {s.context_top_k}); it is item "
             f"{facts.item_rank} after grouping"
         )
-    if facts.server:
+    if round(facts.server, 3):  # a term that rounds to 0 adds nothing worth a reason ("adds -0.000")
         reasons.append(
             f"its server's profile matches the message: adds {facts.server:.3f} (server_weight {s.server_weight})"
         )
-    if facts.keyword:
+    if round(facts.keyword, 3):
         reasons.append(
             f"keyword match (BM25, weight {s.keyword_weight}) adds {facts.keyword:.3f} to its best chunk's score"
         )

@@ -144,3 +144,52 @@ def test_errors_exit_1_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "no such agent file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["select"])
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import contextsieve
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"contextsieve {contextsieve.__version__}"
+
+
+def test_a_closed_pipe_ends_the_cli_quietly(model_cache: Path) -> None:
+    """`contextsieve embed ... | head -c 20`: no traceback, the SIGPIPE exit code."""
+    import os
+    import subprocess
+    import sys
+
+    texts = [f"text number {i}" for i in range(400)]  # ~1.5 MB of JSON: more than a pipe buffer holds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextsieve.cli", "embed", *texts],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, CACHE_ENV: str(model_cache)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.read(20)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141, err
+    assert first.startswith(b'{"text"') and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_tool_without_a_schema_is_offered_as_an_object() -> None:
+    from contextsieve.assembly import tool_definition
+    from contextsieve.items import Tool
+
+    assert tool_definition(Tool("ops", "restart", "restart it"))["input_schema"] == {"type": "object"}
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    assert tool_definition(Tool("ops", "scale", "scale it", schema))["input_schema"] == schema
+
+
+def test_stash_rebuild_of_a_current_store_shows_no_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from contextsieve.stash import StashStore
+
+    with StashStore.open(tmp_path / "s.db") as store:
+        store.stash(["one segment"])
+    capsys.readouterr()
+    assert main(["stash", "rebuild", str(tmp_path / "s.db")]) == 0
+    captured = capsys.readouterr()
+    assert "re-embedding" not in captured.err and "0/1" not in captured.err

@@ -321,7 +321,15 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 await anyio.to_thread.run_sync(st.session.record_tool_calls, st.task, [key])
         return result
 
-    server = Server("contextsieve-gateway", lifespan=lifespan, on_list_tools=list_tools, on_call_tool=call_tool)
+    from contextsieve import __version__
+
+    server = Server(
+        "contextsieve-gateway",
+        version=__version__,
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
     server._contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI
     return server
 

@@ -73,8 +73,11 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     the stash tools when ``stash`` is given."""
     require_sdk()
     agent = engine.agent
+    from contextsieve import __version__
+
     server = MCPServer(
         name=f"contextsieve ({agent.name})",
+        version=__version__,
         instructions=(
             f"Context selection for the agent {agent.name!r}: call select_context with each user message to get "
             "the rules, references and tools to put into the prompt; search_tools finds tools by meaning."

@@ -848,12 +848,13 @@ class StashStore:
         meta = self.backend.meta()
         self.backend.set_meta(meta.model, meta.dim, self.model_id)
         done = 0
-        total = int(str(self.backend.stats(Filters())["segments"]))
-        bar = tqdm(total=total, desc="re-embedding", unit="seg", disable=not show_progress)
         recent: deque[str] = deque(maxlen=batch)
+        todo = list(self.backend.stale(self.model_id, batch))
+        # at most every segment is stale; a store with none shows no bar at all (not "0/1")
+        total = int(str(self.backend.stats(Filters())["segments"])) if todo else 0
+        bar = tqdm(total=total, desc="re-embedding", unit="seg", disable=not show_progress or not todo)
         try:
             while True:
-                todo = [s for s in self.backend.stale(self.model_id, batch) if s.id not in recent]
                 if not todo:
                     break
                 vectors, _ = self._segment_vectors([s.text for s in todo], False)
@@ -862,7 +863,11 @@ class StashStore:
                 recent.extend(s.id for s in todo)
                 done += len(todo)
                 bar.update(len(todo))
+                todo = [s for s in self.backend.stale(self.model_id, batch) if s.id not in recent]
         finally:
+            if todo == [] and done:
+                bar.total = done  # the segments that were stale, not every segment
+                bar.refresh()
             bar.close()
         dim = self._embed(["dimension probe"]).shape[1]
         self.backend.set_meta(self.model_id, dim, None)
