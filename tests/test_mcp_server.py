@@ -191,7 +191,13 @@ def http_serve(model_cache: Path, int8) -> Iterator[tuple[str, str]]:  # noqa: A
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
                 time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp", token
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert proc.stderr is not None
+        seen = [proc.stderr.readline().decode() for _ in range(1)]
+        while url not in seen[-1] and len(seen) < 50:  # the address is announced before it listens
+            seen.append(proc.stderr.readline().decode())
+        assert f"serving MCP (streamable HTTP) at {url}" in seen[-1], seen
+        yield url, token
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -342,4 +343,6 @@ def serve(
     import uvicorn
 
     app = guarded_app(server.streamable_http_app(), token=token, max_request_bytes=config.max_request_bytes)
+    where = f"[{host}]" if ":" in host else host
+    print(f"contextsieve: serving MCP (streamable HTTP) at http://{where}:{port}/mcp", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
