@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import sqlite3
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -53,6 +55,28 @@ def store(location: str):  # noqa: ANN201
 
 def count(store: StashStore) -> int:
     return int(str(store.stats()["segments"]))
+
+
+def bm25(
+    tf: Sequence[int], df: Sequence[int], n: int, length: int, avgdl: float, k1: float = 1.2, b: float = 0.75
+) -> float:
+    """The keyword oracle: Okapi BM25 of one document for distinct query terms, as SQLite FTS5's
+    ``bm25()`` computes it: ``sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))`` with
+    ``idf = ln((n - df + 0.5) / (df + 0.5))``, floored at 1e-6 (a term in over half the documents
+    still counts a little).
+
+    Args:
+        tf / df: per query term, its count in the document and the documents holding it.
+        n: documents in the store. length: terms in the document. avgdl: mean terms per document.
+    """
+    score = 0.0
+    norm = k1 * (1.0 - b + b * length / max(avgdl, 1e-9))
+    for f, d in zip(tf, df):
+        if f <= 0:
+            continue
+        idf = math.log((n - d + 0.5) / (d + 0.5)) if n > 0 else 0.0
+        score += max(idf, 1e-6) * f * (k1 + 1.0) / (f + norm)
+    return score
 
 
 # -- stash and get --------------------------------------------------------------------------------
@@ -583,7 +607,7 @@ def test_keyword_scores_equal_a_bm25_oracle(store: StashStore) -> None:
     here over every stored segment, after batches that share terms, a delete and another session."""
     from collections import Counter
 
-    from contextsieve.stash.backend import bm25, index_terms
+    from contextsieve.stash.backend import index_terms
 
     rng = np.random.default_rng(4)
     words = ["deploy", "vault", "timeout", "checkout", "rollback"] + [f"w{i}" for i in range(40)]
@@ -686,9 +710,12 @@ def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path
     s.close()
 
 
-def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
-    """The embedded store's BM25 (an in-memory term index) against SQLite FTS5's own ``bm25()`` over
-    the same rows, after deletes and from a second process's view."""
+def test_in_memory_keyword_search_ranks_as_the_bm25_oracle(tmp_path: Path) -> None:
+    """The embedded store's BM25 (an in-memory term index) against :func:`bm25` over the stored texts
+    (every session counts for N, df and the mean length, as an FTS5 index over the store did), after
+    deletes and from a second handle's view (which loads its table from the file)."""
+    from collections import Counter
+
     from contextsieve.stash.backend import index_terms
 
     rng = np.random.default_rng(3)
@@ -699,20 +726,18 @@ def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
     s.stash(["deploy vault timeout elsewhere"], session="b")
     s.delete(list(ids[:40]), session="a")
     other = StashStore.open(tmp_path / "k.db", fake())  # loads the table from the file
+    docs = [Counter(index_terms(t)) for t in [*texts[40:], "deploy vault timeout elsewhere"]]
+    avgdl = sum(sum(d.values()) for d in docs) / len(docs)
     for query in ("deploy timeout", "w3 w7 w7 checkout", "vault", "nothing here"):
         terms = index_terms(query)
-        match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
-        db = sqlite3.connect(tmp_path / "k.db")
-        oracle = (
-            db.execute(
-                "SELECT s.id, -bm25(fts) FROM fts JOIN segments s ON s.row = fts.rowid "
-                "WHERE fts MATCH ? AND s.session = 'a' ORDER BY bm25(fts), s.row LIMIT 20",
-                (match,),
-            ).fetchall()
-            if terms
-            else []
-        )
-        db.close()
+        uniq = list(dict.fromkeys(terms))
+        df = [sum(1 for d in docs if t in d) for t in uniq]
+        scored = [
+            (bm25([d.get(t, 0) for t in uniq], df, len(docs), sum(d.values()), avgdl), pos, i)
+            for pos, (i, d) in enumerate(zip(ids[40:], docs))  # pos: the row order breaks ties
+            if any(t in d for t in uniq)
+        ]
+        oracle = [(i, x) for x, _, i in sorted(scored, key=lambda e: (-e[0], e[1]))][:20]
         for store in (s, other):
             got = store.backend.keyword(terms, 20, Filters(sessions=("a",)))
             assert [h.id for h in got][:10] == [i for i, _ in oracle][:10] or np.allclose(
@@ -722,6 +747,41 @@ def test_in_memory_keyword_search_ranks_as_fts5(tmp_path: Path) -> None:
             assert not {h.id for h in got} & set(ids[:40])
     s.close()
     other.close()
+
+
+def test_a_store_with_the_old_fts5_table_opens_and_works(tmp_path: Path) -> None:
+    """A store made when the schema had an FTS5 table (written on every insert and delete, never
+    read): it opens, takes writes and deletes, searches, and its ``fts`` is left as it was."""
+    from contextsieve.stash.backend import index_terms
+
+    path = tmp_path / "old.db"
+    with StashStore.open(path, fake()) as s:
+        kept = s.stash(["deploy the vault", "rotate the keys"], session="s").segment_ids
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE VIRTUAL TABLE fts USING fts5 (terms, content='segments', content_rowid='row', "
+        "tokenize='unicode61 remove_diacritics 0')"
+    )
+    db.execute("INSERT INTO fts (fts) VALUES ('rebuild')")
+    db.commit()
+    before = db.execute("SELECT count(*) FROM fts_docsize").fetchone()
+    db.close()
+    with StashStore.open(path, fake()) as s:
+        new = s.stash(["deploy again tomorrow", "vault audit"], session="s").segment_ids
+        assert s.delete([kept[1], new[1]], session="s") == 2
+        hits = s.backend.keyword(index_terms("deploy vault"), 10, Filters(sessions=("s",)))
+        assert {h.id for h in hits} == {kept[0], new[0]}
+        assert [x.text for x in s.get([new[0], kept[0]], session="s")] == ["deploy again tomorrow", "deploy the vault"]
+        assert count(s) == 2 and s.protect([new[0]], session="s") == 1
+        assert isinstance(s.backend, SqliteBackend) and s.backend.integrity_check() == "ok"
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM fts_docsize").fetchone() == before  # neither written nor dropped
+    db.close()
+    fresh = sqlite3.connect(tmp_path / "new.db")
+    StashStore.open(tmp_path / "new.db", fake()).close()
+    names = {r[0] for r in fresh.execute("SELECT name FROM sqlite_master")}
+    fresh.close()
+    assert "fts" not in names and {"meta", "segments", "refs", "changes"} <= names
 
 
 def test_batch_loading_equals_adding_one_by_one() -> None:

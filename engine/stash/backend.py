@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -25,7 +24,6 @@ from contextsieve.models.registry import model_family
 from contextsieve.stash.segment import ContextSegment, SegmentType
 
 __all__ = [
-    "bm25",
     "Filters",
     "SegmentRow",
     "StashBackend",
@@ -66,27 +64,6 @@ def index_terms(text: str) -> list[str]:
     it whole."""
     stems = [_stem(w) for w in tokenize(text)]
     return [t if t.isascii() else "x" + t.encode("utf-8").hex() for t in stems]
-
-
-def bm25(
-    tf: Sequence[int], df: Sequence[int], n: int, length: int, avgdl: float, k1: float = 1.2, b: float = 0.75
-) -> float:
-    """Okapi BM25 of one document for distinct query terms, as SQLite FTS5's ``bm25()`` computes it:
-    ``sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))`` with ``idf = ln((n - df +
-    0.5) / (df + 0.5))``, floored at 1e-6 (a term in over half the documents still counts a little).
-
-    Args:
-        tf / df: per query term, its count in the document and the documents holding it.
-        n: documents in the store. length: terms in the document. avgdl: mean terms per document.
-    """
-    score = 0.0
-    norm = k1 * (1.0 - b + b * length / max(avgdl, 1e-9))
-    for f, d in zip(tf, df):
-        if f <= 0:
-            continue
-        idf = math.log((n - d + 0.5) / (d + 0.5)) if n > 0 else 0.0
-        score += max(idf, 1e-6) * f * (k1 + 1.0) / (f + norm)
-    return score
 
 
 def vector_digest(segment_id: str, model_id: str, vectors: np.ndarray) -> bytes:
