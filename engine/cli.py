@@ -148,11 +148,21 @@ def _engine(path: Path, tools: Path | None, offline: bool = True):  # noqa: ANN2
         except (OSError, ValueError) as e:
             raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
     engine = Engine.from_file(path, tools=catalog)
+    if _is_example(path):  # its servers are a fictional company's (hosts, paths): it declares its tools instead
+        offline = True
     if catalog is None and not offline and _has_servers(engine.agent):
         report = engine.connect()
         if not report.ok:
             print(report.summary(), file=sys.stderr)
     return engine
+
+
+def _is_example(path: Path) -> bool:
+    """Whether ``path`` is the bundled example agent (read offline: its servers cannot run anywhere)."""
+    try:
+        return path.resolve() == example_agent_path().resolve()
+    except OSError:
+        return False
 
 
 def _has_servers(agent) -> bool:  # noqa: ANN001

@@ -193,3 +193,11 @@ def test_stash_rebuild_of_a_current_store_shows_no_bar(tmp_path: Path, capsys: p
     assert main(["stash", "rebuild", str(tmp_path / "s.db")]) == 0
     captured = capsys.readouterr()
     assert "re-embedding" not in captured.err and "0/1" not in captured.err
+
+
+def test_the_bundled_example_is_quick_and_quiet_without_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its servers belong to a fictional company and cannot start anywhere: select reads it offline
+    instead of trying eight servers and printing their failures (issue 27 item 16)."""
+    assert main(["select", str(example_agent_path()), "My parcel is late."]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "Context Used" in captured.out  # no server tried, no failure listed
