@@ -827,3 +827,40 @@ def test_batch_loading_equals_adding_one_by_one() -> None:
     assert one.facts(ids) == many.facts(ids) and one.facts(["s5"]) == {"s5": (105.0, 205.0, "sha5")}
     many.remove(5)
     assert "s5" not in many.facts(ids) and len(many) == 39
+
+
+EDGE_CASES = [
+    ("not a list", lambda s: s.stash(None), "must be a segment or a list"),  # type: ignore[arg-type]
+    (
+        "expiry past year 9999 in UTC",
+        lambda s: s.stash(
+            [{"text": "x", "expires_at": datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))}]
+        ),
+        "out of range",
+    ),
+    (
+        "time before year 1 in UTC",
+        lambda s: s.stash([{"text": "y", "timestamp": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))}]),
+        "out of range",
+    ),
+    ("filter past year 9999", lambda s: s.retrieve("x", filters={"end_time": "9999-12-31T23:00:00-05:00"}), "range"),
+    ("offset past 64 bits", lambda s: s.list(offset=2**63), "offset must be"),
+    ("max_age of 1e308 days", lambda s: s.cleanup_old(1e308), "max_age must be"),
+    ("max_age of timedelta.max", lambda s: s.cleanup_old(timedelta.max), "max_age must be"),
+    ("NUL in the text", lambda s: s.stash(["a\x00b"]), "NUL"),
+    ("NUL in the topic", lambda s: s.stash([{"text": "ok", "topic": "t\x00"}]), "NUL"),
+    ("NUL in the session", lambda s: s.stash(["ok"], session="s\x00"), "NUL"),
+]
+
+
+@pytest.mark.parametrize("case", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
+def test_edge_values_are_typed_errors_that_change_nothing_on_both_backends(store: StashStore, case) -> None:  # noqa: ANN001
+    """Issue 27 items 6-7: times out of range, huge offsets and ages, None, NUL characters: the same
+    InputError on SQLite and PostgreSQL (NUL used to be stored by one and a storage error on the
+    other), nothing written."""
+    _, call, match = case
+    store.stash(["a segment that stays"])
+    with pytest.raises(InputError, match=match):
+        call(store)
+    assert [s.text for s in store.list()] == ["a segment that stays"]
+    assert store.cleanup_old(3_000_000) == 0  # the largest ages are fine: nothing is that old

@@ -75,7 +75,23 @@ def aware(value: object, what: str) -> datetime:
         raise InputError(f"{what} must be a timezone-aware datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InputError(f"{what} is a naive datetime ({value.isoformat()}); give it a timezone (e.g. UTC)")
-    return value.astimezone(timezone.utc)
+    try:
+        utc = value.astimezone(timezone.utc)
+        utc.timestamp()  # the stores keep epoch seconds: the time must have one
+    except (OverflowError, ValueError, OSError):
+        raise InputError(
+            f"{what} {value.isoformat()} is out of range: it must lie in years 1 to 9999 in UTC"
+        ) from None
+    return utc
+
+
+def no_nul(text: str, what: str) -> str:
+    """``text`` unless it holds a NUL character, which PostgreSQL cannot store in text: both backends
+    refuse it the same way (:class:`InputError`), so a store can move between them."""
+    at = text.find("\x00")
+    if at >= 0:
+        raise InputError(f"{what} holds a NUL character at position {at}; text may not contain NUL")
+    return text
 
 
 def _label(value: object, what: str, *, optional: bool) -> str | None:
@@ -85,7 +101,7 @@ def _label(value: object, what: str, *, optional: bool) -> str | None:
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
     if len(value) > MAX_LABEL_CHARS:
         raise InputError(f"{what} is {len(value)} characters long; at most {MAX_LABEL_CHARS} are allowed")
-    return check_text(value, what)
+    return no_nul(check_text(value, what), what)
 
 
 def check_session(session: object) -> str:
@@ -254,7 +270,7 @@ def check_segment(seg: NewSegment, what: str, now: datetime, max_chars: int = MA
         raise InputError(f"{what}.text is empty")
     if len(seg.text) > max_chars:
         raise InputError(f"{what}.text is {len(seg.text)} characters long; at most {max_chars} are allowed")
-    check_text(seg.text, f"{what}.text")
+    no_nul(check_text(seg.text, f"{what}.text"), f"{what}.text")
     kind = SegmentType.parse(seg.type, f"{what}.type")
     topic = _label(seg.topic, f"{what}.topic", optional=True)
     source = _label(seg.source, f"{what}.source", optional=False) or ""

@@ -61,6 +61,12 @@ __all__ = [
     "DEFAULT_SESSION",
 ]
 
+#: Largest ``offset`` of a listing (SQLite integers are 64-bit).
+_MAX_OFFSET = 2**62
+#: Largest ``max_age`` of :meth:`StashStore.cleanup_old`, in days (about 10,000 years: every time a
+#: store can hold).
+_MAX_AGE_DAYS = 3_660_000
+
 #: Session of calls that name none.
 DEFAULT_SESSION = "default"
 _MAX_TOP_K = 1_000
@@ -453,6 +459,8 @@ class StashStore:
         session = check_session(session)
         if isinstance(segments, (str, bytes, Mapping, NewSegment)):
             segments = [segments]
+        if not isinstance(segments, Iterable):
+            raise InputError(f"segments must be a segment or a list of them, got {brief(segments)}")
         items = list(segments)
         if not items:
             return StashResult((), 0, 0, 0)
@@ -783,8 +791,8 @@ class StashStore:
         self._usable()
         session = check_session(session)
         lim = _k(limit, "limit", 10_000)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InputError(f"offset must be an int >= 0, got {brief(offset)}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
+            raise InputError(f"offset must be an int from 0 to {_MAX_OFFSET}, got {brief(offset)}")
         f = SegmentFilter.coerce(filters).resolve((session,), None)
         return self.backend.get(self.backend.select_ids(f, limit=lim, offset=offset))
 
@@ -820,15 +828,20 @@ class StashStore:
     ) -> int:
         """Delete unprotected segments created more than ``max_age`` ago (a timedelta or days).
         Returns how many."""
+        most = timedelta(days=_MAX_AGE_DAYS)
         if isinstance(max_age, (int, float)) and not isinstance(max_age, bool):
-            if not math.isfinite(max_age) or max_age < 0:
-                raise InputError(f"max_age must be a number of days >= 0, got {max_age!r}")
+            if not math.isfinite(max_age) or not 0 <= max_age <= _MAX_AGE_DAYS:
+                raise InputError(f"max_age must be a number of days from 0 to {_MAX_AGE_DAYS}, got {max_age!r}")
             max_age = timedelta(days=float(max_age))
-        if not isinstance(max_age, timedelta) or max_age < timedelta(0):
-            raise InputError(f"max_age must be a timedelta or days >= 0, got {brief(max_age)}")
+        if not isinstance(max_age, timedelta) or not timedelta(0) <= max_age <= most:
+            raise InputError(f"max_age must be a timedelta or days from 0 to {_MAX_AGE_DAYS} days, got {brief(max_age)}")
         at = _now() if now is None else aware(now, "now")
         f = Filters(sessions=self._scope(session), protected=False)
-        return self.backend.delete(self.backend.select_ids(f, created_before=to_epoch(at - max_age)))
+        try:
+            cutoff = to_epoch(at - max_age)
+        except (OverflowError, ValueError, OSError):  # before year 1: every segment is younger
+            return 0
+        return self.backend.delete(self.backend.select_ids(f, created_before=cutoff))
 
     def stats(self, *, session: str | None = None) -> dict[str, object]:
         """Counts (segments, tokens, protected, sessions, chunk vectors, by type), time range, model
