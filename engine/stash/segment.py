@@ -79,9 +79,7 @@ def aware(value: object, what: str) -> datetime:
         utc = value.astimezone(timezone.utc)
         utc.timestamp()  # the stores keep epoch seconds: the time must have one
     except (OverflowError, ValueError, OSError):
-        raise InputError(
-            f"{what} {value.isoformat()} is out of range: it must lie in years 1 to 9999 in UTC"
-        ) from None
+        raise InputError(f"{what} {value.isoformat()} is out of range: it must lie in years 1 to 9999 in UTC") from None
     return utc
 
 

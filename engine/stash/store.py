@@ -834,7 +834,9 @@ class StashStore:
                 raise InputError(f"max_age must be a number of days from 0 to {_MAX_AGE_DAYS}, got {max_age!r}")
             max_age = timedelta(days=float(max_age))
         if not isinstance(max_age, timedelta) or not timedelta(0) <= max_age <= most:
-            raise InputError(f"max_age must be a timedelta or days from 0 to {_MAX_AGE_DAYS} days, got {brief(max_age)}")
+            raise InputError(
+                f"max_age must be a timedelta or days from 0 to {_MAX_AGE_DAYS} days, got {brief(max_age)}"
+            )
         at = _now() if now is None else aware(now, "now")
         f = Filters(sessions=self._scope(session), protected=False)
         try:
