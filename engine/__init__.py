@@ -61,6 +61,7 @@ _LAZY = {
     "MissingExtraError": "contextsieve.errors",
     "StashError": "contextsieve.errors",
     "StashModelError": "contextsieve.errors",
+    "StashIntegrityError": "contextsieve.errors",
     "UnknownSegmentError": "contextsieve.errors",
 }
 
@@ -112,6 +113,7 @@ __all__ = [
     "MissingExtraError",
     "StashError",
     "StashModelError",
+    "StashIntegrityError",
     "UnknownSegmentError",
     "__version__",
 ]
@@ -135,6 +137,7 @@ if TYPE_CHECKING:
         ModelError,
         SessionFileError,
         StashError,
+        StashIntegrityError,
         StashModelError,
         SummarizerError,
         UnknownItemError,

@@ -27,6 +27,7 @@ __all__ = [
     "EmbeddingCacheError",
     "StashError",
     "StashModelError",
+    "StashIntegrityError",
     "UnknownSegmentError",
     "check_text",
     "brief",
@@ -101,6 +102,11 @@ class StashError(ContextSieveError):
 class StashModelError(StashError):
     """The stash store's vectors were made by another embedding model than the one it is opened with;
     the message names both and the command that re-embeds the store (``contextsieve stash rebuild``)."""
+
+
+class StashIntegrityError(StashError):
+    """A stored segment failed its check on read (its text no longer matches its sha256, or its bytes
+    are not valid text): the message names the segment and the store; nothing of it is returned."""
 
 
 class UnknownSegmentError(ContextSieveError, KeyError):

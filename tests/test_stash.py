@@ -864,3 +864,32 @@ def test_edge_values_are_typed_errors_that_change_nothing_on_both_backends(store
         call(store)
     assert [s.text for s in store.list()] == ["a segment that stays"]
     assert store.cleanup_old(3_000_000) == 0  # the largest ages are fine: nothing is that old
+
+
+def _tamper(location: str, sql: str, args: tuple) -> None:
+    """Change a stored row behind the store's back (as a flipped bit or an edit would)."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as c:
+            c.execute(sql.replace("segments", "stash_segments").replace("?", "%s"), args)
+    else:
+        db = sqlite3.connect(location)
+        with db:
+            db.execute(sql, args)
+        db.close()
+
+
+def test_a_stored_text_changed_behind_the_store_is_a_typed_error_naming_it(location: str) -> None:
+    """Issue 27 item 4: every read checks a segment's text against its sha256 (both backends)."""
+    from contextsieve.errors import StashIntegrityError
+
+    with StashStore.open(location, fake()) as s:
+        ids = s.stash(["the deploy key is in vault", "lunch: two pizzas"]).segment_ids
+    _tamper(location, "UPDATE segments SET text = ? WHERE id = ?", ("the deploy key is in a drawer", ids[0]))
+    with StashStore.open(location, fake()) as s:
+        with pytest.raises(StashIntegrityError, match=ids[0]):
+            s.get([ids[0]])
+        assert [seg.text for seg in s.get([ids[1]])] == ["lunch: two pizzas"]  # the others still read
+        with pytest.raises(StashIntegrityError):
+            s.list()

@@ -18,9 +18,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from contextsieve.errors import InputError, StashError
+from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.stash.backend import Filters, SegmentRow, StoreMeta, from_epoch, to_epoch, vector_digest
-from contextsieve.stash.segment import ContextSegment, SegmentType
+from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
 
 __all__ = ["Dialect", "SqlBackend", "guarded", "segment_of", "where"]
 
@@ -131,6 +131,11 @@ def where(d: Dialect, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
 def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Sequence[str]) -> ContextSegment:
     """A segment from a row of :data:`SEGMENT_COLUMNS` and its references both ways."""
     sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch = r
+    if not isinstance(text, str) or content_hash(text) != sha:  # a flipped bit on disk, an edited row
+        raise StashIntegrityError(
+            f"segment {sid!r} failed its check on read: its text no longer matches its sha256 (the store's "
+            "file or table was changed outside contextsieve); delete the segment or restore the store"
+        )
     return ContextSegment(
         id=sid,
         session=session,
@@ -190,6 +195,8 @@ class SqlBackend:
             raise InputError(f"the stash {self.location} refused the write: {e}") from e
         except self._failure as e:
             raise StashError(f"stash {self.location}: {e}") from e
+        except UnicodeDecodeError as e:  # a stored text whose bytes were changed into invalid UTF-8
+            raise StashIntegrityError(f"stash {self.location}: a stored text is not valid UTF-8 ({e.reason})") from e
 
     def _where(self, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
         return where(self.dialect, f, alias)
