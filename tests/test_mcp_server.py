@@ -237,3 +237,26 @@ def test_the_mcp_inspector_cli_lists_and_calls(model_cache: Path, int8) -> None:
     assert called.returncode == 0, called.stderr[-2000:]
     found = json.loads(json.loads(called.stdout)["content"][0]["text"])["tools"]
     assert found[0]["name"] == "github_create_pull_request"
+
+
+def test_the_declared_prompts_are_served_and_an_unknown_one_is_invalid_params(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 item 20: the server declares prompts, so it serves one (``context``); an unknown name is
+    MCP's invalid-params error (it was code 0 / internal error with a traceback in the log)."""
+    from mcp.types import INVALID_PARAMS
+
+    async def main() -> None:
+        async with Client(build_server(engine)) as c:
+            assert [p.name for p in (await c.list_prompts()).prompts] == ["context"]
+            got = await c.get_prompt("context", {"message": "My parcel is late and has not moved for a week."})
+            text = got.messages[0].content.text  # type: ignore[union-attr]
+            want = engine.select("My parcel is late and has not moved for a week.")
+            rules = [e.key.name for e in want.context.entries if e.key.kind.value == "rule"]
+            assert rules and all(f"Rule {name}:" in text for name in rules)
+            with pytest.raises(MCPError) as bad:
+                await c.get_prompt("nope")
+            assert bad.value.error.code == INVALID_PARAMS and "unknown prompt 'nope'" in bad.value.error.message
+
+    anyio.run(main)
+    assert "Traceback" not in caplog.text

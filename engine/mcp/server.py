@@ -267,7 +267,47 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         )
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
+    _add_prompts(server, engine, sessions, run, text)
     return server
+
+
+def _add_prompts(
+    server: Any,
+    engine: Engine,
+    sessions: SessionRegistry,
+    run: Callable[[Callable[[], Any]], Any],
+    text: Callable[[Any, str], str],
+) -> None:
+    """The ``context`` prompt (the server declares prompts, so it serves one), and MCP's invalid-params
+    error for an unknown prompt name (the SDK answers an internal error and logs a traceback)."""
+
+    @server.prompt(
+        name="context",
+        description=(
+            "The rules and references contextsieve selects for a message (a fresh session), as one user "
+            "message to put before it."
+        ),
+    )
+    def context(message: str) -> str:
+        msg = text(message, "message")
+
+        def build() -> str:
+            _, s = sessions.new()
+            texts = context_result(engine, s.build_request(msg))["texts"]
+            parts = [f"{t['type'].capitalize()} {t['name']}:\n{t['text']}" for t in texts]
+            return "\n\n".join(parts) or "(no rules or references selected for this message)"
+
+        return str(run(build))
+
+    original = server.get_prompt
+
+    async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        known = sorted(p.name for p in await server.list_prompts())
+        if name not in known:
+            raise invalid_params(f"unknown prompt {brief(name)}; this server's prompts: {', '.join(known)}")
+        return await original(name, arguments, context)
+
+    server.get_prompt = get_prompt
 
 
 def _add_resource(server: Any, item: Rule | Reference) -> None:
