@@ -219,6 +219,13 @@ def test_over_http_with_a_token_and_a_size_limit(http_serve) -> None:  # noqa: A
             big = await raw.post(url, content=b"x" * 2_000_000, headers={"Authorization": f"Bearer {token}"})
             assert big.status_code == 413
 
+            async def chunks() -> Any:  # no content-length: a chunked body, counted as it arrives
+                for _ in range(20):
+                    yield b"x" * 100_000
+
+            chunked = await raw.post(url, content=chunks(), headers={"Authorization": f"Bearer {token}"})
+            assert chunked.status_code == 413  # it was a 500 with a traceback in the log
+
     anyio.run(main)
 
 
@@ -260,3 +267,37 @@ def test_the_declared_prompts_are_served_and_an_unknown_one_is_invalid_params(
 
     anyio.run(main)
     assert "Traceback" not in caplog.text
+
+
+def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_app_never_runs() -> None:
+    """A client that trickles its body holds nothing past ``body_seconds`` (issue 27 item 13)."""
+    from contextsieve.mcp.server import guarded_app
+
+    ran: list[bool] = []
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        ran.append(True)
+
+    async def slow_receive() -> dict[str, Any]:
+        await anyio.sleep(5)
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "headers": [(b"content-length", b"2")]}
+    guarded = guarded_app(app, token=None, max_request_bytes=1000, body_seconds=0.2)
+    anyio.run(guarded, scope, slow_receive, send)
+    assert not ran and sent[0]["status"] == 408
+
+    async def whole() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    seen: list[bytes] = []
+
+    async def echo(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((await receive())["body"])
+
+    anyio.run(guarded_app(echo, token=None, max_request_bytes=1000), scope, whole, send)
+    assert seen == [b"{}"]  # a body in time reaches the app whole

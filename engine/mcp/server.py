@@ -324,10 +324,14 @@ def _add_resource(server: Any, item: Rule | Reference) -> None:
     )(read)
 
 
-def guarded_app(app: Any, *, token: str | None, max_request_bytes: int) -> Any:
+def guarded_app(app: Any, *, token: str | None, max_request_bytes: int, body_seconds: float = 30.0) -> Any:
     """An ASGI wrapper: ``401`` without ``Authorization: Bearer <token>`` (when a token is set, compared
-    in constant time) and ``413`` for bodies over ``max_request_bytes`` (by header and as streamed)."""
+    in constant time), ``413`` for bodies over ``max_request_bytes`` (by header, and as read: a chunked
+    body is read here, up to the limit, before the app sees it) and ``408`` for a body that has not
+    arrived within ``body_seconds`` (default 30 s: a client that trickles its body holds no worker)."""
     import hmac
+
+    import anyio
 
     async def reply(send: Any, status: int, body: bytes) -> None:
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
@@ -347,18 +351,35 @@ def guarded_app(app: Any, *, token: str | None, max_request_bytes: int) -> Any:
         if length is not None and (not length.isdigit() or int(length) > max_request_bytes):
             await reply(send, 413, f"request body over {max_request_bytes} bytes".encode())
             return
+        parts: list[bytes] = []
         seen = 0
-
-        async def counted() -> Any:
-            nonlocal seen
-            message = await receive()
-            if message.get("type") == "http.request":
-                seen += len(message.get("body", b""))
+        with anyio.move_on_after(body_seconds) as waited:
+            while True:
+                message = await receive()
+                if message.get("type") == "http.disconnect":
+                    return  # the client left before its body was complete
+                chunk = message.get("body", b"")
+                seen += len(chunk)
                 if seen > max_request_bytes:
-                    raise InputError(f"request body over {max_request_bytes} bytes")
-            return message
+                    await reply(send, 413, f"request body over {max_request_bytes} bytes".encode())
+                    return
+                parts.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if waited.cancelled_caught:
+            await reply(send, 408, f"request body not received within {body_seconds:g} s".encode())
+            return
+        body = b"".join(parts)
+        replayed = False
 
-        await app(scope, counted, send)
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect a streaming response waits for
+
+        await app(scope, replay, send)
 
     return guarded
 
