@@ -219,3 +219,42 @@ def test_a_downstream_tools_list_changed_relists_and_tells_the_host(tmp_path: Pa
 
     anyio.run(main)
     assert engine.agent.has("tool:tracker:close_ticket")
+
+
+def test_a_call_that_may_have_run_is_never_sent_twice(tmp_path: Path) -> None:
+    """Issue 27 item 9: a downstream server that crashes during a call, or answers something that is
+    not a tool result, gives the host an error for that call; the call ran once, is not re-sent, and
+    the gateway keeps serving (a crashed server is started again on the next call)."""
+    tools = [{"name": n, "description": f"{n} on cue"} for n in ("crash", "malformed", "echo")]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    runs = tmp_path / "tools.json.runs"
+    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
+    doc = {
+        "name": "gw",
+        "mcpServers": {
+            "probe": {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": [str(server_py), str(tmp_path / "tools.json")],
+                "serverToolDefaults": {"include": "always"},
+            }
+        },
+    }
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
+    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    engine.connect()
+
+    async def main() -> None:
+        async with Client(build_gateway(engine), mode="legacy") as c:
+            with pytest.raises(MCPError, match="not sent again"):
+                await c.call_tool("probe_crash", {})
+            assert runs.read_text().split() == ["crash"]  # ran once, not re-sent after the restart
+            with pytest.raises(MCPError):  # the downstream SDK refuses to send it: its error passes on
+                await c.call_tool("probe_malformed", {})
+            assert runs.read_text().split() == ["crash", "malformed"]
+            echoed = json.loads(text(await c.call_tool("probe_echo", {"x": 1})))
+            assert echoed == {"tool": "echo", "x": 1}  # the server was started again and answers
+            again = json.loads(text(await c.call_tool("probe_echo", {"x": 2})))
+            assert again == {"tool": "echo", "x": 2}  # the malformed answer did not cost the restart
+
+    anyio.run(main)

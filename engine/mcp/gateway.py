@@ -40,6 +40,9 @@ from contextsieve.session import Session
 __all__ = ["build_gateway", "run_gateway"]
 
 _OWN = ("set_task", "select_context", "search_tools")
+#: Seconds a downstream server has to answer the ping sent before each forwarded call (a connection
+#: that died while idle is then restarted before the call is sent, never after).
+PING_SECONDS = 5.0
 
 
 @dataclass
@@ -99,20 +102,24 @@ class _Link:
         import anyio
         from mcp import Client
 
-        self._stop = anyio.Event()
+        stop = self._stop = anyio.Event()
+        mine: Any = None
         try:
             with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
                 transport = open_transport(self.server, server_kind(self.server), errlog)
                 async with Client(  # stateful: a kept connection is what carries tools/list_changed
                     transport, read_timeout_seconds=self.config.timeout, message_handler=self._on_message, mode="legacy"
                 ) as client:
+                    mine = client
                     self.client, self.error = client, None
                     ready.set()
-                    await self._stop.wait()
+                    await stop.wait()
         except Exception as e:  # noqa: BLE001 - reported to the caller of the tool
-            self.error = describe_error(e)
+            if self.client is None or self.client is mine:
+                self.error = describe_error(e)
         finally:
-            self.client = None
+            if self.client is mine:  # a connection that ends late never clears its successor
+                self.client = None
             ready.set()
 
     async def start(self, tg: Any) -> None:
@@ -130,6 +137,13 @@ class _Link:
     def stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+
+    def drop(self, client: Any, error: str) -> None:
+        """Forget ``client`` (broken) and end its connection; a newer connection is left alone."""
+        if self.client is client:
+            self.error = error
+            self.client = None
+            self.stop()
 
 
 class Gateway:
@@ -364,32 +378,46 @@ def _progress_relay(ctx: Any) -> Any:
 
 
 async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any], progress: Any = None) -> Any:
-    """Call ``key`` on its server (starting the connection, and once more if it fails)."""
+    """Call ``key`` on its server, starting the connection when there is none (one restart after a
+    broken one). A call is sent at most once: if it fails after it was sent (the connection broke,
+    the server crashed, its result was malformed) it may have run, so the host gets an error for this
+    call and the call is never re-sent; a broken connection is dropped, so the next call starts the
+    server again."""
+    import anyio
     from mcp import MCPError, types
 
     link = gw.links.get(key.server)
     if link is None:
         raise MCPError(types.INVALID_PARAMS, f"server {key.server!r} has no process to forward to")
-    for _attempt in range(2):
+    while True:  # nothing of the call is sent in this loop: starting (again) is safe
         if link.client is None:
             if link.starts >= 2:
                 raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} is unavailable: {link.error}")
             await link.start(gw.tg)
-            if link.client is None:
-                continue
-        try:
-            return await link.client.call_tool(key.name, args, progress_callback=progress)
-        except MCPError as e:
-            if e.error.code != types.CONNECTION_CLOSED:
-                raise  # the server answered with an error: pass it on unchanged
-            link.error = f"the connection closed ({e.error.message})"
-            link.stop()
-            link.client = None
-        except Exception as e:  # noqa: BLE001 - the connection broke: start the server again once
-            link.error = describe_error(e)
-            link.stop()
-            link.client = None
-    raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} is unavailable: {link.error}")
+            continue
+        client = link.client
+        try:  # a connection that died while idle is found here, before the call is sent
+            with anyio.fail_after(PING_SECONDS):
+                await client.send_ping()
+            break
+        except Exception as e:  # noqa: BLE001 - dead or hung: drop it and start the server again
+            link.drop(client, f"no answer to a ping ({describe_error(e) or 'timeout'})")
+    maybe_ran = f"the call to {key.server}:{key.name} may have run, so it is not sent again"
+    try:
+        return await client.call_tool(key.name, args, progress_callback=progress)
+    except MCPError as e:
+        if e.error.code != types.CONNECTION_CLOSED:
+            raise  # the server answered with an error: pass it on unchanged
+        link.drop(client, f"the connection closed ({e.error.message})")
+        raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r} closed the connection; {maybe_ran}") from e
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as e:
+        link.drop(client, describe_error(e))
+        raise MCPError(types.INTERNAL_ERROR, f"server {key.server!r}: the connection broke; {maybe_ran}") from e
+    except Exception as e:  # noqa: BLE001 - e.g. a result that is not MCP: an error of this call only
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            f"server {key.server!r} answered something that is not a tool result ({describe_error(e)})",
+        ) from e
 
 
 def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig()) -> None:

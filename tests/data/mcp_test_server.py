@@ -40,7 +40,8 @@ def make_server(path: Path) -> Server:
 
     async def call_tool(ctx, params):  # noqa: ANN001, ANN202
         """``add_tool(name, description)`` adds a tool to the file and sends tools/list_changed;
-        any other tool echoes its arguments."""
+        ``crash`` notes its run in ``TOOLS.json.runs`` and exits before answering, ``malformed`` notes it
+        and answers content that is not a list; any other tool echoes its arguments."""
         args = dict(params.arguments or {})
         meta = ctx.meta or {}
         token = meta.get("progress_token") if isinstance(meta, dict) else None
@@ -49,6 +50,14 @@ def make_server(path: Path) -> Server:
                 await ctx.session.send_progress_notification(
                     token, i, 3, f"step {i}", related_request_id=str(ctx.request_id)
                 )
+        if params.name in ("crash", "malformed"):  # misbehave on cue, after noting that the call ran
+            with open(str(path) + ".runs", "a", encoding="utf-8") as runs:
+                runs.write(params.name + "\n")
+            if params.name == "crash":
+                import os
+
+                os._exit(3)  # dies before answering: the call did run
+            return types.CallToolResult.model_construct(content="not a list", is_error=False)
         if params.name == "add_tool":
             tools = json.loads(path.read_text(encoding="utf-8"))
             tools.append({"name": args["name"], "description": args.get("description", "")})
