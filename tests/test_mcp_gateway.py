@@ -258,3 +258,43 @@ def test_a_call_that_may_have_run_is_never_sent_twice(tmp_path: Path) -> None:
             assert again == {"tool": "echo", "x": 2}  # the malformed answer did not cost the restart
 
     anyio.run(main)
+
+
+def test_a_storm_of_tools_list_changed_is_coalesced(tmp_path: Path) -> None:
+    """Issue 27 item 10: 500 notifications from a downstream server cost a few re-listings (one
+    running, at most one more queued), and the host is told a few times, not 500."""
+    (tmp_path / "tools.json").write_text(json.dumps([{"name": "storm", "description": "notify many times"}]))
+    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
+    doc = {
+        "name": "gw",
+        "mcpServers": {
+            "noisy": {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": [str(server_py), str(tmp_path / "tools.json")],
+                "serverToolDefaults": {"include": "always"},
+            }
+        },
+    }
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
+    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    engine.connect()
+    gateway = build_gateway(engine)
+    link = gateway._contextsieve_gateway.links["noisy"]
+    told: list[int] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append(1)
+
+    async def main() -> None:
+        async with Client(gateway, mode="legacy", message_handler=on_message) as c:
+            await c.call_tool("noisy_storm", {"count": 500})
+            for _ in range(50):  # let the last listing finish
+                await anyio.sleep(0.1)
+                if not link._relisting:
+                    break
+
+    anyio.run(main)
+    assert 1 <= link.relists <= 20, link.relists
+    assert len(told) <= 25, len(told)

@@ -69,6 +69,8 @@ class _Link:
         self.error: str | None = None
         self.starts = 0
         self.relists = 0
+        self._relisting = False
+        self._again = False
         self._stop: Any = None
         self._tg: Any = None
 
@@ -76,7 +78,23 @@ class _Link:
         from mcp import types
 
         if isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
-            self._tg.start_soon(self._relist)
+            if self._relisting:  # a storm of notifications: one more listing after the running one
+                self._again = True
+                return
+            self._relisting = True
+            self._tg.start_soon(self._relist_until_settled)
+
+    async def _relist_until_settled(self) -> None:
+        """Re-list, and again once if more notifications came meanwhile (so 2,000 notifications cost a
+        few listings, not 2,000, and the host hears of each listing once)."""
+        try:
+            while True:
+                self._again = False
+                await self._relist()
+                if not self._again:
+                    return
+        finally:
+            self._relisting = False
 
     async def _relist(self) -> None:
         client = self.client

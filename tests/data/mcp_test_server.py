@@ -58,6 +58,9 @@ def make_server(path: Path) -> Server:
 
                 os._exit(3)  # dies before answering: the call did run
             return types.CallToolResult.model_construct(content="not a list", is_error=False)
+        if params.name == "storm":  # many tools/list_changed at once
+            for _ in range(int(args.get("count", 500))):
+                await ctx.session.send_tool_list_changed()
         if params.name == "add_tool":
             tools = json.loads(path.read_text(encoding="utf-8"))
             tools.append({"name": args["name"], "description": args.get("description", "")})
