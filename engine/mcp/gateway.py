@@ -40,6 +40,9 @@ from contextsieve.session import Session
 __all__ = ["build_gateway", "run_gateway"]
 
 _OWN = ("set_task", "select_context", "search_tools")
+#: Seconds the gateway waits after a downstream ``tools/list_changed`` before listing again, so that a
+#: burst of notifications costs one listing.
+RELIST_AFTER_SECONDS = 0.2
 #: Seconds a downstream server has to answer the ping sent before each forwarded call (a connection
 #: that died while idle is then restarted before the call is sent, never after).
 PING_SECONDS = 5.0
@@ -85,10 +88,13 @@ class _Link:
             self._tg.start_soon(self._relist_until_settled)
 
     async def _relist_until_settled(self) -> None:
-        """Re-list, and again once if more notifications came meanwhile (so 2,000 notifications cost a
-        few listings, not 2,000, and the host hears of each listing once)."""
+        """Re-list :data:`RELIST_AFTER_SECONDS` after a notification, and again if more came meanwhile (so
+        2,000 notifications cost a few listings, not 2,000, and the host hears of each listing once)."""
+        import anyio
+
         try:
             while True:
+                await anyio.sleep(RELIST_AFTER_SECONDS)  # the rest of a storm arrives meanwhile
                 self._again = False
                 await self._relist()
                 if not self._again:
