@@ -18,7 +18,7 @@ import numpy as np
 
 from contextsieve.chunking import query_chunks
 from contextsieve.context import Dropped, RequestContext, StashedEntry
-from contextsieve.errors import InputError, UnknownSegmentError, brief
+from contextsieve.errors import InputError, StashError, UnknownSegmentError, brief
 from contextsieve.explain import Explanation
 from contextsieve.items import IncludeMode
 from contextsieve.models.registry import model_family
@@ -147,14 +147,18 @@ class SessionStash:
         if embedded is not None and items_model_id is not None and embedded[0] == query_chunks(query):
             if model_family(items_model_id) == model_family(self.store.model_id):
                 vectors = embedded[1]
-        return self.store.retrieve_traced(
-            query,
-            session=self.session,
-            top_k=top_k,
-            min_similarity=st.min_similarity,
-            cross_session=st.cross_session,
-            query_vectors=vectors,
-        )
+        try:
+            return self.store.retrieve_traced(
+                query,
+                session=self.session,
+                top_k=top_k,
+                min_similarity=st.min_similarity,
+                cross_session=st.cross_session,
+                query_vectors=vectors,
+            )
+        except StashError as e:  # the store is down (a database restart): select without stashed items
+            self.notes.append(f"the stash is unavailable, so no stashed segments were retrieved: {e}")
+            return [], None
 
     def entries(self, retrieved: Sequence[Retrieved]) -> tuple[list[StashedEntry], dict[str, str], list[Dropped]]:
         """Request entries for retrieved segments, best first, within ``max_tokens``; and their texts."""

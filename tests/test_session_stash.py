@@ -258,3 +258,24 @@ def test_explaining_a_stashed_segment_reads_the_trace_and_searches_once(stash: S
     strict = session(stash, stash_session=s.stash_session, stash_settings=StashSettings(top_k=1, min_similarity=0.95))
     low = strict.explain("where is the staging deploy key", f"stash:{ids[1]}")
     assert not low.included and "below min_similarity 0.95" in low.reasons[0]
+
+
+def test_selection_goes_on_without_stashed_items_while_the_store_is_down(postgres_uri: str) -> None:
+    """Issue 27 item 3: a stash outage never takes selection down; the request says why it has no
+    stashed items, and they come back with the store."""
+    from .test_stash import _drop_connections
+
+    e = FakeEmbedder()
+    e.model_id = "fake/1"  # type: ignore[misc]
+    with StashStore.open(postgres_uri, e) as stash:
+        s = session(stash, stash_settings=StashSettings(top_k=2, min_similarity=0.0))
+        s.stash(["the staging deploy key is in vault"])
+        _drop_connections(postgres_uri, allow=False)
+        try:
+            down = s.build_request("where is the staging deploy key")
+        finally:
+            _drop_connections(postgres_uri, allow=True)
+        assert down.context.entries and not down.context.stashed
+        assert any("stash is unavailable" in n for n in down.context.notes)
+        back = s.build_request("where is the staging deploy key")
+        assert [x.segment_id for x in back.context.stashed] and not any("unavailable" in n for n in back.context.notes)

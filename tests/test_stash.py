@@ -6,6 +6,7 @@ import math
 import multiprocessing as mp
 import os
 import sqlite3
+import time
 import warnings
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -893,3 +894,59 @@ def test_a_stored_text_changed_behind_the_store_is_a_typed_error_naming_it(locat
         assert [seg.text for seg in s.get([ids[1]])] == ["lunch: two pizzas"]  # the others still read
         with pytest.raises(StashIntegrityError):
             s.list()
+
+
+def _drop_connections(uri: str, *, allow: bool | None = None) -> None:
+    """From another connection: optionally allow or refuse new connections to the store's database,
+    then end every other connection to it (what clients see when the server restarts)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    db = str(conninfo_to_dict(uri)["dbname"])
+    with psycopg.connect(make_conninfo(uri, dbname="postgres"), autocommit=True) as c:
+        if allow is not None:
+            c.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS {"true" if allow else "false"}')
+        c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (db,),
+        )
+        for _ in range(100):  # termination is asynchronous: wait until they are gone
+            left = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (db,)
+            ).fetchone()
+            if left is not None and left[0] == 0:
+                break
+            time.sleep(0.05)
+
+
+def test_postgres_store_reconnects_after_its_connection_is_dropped(postgres_uri: str) -> None:
+    """Issue 27 item 3: reads run again on a fresh connection; a write reconnects when the loss is
+    known before it is sent, else it is an error with nothing stored; the next write works; what is
+    stored is exactly what was acknowledged."""
+    with StashStore.open(postgres_uri, fake()) as s:
+        first = s.stash(["the deploy key is in vault"]).segment_ids
+        _drop_connections(postgres_uri)
+        assert [r.segment.id for r in s.retrieve("deploy key")] == list(first)  # the read reconnected
+        acked = ["the deploy key is in vault"]
+        for text in ("written while the connection was gone", "written after"):
+            _drop_connections(postgres_uri)
+            try:  # a loss found before sending reconnects first; one found during the write is an error
+                s.stash([text])
+                acked.append(text)
+            except StashError:
+                pass
+        s.stash(["written last"])  # whatever happened above, the next write works
+        acked.append("written last")
+        assert sorted(x.text for x in s.list()) == sorted(acked)  # exactly what was acknowledged, once each
+
+
+def test_postgres_store_down_then_back(postgres_uri: str) -> None:
+    with StashStore.open(postgres_uri, fake()) as s:
+        s.stash(["the deploy key is in vault"])
+        _drop_connections(postgres_uri, allow=False)
+        try:
+            with pytest.raises(StashError, match="cannot connect"):
+                s.retrieve("deploy key")
+        finally:
+            _drop_connections(postgres_uri, allow=True)
+        assert [r.segment.text for r in s.retrieve("deploy key")] == ["the deploy key is in vault"]

@@ -34,7 +34,7 @@ import numpy as np
 from contextsieve.errors import InputError, MissingExtraError, StashError
 from contextsieve.stash.backend import FORMAT, Filters, Hit, SegmentRow, index_terms
 from contextsieve.stash.segment import ContextSegment
-from contextsieve.stash.sql import Dialect, SqlBackend, guarded
+from contextsieve.stash.sql import Dialect, SqlBackend, guarded, reads
 
 __all__ = ["PostgresConfig", "PostgresBackend"]
 
@@ -151,17 +151,37 @@ class PostgresBackend(SqlBackend):
         self.config = config or PostgresConfig()
         self.location = _URI_PASSWORD.sub(r"\1***@", uri)
         self.lock = threading.RLock()
-        try:
-            self._db = psycopg.connect(
-                uri, autocommit=True, connect_timeout=int(math.ceil(self.config.connect_timeout))
-            )
-        except psycopg.Error as e:
-            raise StashError(f"cannot connect to the stash {self.location}: {e}") from e
+        self._closed = False
+        self._uri = uri
+        self._db = self._connect()
         try:
             self._setup()
         except BaseException:
             self._db.close()
             raise
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        try:
+            return psycopg.connect(
+                self._uri, autocommit=True, connect_timeout=int(math.ceil(self.config.connect_timeout))
+            )
+        except psycopg.Error as e:
+            raise StashError(f"cannot connect to the stash {self.location}: {e}") from e
+
+    def _connection_lost(self) -> bool:
+        return bool(self._db.closed or self._db.broken)
+
+    def _reconnect_if_lost(self) -> None:
+        """A connection that broke (the server restarted or dropped it) is replaced by a new one."""
+        with self.lock:
+            if self._connection_lost() and not self._closed:
+                try:
+                    self._db.close()
+                except Exception:  # noqa: BLE001 - it is broken already
+                    pass
+                self._db = self._connect()
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -194,6 +214,7 @@ class PostgresBackend(SqlBackend):
 
     def close(self) -> None:
         with self.lock:
+            self._closed = True
             self._db.close()
 
     @contextmanager
@@ -222,14 +243,14 @@ class PostgresBackend(SqlBackend):
     def _search_stats(self) -> tuple[str, int]:
         return "hnsw (pgvector)", 0
 
-    @guarded
+    @reads
     def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
         with self.lock:
             q = "SELECT id, created, stashed, sha256 FROM stash_segments WHERE id = ANY(%s)"
             rows = self._db.execute(q, (list(ids),)).fetchall()
         return {i: (float(c), float(st), sha) for i, c, st, sha in rows}
 
-    @guarded
+    @reads
     def stale(self, model: str, limit: int) -> list[ContextSegment]:
         with self.lock:
             return self._stale(model, limit)
@@ -237,7 +258,7 @@ class PostgresBackend(SqlBackend):
     def _has_chunks(self) -> bool:
         return self.meta().dim is not None
 
-    @guarded
+    @reads
     def dense(self, queries: np.ndarray, k: int, filters: Filters) -> list[Hit]:
         if k <= 0 or queries.shape[0] == 0 or not self._has_chunks():
             return []
@@ -259,7 +280,7 @@ class PostgresBackend(SqlBackend):
         ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return [Hit(i, s) for i, s in ranked]
 
-    @guarded
+    @reads
     def similarities(self, queries: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         if not ids or not self._has_chunks():
             return {}
@@ -275,7 +296,7 @@ class PostgresBackend(SqlBackend):
                     out[sid] = max(out.get(sid, -math.inf), float(score))
         return out
 
-    @guarded
+    @reads
     def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:

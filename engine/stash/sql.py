@@ -22,7 +22,7 @@ from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.stash.backend import Filters, SegmentRow, StoreMeta, from_epoch, to_epoch, vector_digest
 from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
 
-__all__ = ["Dialect", "SqlBackend", "guarded", "segment_of", "where"]
+__all__ = ["Dialect", "SqlBackend", "guarded", "reads", "segment_of", "where"]
 
 _BATCH = 500  # ids per IN (...) list where a dialect has no array parameters
 _P = ParamSpec("_P")
@@ -157,12 +157,35 @@ def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Seque
 
 
 def guarded(fn: Callable[Concatenate[_B, _P], _R]) -> Callable[Concatenate[_B, _P], _R]:
-    """Run a backend method inside :meth:`SqlBackend._guard` (its driver errors become the project's)."""
+    """Run a backend method inside :meth:`SqlBackend._guard` (its driver errors become the project's),
+    on a live connection: one that broke since the last call is replaced first (nothing of this call
+    has been sent yet, so that is always safe). A write is never retried: if the connection breaks
+    during it, the caller gets the error (the server rolls back what it had not committed)."""
 
     @functools.wraps(fn)
     def run(self: _B, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with self._guard():
+            self._reconnect_if_lost()
             return fn(self, *args, **kwargs)
+
+    return run
+
+
+def reads(fn: Callable[Concatenate[_B, _P], _R]) -> Callable[Concatenate[_B, _P], _R]:
+    """:func:`guarded` for a method that only reads: if the connection is lost during it (a database
+    restart, a dropped connection), it runs once more on a fresh one."""
+
+    @functools.wraps(fn)
+    def run(self: _B, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        for attempt in (1, 2):
+            try:
+                with self._guard():
+                    self._reconnect_if_lost()
+                    return fn(self, *args, **kwargs)
+            except StashError:
+                if attempt == 2 or not self._connection_lost():
+                    raise
+        raise AssertionError("unreachable")
 
     return run
 
@@ -198,6 +221,13 @@ class SqlBackend:
         except UnicodeDecodeError as e:  # a stored text whose bytes were changed into invalid UTF-8
             raise StashIntegrityError(f"stash {self.location}: a stored text is not valid UTF-8 ({e.reason})") from e
 
+    def _connection_lost(self) -> bool:
+        """Whether the connection broke (a database restart): the next call opens a new one."""
+        return False
+
+    def _reconnect_if_lost(self) -> None:
+        """Replace a lost connection (no-op where connections cannot be lost, as SQLite's file)."""
+
     def _where(self, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
         return where(self.dialect, f, alias)
 
@@ -215,7 +245,7 @@ class SqlBackend:
         """Record the format tag unless the store has one."""
         db.execute(self.dialect.insert_ignore(self.dialect.meta, 2), ("format", fmt))
 
-    @guarded
+    @reads
     def meta(self) -> StoreMeta:
         with self.lock:
             d: dict[str, str] = dict(self._db.execute(f"SELECT key, value FROM {self.dialect.meta}").fetchall())
@@ -231,7 +261,7 @@ class SqlBackend:
 
     # -- reads ------------------------------------------------------------------------------------
 
-    @guarded
+    @reads
     def sessions_of(self, ids: Sequence[str]) -> dict[str, str]:
         d = self.dialect
         out: dict[str, str] = {}
@@ -241,7 +271,7 @@ class SqlBackend:
                 out.update(self._db.execute(f"SELECT id, session FROM {d.segments} WHERE {cond}", args).fetchall())
         return out
 
-    @guarded
+    @reads
     def by_hash(self, session: str, hashes: Sequence[str]) -> dict[str, str]:
         d = self.dialect
         out: dict[str, str] = {}
@@ -269,7 +299,7 @@ class SqlBackend:
                 back[b].append(a)
         return [segment_of(r, refs[r[0]], back[r[0]]) for r in rows]
 
-    @guarded
+    @reads
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:
         found: dict[str, ContextSegment] = {}
         with self.lock:
@@ -282,7 +312,7 @@ class SqlBackend:
         m = self.dialect.mark
         return self._segments(f"model <> {m} ORDER BY row LIMIT {m}", [model, limit])
 
-    @guarded
+    @reads
     def references(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         d = self.dialect
         out: dict[str, list[str]] = {}
@@ -293,7 +323,7 @@ class SqlBackend:
                     out.setdefault(src, []).append(dst)
         return {k: tuple(v) for k, v in out.items()}
 
-    @guarded
+    @reads
     def select_ids(
         self,
         filters: Filters,
@@ -318,7 +348,7 @@ class SqlBackend:
         with self.lock:
             return [r[0] for r in self._db.execute(q, args)]
 
-    @guarded
+    @reads
     def stats(self, filters: Filters) -> dict[str, object]:
         d = self.dialect
         cond, args = self._where(filters)
