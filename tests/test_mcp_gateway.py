@@ -115,6 +115,8 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
                     assert again["timezone"] == "UTC" and link.starts == 2, (link.starts, link.error)
             with pytest.raises(MCPError, match="time.*unavailable"):
                 await c.call_tool("time_get_current_time", {"timezone": "UTC"})
+            offered = {t.name for t in (await c.list_tools()).tools}  # a server known down: its tools go
+            assert not any(n.startswith("time_") for n in offered) and "files_list_directory" in offered
             assert "notes.txt" in text(
                 await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")})
             )

@@ -236,11 +236,17 @@ class Gateway:
         keys += [k for k in sorted(st.offered, key=str) if k not in keys]
         out = []
         for k in keys:
-            if agent.has(k):
+            if agent.has(k) and not self.down(k.server):
                 tool = agent.get(k)
                 if isinstance(tool, Tool) and st.session._tool_available(tool):
                     out.append(tool)
         return out
+
+    def down(self, server: str) -> bool:
+        """Whether ``server`` is known to be unavailable: its connection failed and its one restart is
+        spent (its tools are not offered; a call would only fail)."""
+        link = self.links.get(server)
+        return link is not None and link.client is None and link.starts >= 2
 
     def task(self, st: _State, message: str) -> dict[str, Any]:
         req = st.session.build_request(message)
