@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tool_selection import groups, load, load_servers
+from benchmarks.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
 DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
@@ -59,22 +59,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", default=None, help="embedder variant (default: auto)")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
-    from contextsieve.agent import Agent, McpServer
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode, Tool
     from contextsieve.query_vectors import plan_query
 
     tools, queries = load(DATA)
     server_desc = load_servers(DATA)
-    servers = {
-        s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, ""))
-        for s in {t["server"] for t in tools}
-    }
-    agent = Agent(
-        name="catalog",
-        servers=servers,
-        tools=[Tool(t["server"], t["name"], t.get("description", ""), t.get("inputSchema") or {}) for t in tools],
-    )
+    agent = catalog_agent(tools, server_desc, "catalog")
     emb = Embedder(variant=args.variant)
     engine = Engine(agent, embedder=emb, cache_dir=False)
     engine.index()

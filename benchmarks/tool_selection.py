@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contextsieve.agent import Agent
 from contextsieve.chunking import query_chunks
 from contextsieve.keyword import BM25Index
 
@@ -80,6 +81,22 @@ def load_servers(folder: Path) -> dict[str, str]:
         return {}
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {r["server"]: r.get("description", "") for r in rows}
+
+
+def catalog_agent(tools: list[dict], server_desc: dict[str, str], name: str) -> Agent:
+    """An agent whose tools are a catalog's (``tools.jsonl`` rows), every server in ``agent`` mode."""
+    from contextsieve.agent import McpServer
+    from contextsieve.items import IncludeMode, Tool
+
+    servers = {
+        s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, ""))
+        for s in {t["server"] for t in tools}
+    }
+    return Agent(
+        name=name,
+        servers=servers,
+        tools=[Tool(t["server"], t["name"], t.get("description", ""), t.get("inputSchema") or {}) for t in tools],
+    )
 
 
 def groups(q: dict) -> list[set[str]]:
@@ -139,10 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
-    from contextsieve.agent import Agent, McpServer
     from contextsieve.chunking import ChunkConfig
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode, Tool
 
     tools, queries = load(args.data)
     server_desc = load_servers(args.data)
@@ -159,15 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     emb = MemoEmbedder(Embedder(variant=args.variant))
     tool_vecs = emb.embed(texts)
     bm25 = BM25Index(texts)
-    servers = {
-        s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, ""))
-        for s in {t["server"] for t in tools}
-    }
-    agent = Agent(
-        name="eval",
-        servers=servers,
-        tools=[Tool(t["server"], t["name"], t.get("description", ""), t.get("inputSchema") or {}) for t in tools],
-    )
+    agent = catalog_agent(tools, server_desc, "eval")
     engines: dict[ChunkConfig, Engine] = {}
 
     def session(chunking: ChunkConfig = ChunkConfig(), **settings: object) -> Callable[[str], list[str]]:
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         systems = {k: v for k, v in systems.items() if any(p in k for p in parts)}
     for name, qs in sets.items():
         print(
-            f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(servers)} servers, contextsieve "
+            f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(agent.servers)} servers, contextsieve "
             f"{args.variant}\n"
         )
         print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | R@sel | all@sel | n | p50 ms |")

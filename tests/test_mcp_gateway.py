@@ -170,22 +170,7 @@ def test_a_downstream_tools_list_changed_relists_and_tells_the_host(tmp_path: Pa
     """The downstream server adds a tool and sends tools/list_changed while the gateway is connected:
     the gateway lists it again, the agent has the new tool, and the host is told."""
     tools = [{"name": "add_tool", "description": "add a tool to this server"}]
-    (tmp_path / "tools.json").write_text(json.dumps(tools))
-    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
-    doc = {
-        "name": "gw",
-        "mcpServers": {
-            "tracker": {
-                "type": "stdio",
-                "command": sys.executable,
-                "args": [str(server_py), str(tmp_path / "tools.json")],
-                "serverToolDefaults": {"include": "always"},
-            }
-        },
-    }
-    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
-    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
-    engine.connect()
+    engine = _test_server_engine(tmp_path, "tracker", tools)
     gateway = build_gateway(engine)
     changes: list[str] = []
 
@@ -228,23 +213,8 @@ def test_a_call_that_may_have_run_is_never_sent_twice(tmp_path: Path) -> None:
     not a tool result, gives the host an error for that call; the call ran once, is not re-sent, and
     the gateway keeps serving (a crashed server is started again on the next call)."""
     tools = [{"name": n, "description": f"{n} on cue"} for n in ("crash", "malformed", "echo")]
-    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    engine = _test_server_engine(tmp_path, "probe", tools)
     runs = tmp_path / "tools.json.runs"
-    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
-    doc = {
-        "name": "gw",
-        "mcpServers": {
-            "probe": {
-                "type": "stdio",
-                "command": sys.executable,
-                "args": [str(server_py), str(tmp_path / "tools.json")],
-                "serverToolDefaults": {"include": "always"},
-            }
-        },
-    }
-    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
-    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
-    engine.connect()
 
     async def main() -> None:
         async with Client(build_gateway(engine), mode="legacy") as c:
@@ -265,22 +235,7 @@ def test_a_call_that_may_have_run_is_never_sent_twice(tmp_path: Path) -> None:
 def test_a_storm_of_tools_list_changed_is_coalesced(tmp_path: Path) -> None:
     """Issue 27 item 10: 500 notifications from a downstream server cost a few re-listings (one
     running, at most one more queued), and the host is told a few times, not 500."""
-    (tmp_path / "tools.json").write_text(json.dumps([{"name": "storm", "description": "notify many times"}]))
-    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
-    doc = {
-        "name": "gw",
-        "mcpServers": {
-            "noisy": {
-                "type": "stdio",
-                "command": sys.executable,
-                "args": [str(server_py), str(tmp_path / "tools.json")],
-                "serverToolDefaults": {"include": "always"},
-            }
-        },
-    }
-    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
-    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
-    engine.connect()
+    engine = _test_server_engine(tmp_path, "noisy", [{"name": "storm", "description": "notify many times"}])
     gateway = build_gateway(engine)
     link = gateway._contextsieve_gateway.links["noisy"]
     told: list[int] = []
@@ -300,3 +255,25 @@ def test_a_storm_of_tools_list_changed_is_coalesced(tmp_path: Path) -> None:
     anyio.run(main)
     assert 1 <= link.relists <= 20, link.relists
     assert len(told) <= 25, len(told)
+
+
+def _test_server_engine(tmp_path: Path, server: str, tools: list[dict[str, str]]) -> Engine:
+    """An engine whose agent has one stdio server, ``tests/data/mcp_test_server.py`` serving ``tools``
+    (from ``tmp_path/tools.json``, all ``always``), connected once."""
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
+    doc = {
+        "name": "gw",
+        "mcpServers": {
+            server: {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": [str(server_py), str(tmp_path / "tools.json")],
+                "serverToolDefaults": {"include": "always"},
+            }
+        },
+    }
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(doc))
+    engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    engine.connect()
+    return engine

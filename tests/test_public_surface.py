@@ -54,16 +54,12 @@ def _link_tree(dest: Path) -> None:
     (pkg / "models").symlink_to(ROOT / "models")
 
 
-def test_mypy_sees_classes_not_any(tmp_path: Path) -> None:
+def _mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """mypy (the project's settings) over ``code`` written to ``tmp_path/probe.py``, the package seen
+    through a link tree."""
     _link_tree(tmp_path / "src")
-    code = (
-        "import contextsieve\n"
-        "reveal_type(contextsieve.StashStore)\n"
-        "reveal_type(contextsieve.Engine)\n"
-        "reveal_type(contextsieve.NewSegment)\n"
-    )
     (tmp_path / "probe.py").write_text(code)
-    out = subprocess.run(
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -80,6 +76,16 @@ def test_mypy_sees_classes_not_any(tmp_path: Path) -> None:
         cwd=tmp_path,
         env={**os.environ, "MYPYPATH": str(tmp_path / "src")},
     )
+
+
+def test_mypy_sees_classes_not_any(tmp_path: Path) -> None:
+    code = (
+        "import contextsieve\n"
+        "reveal_type(contextsieve.StashStore)\n"
+        "reveal_type(contextsieve.Engine)\n"
+        "reveal_type(contextsieve.NewSegment)\n"
+    )
+    out = _mypy(tmp_path, code)
     revealed = [line for line in out.stdout.splitlines() if "Revealed type" in line]
     assert len(revealed) == 3, out.stdout + out.stderr
     for line, cls in zip(revealed, ("StashStore", "Engine", "NewSegment")):
@@ -114,7 +120,6 @@ def test_settings_overrides_list_every_setting() -> None:
 
 
 def test_mypy_checks_setting_names_and_types_where_users_pass_them(tmp_path: Path) -> None:
-    _link_tree(tmp_path / "src")
     code = (
         "from contextsieve import Engine, Session\n"
         "def f(engine: Engine, s: Session) -> None:\n"
@@ -123,23 +128,6 @@ def test_mypy_checks_setting_names_and_types_where_users_pass_them(tmp_path: Pat
         "    engine.session(no_such_setting=1)\n"  # line 5: unknown name
         "    s.build_request('hi', keyword_fusion='median')\n"  # line 6: not one of the choices
     )
-    (tmp_path / "probe.py").write_text(code)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--no-incremental",
-            "--follow-imports=silent",
-            "--config-file",
-            str(ROOT / "pyproject.toml"),
-            str(tmp_path / "probe.py"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env={**os.environ, "MYPYPATH": str(tmp_path / "src")},
-    )
+    out = _mypy(tmp_path, code)
     lines = {int(line.split(":")[1]) for line in out.stdout.splitlines() if ": error:" in line}
     assert lines == {4, 5, 6}, out.stdout
