@@ -188,3 +188,22 @@ def test_select_context_brings_back_the_connections_stashed_segments(engine: Eng
                 await other.call_tool("explain", {"message": "refund", "item": f"stash:{sid}"})
 
     anyio.run(main)
+
+
+def test_every_argument_of_every_tool_is_described_in_its_schema(engine: Engine, stash: StashStore) -> None:
+    """Issue 27 item 22: the schema is what an LLM reads when it fills a call in; every argument
+    says what it is, and ``session`` says to pass the handle back (the default protocol is stateless)."""
+
+    async def main() -> None:
+        async with Client(build_server(engine, stash=stash)) as c:
+            tools = (await c.list_tools()).tools
+            assert len(tools) >= 12
+            for t in tools:
+                for name, prop in t.input_schema.get("properties", {}).items():
+                    assert prop.get("description"), (t.name, name)
+                if "session" in t.input_schema.get("properties", {}):
+                    said = t.input_schema["properties"]["session"]["description"]
+                    assert "pass it back" in said and "stateful connection" not in said, t.name
+                assert "stateful connection" not in (t.description or ""), t.name
+
+    anyio.run(main)

@@ -87,7 +87,10 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     sessions = SessionRegistry(engine, config, stash)
 
     def tool(fn: _F) -> _F:
-        """Register ``fn`` with its docstring, dedented, as the tool's description."""
+        """Register ``fn`` with its docstring, dedented, as the tool's description, and each argument's
+        line of the docstring's ``Args:`` as that argument's description in the input schema (what an
+        LLM reads when it fills the call in)."""
+        described(fn)
         server.tool(description=inspect.cleandoc(fn.__doc__ or ""), structured_output=False)(fn)
         return fn
 
@@ -146,7 +149,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             message: the user's message (mentions @ref:NAME / @rule:NAME add items to the session).
             settings: overrides for this request only, e.g. {"context_top_n": 8} (contextsieve names).
             preset: "aggressive", "normal", "conservative" or "reference".
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
 
         Returns JSON: session (the handle), items (type, name, serverName, includeMode, similarityScore,
         contextsieve extras), texts of the selected rules and references, tools (name, description,
@@ -172,7 +177,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         Args:
             query: what the tool should do.
             limit: how many tools to return (1-50, default 5).
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
 
         Returns JSON: tools (name as offered to the LLM, server, tool, description, input_schema, similarity),
         best first (ranked by similarity and keyword match together).
@@ -191,7 +198,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         Args:
             message: the user's message.
             item: rule:NAME, reference:NAME or tool:SERVER:NAME; with a stash, also stash:SEGMENT_ID.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         msg = text(message, "message")
         key: ItemKey | str = (
@@ -207,7 +216,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
 
         Args:
             item: rule:NAME, reference:NAME or tool:SERVER:NAME.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         key = key_of(item)
         handle, s = session_of(ctx, session)
@@ -222,7 +233,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
 
         Args:
             item: rule:NAME, reference:NAME or tool:SERVER:NAME.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         key = key_of(item)
         handle, s = session_of(ctx, session)
@@ -239,7 +252,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         Args:
             message: the user's message the calls answered.
             tools: the tools called, as tool:SERVER:NAME (at most 50).
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         msg = text(message, "message")
         if not isinstance(tools, list) or not tools or len(tools) > 50:
@@ -269,6 +284,41 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         _add_resource(server, it)
     _add_prompts(server, engine, sessions, run, text)
     return server
+
+
+def described(fn: Callable[..., Any]) -> None:
+    """Give each argument of ``fn`` its ``Args:`` docstring line as a schema description
+    (``Annotated[type, Field(description=...)]``), in place; arguments without a line are left as they are."""
+    import typing
+
+    from pydantic import Field
+
+    docs = _arg_docs(inspect.cleandoc(fn.__doc__ or ""))
+    hints = typing.get_type_hints(fn, globalns={**fn.__globals__, "Context": Context}, include_extras=True)
+    for name, text in docs.items():
+        if name in hints and name != "ctx":
+            fn.__annotations__[name] = typing.Annotated[hints[name], Field(description=text)]
+
+
+def _arg_docs(doc: str) -> dict[str, str]:
+    """``{argument: description}`` from a Google-style ``Args:`` section (continuation lines joined)."""
+    out: dict[str, str] = {}
+    inside, current = False, None
+    for line in doc.splitlines():
+        if line.strip() == "Args:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.strip() or not line.startswith(" "):
+            break
+        head, sep, rest = line.strip().partition(": ")
+        if line.startswith("    ") and not line.startswith("     ") and sep and head.isidentifier():
+            current = head
+            out[current] = rest.strip()
+        elif current is not None:
+            out[current] += " " + line.strip()
+    return out
 
 
 def _add_prompts(

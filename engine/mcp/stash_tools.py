@@ -60,7 +60,9 @@ def add_stash_tools(
             segments: objects with text (required) and optional type (message, code_block, file_content,
                 error_log, debug_output, task_state, decision, research), topic, source, references (ids of
                 stashed segments it refers to), expires_in_days, protected.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
 
         Returns JSON: segment_ids (one per segment; an already stashed text gets its existing id),
         stashed_count, duplicates, tokens_stashed.
@@ -97,7 +99,9 @@ def add_stash_tools(
             min_similarity: leave out segments whose cosine similarity is below this (default 0).
             filters: any of type/types, topic/topics, source/sources, start_time, end_time (ISO 8601 with
                 offset), protected.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
 
         Returns JSON: segments (segment_id, text preview of at most 500 characters, type, similarity, score,
         timestamp, tokens, topic, source), total_found. Merge the ones you need with merge_stashed_context.
@@ -125,7 +129,9 @@ def add_stash_tools(
         Args:
             segment_ids: ids from retrieve_stashed_context or stash_context.
             keep: keep them in the stash (default true); false removes them once merged.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
 
         Returns JSON: merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
         """
@@ -144,8 +150,11 @@ def add_stash_tools(
 
         Args:
             filters: as for retrieve_stashed_context.
-            limit: how many (1-10000, default 20). offset: how many to skip (default 0).
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            limit: how many (1-10000, default 20).
+            offset: how many to skip (default 0).
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         handle, name = where(ctx, session)
         segs = run(lambda: stash.list(session=name, filters=filters, limit=limit, offset=offset))
@@ -159,7 +168,9 @@ def add_stash_tools(
 
         Args:
             segment_ids: the ids to delete.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         handle, name = where(ctx, session)
         n = run(lambda: stash.delete(segment_ids, session=name))
@@ -173,7 +184,9 @@ def add_stash_tools(
         Args:
             segment_ids: the ids.
             protected: true (default) to protect, false to unprotect.
-            session: the session handle of an earlier result (stateless clients); omit on a stateful connection.
+            session: the session handle of an earlier result; pass it back on every call to stay in one
+                session (the default client protocol keeps no connection state: without it each call starts
+                a new session).
         """
         if not isinstance(protected, bool):
             raise invalid("protected must be true or false")
