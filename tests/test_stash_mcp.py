@@ -207,3 +207,27 @@ def test_every_argument_of_every_tool_is_described_in_its_schema(engine: Engine,
                 assert "stateful connection" not in (t.description or ""), t.name
 
     anyio.run(main)
+
+
+def test_a_stateless_host_finds_what_it_stashed_without_a_handle(engine: Engine, stash: StashStore) -> None:
+    """Issue 27 item 1: the SDK's default client (stateless) stashes and retrieves without threading a
+    handle: both go to the agent's shared namespace, in the store (a new server process finds them);
+    a handle still keeps its own segments apart, and select_context without a handle sees the shared
+    ones."""
+
+    async def main() -> None:
+        async with Client(build_server(engine, stash=stash)) as c:  # the default protocol: stateless
+            put = result(await c.call_tool("stash_context", {"segments": [{"text": "the api key is in vault"}]}))
+            assert put["session"] is None and put["segment_ids"]
+            got = result(await c.call_tool("retrieve_stashed_context", {"query": "api key vault"}))
+            assert [s["segment_id"] for s in got["segments"]] == put["segment_ids"]
+            handle = result(await c.call_tool("select_context", {"message": "hello"}))["session"]
+            own = result(await c.call_tool("retrieve_stashed_context", {"query": "api key vault", "session": handle}))
+            assert own["segments"] == []  # a handle's namespace is its own
+            ctx = result(await c.call_tool("select_context", {"message": "where is the api key? vault?"}))
+            assert any(i["type"] == "stash" for i in ctx["items"])
+        async with Client(build_server(engine, stash=stash)) as c:  # another server process, same store
+            again = result(await c.call_tool("retrieve_stashed_context", {"query": "api key vault"}))
+            assert [s["segment_id"] for s in again["segments"]] == put["segment_ids"]
+
+    anyio.run(main)

@@ -151,6 +151,12 @@ class SessionRegistry:
                 break
             del self._by_handle[handle]
 
+    def default_namespace(self) -> str:
+        """The stash session of calls that name no handle over the stateless protocol: one per agent,
+        kept in the store, so what such a host stashed it finds again (an LLM does not reliably thread
+        a handle through its calls)."""
+        return "agent:" + self._engine.agent.name
+
     def get(self, handle: str) -> Session | None:
         now = time.monotonic()
         with self._lock:
@@ -162,14 +168,18 @@ class SessionRegistry:
             self._by_handle.move_to_end(handle)
             return got[0]
 
-    def new(self) -> tuple[str, Session]:
+    def new(self, *, shared: bool = False) -> tuple[str, Session]:
+        """A new session and its handle. ``shared``: its stash part is the agent's default namespace
+        (:meth:`default_namespace`; a call of the stateless protocol that names no handle), else its
+        own (the handle's; a stateful connection's)."""
         handle = "cs-" + secrets.token_urlsafe(16)
         if self._stash is None:
             session = self._engine.session()
         else:  # select_context brings back this connection's stashed segments
+            own = self.default_namespace() if shared else handle
             session = self._engine.session(
                 stash=self._stash,
-                stash_session=self._config.stash_session or handle,
+                stash_session=self._config.stash_session or own,
                 stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
             )
         now = time.monotonic()

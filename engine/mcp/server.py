@@ -111,7 +111,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             handle, found = sessions.new()
             state[STATE_KEY] = handle
             return handle, found
-        return sessions.new()
+        return sessions.new(shared=True)  # stateless, no handle: the agent's shared stash namespace
 
     def run(fn: Callable[[], _T]) -> _T:
         try:
@@ -273,6 +273,8 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             tool,
             stash,
             session_of=session_of,
+            shared=sessions.default_namespace(),
+            state_of=connection_state,
             run=run,
             text=text,
             invalid=invalid_params,

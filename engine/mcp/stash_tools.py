@@ -8,10 +8,13 @@
 - ``merge_stashed_context(segment_ids, keep=true)``: the full texts and the tokens they add.
 - ``list_stashed_context``, ``delete_stashed_context``, ``protect_stashed_context``.
 
-The stash session is the connection's contextsieve session (its random handle): a client cannot
-name another session's segments. ``ServeConfig.stash_session`` puts every connection into one named
-stash session instead (one agent, one stash, across restarts), and ``ServeConfig.stash_cross_session``
-lets retrieval search every session; both are the operator's choice, off by default.
+Where segments go: a call that passes a ``session`` handle uses that session's own namespace (its
+random handle; a client cannot name another session's segments), and so does a stateful connection
+without one; a call of the stateless protocol (the SDK's default) without a handle uses the agent's
+shared namespace ``agent:<name>``, kept in the store, so a host that never threads a handle finds
+what it stashed, across calls, processes and restarts. ``ServeConfig.stash_session`` puts every call
+into one named namespace instead, and ``ServeConfig.stash_cross_session`` lets retrieval search every
+namespace; both are the operator's choice, off by default.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def add_stash_tools(
     stash: StashStore,
     *,
     session_of: Callable[[Any, str | None], tuple[str, Any]],
+    shared: str,
+    state_of: Callable[[Any], dict[str, Any] | None],
     run: Callable[[Callable[[], Any]], Any],
     text: Callable[[Any, str], str],
     invalid: Callable[[str], Exception],
@@ -46,7 +51,12 @@ def add_stash_tools(
 ) -> None:
     """Register the stash tools with ``tool`` (the server's registering decorator)."""
 
-    def where(ctx: Any, session: str | None) -> tuple[str, str]:
+    def where(ctx: Any, session: str | None) -> tuple[str | None, str]:
+        """(the handle to answer with, the stash session): a handle's own namespace, a stateful
+        connection's, or, for a stateless call without a handle, the agent's ``shared`` one (no handle
+        is made for it: nothing to keep in memory, nothing to evict)."""
+        if session is None and state_of(ctx) is None:
+            return None, fixed_session or shared
         handle, _ = session_of(ctx, session)
         return handle, fixed_session or handle
 
@@ -60,9 +70,9 @@ def add_stash_tools(
             segments: objects with text (required) and optional type (message, code_block, file_content,
                 error_log, debug_output, task_state, decision, research), topic, source, references (ids of
                 stashed segments it refers to), expires_in_days, protected.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
 
         Returns JSON: segment_ids (one per segment; an already stashed text gets its existing id),
         stashed_count, duplicates, tokens_stashed.
@@ -99,9 +109,9 @@ def add_stash_tools(
             min_similarity: leave out segments whose cosine similarity is below this (default 0).
             filters: any of type/types, topic/topics, source/sources, start_time, end_time (ISO 8601 with
                 offset), protected.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
 
         Returns JSON: segments (segment_id, text preview of at most 500 characters, type, similarity, score,
         timestamp, tokens, topic, source), total_found. Merge the ones you need with merge_stashed_context.
@@ -129,9 +139,9 @@ def add_stash_tools(
         Args:
             segment_ids: ids from retrieve_stashed_context or stash_context.
             keep: keep them in the stash (default true); false removes them once merged.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
 
         Returns JSON: merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
         """
@@ -152,9 +162,9 @@ def add_stash_tools(
             filters: as for retrieve_stashed_context.
             limit: how many (1-10000, default 20).
             offset: how many to skip (default 0).
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
         """
         handle, name = where(ctx, session)
         segs = run(lambda: stash.list(session=name, filters=filters, limit=limit, offset=offset))
@@ -168,9 +178,9 @@ def add_stash_tools(
 
         Args:
             segment_ids: the ids to delete.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
         """
         handle, name = where(ctx, session)
         n = run(lambda: stash.delete(segment_ids, session=name))
@@ -184,9 +194,9 @@ def add_stash_tools(
         Args:
             segment_ids: the ids.
             protected: true (default) to protect, false to unprotect.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+            session: the session handle of an earlier result; pass it back to keep to that session's own
+                segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
+                this agent's shared stash.
         """
         if not isinstance(protected, bool):
             raise invalid("protected must be true or false")
