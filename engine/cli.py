@@ -90,8 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     v.add_argument(
-        "--stash", metavar="PATH|URI", help="serve the stash tools on this store (SQLite file or postgresql:// URI)"
+        "--stash",
+        metavar="PATH|URI",
+        help="the stash store the stash tools serve (SQLite file or postgresql:// URI; default: "
+        "$CONTEXTSIEVE_DATA or ~/.local/share/contextsieve, stash/AGENT.db)",
     )
+    v.add_argument("--no-stash", action="store_true", help="serve no stash tools")
     v.add_argument(
         "--stash-session", metavar="NAME", help="one stash session for every connection (default: per connection)"
     )
@@ -244,11 +248,24 @@ def _serve(args: argparse.Namespace) -> None:
 
     config = ServeConfig(stash_session=args.stash_session, stash_cross_session=args.stash_cross_session)
     stash = None
-    if args.stash:
+    if not args.no_stash:
         from contextsieve.stash import StashStore
 
-        stash = StashStore.open(args.stash, engine.embedder)
+        location = args.stash or _default_stash(engine.agent.name)
+        stash = StashStore.open(location, engine.embedder)
     serve(engine, transport=args.transport, host=args.host, port=args.port, token=token, config=config, stash=stash)
+
+
+def _default_stash(agent_name: str) -> str:
+    """The embedded store ``serve`` uses without ``--stash``: one per agent in the data folder."""
+    import re
+
+    from contextsieve.fileio import default_data_dir
+
+    folder = default_data_dir() / "stash"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name).strip(".-") or "agent"
+    return str(folder / f"{name[:100]}.db")
 
 
 def _stash(args: argparse.Namespace) -> None:

@@ -22,7 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "STALE_TEMP_SECONDS"]
+__all__ = ["atomic_write_bytes", "STALE_TEMP_SECONDS", "DATA_ENV", "default_data_dir"]
+
+#: Environment variable naming the folder of contextsieve's own data (the default stash stores).
+DATA_ENV = "CONTEXTSIEVE_DATA"
 
 #: Age (seconds) from which a leftover temp file of a write is taken to be a killed writer's (default 600).
 STALE_TEMP_SECONDS = 600.0
@@ -123,3 +126,13 @@ def _remove_stale_temps(path: Path) -> None:
 
 def _glob_escape(name: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def default_data_dir() -> Path:
+    """``$CONTEXTSIEVE_DATA``, else ``$XDG_DATA_HOME/contextsieve``, else ``~/.local/share/contextsieve``:
+    where data that must outlive caches lives (``contextsieve serve``'s default stash)."""
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "contextsieve"

@@ -152,20 +152,27 @@ def test_two_concurrent_clients_have_separate_sessions(engine: Engine, mode: str
 
 
 def test_over_stdio(model_cache: Path, int8) -> None:  # noqa: ANN001 - int8 builds the graph in model_cache
-    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(model_cache / "data")}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "contextsieve", "serve", str(example_agent_path()), "--offline"], env=env
     )
 
+    no_stash = StdioServerParameters(command=sys.executable, args=[*params.args, "--no-stash"], env=env)
+
     async def main() -> None:
         async with Client(params, read_timeout_seconds=120) as c:
-            assert len((await c.list_tools()).tools) == 6
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert len(names) == 12 and "stash_context" in names  # the stash tools by default
             ctx = result(await c.call_tool("select_context", {"message": PR}))
             assert any(i["type"] == "tool" for i in ctx["items"])
             with pytest.raises(MCPError, match="has no"):
                 await c.call_tool("explain", {"message": "x", "item": "rule:nope"})
+        async with Client(no_stash, read_timeout_seconds=120) as c:
+            assert len((await c.list_tools()).tools) == 6  # --no-stash: the selection tools only
 
     anyio.run(main)
+    # the default store: one per agent in the data folder ($CONTEXTSIEVE_DATA here)
+    assert [p.name for p in (model_cache / "data" / "stash").glob("*.db")] == ["Acme-Shop-assistant.db"]
 
 
 @pytest.fixture()
@@ -174,7 +181,12 @@ def http_serve(model_cache: Path, int8) -> Iterator[tuple[str, str]]:  # noqa: A
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = "t0ken-for-the-test"
-    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CS_TEST_TOKEN": token}
+    env = {
+        **os.environ,
+        "CONTEXTSIEVE_CACHE": str(model_cache),
+        "CONTEXTSIEVE_DATA": str(model_cache / "data"),
+        "CS_TEST_TOKEN": token,
+    }
     cmd = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--transport", "http"]
     proc = subprocess.Popen(
         [*cmd, "--port", str(port), "--token-env", "CS_TEST_TOKEN", "--offline"],
@@ -233,7 +245,7 @@ INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # 2.x needs Node >= 22.19;
 
 
 def test_the_mcp_inspector_cli_lists_and_calls(model_cache: Path, int8) -> None:  # noqa: ANN001
-    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(model_cache / "data")}
     serve = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--offline"]
     base = ["npx", "-y", INSPECTOR, "--cli", *serve]
     listed = subprocess.run([*base, "--method", "tools/list"], env=env, capture_output=True, text=True, timeout=300)

@@ -138,7 +138,7 @@ def test_a_fixed_stash_session_spans_connections(engine: Engine, stash: StashSto
 
 
 def test_serve_with_a_stash_over_stdio(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
-    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache)}
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(model_cache / "data")}
     db = tmp_path / "served.db"
     args = ["-m", "contextsieve", "serve", str(example_agent_path()), "--offline", "--stash", str(db)]
     params = StdioServerParameters(command=sys.executable, args=[*args, "--stash-session", "main"], env=env)
