@@ -310,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; finished work (cached vectors) is kept
+        print("contextsieve: interrupted (work finished so far is kept)", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`contextsieve tools AGENT | head`): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would raise again

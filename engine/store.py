@@ -35,6 +35,8 @@ _SCOPE = {ItemKind.RULE: Scope.RULES, ItemKind.REFERENCE: Scope.REFERENCES, Item
 
 #: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
 QUERY_CACHE_SIZE = 1024
+#: Chunk texts embedded per embedder call when indexing; each part is cached as soon as it is done.
+EMBED_PART = 256
 
 
 @dataclass(frozen=True)
@@ -308,15 +310,35 @@ class ChunkStore:
         return self._index, self._rowmap[2]
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
-        """Vectors of chunk texts: from the disk cache where present, the rest in one embedder call."""
+        """Vectors of chunk texts: from the disk cache where present, the rest embedded
+        :data:`EMBED_PART` texts at a time, each part put into the cache as soon as it is done (an
+        interrupted indexing keeps what it finished: the next run embeds only the rest)."""
         self._disk_cache()
         cached = self.cache.get(texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
-        fresh = checked_vectors(self.embedder.embed(todo, show_progress=show_progress), len(todo)) if missing else None
-        self.embedded_texts += len(missing)
-        if fresh is not None and self.cache is not None:
-            self.cache.put([texts[i] for i in missing], fresh)
+        fresh = None
+        if todo:
+            bar = None
+            if show_progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(todo), desc="embedding", unit="text")
+            parts: list[np.ndarray] = []
+            try:
+                for lo in range(0, len(todo), EMBED_PART):
+                    part = todo[lo : lo + EMBED_PART]
+                    vectors = checked_vectors(self.embedder.embed(part), len(part))
+                    if self.cache is not None:
+                        self.cache.put(part, vectors)
+                    self.embedded_texts += len(part)
+                    parts.append(vectors)
+                    if bar is not None:
+                        bar.update(len(part))
+            finally:
+                if bar is not None:
+                    bar.close()
+            fresh = np.concatenate(parts)
         dim = fresh.shape[1] if fresh is not None else next(iter(cached.values())).shape[0]
         out = np.empty((len(texts), dim), dtype=np.float32)
         for i, v in cached.items():

@@ -266,3 +266,51 @@ def test_bad_embedder_output_is_a_typed_error_and_nothing_is_cached(tmp_path: Pa
     with pytest.raises(EmbedderOutputError):
         e.store.embed_query(["a", "b"])
     assert all(len(EmbeddingCache(db, "bad/1")) == 0 for db in tmp_path.rglob("embeddings.sqlite"))
+
+
+def test_an_interrupted_indexing_keeps_the_parts_it_finished(tmp_path) -> None:  # noqa: ANN001
+    """Issue 27 item 17: chunk vectors go into the cache part by part, so Ctrl-C (here: the embedder
+    interrupted on its third call) loses only the part under way; the next run embeds the rest."""
+    from contextsieve.agent import Agent
+    from contextsieve.engine import Engine
+    from contextsieve.items import IncludeMode, Reference
+    from contextsieve.store import EMBED_PART
+
+    from .fake_embedder import FakeEmbedder
+
+    class Interrupted(FakeEmbedder):
+        model_id = "fake/interrupt"
+
+        def __init__(self, stop_at: int | None) -> None:
+            super().__init__()
+            self.stop_at = stop_at
+
+        def embed(self, texts, *, show_progress=False):  # noqa: ANN001, ANN201
+            if self.stop_at is not None and self.calls + 1 == self.stop_at:
+                raise KeyboardInterrupt
+            return super().embed(texts)
+
+    refs = [
+        Reference(f"r{i}", f"document number {i} about topic {i % 7}", "", 0, IncludeMode.AGENT) for i in range(600)
+    ]
+    agent = Agent(name="big", references=refs)
+    first = Interrupted(stop_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(agent, embedder=first, cache_dir=tmp_path).index()
+    assert first.texts == 2 * EMBED_PART  # two parts done, the third interrupted
+    again = Interrupted(stop_at=None)
+    report = Engine(agent, embedder=again, cache_dir=tmp_path).index()
+    assert report.chunks > 2 * EMBED_PART
+    assert report.embedded == again.texts == report.chunks - 2 * EMBED_PART  # the finished parts: from the cache
+
+
+def test_ctrl_c_ends_the_cli_with_one_line_and_130(monkeypatch, capsys) -> None:  # noqa: ANN001
+    from contextsieve import cli
+
+    def interrupted(args):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["demo"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["contextsieve: interrupted (work finished so far is kept)"]
