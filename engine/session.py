@@ -184,6 +184,14 @@ class Session:
             for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
         }
 
+    def add_note(self, note: str) -> None:
+        """A note the next request's context carries (``context.notes``), e.g. what happened to the
+        session between requests."""
+        if not isinstance(note, str):
+            raise InputError(f"a note must be a str, got {type(note).__name__}")
+        with self._lock:
+            self._stash.notes.append(check_text(note, "the note"))
+
     @property
     def stash_store(self) -> StashStore | None:
         """The session's stash store (``None``: no stash)."""

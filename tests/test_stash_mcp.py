@@ -231,3 +231,23 @@ def test_a_stateless_host_finds_what_it_stashed_without_a_handle(engine: Engine,
             assert [s["segment_id"] for s in again["segments"]] == put["segment_ids"]
 
     anyio.run(main)
+
+
+def test_an_evicted_connection_keeps_its_handle_and_its_stash(engine: Engine, stash: StashStore) -> None:
+    """Issue 27 item 2: at the session limit the least recently used session is dropped, but a stateful
+    connection is never moved to another session silently: it gets its handle back (so its stashed
+    segments), and its next request says the session was started again."""
+    server = build_server(engine, ServeConfig(max_sessions=1), stash=stash)
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as a, Client(server, mode="legacy") as b:
+            put = result(await a.call_tool("stash_context", {"segments": [{"text": "alice's api key is in vault"}]}))
+            first = put["session"]
+            await b.call_tool("select_context", {"message": "hello"})  # the limit is 1: a's session goes
+            again = result(await a.call_tool("retrieve_stashed_context", {"query": "api key vault"}))
+            assert again["session"] == first  # the same handle, so the same stash namespace
+            assert [s["segment_id"] for s in again["segments"]] == put["segment_ids"]
+            ctx = result(await a.call_tool("select_context", {"message": "hello again"}))
+            assert any("started again" in n for n in ctx["notes"])
+
+    anyio.run(main)

@@ -168,11 +168,12 @@ class SessionRegistry:
             self._by_handle.move_to_end(handle)
             return got[0]
 
-    def new(self, *, shared: bool = False) -> tuple[str, Session]:
+    def new(self, *, shared: bool = False, handle: str | None = None) -> tuple[str, Session]:
         """A new session and its handle. ``shared``: its stash part is the agent's default namespace
         (:meth:`default_namespace`; a call of the stateless protocol that names no handle), else its
-        own (the handle's; a stateful connection's)."""
-        handle = "cs-" + secrets.token_urlsafe(16)
+        own (the handle's; a stateful connection's). ``handle``: register it under this handle again
+        (a connection whose session was evicted keeps its handle, and with it its stashed segments)."""
+        handle = handle or "cs-" + secrets.token_urlsafe(16)
         if self._stash is None:
             session = self._engine.session()
         else:  # select_context brings back this connection's stashed segments

@@ -108,6 +108,13 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             found = sessions.get(handle) if handle else None
             if found is not None:
                 return str(handle), found
+            if handle:  # evicted (idle, or the session limit): the same handle again, so the same stash
+                handle, found = sessions.new(handle=str(handle))
+                found.add_note(
+                    "this connection's session was dropped (idle or over the session limit) and started again: "
+                    "its session items and history are gone, its stashed segments are not"
+                )
+                return handle, found
             handle, found = sessions.new()
             state[STATE_KEY] = handle
             return handle, found
