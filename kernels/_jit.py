@@ -84,6 +84,34 @@ def _row_best_int8(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
+def score_matrix(q: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+    """out[i, m] = q[m] · c[i] for float32 rows, rows in parallel, queries four at a time sharing each
+    loaded value; a short last block repeats the last query in its unused lanes (ignored), so every
+    query goes through the same loop (bit-equal scores for equal queries wherever they sit)."""
+    nq = q.shape[0]
+    last = nq - 1
+    for i in prange(c.shape[0]):
+        for m in range(0, nq, 4):
+            m1 = min(m + 1, last)
+            m2 = min(m + 2, last)
+            m3 = min(m + 3, last)
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for j in range(c.shape[1]):
+                x = c[i, j]
+                s0 += x * q[m, j]
+                s1 += x * q[m1, j]
+                s2 += x * q[m2, j]
+                s3 += x * q[m3, j]
+            out[i, m] = s0
+            if m + 1 <= last:
+                out[i, m + 1] = s1
+            if m + 2 <= last:
+                out[i, m + 2] = s2
+            if m + 3 <= last:
+                out[i, m + 3] = s3
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
 def score_pool(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray
 ) -> None:

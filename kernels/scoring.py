@@ -71,17 +71,25 @@ GEMV_MAX_ROWS = 2048
 
 
 def query_scores(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``corpus @ queries.T`` (``[N, M]`` float32), one matrix-vector product per query.
+    """``corpus @ queries.T`` (``[N, M]`` float32), every query by the same arithmetic.
 
-    Always per query, at every size: a matrix-matrix product scores the queries of a short last
-    column block through BLAS edge kernels that round differently, so an equal query would get other
-    bits at another position (``test_equal_queries_get_bit_equal_scores_wherever_they_sit``). It also
-    never wakes BLAS threads for small corpora (see :data:`GEMV_MAX_ROWS`). Inputs are float32 2-D
-    arrays, validated by the caller."""
-    out = np.empty((queries.shape[0], corpus.shape[0]), dtype=np.result_type(corpus, queries))
-    for m in range(queries.shape[0]):
-        np.matmul(corpus, queries[m], out=out[m])
-    return out.T
+    A matrix-matrix product would score the queries of a short last column block through BLAS edge
+    kernels that round differently, so an equal query would get other bits at another position
+    (``test_equal_queries_get_bit_equal_scores_wherever_they_sit``). So: below :func:`use_numba`'s work,
+    one matrix-vector product per query (which also never wakes BLAS threads for small corpora, see
+    :data:`GEMV_MAX_ROWS`); above it, the Numba kernel that reads each row once for all queries, four
+    queries per loaded value (80k rows, 10 queries, side by side: 10.8 ms against 17.5 for the matrix
+    product and 23.4 for one matrix-vector product per query; 2 queries: 6.2 / 15.8 / 5.0 ms).
+    Inputs are float32 2-D arrays, validated by the caller."""
+    n, m = corpus.shape[0], queries.shape[0]
+    if m and n and corpus.dtype == np.float32 and queries.dtype == np.float32 and use_numba(n, m, corpus.shape[1]):
+        out = np.empty((n, m), dtype=np.float32)
+        _kernels().score_matrix(np.ascontiguousarray(queries), np.ascontiguousarray(corpus), out)
+        return out
+    res = np.empty((m, n), dtype=np.result_type(corpus, queries))
+    for k in range(m):
+        np.matmul(corpus, queries[k], out=res[k])
+    return res.T
 
 
 def use_numba(rows: int, queries: int, dim: int) -> bool:

@@ -472,3 +472,24 @@ def test_query_scores_leave_no_blas_thread_spinning() -> None:
         time.sleep(0.1)
         idle += time.process_time() - before
     assert idle < 0.05, idle  # c @ q.T here: about 0.1 s of spinning per 0.1 s of sleep
+
+
+@pytest.mark.parametrize("numba_path", [False, True])
+@pytest.mark.parametrize("n_queries", [1, 2, 3, 5, 9])
+def test_query_scores_give_equal_queries_equal_bits_on_both_paths(
+    numba_path: bool, n_queries: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full score matrix (what selection fuses with keywords): each column is the matrix product's
+    within float32 rounding, and a query's column does not depend on where it sits in the call."""
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0 if numba_path else 10**18)
+    rng = np.random.default_rng(7 + n_queries)
+    c = rng.standard_normal((3000, 384)).astype(np.float32)
+    q = rng.standard_normal((n_queries, 384)).astype(np.float32)
+    got = K.query_scores(c, q)
+    np.testing.assert_allclose(got, c.astype(np.float64) @ q.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+    for how in ARRANGEMENTS:
+        arr = _arrange(q, how)
+        s = K.query_scores(c, arr)
+        for col, a in enumerate(arr):
+            first = int(np.flatnonzero((arr == a).all(axis=1))[0])
+            np.testing.assert_array_equal(s[:, col], s[:, first], err_msg=how)
