@@ -10,12 +10,14 @@ verification), temp files found right after a kill, and temp files left once a n
 written again (the next write removes a killed writer's temp files).
 
 Writers: ``agent_save`` (:func:`save_agent`, a ~100 KB agent file), ``embedding_cache``
-(:class:`EmbeddingCache.put`, 50 vectors a transaction), ``index_save`` (:meth:`ChunkIndex.save`,
-1k-20k rows), ``session_save`` (:meth:`Session.save`, a growing history), ``model_build``
-(:class:`Embedder` with ``rebuild=True``: a graph build and its cache entry; fewer kills, each takes
-seconds), ``stash`` (:meth:`StashStore.stash` of 5-segment batches into one SQLite stash, with a
-retrieval between batches; the check reads every acknowledged segment back, verifies its text and
-its vectors' checksum, and runs ``PRAGMA integrity_check``). Targets: 0 writes lost and 0 corrupt
+(:class:`EmbeddingCache.put`, 50 vectors a transaction), ``graph_save`` (:func:`save_graph`, the
+HNSW graph of a 500-3,000 group chunk index; the check rebuilds the acknowledged version's index and
+loads the saved graph into it, which must adopt it unchanged and without a warning),
+``session_save`` (:meth:`Session.save`, a growing history), ``model_build`` (:class:`Embedder` with
+``rebuild=True``: a graph build and its cache entry; fewer kills, each takes seconds), ``stash``
+(:meth:`StashStore.stash` of 5-segment batches into one SQLite stash, with a retrieval between
+batches; the check reads every acknowledged segment back, verifies its text and its vectors'
+checksum, and runs ``PRAGMA integrity_check``). Targets: 0 writes lost and 0 corrupt
 files over >= 1,000 kills.
 """
 
@@ -30,6 +32,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import warnings
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -42,10 +45,11 @@ from contextsieve.embcache import EmbeddingCache
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.index import ChunkIndex, IndexConfig
 from contextsieve.items import IncludeMode, Reference
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
+from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
 from contextsieve.session import Message
 from contextsieve.stash import StashStore
 
@@ -94,16 +98,25 @@ def w_embedding_cache(folder: Path, ack: Ack) -> None:
         ack(k)
 
 
-def w_index_save(folder: Path, ack: Ack) -> None:
-    path = folder / "chunks.csidx"
-    rng = np.random.default_rng(os.getpid())
-    k = int(ChunkIndex.load(path).items().max()) if path.exists() else 0
+_GRAPH = IndexConfig(backend="hnsw")
+
+
+def _graph_version(k: int, *, defer: bool) -> ChunkIndex:
+    """The chunk index of version ``k`` of the graph writer (its vectors follow from ``k``)."""
+    rng = np.random.default_rng(k)
+    n = int(rng.integers(500, 3000))
+    index = ChunkIndex(32, _GRAPH)
+    index.defer_hnsw = defer
+    index.add([(k * 10_000 + i, v[None]) for i, v in enumerate(_unit(rng, n, 32))])
+    return index
+
+
+def w_graph_save(folder: Path, ack: Ack) -> None:
+    k = int((folder / "version").read_text()) if (folder / "version").exists() else 0
     while True:
         k += 1
-        n = int(rng.integers(1000, 20000))
-        index = ChunkIndex(32, IndexConfig(backend="exact"))
-        index.add(_unit(rng, n, 32), np.full(n, k), "references")
-        index.save(path)
+        save_graph(_graph_version(k, defer=False), folder / "graph")
+        (folder / "version").write_text(str(k))  # where the next writer starts (not what is checked)
         ack(k)
 
 
@@ -198,14 +211,17 @@ def c_embedding_cache(folder: Path, acked: int, rng: random.Random, history: lis
     return acked
 
 
-def c_index_save(folder: Path) -> int | None:
-    path = folder / "chunks.csidx"
-    if not path.exists():
+def c_graph_save(folder: Path, acked: int) -> int | None:
+    """The version of the saved graph: the acknowledged one or the next (written when killed)."""
+    if not (folder / "graph" / "state.npz").exists():
         return None
-    items = ChunkIndex.load(path).items()
-    if items.size == 0 or items.min() != items.max():
-        raise ContextSieveError("rows of two versions in one file")
-    return int(items.max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphFileWarning)  # a graph that cannot be used is corrupt
+        for k in (acked, acked + 1) if acked else (1,):
+            index = _graph_version(k, defer=True)
+            if load_graph(index, folder / "graph") == 0:
+                return k
+    return acked - 1 if acked else None  # a whole older version: the acknowledged one was lost
 
 
 def c_session_save(folder: Path) -> int | None:
@@ -249,7 +265,7 @@ def c_stash(folder: Path, acked: int, history: list[int]) -> int | None:
 WRITERS: dict[str, tuple[Callable[[Path, Ack], None], float]] = {
     "agent_save": (w_agent_save, 0.6),
     "embedding_cache": (w_embedding_cache, 0.3),
-    "index_save": (w_index_save, 0.8),
+    "graph_save": (w_graph_save, 0.8),
     "session_save": (w_session_save, 0.4),
     "model_build": (w_model_build, 9.0),
     "stash": (w_stash, 0.6),
@@ -257,7 +273,7 @@ WRITERS: dict[str, tuple[Callable[[Path, Ack], None], float]] = {
 SHARE = {
     "agent_save": 0.24,
     "embedding_cache": 0.24,
-    "index_save": 0.24,
+    "graph_save": 0.24,
     "session_save": 0.24,
     "model_build": 0.04,
     "stash": 0.24,
@@ -305,8 +321,8 @@ def _final_write(name: str, folder: Path) -> None:
         save_agent(load_agent(folder / "tsagent.yaml"), folder / "tsagent.yaml")
     elif name == "embedding_cache" and (folder / "cache-next").exists():
         atomic_write_bytes(folder / "cache-next", (folder / "cache-next").read_bytes())
-    elif name == "index_save" and (folder / "chunks.csidx").exists():
-        ChunkIndex.load(folder / "chunks.csidx").save(folder / "chunks.csidx")
+    elif name == "graph_save" and (folder / "version").exists():
+        save_graph(_graph_version(int((folder / "version").read_text()), defer=False), folder / "graph")
     elif name == "session_save" and (folder / "session.json").exists():
         engine = Engine(load_agent(example_agent_path()), embedder=None, cache_dir=False)
         engine.load_session(folder / "session.json").save(folder / "session.json")
@@ -324,9 +340,9 @@ def _check(name: str, folder: Path, acked: int, rng: random.Random, history: lis
         return c_embedding_cache(folder, acked, rng, history)
     if name == "stash":
         return c_stash(folder, acked, history)
-    return {"agent_save": c_agent_save, "index_save": c_index_save, "session_save": c_session_save}.get(
-        name, c_model_build
-    )(folder)
+    if name == "graph_save":
+        return c_graph_save(folder, acked)
+    return {"agent_save": c_agent_save, "session_save": c_session_save}.get(name, c_model_build)(folder)
 
 
 def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:

@@ -5,13 +5,15 @@
 Texts: distinct docstring sentences (20-200 characters) of the standard library and then of the
 installed site-packages (so the corpus depends on what is installed), shuffled with seed 1234; the
 first ``n`` are the corpus, the next ``queries`` the queries. Vectors come from contextsieve int8
-and are kept in the temp folder for reruns. Latency is measured through ``ChunkIndex.search`` (what
-callers get) with one query vector, single-threaded HNSW, after 10 warm-ups; medians and p99.
+and are kept in the temp folder for reruns. Latency is measured through
+:meth:`ChunkIndex.search_chunks` of the one chunk index (what a large agent's requests call; int8
+rows, one group per sentence) with one query vector, single-threaded HNSW, after 10 warm-ups;
+medians and p99.
 
 A second table does the same through the stash's in-memory table
-(:class:`contextsieve.stash.vectors.VectorTable`, one segment per sentence, int8 rows for the exact
-scan): its dense search asks the graph for 2 x 20 neighbours (20 candidates per signal, the default)
-at each ``ef_search``; recall@10 is against the table's exact scan. ``--no-stash`` leaves it out.
+(:class:`contextsieve.stash.vectors.VectorTable`, one segment per sentence, a session filter, on the
+same chunk index): its dense search asks for 20 segments (20 candidates per signal, the default) at
+each ``ef``; recall@10 is against the table's exact scan. ``--no-stash`` leaves it out.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.index import ChunkIndex, IndexConfig
+from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 
 
 def docstring_sentences(n: int) -> list[str]:
@@ -88,26 +90,27 @@ def main(argv: list[str] | None = None) -> None:
         print(f"embedded {args.n} sentences in {time.perf_counter() - t:.0f} s")
         queries = emb.embed(texts[args.n : args.n + args.queries])
         np.savez(cache, corpus=corpus, queries=queries)
+    groups = [(i, corpus[i : i + 1]) for i in range(len(corpus))]
     exact = ChunkIndex(384, IndexConfig(backend="exact"))
-    exact.add(corpus, np.arange(len(corpus)), "references")
-    truth = [set(exact.search(q[None], 10).idx.tolist()) for q in queries]
-    e50, e99 = latency(lambda i: exact.search(queries[i % len(queries)][None], 10), len(queries))
+    exact.add(groups)
+    truth = [set(exact.search_chunks(q[None], 10).idx.tolist()) for q in queries]
+    e50, e99 = latency(lambda i: exact.search_chunks(queries[i % len(queries)][None], 10), len(queries))
     t = time.perf_counter()
     hnsw = ChunkIndex(384, IndexConfig(backend="hnsw"))
-    hnsw.add(corpus, np.arange(len(corpus)), "references")
+    hnsw.add(groups)
     build = time.perf_counter() - t
     print(
         f"\n{len(corpus):,} real MiniLM vectors, {len(queries)} queries, top-10; HNSW M=16, ef_construction=200, "
-        f"built in {build:.1f} s (with the recall guard, which chose ef={hnsw._ef})\n"
+        f"built in {build:.1f} s (with the recall guard, which chose ef={hnsw.ef})\n"
     )
     print("| search | ef | recall@10 | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| exact (fused kernel) | - | 1.000 | {e50:.3f} | {e99:.3f} |")
     for ef in (32, 64, 128, 256):
-        hnsw._ef = ef
-        got = [set(hnsw.search(q[None], 10).idx.tolist()) for q in queries]
+        hnsw.ef = ef
+        got = [set(hnsw.search_chunks(q[None], 10).idx.tolist()) for q in queries]
         rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
-        h50, h99 = latency(lambda i: hnsw.search(queries[i % len(queries)][None], 10), len(queries))
+        h50, h99 = latency(lambda i: hnsw.search_chunks(queries[i % len(queries)][None], 10), len(queries))
         print(f"| HNSW | {ef} | {rec:.3f} | {h50:.3f} | {h99:.3f} |", flush=True)
     if not args.no_stash:
         stash_table(corpus, queries)
@@ -115,15 +118,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def stash_table(corpus: np.ndarray, queries: np.ndarray) -> None:
     """The stash's dense search over the same vectors, exact against HNSW at several ``ef_search``."""
-    import dataclasses
-
-    from contextsieve.stash import VectorConfig
     from contextsieve.stash.backend import Filters
     from contextsieve.stash.segment import SegmentType
     from contextsieve.stash.vectors import TableRow, VectorTable
 
     def table(backend: str) -> VectorTable:
-        t = VectorTable(corpus.shape[1], VectorConfig(backend=backend))  # type: ignore[arg-type]
+        t = VectorTable(corpus.shape[1], IndexConfig(backend=backend))  # type: ignore[arg-type]
         t.add_many(
             [
                 TableRow(i, f"s{i}", "bench", SegmentType.MESSAGE, None, "", 0.0, None, False, corpus[i : i + 1])
@@ -140,12 +140,11 @@ def stash_table(corpus: np.ndarray, queries: np.ndarray) -> None:
     hnsw = table("hnsw")
     build = time.perf_counter() - t
     print(f"\nthe stash's dense search (VectorTable, 20 candidates asked), graph built in {build:.1f} s\n")
-    print("| search | ef_search | recall@10 | p50 ms | p99 ms |")
+    print("| search | ef | recall@10 | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| exact (int8 rows) | - | 1.000 | {e50:.3f} | {e99:.3f} |")
-    base = hnsw.config
     for ef in (32, 64, 96, 128):
-        hnsw.config = dataclasses.replace(base, ef_search=ef)
+        hnsw.chunks.ef = ef
         got = [{s for s, _ in hnsw.search(q[None], 20, f)[:10]} for q in queries]
         rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
         h50, h99 = latency(lambda i: hnsw.search(queries[i % len(queries)][None], 20, f), len(queries))

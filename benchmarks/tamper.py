@@ -9,7 +9,9 @@ digest and embedded again), *harmless* (it opens and serves exactly what the unt
 *silent* (it opens and serves something else: the target is 0), *untyped* (another exception: 0).
 A model entry that no longer names an existing graph file counts as harmless: the model is built again.
 
-Kinds: the chunk index file (``.csidx``, with HNSW graphs), the embedding cache (SQLite), the built
+Kinds: the saved HNSW graph of a chunk index (its state file and its graph file; a flip that makes
+the graph unusable counts as detected when a :class:`GraphFileWarning` says so and the index then
+serves what the untouched graph served, from a graph built again), the embedding cache (SQLite), the built
 model graph (``.onnx``) and its cache entry (``.json``). Agent and session files are the user's own
 text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.fuzz`` instead.
 """
@@ -30,9 +32,10 @@ import numpy as np
 
 from contextsieve.embcache import EmbeddingCache
 from contextsieve.errors import ContextSieveError
-from contextsieve.index import ChunkIndex, IndexConfig
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
+from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
 
 Reader = Callable[[Path], object]
 
@@ -44,14 +47,23 @@ def _unit(n: int, d: int, seed: int) -> np.ndarray:
 
 def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
     """The untouched files and, per kind, what reading one serves (compared across flips)."""
-    index = ChunkIndex(32, IndexConfig(backend="hnsw"))
-    index.add(_unit(3000, 32, 1), np.arange(3000), "references")
-    index.save(folder / "chunks.csidx")
+    vectors = _unit(3000, 32, 1)
+    groups = [(i, vectors[i : i + 1]) for i in range(3000)]
+    saved = ChunkIndex(32, IndexConfig(backend="hnsw"))
+    saved.add(groups)
+    save_graph(saved, folder / "graph")
     queries = _unit(8, 32, 2)
 
-    def read_index(p: Path) -> object:
-        back = ChunkIndex.load(p)
-        return [back.search(q[None], 10).idx.tolist() for q in queries]
+    def read_graph(p: Path) -> object:
+        index = ChunkIndex(32, IndexConfig(backend="hnsw"))
+        index.defer_hnsw = True
+        index.add(groups)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            load_graph(index, p.parent)
+            index.finish_loading()
+        found = [[s for s, _ in index.search(q[None], 10)] for q in queries]
+        return ("rejected" if any(issubclass(w.category, GraphFileWarning) for w in seen) else "all", found)
 
     texts = [f"text {i}" for i in range(400)]
     cache = EmbeddingCache(folder / "embeddings.sqlite", "tamper/1")
@@ -77,10 +89,14 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
 
     def read_model(p: Path) -> object:
         got = ModelCache(folder / "models").load(entry)
-        return None if got is None else got.data[:64] + got.data[-64:]
+        if got is None:
+            return None
+        data = got.path.read_bytes()
+        return data[:64] + data[-64:]
 
     return {
-        "index (.csidx)": (folder / "chunks.csidx", read_index),
+        "graph state": (folder / "graph" / "state.npz", read_graph),
+        "graph file": (next((folder / "graph").glob("graph-*.bin")), read_graph),
         "embedding cache": (folder / "embeddings.sqlite", read_cache),
         "model graph (.onnx)": (onnx, read_model),
         "model entry (.json)": (entry, read_model),
@@ -118,6 +134,8 @@ def run(flips: int, seed: int) -> dict[str, Counter[str]]:
                     if kind == "embedding cache" and isinstance(got, tuple) and got[0] == "rejected":
                         clean = all(v == want[1][i] for i, v in got[1].items())  # type: ignore[index]
                         s["detected" if clean else "silent"] += 1
+                    elif kind.startswith("graph") and isinstance(got, tuple) and got[0] == "rejected":
+                        s["detected" if got[1] == want[1] else "silent"] += 1  # type: ignore[index]
                     elif got == want or (kind.startswith("model") and got is None):
                         s["harmless"] += 1  # None: the entry names no graph file any more, so it is built again
                     else:

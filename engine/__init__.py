@@ -31,7 +31,7 @@ _LAZY = {
     "McpServer": "contextsieve.agent",
     "PRESETS": "contextsieve.agent",
     "ChunkConfig": "contextsieve.chunking",
-    "IndexConfig": "contextsieve.index",
+    "IndexConfig": "contextsieve.retrieval.chunks",
     "Rule": "contextsieve.items",
     "Reference": "contextsieve.items",
     "Tool": "contextsieve.items",
@@ -57,7 +57,6 @@ _LAZY = {
     "EmbeddingCacheError": "contextsieve.errors",
     "ModelError": "contextsieve.errors",
     "ModelCacheError": "contextsieve.errors",
-    "IndexFileError": "contextsieve.errors",
     "MissingExtraError": "contextsieve.errors",
     "StashError": "contextsieve.errors",
     "StashModelError": "contextsieve.errors",
@@ -109,7 +108,6 @@ __all__ = [
     "EmbeddingCacheError",
     "ModelError",
     "ModelCacheError",
-    "IndexFileError",
     "MissingExtraError",
     "StashError",
     "StashModelError",
@@ -130,7 +128,6 @@ if TYPE_CHECKING:
         ContextSieveError,
         EmbedderOutputError,
         EmbeddingCacheError,
-        IndexFileError,
         InputError,
         MissingExtraError,
         ModelCacheError,
@@ -144,9 +141,9 @@ if TYPE_CHECKING:
         UnknownSegmentError,
     )
     from contextsieve.explain import Explanation
-    from contextsieve.index import IndexConfig
     from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.models.embedder import Embedder
+    from contextsieve.retrieval.chunks import IndexConfig
     from contextsieve.retrieval.embedding import TextEmbedder
     from contextsieve.session import Message, Session, StashSettings
     from contextsieve.stash import ContextSegment, NewSegment, SegmentType, StashConfig, StashStore

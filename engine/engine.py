@@ -15,8 +15,8 @@ from contextsieve.agent import Agent, SettingsOverrides
 from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.index import IndexConfig
 from contextsieve.items import ItemKey
+from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.session import Session, StashSettings
 from contextsieve.store import ChunkStore, TextEmbedder
 from contextsieve.usage import UsageLog
@@ -91,8 +91,8 @@ class Engine:
         summarizer: optional callable writing embedding context per chunk (see
             :data:`contextsieve.chunking.Summarizer`); called only for new or changed items. Default
             ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
-        index: how requests search the chunks (:class:`~contextsieve.index.IndexConfig`; default:
-            exact search, HNSW from 100,000 chunks when hnswlib is installed).
+        index: how requests search the chunks (:class:`~contextsieve.retrieval.chunks.IndexConfig`; default:
+            exact search, HNSW from 50,000 chunks when hnswlib is installed).
     """
 
     def __init__(

@@ -17,7 +17,6 @@ __all__ = [
     "ModelFilesNotFoundError",
     "ModelCacheError",
     "InputError",
-    "IndexFileError",
     "MissingExtraError",
     "AgentFileError",
     "SessionFileError",
@@ -56,10 +55,6 @@ class ModelCacheError(ModelError):
 
 class InputError(ContextSieveError, ValueError):
     """Input of the wrong type or shape was passed to a public function."""
-
-
-class IndexFileError(ContextSieveError):
-    """A saved index file is missing, truncated, tampered with, or of another format version."""
 
 
 class MissingExtraError(ContextSieveError, ImportError):

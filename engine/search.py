@@ -20,8 +20,7 @@ import numpy as np
 
 from contextsieve.agent import AgentSettings, ItemTable
 from contextsieve.context import ContextEntry
-from contextsieve.index import ChunkIndex, Scope
-from contextsieve.items import IncludeMode, ItemKey, Tool
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import query_scores, score_pool
 from contextsieve.selection import (
     Expanded,
@@ -37,7 +36,7 @@ from contextsieve.selection import (
     pooled_scores,
     rank_chunks,
 )
-from contextsieve.store import ChunkStore
+from contextsieve.store import ChunkStore, IndexedChunks
 
 __all__ = [
     "search",
@@ -59,7 +58,7 @@ MAX_INDEX_CANDIDATES = 4096
 #: can rank in the top K by dense + keyword while in neither list's top K alone).
 KEYWORD_CANDIDATES = 2048
 
-_DOMAIN_SCOPES = {"all": None, "rules+references": [Scope.RULES, Scope.REFERENCES], "tools": [Scope.TOOLS]}
+_DOMAIN_KINDS = {"all": None, "rules+references": (ItemKind.RULE, ItemKind.REFERENCE), "tools": (ItemKind.TOOL,)}
 
 
 def context_settings(s: AgentSettings) -> dict[str, object]:
@@ -306,7 +305,7 @@ def _search_synced(
             top = raw_keyword[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
             keyword = raw_keyword / top if top > 0 else raw_keyword
         rows = (
-            _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_SCOPES[name])
+            _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_KINDS[name])
             if indexed
             else None
         )
@@ -413,22 +412,19 @@ def keyword_query(query_chunks: Sequence[str]) -> str:
 
 
 def _index_candidates(
-    indexed: tuple[ChunkIndex, np.ndarray],
+    indexed: IndexedChunks,
     qvec: np.ndarray,
     exclude: np.ndarray,
     keyword: np.ndarray | None,
     top_k: int,
-    scopes: list[Scope] | None,
+    kinds: tuple[ItemKind, ...] | None,
 ) -> np.ndarray | None:
     """Chunk rows to score exactly: the index's nearest chunks (over-fetched until top-K of them are
     candidates) and the best keyword chunks. ``None``: too few candidates found, scan exactly."""
-    index, rowmap = indexed
-    live = len(index)
+    live = indexed.live
     k = OVERFETCH * top_k
     while True:
-        hits = index.search(qvec, min(k, live), scopes=scopes)
-        rows = rowmap[hits.idx]
-        rows = rows[rows >= 0]
+        rows = indexed.nearest(qvec, min(k, live), kinds)
         rows = rows[~exclude[rows]]
         if rows.size >= top_k or k >= live:
             break

@@ -20,17 +20,17 @@ import numpy as np
 from contextsieve.choices import RelationPooling
 from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.index import ChunkIndex, IndexConfig, Scope
 from contextsieve.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.keyword import BM25Index
 from contextsieve.query_vectors import compose, plan_query
+from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.selection import RelationGraph
 from contextsieve.usage import UsageLog
 
-__all__ = ["TextEmbedder", "ItemChunks", "ChunkStore"]
+__all__ = ["TextEmbedder", "ItemChunks", "ChunkStore", "IndexedChunks"]
 
-_SCOPE = {ItemKind.RULE: Scope.RULES, ItemKind.REFERENCE: Scope.REFERENCES, ItemKind.TOOL: Scope.TOOLS}
+_KINDS = list(ItemKind)
 
 
 #: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
@@ -122,10 +122,11 @@ class ChunkStore:
         usage_factory: opens the log of recorded tool examples (:class:`~contextsieve.usage.UsageLog`)
             on first need; ``None`` keeps them in memory. usage_scope: whose examples they are in that
             log (the agent's name; :meth:`Engine.from_file` uses the agent file's path).
-        index: when and how chunks are also kept in a :class:`~contextsieve.index.ChunkIndex` whose
-            HNSW graphs requests search instead of scanning every chunk (default :class:`IndexConfig`:
-            from 100,000 chunks, if hnswlib is installed). The index is kept in step with every sync
-            (rows of changed and removed items are deleted, new rows added), never rebuilt whole.
+        index: when and how chunks are also kept in the chunk index
+            (:class:`~contextsieve.retrieval.chunks.ChunkIndex`) whose HNSW graph requests search
+            instead of scanning every chunk (default :class:`IndexConfig`: from 50,000 chunks, if
+            hnswlib is installed). The index is kept in step with every sync (the groups of changed
+            and removed items are deleted, new ones added), never rebuilt whole.
     """
 
     def __init__(
@@ -147,9 +148,10 @@ class ChunkStore:
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
-        self._index_rows: dict[ItemKey, np.ndarray] = {}  # index rows of each item, in chunk order
+        self._index_slots: dict[ItemKey, int] = {}  # index slot of each item
+        self._slot_kind = np.zeros(0, np.int8)  # index slot -> item kind code
         self._item_ids: dict[ItemKey, int] = {}  # stable ids of items in the index (never reused)
-        self._rowmap: tuple[object, int, np.ndarray] | None = None  # (matrix, index rows, index row -> matrix row)
+        self._indexed: IndexedChunks | None = None  # the index as requests search it (for one matrix)
         self.summarizer = summarizer
         self.config = config
         self.cache = cache
@@ -225,8 +227,8 @@ class ChunkStore:
         return len(todo)
 
     def _update_index(self, changed: Sequence[ItemKey], gone: Iterable[ItemKey]) -> None:
-        """Keep the chunk index in step: drop the rows of changed and removed items, add the new ones;
-        create it once the chunks reach the configured size."""
+        """Keep the chunk index in step: drop the groups of changed and removed items, add the new
+        ones; create it once the chunks reach the configured size."""
         cfg = self.index_config
         if self._index is None:
             total = sum(ic.vectors.shape[0] for ic in self._items.values())
@@ -234,28 +236,27 @@ class ChunkStore:
                 return
             dim = next(ic.vectors.shape[1] for ic in self._items.values() if ic.vectors.size)
             self._index = ChunkIndex(dim, cfg)
-            self._index_rows = {}
+            self._index_slots = {}
             changed = list(self._items)
         else:
-            stale = [r for k in [*changed, *gone] if (r := self._index_rows.pop(k, None)) is not None]
-            if stale:
-                self._index.remove(np.concatenate(stale).tolist())
+            for k in [*changed, *gone]:
+                if self._index_slots.pop(k, None) is not None:
+                    self._index.remove(self._item_id(k))
         keys = [k for k in changed if k in self._items and self._items[k].vectors.size]
         if not keys:
             return
-        vecs = np.vstack([self._items[k].vectors for k in keys])
-        ids = np.concatenate([np.full(self._items[k].vectors.shape[0], self._item_id(k), dtype=np.int64) for k in keys])
-        scopes = [_SCOPE[k.kind] for k in keys for _ in range(self._items[k].vectors.shape[0])]
-        rows = self._index.add(vecs, ids, scopes)
-        if self._index.config.backend == "exact":  # hnswlib is missing (the index warned): requests scan the matrix
-            self._index, self._index_rows = None, {}
-            self.index_config = dataclasses.replace(cfg, backend="exact")  # and no further tries
+        slots = self._index.add([(self._item_id(k), self._items[k].vectors) for k in keys])
+        if self._index.missing_hnswlib:  # the index warned: requests scan the matrix, no further tries
+            self._index, self._index_slots = None, {}
+            self.index_config = dataclasses.replace(cfg, backend="exact")
             return
-        at = 0
-        for k in keys:
-            n = self._items[k].vectors.shape[0]
-            self._index_rows[k] = rows[at : at + n]
-            at += n
+        if self._slot_kind.shape[0] < self._index.slots:
+            grown = np.zeros(max(self._index.slots, 2 * self._slot_kind.shape[0]), np.int8)
+            grown[: self._slot_kind.shape[0]] = self._slot_kind
+            self._slot_kind = grown
+        for k, slot in zip(keys, slots.tolist()):
+            self._index_slots[k] = slot
+            self._slot_kind[slot] = _KINDS.index(k.kind)
 
     def usage(self) -> UsageLog:
         """The log of recorded tool examples (opened on first use)."""
@@ -288,26 +289,26 @@ class ChunkStore:
     def _item_id(self, key: ItemKey) -> int:
         return self._item_ids.setdefault(key, len(self._item_ids))
 
-    def search_index(self, order: Sequence[ItemKey]) -> tuple[ChunkIndex, np.ndarray] | None:
-        """The chunk index and, per index row, its row in :meth:`matrix` (``-1`` for deleted rows),
-        when requests should search through it (it uses HNSW); ``None`` when scanning the matrix is
-        the faster exact search."""
+    def search_index(self, order: Sequence[ItemKey]) -> IndexedChunks | None:
+        """The chunk index as requests search it (nearest chunks as rows of :meth:`matrix`) when it
+        uses HNSW; ``None`` when scanning the matrix is the faster exact search."""
         if self._index is None or self._index.backend != "hnsw":
             return None
         self.matrix(order)
         assert self._matrix is not None
-        n_rows = self._index.rows
-        if self._rowmap is None or self._rowmap[0] is not self._matrix or self._rowmap[1] != n_rows:
-            rowmap = np.full(n_rows, -1, dtype=np.int64)
+        index = self._index
+        view = self._indexed
+        if view is None or view.matrix is not self._matrix or view.chunks != index.chunks:
+            rowmap = np.full(index.chunks, -1, dtype=np.int64)
             at = 0
             for k in self._matrix[0]:
-                rows = self._index_rows.get(k)
+                slot = self._index_slots.get(k)
                 n = self._items[k].vectors.shape[0]
-                if rows is not None:
-                    rowmap[rows] = np.arange(at, at + n)
+                if slot is not None:
+                    rowmap[index.chunk_rows(slot)] = np.arange(at, at + n)
                 at += n
-            self._rowmap = (self._matrix, n_rows, rowmap)
-        return self._index, self._rowmap[2]
+            view = self._indexed = IndexedChunks(index, self._matrix, rowmap, self._slot_kind[: index.slots].copy())
+        return view
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Vectors of chunk texts: from the disk cache where present, the rest embedded
@@ -497,3 +498,31 @@ class ChunkStore:
             mat = np.ascontiguousarray(np.vstack(vecs)) if vecs and dim else np.zeros((0, max(dim, 1)), np.float32)
             self._matrix = (order, mat, np.concatenate(owner) if owner else np.zeros(0, np.int64))
         return self._matrix[1], self._matrix[2]
+
+
+class IndexedChunks:
+    """A large agent's chunk index as requests search it, for one chunk matrix: the nearest chunks
+    of a domain as rows of the matrix (the store makes a new one when the matrix or index changes)."""
+
+    def __init__(self, index: ChunkIndex, matrix: object, rowmap: np.ndarray, slot_kind: np.ndarray) -> None:
+        self.index = index
+        self.matrix = matrix
+        self.chunks = index.chunks
+        self._rowmap = rowmap  # index chunk row -> matrix row (-1: a removed item's)
+        self._slot_kind = slot_kind
+        self._masks: dict[tuple[ItemKind, ...] | None, tuple[np.ndarray, int]] = {}
+
+    @property
+    def live(self) -> int:
+        """Live chunk vectors in the index."""
+        return self.index.live_chunks
+
+    def nearest(self, queries: np.ndarray, k: int, kinds: tuple[ItemKind, ...] | None) -> np.ndarray:
+        """Matrix rows of the ``k`` nearest chunks (max-pooled over the query rows) among items of
+        ``kinds`` (``None``: all), best first."""
+        mask = self._masks.get(kinds)
+        if mask is None:
+            slot_ok = None if kinds is None else np.isin(self._slot_kind, [_KINDS.index(x) for x in kinds])
+            mask = self._masks[kinds] = self.index.chunk_mask(slot_ok)
+        rows = self._rowmap[self.index.search_chunks(queries, k, mask=mask).idx]
+        return rows[rows >= 0]

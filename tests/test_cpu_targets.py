@@ -45,7 +45,7 @@ def test_the_avx2_target_emits_no_512_bit_code(tmp_path: Path) -> None:
 
 
 def test_kernel_and_index_suites_pass_as_compiled_for_avx2(tmp_path: Path) -> None:
-    files = ["tests/test_kernels.py", "tests/test_index.py"]
+    files = ["tests/test_kernels.py", "tests/test_chunk_index.py"]
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
         cwd=ROOT,

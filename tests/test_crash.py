@@ -12,7 +12,7 @@ from benchmarks.crash import run
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fork and SIGKILL")
 def test_killed_writers_lose_and_corrupt_nothing() -> None:
-    stats = run(24, seed=7, names=["agent_save", "embedding_cache", "index_save", "session_save"])
+    stats = run(24, seed=7, names=["agent_save", "embedding_cache", "graph_save", "session_save"])
     assert sum(s["kills"] for s in stats.values()) == 24
     assert sum(s["acked"] for s in stats.values()) > 0
     for name, s in stats.items():

@@ -12,8 +12,8 @@ import pytest
 
 from contextsieve.agent import Agent, McpServer
 from contextsieve.engine import Engine
-from contextsieve.index import HNSW_MIN_ROWS, IndexConfig
 from contextsieve.items import IncludeMode, Tool
+from contextsieve.retrieval.chunks import HNSW_MIN_ROWS, IndexConfig
 
 DIM = 64
 N_TOOLS = 150_000
@@ -77,7 +77,7 @@ def test_the_index_follows_edits_without_a_rebuild(engines: tuple[Engine, Engine
     hnsw.index()
     index = hnsw.store.search_index(hnsw.agent.table().keys)
     assert index is not None
-    before = index[0].rows
+    before = index.chunks
     gone = hnsw.agent.get("tool:s1:t1").description
     assert "tool:s1:t1" in {str(k) for k in hnsw.select(gone).context.keys()}
     hnsw.agent.upsert(Tool("s0", "needle", "zebra quokka platypus"))
@@ -85,7 +85,7 @@ def test_the_index_follows_edits_without_a_rebuild(engines: tuple[Engine, Engine
     req = hnsw.select("zebra quokka platypus")
     assert req.trace is not None and req.trace.path == "hnsw"
     assert req.context.keys()[0].name == "needle"
-    assert index[0].rows == before + 1 and hnsw.store.search_index(hnsw.agent.table().keys) is not None
+    assert index.index.chunks == before + 1 and hnsw.store.search_index(hnsw.agent.table().keys) is not None
     assert "tool:s1:t1" not in {str(k) for k in hnsw.select(gone).context.keys()}  # its rows are deleted
     ex = hnsw.session().explain("zebra quokka platypus", "tool:s0:needle")
     assert ex.included and any("HNSW" in r for r in ex.reasons)

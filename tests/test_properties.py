@@ -88,9 +88,9 @@ def test_cases_the_fuzz_found() -> None:
     from contextsieve.agent import AgentSettings
     from contextsieve.chunking import query_chunks
     from contextsieve.errors import InputError
-    from contextsieve.index import ChunkIndex
     from contextsieve.items import ItemKey
     from contextsieve.kernels import scoring as K
+    from contextsieve.retrieval.chunks import ChunkIndex
 
     from .test_engine import make_agent
 
@@ -105,8 +105,8 @@ def test_cases_the_fuzz_found() -> None:
         make_agent().get({"a": 1})  # type: ignore[arg-type]
     with pytest.raises(InputError):
         ItemKey.parse(7)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="scopes must be"):
-        ChunkIndex(4).add(c, [0, 1, 2], 5)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="keys must be ints"):
+        ChunkIndex(4).add([(0, c), ("1", c)])  # type: ignore[list-item]
     with pytest.raises(InputError, match="unknown preset"):
         AgentSettings().with_overrides({"x": 1})  # type: ignore[arg-type]
     assert not make_agent().has("nonsense:key:here:x")

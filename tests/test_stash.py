@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from contextsieve.errors import InputError, StashError, StashModelError, UnknownSegmentError
+from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.stash import (
     NewSegment,
     RankConfig,
@@ -23,7 +24,6 @@ from contextsieve.stash import (
     StashConfig,
     StashIntegrityWarning,
     StashStore,
-    VectorConfig,
 )
 from contextsieve.stash.backend import Filters
 from contextsieve.stash.sqlite import SqliteBackend
@@ -526,7 +526,7 @@ def test_a_read_scope_sees_one_state_of_the_store(tmp_path: Path) -> None:
 def test_vector_table_matches_a_numpy_oracle(backend: str) -> None:
     rng = np.random.default_rng(7)
     dim, n = 32, 3000
-    t = VectorTable(dim, VectorConfig(backend=backend, ef_search=400, exact_below=0.0))
+    t = VectorTable(dim, IndexConfig(backend=backend, ef_search=400, exact_below=0.0))
     vecs, meta = [], []
     for row in range(n):
         chunks = 1 + int(rng.integers(0, 3))
@@ -575,7 +575,7 @@ def test_expiry_masks_follow_the_retrieval_time(backend: str) -> None:
     mask, the expiry applied after) equal a plain oracle, for keyword and dense search alike."""
     rng = np.random.default_rng(17)
     dim, n = 16, 400
-    t = VectorTable(dim, VectorConfig(backend=backend, ef_search=400, exact_below=0.0))
+    t = VectorTable(dim, IndexConfig(backend=backend, ef_search=400, exact_below=0.0))
     expires: list[float | None] = []
     protected = []
     vecs = []

@@ -11,9 +11,10 @@ import pytest
 
 pytest.importorskip("hnswlib")  # the `hnsw` extra is in `make setup`; without it this file has nothing to test
 
-from contextsieve.stash import StashStore, VectorConfig
+from contextsieve.retrieval.chunks import IndexConfig
+from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
+from contextsieve.stash import StashStore
 from contextsieve.stash.backend import Filters
-from contextsieve.stash.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.segment import SegmentType
 from contextsieve.stash.sqlite import SqliteConfig
 from contextsieve.stash.vectors import TableRow, VectorTable
@@ -29,10 +30,10 @@ def fake() -> FakeEmbedder:
 
 
 def hnsw(**kw: object) -> SqliteConfig:
-    return SqliteConfig(vectors=VectorConfig(backend="hnsw", ef_search=256, exact_below=0.0, **kw))  # type: ignore[arg-type]
+    return SqliteConfig(index=IndexConfig(backend="hnsw", ef_search=256, exact_below=0.0, **kw))  # type: ignore[arg-type]
 
 
-EXACT = SqliteConfig(vectors=VectorConfig(backend="exact"), save_graph=False)
+EXACT = SqliteConfig(index=IndexConfig(backend="exact"), save_graph=False)
 
 
 def texts(seed: int, n: int) -> list[str]:
@@ -66,7 +67,7 @@ def test_the_graph_is_saved_and_used_again(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     a = StashStore.open(path, fake(), backend_config=hnsw())
     ids = a.stash(texts(1, 400), session="s").segment_ids
-    assert table(a).graph_built == 1
+    assert table(a).chunks.graph_built == 1
     folder = graph_folder(path)
     assert (folder / "state.npz").is_file() and len(list(folder.glob("graph-*.bin"))) == 1
     a.close()
@@ -75,8 +76,8 @@ def test_the_graph_is_saved_and_used_again(tmp_path: Path) -> None:
         b = StashStore.open(path, fake(), backend_config=hnsw())
         assert_same_as_exact(path, b, texts(2, 5))
     t = table(b)
-    assert t.graph is not None and t.graph_built == 0  # loaded, not built
-    assert t.graph_changes == 0
+    assert t.chunks.graph is not None and t.chunks.graph_built == 0  # loaded, not built
+    assert t.chunks.graph_changes == 0
     assert len(ids) == len(set(ids)) == 400
     b.close()
 
@@ -87,20 +88,20 @@ def test_writes_after_the_last_save_are_brought_in(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     a = StashStore.open(path, fake(), backend_config=hnsw())
     first = a.stash(texts(3, 300), session="s").segment_ids
-    assert table(a).graph_built == 1  # the first search builds the graph and saves it
+    assert table(a).chunks.graph_built == 1  # the first search builds the graph and saves it
     a.stash(texts(4, 60), session="s")
     a.delete(first[:40], session="s")
     top(a, "w4")
-    assert table(a).graph_changes > 0  # a's graph has them, the saved one not
+    assert table(a).chunks.graph_changes > 0  # a's graph has them, the saved one not
     b = StashStore.open(path, fake(), backend_config=hnsw())
     assert_same_as_exact(path, b, texts(5, 5))
     t = table(b)
-    assert t.graph_built == 0 and t.graph_changes > 0
+    assert t.chunks.graph_built == 0 and t.chunks.graph_changes > 0
     assert not set(first[:40]) & {i for q in texts(6, 20) for i, _ in top(b, q, 50)}
     b.close()  # saves the brought-in graph
     c = StashStore.open(path, fake(), backend_config=hnsw())
     top(c, "w1")
-    assert table(c).graph_built == 0 and table(c).graph_changes == 0
+    assert table(c).chunks.graph_built == 0 and table(c).chunks.graph_changes == 0
     c.close()
     a.backend._db.close()  # type: ignore[attr-defined]
 
@@ -118,13 +119,13 @@ def test_a_damaged_graph_is_rebuilt_with_a_warning(tmp_path: Path) -> None:
     with pytest.warns(GraphFileWarning, match="sha256"):
         b = StashStore.open(path, fake(), backend_config=hnsw())
         assert_same_as_exact(path, b, texts(8, 3))
-    assert table(b).graph_built == 1
+    assert table(b).chunks.graph_built == 1
     b.close()
     with warnings.catch_warnings():  # the rebuilt graph was saved in its place
         warnings.simplefilter("error")
         c = StashStore.open(path, fake(), backend_config=hnsw())
         top(c, "w2")
-        assert table(c).graph_built == 0
+        assert table(c).chunks.graph_built == 0
         c.close()
     (graph_folder(path) / "state.npz").write_bytes(b"CSGRAPH1" + b"\0" * 40)
     with pytest.warns(GraphFileWarning, match="sha256"):
@@ -134,13 +135,13 @@ def test_a_damaged_graph_is_rebuilt_with_a_warning(tmp_path: Path) -> None:
     with pytest.warns(GraphFileWarning, match="other settings"):
         e = StashStore.open(path, fake(), backend_config=hnsw(hnsw_m=8))
         assert_same_as_exact(path, e, texts(9, 2))
-    assert table(e).graph_built == 1
+    assert table(e).chunks.graph_built == 1
     e.close()
 
 
 def test_no_graph_is_saved_when_asked_not_to(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    cfg = SqliteConfig(vectors=VectorConfig(backend="hnsw"), save_graph=False)
+    cfg = SqliteConfig(index=IndexConfig(backend="hnsw"), save_graph=False)
     a = StashStore.open(path, fake(), backend_config=cfg)
     a.stash(texts(10, 50), session="s")
     top(a, "w1")
@@ -163,11 +164,11 @@ def test_a_loaded_graph_follows_changed_rows(tmp_path: Path) -> None:
     """Table level: a segment stored again with fewer chunks and other vectors, one removed, one new;
     the loaded graph then answers as a numpy oracle over the new table."""
     rng = np.random.default_rng(5)
-    dim, cfg = 16, VectorConfig(backend="hnsw", ef_search=400, exact_below=0.0)
+    dim, cfg = 16, IndexConfig(backend="hnsw", ef_search=400, exact_below=0.0)
     rows = _rows(rng, range(1, 501), dim)
     t1 = VectorTable(dim, cfg)
     t1.add_many(rows)
-    save_graph(t1, tmp_path / "g")
+    save_graph(t1.chunks, tmp_path / "g")
     shrunk = rows[10]  # row 11: 3 chunks
     assert shrunk.vectors.shape[0] == 3
     v = rng.standard_normal((1, dim)).astype(np.float32)
@@ -176,11 +177,11 @@ def test_a_loaded_graph_follows_changed_rows(tmp_path: Path) -> None:
     new = _rows(rng, range(501, 502), dim)
     later = [changed if r.row == 11 else r for r in rows if r.row != 40] + new
     t2 = VectorTable(dim, cfg)
-    t2.defer_hnsw = True
+    t2.chunks.defer_hnsw = True
     t2.add_many(later)
-    assert load_graph(t2, tmp_path / "g") == 3
-    t2.finish_loading()
-    assert t2.graph_built == 0
+    assert load_graph(t2.chunks, tmp_path / "g") == 3
+    t2.chunks.finish_loading()
+    assert t2.chunks.graph_built == 0
     vecs = {r.row: r.vectors for r in later}
     for _ in range(20):
         q = rng.standard_normal((1, dim)).astype(np.float32)
@@ -201,7 +202,7 @@ def test_a_segment_stored_again_takes_its_labels_back() -> None:
     vectors under that segment and never the old ones."""
     rng = np.random.default_rng(8)
     dim = 16
-    t = VectorTable(dim, VectorConfig(backend="hnsw", ef_search=400, exact_below=0.0))
+    t = VectorTable(dim, IndexConfig(backend="hnsw", ef_search=400, exact_below=0.0))
     rows = _rows(rng, range(1, 301), dim)
     t.add_many(rows)
     old = rows[6].vectors  # row 7: 2 chunks
@@ -231,7 +232,7 @@ def test_leftovers_of_a_killed_save_are_harmless_and_cleared(tmp_path: Path) -> 
         warnings.simplefilter("error")
         b = StashStore.open(path, fake(), backend_config=hnsw())
         assert_same_as_exact(path, b, texts(12, 2))
-    assert table(b).graph_built == 0
+    assert table(b).chunks.graph_built == 0
     b.stash(texts(13, 5), session="s")
     top(b, "w2")
     b.close()  # saves (the graph changed): leftovers go

@@ -1,9 +1,8 @@
 """The one way contextsieve makes and grows an HNSW graph (hnswlib, the ``hnsw`` extra).
 
-Both the agent's chunk index (:class:`contextsieve.index.ChunkIndex`) and the stash's vector table
-(:class:`contextsieve.stash.vectors.VectorTable`) build their graphs here, with the same space (inner
-product over unit vectors), the same seed and the same growth rule, so a graph behaves the same
-whichever side holds it.
+The chunk index (:class:`contextsieve.retrieval.chunks.ChunkIndex`, which the agent's chunks and the
+stash both use) builds its graph here, with inner product over unit vectors, a fixed seed and one
+growth rule; :mod:`contextsieve.retrieval.graphfile` saves and loads it.
 """
 
 from __future__ import annotations

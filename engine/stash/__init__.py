@@ -4,7 +4,7 @@ Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI 
 ``postgres`` extra).
 """
 
-from contextsieve.stash.graphfile import GraphFileWarning
+from contextsieve.retrieval.graphfile import GraphFileWarning
 from contextsieve.stash.ranking import RankConfig
 from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
 from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
@@ -19,13 +19,11 @@ from contextsieve.stash.store import (
     StashResult,
     StashStore,
 )
-from contextsieve.stash.vectors import VectorConfig
 
 __all__ = [
     "StashStore",
     "StashConfig",
     "RankConfig",
-    "VectorConfig",
     "SqliteConfig",
     "StashIntegrityWarning",
     "GraphFileWarning",

@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from contextsieve.errors import InputError, StashError
+from contextsieve.retrieval.chunks import IndexConfig
+from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, Filters, Hit, SegmentRow, vector_digest
-from contextsieve.stash.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import Dialect, SqlBackend, guarded
-from contextsieve.stash.vectors import TableRow, VectorConfig, VectorTable
+from contextsieve.stash.vectors import TableRow, VectorTable
 
 __all__ = ["SqliteConfig", "SqliteBackend", "StashIntegrityWarning"]
 
@@ -109,15 +110,16 @@ class SqliteConfig:
         busy_timeout: seconds a write waits for another process's write to finish (default 30).
         synchronous: SQLite ``synchronous`` level, ``"FULL"`` (default: a commit survives power loss)
             or ``"NORMAL"`` (faster; a commit survives a process crash, maybe not power loss).
-        vectors: :class:`~contextsieve.stash.vectors.VectorConfig` (exact / HNSW search).
+        index: how the stashed chunk vectors are searched (:class:`~contextsieve.IndexConfig`, the
+            agent's chunks' settings: exact, HNSW from 50,000 live chunk vectors).
         save_graph: keep the HNSW graph in a folder beside the store (``<store>.hnsw``; saved when
             built and when the store is closed, checked and brought up to date when opened) so an
-            open does not build it again (default True; see :mod:`contextsieve.stash.graphfile`).
+            open does not build it again (default True; see :mod:`contextsieve.retrieval.graphfile`).
     """
 
     busy_timeout: float = 30.0
     synchronous: str = "FULL"
-    vectors: VectorConfig = VectorConfig()
+    index: IndexConfig = IndexConfig()
     save_graph: bool = True
 
     def __post_init__(self) -> None:
@@ -243,7 +245,7 @@ class SqliteBackend(SqlBackend):
         """Close the database; a graph changed since it was saved is saved first."""
         with self.lock:
             table = self._table
-            if table is not None and table.graph is not None and table.graph_changes:
+            if table is not None and table.chunks.graph is not None and table.chunks.graph_changes:
                 self._save_graph()
             self._db.close()
 
@@ -348,12 +350,12 @@ class SqliteBackend(SqlBackend):
             floor_seq = int(floor[0]) if floor else 0
             last = self._db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
             if self._table is None or self._seq < floor_seq or (dim and self._table.dim != dim):
-                table = VectorTable(dim or 384, self.config.vectors)
-                table.defer_hnsw = True  # a saved graph is tried before one is built
+                table = VectorTable(dim or 384, self.config.index)
+                table.chunks.defer_hnsw = True  # a saved graph is tried before one is built
                 self._load_rows(table, None)
-                if table.wants_hnsw() and self.config.save_graph:
-                    load_graph(table, self._graph_folder)
-                table.finish_loading()
+                if table.chunks.wants_hnsw() and self.config.save_graph:
+                    load_graph(table.chunks, self._graph_folder)
+                table.chunks.finish_loading()
                 self._table = table
                 self._graph_saved = 0  # a graph built while loading (graph_built 1) is saved below
             elif last > self._seq:
@@ -375,7 +377,7 @@ class SqliteBackend(SqlBackend):
                             self._table.set_protected(row, bool(p[0]))
             self._seq = last
             self._version = version
-            if self._table.graph_built != self._graph_saved:  # a graph built from scratch: save it now
+            if self._table.chunks.graph_built != self._graph_saved:  # a graph built from scratch: save it now
                 self._save_graph()
             return self._table
 
@@ -386,10 +388,10 @@ class SqliteBackend(SqlBackend):
     def _save_graph(self) -> None:
         """Save the table's graph beside the store (a failure is a warning: the store is intact)."""
         table = self._table
-        if table is None or table.graph is None or not self.config.save_graph:
+        if table is None or table.chunks.graph is None or not self.config.save_graph:
             return
         try:
-            save_graph(table, self._graph_folder)
+            save_graph(table.chunks, self._graph_folder)
         except (OSError, RuntimeError) as e:
             warnings.warn(
                 f"could not save the HNSW graph of {self.location} to {self._graph_folder}: {e}; the next open "
@@ -397,7 +399,7 @@ class SqliteBackend(SqlBackend):
                 GraphFileWarning,
                 stacklevel=4,
             )
-        self._graph_saved = table.graph_built
+        self._graph_saved = table.chunks.graph_built
 
     def _log(self, db: sqlite3.Connection, rows: Sequence[int], op: int) -> None:
         db.executemany("INSERT INTO changes (row, op) VALUES (?, ?)", [(r, op) for r in rows])

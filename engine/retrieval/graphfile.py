@@ -1,19 +1,20 @@
-"""The embedded store's HNSW graph saved beside its SQLite file, so that opening a large store does
-not build the graph again (about a minute at 100,000 chunk vectors, ten at 1M).
+"""The one file format of a chunk index's HNSW graph, saved in a folder beside what holds the
+vectors (the embedded stash keeps it next to its SQLite file), so that opening a large store does not
+build the graph again (about a minute at 100,000 chunk vectors, ten at 1M).
 
-Layout: a folder ``<store>.hnsw`` next to the store holding ``graph-<sha256 prefix>.bin`` (hnswlib's
+Layout: a folder (``<store>.hnsw`` for a stash) holding ``graph-<sha256 prefix>.bin`` (hnswlib's
 own file) and ``state.npz`` (a magic, the sha256 of the rest, then an npz: a JSON header with the
-format, vector width, graph settings and the graph file's name, size and sha256; and per segment the
-graph held when it was saved, its store row, chunk count and vector digest). ``state.npz`` is
+format, vector width, graph settings and the graph file's name, size and sha256; and per group the
+graph held when it was saved, its key, chunk count and vector digest). ``state.npz`` is
 replaced atomically and names its graph by content hash, so a reader sees a whole old pair or a whole
 new pair; a lock file (``flock``) keeps two processes from saving or loading at the same moment.
 
 A graph is trusted only as far as it is checked: one whose file does not match the recorded size and
 sha256, or that was built with other settings or for vectors of another width, is not loaded (a
-:class:`GraphFileWarning` says why and the table builds a new graph, which is then saved). Segments
-stored, changed or removed since the save (by another process, or after the last save of a process
-that was killed) are found by comparing store rows and vector digests with the store's and are added
-to or deleted from the loaded graph, so it always holds exactly the store's live chunk vectors.
+:class:`GraphFileWarning` says why and the index builds a new graph, which is then saved). Groups
+added, changed or removed since the save (by another process, or after the last save of a process
+that was killed) are found by comparing keys and vector digests with the index's and are added to or
+deleted from the loaded graph, so it always holds exactly the index's live chunk vectors.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import numpy as np
 
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models.weights import sha256_file
+from contextsieve.retrieval.chunks import ChunkIndex
 from contextsieve.retrieval.hnsw import import_hnswlib
-from contextsieve.stash.vectors import VectorTable
 
 __all__ = ["GraphFileWarning", "graph_folder", "save_graph", "load_graph"]
 
@@ -68,29 +69,29 @@ def _locked(folder: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _header(table: VectorTable) -> dict[str, object]:
+def _header(index: ChunkIndex) -> dict[str, object]:
     return {
         "format": _FORMAT,
-        "dim": table.dim,
-        "m": table.config.hnsw_m,
-        "ef_construction": table.config.ef_construction,
+        "dim": index.dim,
+        "m": index.config.hnsw_m,
+        "ef_construction": index.config.ef_construction,
     }
 
 
-def save_graph(table: VectorTable, folder: Path) -> None:
-    """Write ``table``'s graph and what it holds into ``folder`` (see the module docstring).
+def save_graph(index: ChunkIndex, folder: Path) -> None:
+    """Write ``index``'s graph and what it holds into ``folder`` (see the module docstring).
 
     Raises:
         OSError: the folder or a file in it cannot be written (nothing of the previous save is lost).
     """
-    index = table.graph
-    if index is None:
+    graph = index.graph
+    if graph is None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder):
         tmp = folder / f".graph-{os.getpid()}-{secrets.token_hex(4)}.tmp"
         try:
-            index.save_index(str(tmp))
+            graph.save_index(str(tmp))
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             sha = sha256_file(tmp)
@@ -100,8 +101,8 @@ def save_graph(table: VectorTable, folder: Path) -> None:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-        rows, counts, digests = table.graph_contents()
-        head = {**_header(table), "graph": name, "bytes": size, "sha256": sha}
+        rows, counts, digests = index.graph_contents()
+        head = {**_header(index), "graph": name, "bytes": size, "sha256": sha}
         buf = io.BytesIO()
         np.savez(
             buf,
@@ -119,10 +120,10 @@ def save_graph(table: VectorTable, folder: Path) -> None:
         for stale in folder.glob(".graph-*.tmp"):  # left by a killed saver (saves hold the lock)
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
-    table.graph_changes = 0
+    index.graph_changes = 0
 
 
-def _state(folder: Path, table: VectorTable) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray] | str:
+def _state(folder: Path, index: ChunkIndex) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray] | str:
     """The saved state, or why it cannot be used."""
     data = (folder / _STATE).read_bytes()
     if data[:8] != _MAGIC:
@@ -136,7 +137,7 @@ def _state(folder: Path, table: VectorTable) -> tuple[dict, np.ndarray, np.ndarr
         rows, counts, digests = z["rows"], z["counts"], z["digests"]
     except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as e:
         return f"its state file is unreadable ({type(e).__name__})"
-    if not isinstance(head, dict) or any(head.get(k) != v for k, v in _header(table).items()):
+    if not isinstance(head, dict) or any(head.get(k) != v for k, v in _header(index).items()):
         return f"it was saved with other settings ({head!r:.200})"
     if rows.dtype != np.int64 or counts.dtype != np.int64 or digests.dtype != np.dtype("S16"):
         return "its state arrays have the wrong types"
@@ -148,16 +149,16 @@ def _state(folder: Path, table: VectorTable) -> tuple[dict, np.ndarray, np.ndarr
     return head, rows, counts, digests
 
 
-def load_graph(table: VectorTable, folder: Path) -> int | None:
-    """Give ``table`` the graph saved in ``folder``, brought up to date with the table; returns the
-    segments added to or removed from it, or None when there is no usable saved graph (a
+def load_graph(index: ChunkIndex, folder: Path) -> int | None:
+    """Give ``index`` the graph saved in ``folder``, brought up to date with the index; returns the
+    groups added to or removed from it, or None when there is no usable saved graph (a
     :class:`GraphFileWarning` says why when one was there but could not be used)."""
     if not (folder / _STATE).is_file():
         return None
     hnswlib = import_hnswlib()
     with _locked(folder):
         try:
-            found = _state(folder, table)
+            found = _state(folder, index)
             if isinstance(found, str):
                 problem = found
             else:
@@ -168,9 +169,9 @@ def load_graph(table: VectorTable, folder: Path) -> int | None:
                 elif sha256_file(path) != head["sha256"]:
                     problem = f"its graph file {path.name} fails its sha256 check"
                 else:
-                    index = hnswlib.Index(space="ip", dim=table.dim)
-                    index.load_index(str(path), max_elements=max(2 * table.live_chunks, int(counts.sum()), 1024))
-                    return table.adopt_graph(index, rows, counts, digests)
+                    graph = hnswlib.Index(space="ip", dim=index.dim)
+                    graph.load_index(str(path), max_elements=max(2 * index.live_chunks, int(counts.sum()), 1024))
+                    return index.adopt_graph(graph, rows, counts, digests)
         except (OSError, RuntimeError, MemoryError) as e:
             problem = f"it cannot be read ({type(e).__name__}: {e})"
     warnings.warn(
