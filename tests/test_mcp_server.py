@@ -313,3 +313,55 @@ def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_app_never_runs() -
 
     anyio.run(guarded_app(echo, token=None, max_request_bytes=1000), scope, whole, send)
     assert seen == [b"{}"]  # a body in time reaches the app whole
+
+
+def test_unreadable_stdio_lines_get_a_json_rpc_error_at_once(model_cache: Path, int8) -> None:  # noqa: ANN001
+    """Issue 27 item 12: before, each of these lines got no reply and the host waited for its timeout."""
+    import json
+    import select
+    import subprocess
+    import time
+
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(model_cache / "data")}
+    args = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--offline", "--no-stash"]
+    proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    pending = b""
+
+    def ask(line: str, wait: float = 60.0) -> dict[str, Any]:
+        nonlocal pending
+        proc.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        end = time.monotonic() + wait
+        while b"\n" not in pending:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, end - time.monotonic()))
+            assert ready, f"no reply to {line[:60]!r}"
+            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            assert chunk, "the server exited"
+            pending += chunk
+        first, pending = pending.split(b"\n", 1)
+        return json.loads(first)
+
+    try:
+        cases = [
+            ("not json at all", -32700, None),
+            ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"\\ud800"}}', -32700, 5),
+            ("[" * 5000 + "]" * 5000, -32700, None),
+            ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600, None),
+            ('{"jsonrpc":"2.0","id":"seven","method":3}', -32600, "seven"),
+        ]
+        for line, code, rid in cases:
+            reply = ask(line)
+            assert reply["jsonrpc"] == "2.0" and reply["error"]["code"] == code and reply["id"] == rid, (line, reply)
+        client = {"name": "t", "version": "1"}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client},
+        }
+        assert ask(json.dumps(init))["result"]["serverInfo"]["name"]  # still serving after all of them
+        assert ask('{"jsonrpc":"2.0","id":2,"method":"ping"}') == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -454,13 +454,9 @@ def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig()) -> None:
     """Serve the gateway over stdio until the host disconnects."""
     import anyio
     from mcp.server.lowlevel import NotificationOptions
-    from mcp.server.stdio import stdio_server
+
+    from contextsieve.mcp.stdio import run_stdio
 
     server = build_gateway(engine, listing=listing)
-
-    async def run() -> None:
-        async with stdio_server() as (read, write):
-            options = server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
-            await server.run(read, write, options)
-
-    anyio.run(run)
+    options = server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
+    anyio.run(run_stdio, server, options)

@@ -456,7 +456,12 @@ def serve(
     """Run the server until interrupted: over stdio, or streamable HTTP at ``http://host:port/mcp``."""
     server = build_server(engine, config, stash)
     if transport == "stdio":
-        server.run("stdio")
+        import anyio
+
+        from contextsieve.mcp.stdio import run_stdio
+
+        low = server._lowlevel_server  # what the SDK's own run("stdio") serves
+        anyio.run(run_stdio, low, low.create_initialization_options())
         return
     if transport != "http":
         raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
