@@ -15,6 +15,7 @@ from contextsieve.agent import Agent, SettingsOverrides
 from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
+from contextsieve.errors import EventLoopError
 from contextsieve.items import ItemKey
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.session import Session, StashSettings
@@ -136,12 +137,16 @@ class Engine:
         Args:
             tools: a catalog (server -> MCP ``tools/list`` entries) instead of asking the servers.
             connect: give the agent the live tools of its MCP servers now (:meth:`connect`; needs
-                ``contextsieve[mcp]``); the report is :attr:`tool_catalog`.
+                ``contextsieve[mcp]``); the report is :attr:`tool_catalog`. In a running event loop
+                this raises :class:`~contextsieve.errors.EventLoopError` before loading anything:
+                load with ``connect=False``, then ``await engine.connect_async()``.
             refresh, listing: passed to :meth:`connect`.
             kwargs: as for :class:`Engine`.
         """
         from contextsieve.agentfile import load_agent
 
+        if connect:
+            _no_running_loop("Engine.from_file(path) and then await engine.connect_async()")
         engine = cls(load_agent(Path(path), tools=tools), **kwargs)
         # recorded tool examples belong to this file (many agent files share a name such as "agent")
         engine.store.usage_scope = str(Path(path).resolve())
@@ -153,20 +158,41 @@ class Engine:
         """Give the agent the tools of its MCP servers: cached listings where present (unless
         ``refresh``), live listings otherwise (concurrently, each under ``listing.timeout``, default
         10 s); see :mod:`contextsieve.mcp.catalog`. Returns (and keeps as :attr:`tool_catalog`) what
-        was found, added, changed and removed per server. Not from inside a running event loop.
+        was found, added, changed and removed per server.
+
+        It runs its own event loop: on a thread running one (inside ``asyncio.run``) it raises
+        :class:`~contextsieve.errors.EventLoopError`; ``await`` :meth:`connect_async` there (or call
+        this from a worker thread).
         """
         from contextsieve.mcp.catalog import connect
         from contextsieve.mcp.client import ListConfig, require_sdk
 
         require_sdk()
-        folder = None
-        if self._cache_dir is not False:
-            from contextsieve.models.cache import default_cache_dir
-
-            root = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
-            folder = root / "mcp-tools"
-        self.tool_catalog = connect(self.agent, cache_folder=folder, refresh=refresh, config=listing or ListConfig())
+        self.tool_catalog = connect(
+            self.agent, cache_folder=self._tools_folder(), refresh=refresh, config=listing or ListConfig()
+        )
         return self.tool_catalog
+
+    async def connect_async(self, *, refresh: bool = False, listing: ListConfig | None = None) -> ToolCatalog:
+        """:meth:`connect` for code running in an event loop (asyncio or trio): the servers are listed
+        on the running loop. Arguments and result as :meth:`connect`."""
+        from contextsieve.mcp.catalog import connect_async
+        from contextsieve.mcp.client import ListConfig, require_sdk
+
+        require_sdk()
+        self.tool_catalog = await connect_async(
+            self.agent, cache_folder=self._tools_folder(), refresh=refresh, config=listing or ListConfig()
+        )
+        return self.tool_catalog
+
+    def _tools_folder(self) -> Path | None:
+        """Where tool listings are cached (``mcp-tools`` in the cache folder; ``None`` when it is off)."""
+        if self._cache_dir is False:
+            return None
+        from contextsieve.models.cache import default_cache_dir
+
+        root = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
+        return root / "mcp-tools"
 
     def _open_usage(self) -> UsageLog:
         """The log of recorded tool examples: ``usage.sqlite`` beside the embedding cache (in memory
@@ -257,3 +283,14 @@ class Engine:
         """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see
         :class:`~contextsieve.agent.SettingsOverrides`)."""
         return self.session(preset=preset, **settings).build_request(message)
+
+
+def _no_running_loop(instead: str) -> None:
+    """:class:`EventLoopError` naming ``instead`` when this thread is running an event loop."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise EventLoopError(f"this thread is running an event loop: use {instead} (or call this from a worker thread)")

@@ -18,6 +18,7 @@ __all__ = [
     "ModelCacheError",
     "InputError",
     "MissingExtraError",
+    "EventLoopError",
     "AgentFileError",
     "SessionFileError",
     "UnknownItemError",
@@ -59,6 +60,11 @@ class InputError(ContextSieveError, ValueError):
 
 class MissingExtraError(ContextSieveError, ImportError):
     """An optional dependency is not installed; the message names the extra that installs it."""
+
+
+class EventLoopError(ContextSieveError, RuntimeError):
+    """A synchronous call that does I/O through its own event loop was made on a thread that is
+    running one (inside ``asyncio.run``); the message names the ``async`` method to await instead."""
 
 
 class AgentFileError(ContextSieveError):

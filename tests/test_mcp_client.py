@@ -264,3 +264,31 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_mcp)
     with pytest.raises(MissingExtraError, match=r"contextsieve\[mcp\]"):
         list_tools_sync([McpServer("x", {"type": "stdio", "command": "x"})])
+
+
+def test_inside_a_running_event_loop_connect_is_awaited_and_the_sync_call_says_so(tmp_path: Path) -> None:
+    """Issue 27 item 18: inside asyncio.run, connect() and from_file(connect=True) raised an untyped
+    RuntimeError from anyio ("Already running asyncio in this thread")."""
+    import asyncio
+
+    from contextsieve.errors import EventLoopError
+
+    command = shutil.which("mcp-server-time") or str(Path(sys.executable).parent / "mcp-server-time")
+    path = write_agent(tmp_path, {"time": {"type": "stdio", "command": command, "args": []}})
+
+    async def host() -> tuple[set[str], set[str]]:
+        with pytest.raises(EventLoopError, match="connect_async"):
+            Engine.from_file(path, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache", connect=True)
+        engine = Engine.from_file(path, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+        with pytest.raises(EventLoopError, match="connect_async"):
+            engine.connect(refresh=True)
+        assert not engine.agent.tools  # the refused call changed nothing
+        catalog = await engine.connect_async(refresh=True, listing=ListConfig(timeout=60))
+        assert catalog.ok, catalog.summary()
+        live = {t.name for t in engine.agent.tools}
+        other = Engine.from_file(path, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache2")
+        await asyncio.to_thread(other.connect, listing=ListConfig(timeout=60))  # the sync call from a worker thread
+        return live, {t.name for t in other.agent.tools}
+
+    live, threaded = asyncio.run(host())
+    assert live == threaded == {"get_current_time", "convert_time"}

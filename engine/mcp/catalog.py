@@ -25,9 +25,9 @@ from contextsieve.agent import Agent, McpServer
 from contextsieve.agentfile import server_tools
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.mcp.client import INTERNAL, ListConfig, Listing, list_tools_sync, server_kind
+from contextsieve.mcp.client import INTERNAL, ListConfig, Listing, list_tools, run_sync, server_kind
 
-__all__ = ["ServerReport", "ToolCatalog", "ToolCache", "connect", "tool_hash", "server_key"]
+__all__ = ["ServerReport", "ToolCatalog", "ToolCache", "connect", "connect_async", "tool_hash", "server_key"]
 
 _CONNECTION_FIELDS = ("type", "transport", "command", "args", "env", "cwd", "url", "headers")
 CACHE_VERSION = 1
@@ -144,6 +144,30 @@ def _diff(before: Mapping[str, str], after: Mapping[str, str]) -> tuple[tuple[st
     return added, changed, removed
 
 
+def _plan(
+    agent: Agent, cache: ToolCache | None, refresh: bool
+) -> tuple[dict[str, tuple[list[dict[str, Any]], float]], list[McpServer], dict[str, str]]:
+    """Which servers' listings come from the cache, which are listed live, which are skipped (why)."""
+    cached: dict[str, tuple[list[dict[str, Any]], float]] = {}
+    to_list: list[McpServer] = []
+    skipped: dict[str, str] = {}
+    for s in agent.servers.values():
+        try:
+            kind = server_kind(s)
+        except InputError as e:
+            skipped[s.name] = str(e)
+            continue
+        if kind == INTERNAL:
+            skipped[s.name] = "internal server (part of the reference host, no process): skipped"
+            continue
+        hit = cache.get(s) if cache is not None and not refresh else None
+        if hit is not None:
+            cached[s.name] = hit
+        else:
+            to_list.append(s)
+    return cached, to_list, skipped
+
+
 def connect(
     agent: Agent,
     *,
@@ -161,27 +185,43 @@ def connect(
 
     A server whose live listing fails keeps its cached listing if there is one (the report gives the
     error and says so) and otherwise has no tools this time; the other servers are applied either way.
+    On a thread running an event loop this raises :class:`~contextsieve.errors.EventLoopError`:
+    await :func:`connect_async` there.
     """
     cache = ToolCache(cache_folder) if cache_folder is not None else None
+    cached, to_list, skipped = _plan(agent, cache, refresh)
+
+    async def run() -> dict[str, Listing]:
+        return await list_tools(to_list, config)
+
+    listings = run_sync(run, "connect_async(...) (Engine.connect_async)") if to_list else {}
+    return _apply(agent, cache, cached, skipped, listings)
+
+
+async def connect_async(
+    agent: Agent,
+    *,
+    cache_folder: Path | None,
+    refresh: bool = False,
+    config: ListConfig = ListConfig(),
+) -> ToolCatalog:
+    """:func:`connect` for code running in an event loop (asyncio or trio): the servers are listed on
+    the running loop. Arguments and result as :func:`connect`."""
+    cache = ToolCache(cache_folder) if cache_folder is not None else None
+    cached, to_list, skipped = _plan(agent, cache, refresh)
+    listings = await list_tools(to_list, config) if to_list else {}
+    return _apply(agent, cache, cached, skipped, listings)
+
+
+def _apply(
+    agent: Agent,
+    cache: ToolCache | None,
+    cached: dict[str, tuple[list[dict[str, Any]], float]],
+    skipped: dict[str, str],
+    listings: dict[str, Listing],
+) -> ToolCatalog:
+    """Give the agent each server's tools (live, else cached) and report what changed."""
     servers = list(agent.servers.values())
-    cached: dict[str, tuple[list[dict[str, Any]], float]] = {}
-    to_list: list[McpServer] = []
-    skipped: dict[str, str] = {}
-    for s in servers:
-        try:
-            kind = server_kind(s)
-        except InputError as e:
-            skipped[s.name] = str(e)
-            continue
-        if kind == INTERNAL:
-            skipped[s.name] = "internal server (part of the reference host, no process): skipped"
-            continue
-        hit = cache.get(s) if cache is not None and not refresh else None
-        if hit is not None:
-            cached[s.name] = hit
-        else:
-            to_list.append(s)
-    listings: dict[str, Listing] = list_tools_sync(to_list, config) if to_list else {}
     reports: list[ServerReport] = []
     applied: dict[str, list[dict[str, Any]]] = {}
     for s in servers:

@@ -20,18 +20,21 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from contextsieve.agent import McpServer
-from contextsieve.errors import InputError, MissingExtraError, brief
+from contextsieve.errors import EventLoopError, InputError, MissingExtraError, brief
+
+T = TypeVar("T")
 
 __all__ = [
     "ListConfig",
     "Listing",
     "list_tools",
     "list_tools_sync",
+    "run_sync",
     "server_kind",
     "require_sdk",
     "open_transport",
@@ -295,12 +298,49 @@ async def list_tools(servers: Sequence[McpServer], config: ListConfig = ListConf
     return {s.name: out[s.name] for s in servers}
 
 
-def list_tools_sync(servers: Sequence[McpServer], config: ListConfig = ListConfig()) -> dict[str, Listing]:
-    """:func:`list_tools` from synchronous code (runs its own event loop; not from inside one)."""
-    require_sdk()
+def running_loop() -> str | None:
+    """The event loop library running on this thread (``"asyncio"``, ``"trio"``), or ``None``."""
+    import asyncio
+    import sys
+
+    try:
+        asyncio.get_running_loop()
+        return "asyncio"
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+            return "trio"
+        except RuntimeError:
+            pass
+    return None
+
+
+def run_sync(fn: Callable[[], Awaitable[T]], instead: str) -> T:
+    """Run the coroutine function ``fn`` to completion in a new event loop, from synchronous code.
+
+    On a thread that is running an event loop (inside ``asyncio.run``) this would block that loop
+    or fail; it raises :class:`EventLoopError` naming ``instead``, the ``async`` call to await there
+    (or call this from a worker thread, ``await asyncio.to_thread(...)``, which works)."""
     import anyio
+
+    running = running_loop()
+    if running is not None:
+        raise EventLoopError(
+            f"this call runs its own event loop, and this thread is running one ({running}): "
+            f"await {instead} instead, or call it from a worker thread (asyncio.to_thread)"
+        )
+    return anyio.run(fn)
+
+
+def list_tools_sync(servers: Sequence[McpServer], config: ListConfig = ListConfig()) -> dict[str, Listing]:
+    """:func:`list_tools` from synchronous code (runs its own event loop; inside a running one it
+    raises :class:`EventLoopError`: await :func:`list_tools` there)."""
+    require_sdk()
 
     async def run() -> dict[str, Listing]:
         return await list_tools(servers, config)
 
-    return anyio.run(run)
+    return run_sync(run, "contextsieve.mcp.client.list_tools(...)")
