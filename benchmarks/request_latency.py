@@ -19,7 +19,7 @@ first request (caches warm, median of 3).
 
 ``--large``: 14,000 references of 10 docstring sentences each (one chunk per sentence plus the
 header chunk: 154,000 chunks; the sentences of ``benchmarks.hnsw_table``), all in ``agent`` mode,
-searched by the same 200 messages through the default index (HNSW above 100,000 chunks) and with
+searched by the same 200 messages through the default index (HNSW from 50,000 chunks) and with
 ``IndexConfig(backend="exact")``, in one run; vectors are cached in the temp folder for reruns. It
 reports request and selection latency (selection = request minus embedding the message) and how
 many requests chose the same items both ways.
@@ -106,7 +106,7 @@ def large(emb: object, msgs: list[str]) -> None:
     exact = Engine(agent, embedder=emb, cache_dir=cache, index=IndexConfig(backend="exact"))  # type: ignore[arg-type]
     assert exact.index().search == "exact" and report.search == "hnsw", report
     rows = {}
-    for name, engine in (("HNSW (default above 100,000 chunks)", hnsw), ("exact", exact)):
+    for name, engine in (("HNSW (default from 50,000 chunks)", hnsw), ("exact", exact)):
         rows[name] = timed(engine.session, msgs, emb.embed)  # type: ignore[attr-defined]
     same = sum(a == b for a, b in zip(rows["exact"][2], next(iter(rows.values()))[2]))
     print(

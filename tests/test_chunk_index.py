@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from contextsieve.errors import InputError, MissingExtraError
-from contextsieve.retrieval.chunks import LABEL_SHIFT, ChunkIndex, IndexConfig
+from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig, graph_label
 
 
 def unit(rng: np.random.Generator, n: int, d: int = 384) -> np.ndarray:
@@ -68,7 +68,7 @@ def test_adding_a_key_again_replaces_its_group() -> None:
     assert len(idx) == 30 and idx.live_chunks == 32
     assert idx.search(v[31:32], 1) == [(idx.slot_of[5], pytest.approx(float(stored(v[31:32])[0] @ v[31]), abs=1e-5))]
     assert all(s != idx.slot_of[5] or x < 0.99 for s, x in idx.search(v[5:6], 3))
-    assert idx.key(idx.slot_of[5]) == 5 and idx.labels(idx.chunk_rows(idx.slot_of[5]))[2] == (5 << LABEL_SHIFT) | 2
+    assert idx.key(idx.slot_of[5]) == 5 and idx.labels(idx.chunk_rows(idx.slot_of[5]))[2] == graph_label(5, 2)
 
 
 def test_bad_input_changes_nothing() -> None:

@@ -14,9 +14,11 @@ raising ``ef`` up to 512 before giving up; tried again at twice the size). A fil
 asks for more neighbours in proportion to the share of rows that pass and widens until it has ``k``;
 when few rows pass, they are scored exactly instead.
 
-Graph labels are stable across processes: ``key << LABEL_SHIFT | chunk index within the group``,
-so a graph saved beside a store (:mod:`contextsieve.retrieval.graphfile`) stays valid when the index is
-filled again in another order, and a group added again under its key updates its own labels.
+Graph labels are stable across processes: ``chunk index within the group << KEY_BITS | key``
+(:func:`graph_label`; the key in the low bits, since hnswlib's label map builds twice as slowly on
+labels whose low bits are all zero), so a graph saved beside a store
+(:mod:`contextsieve.retrieval.graphfile`) stays valid when the index is filled again in another
+order, and a group added again under its key updates its own labels.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from contextsieve.errors import InputError, MissingExtraError
 from contextsieve.kernels.scoring import Hits, Int8Corpus, as_vectors, check_finite, group_max, top_k
 from contextsieve.retrieval.hnsw import HnswIndex, add_to_graph, import_hnswlib, new_graph
 
-__all__ = ["IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "LABEL_SHIFT"]
+__all__ = ["IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "KEY_BITS", "graph_label"]
 
 #: Live chunk vectors from which ``backend="auto"`` builds HNSW. From about there a graph search
 #: answers faster than the exact int8 scan (4.8 against 8.2 ms per stash retrieve at 100,000 in
@@ -41,10 +43,15 @@ __all__ = ["IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "LABEL_SHIFT"]
 #: build (about 20 s at 50,000; ``benchmarks.hnsw_table`` measures build, recall and latency).
 HNSW_MIN_ROWS = 50_000
 
-#: Bits of a graph label that hold the chunk's index within its group (the rest: the group's key).
-LABEL_SHIFT = 20
-_CHUNK_MASK = (1 << LABEL_SHIFT) - 1
-_MAX_KEY = (1 << (63 - LABEL_SHIFT)) - 1
+#: Low bits of a graph label that hold the group's key (the 20 bits above: the chunk's index in it).
+KEY_BITS = 43
+_MAX_KEY = (1 << KEY_BITS) - 1
+_MAX_CHUNKS = (1 << (63 - KEY_BITS)) - 1
+
+
+def graph_label(key: int, chunk: int) -> int:
+    """The graph label of chunk number ``chunk`` of the group added under ``key``."""
+    return (chunk << KEY_BITS) | key
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,8 @@ class ChunkIndex:
         self._chunk_gone = np.zeros(0, np.bool_)
         self._gone_chunks = 0
         self._chunks = 0
+        self._changes = 0  # adds and removes so far (the key of the all-live mask's memo)
+        self._live_memo: tuple[int, tuple[np.ndarray, int]] | None = None
         self._hnsw: HnswIndex | None = None
         self._ef = self.config.ef_search
         self._no_hnswlib = False  # auto found hnswlib missing (warned once): exact from then on
@@ -222,8 +231,8 @@ class ChunkIndex:
             if a.ndim == 1 and a.size % self.dim == 0:  # one group's vectors given flat
                 a = a.reshape(-1, self.dim)
             v = as_vectors(a, "vectors", self.dim)
-            if v.shape[0] > _CHUNK_MASK:
-                raise InputError(f"a group may have at most {_CHUNK_MASK} chunk vectors")
+            if v.shape[0] > _MAX_CHUNKS:
+                raise InputError(f"a group may have at most {_MAX_CHUNKS} chunk vectors")
             check_finite(v, "vectors")
             last[int(key)] = (v, digests[j] if digests is not None else b"")
         if not last:
@@ -253,6 +262,7 @@ class ChunkIndex:
             c += v.shape[0]
         self._slots = s0 + len(last)
         self._chunks = c0 + total
+        self._changes += 1
         if self._hnsw is not None:
             self._hnsw_add(np.arange(c0, c0 + total))
         else:
@@ -265,6 +275,7 @@ class ChunkIndex:
         if s is None:
             return
         self._gone[s] = True
+        self._changes += 1
         first, count = int(self._firsts[s]), int(self._counts[s])
         self._chunk_gone[first : first + count] = True
         self._gone_chunks += count
@@ -282,11 +293,17 @@ class ChunkIndex:
         """Per chunk row: live and its slot passes ``slot_ok`` (``[slots]`` bools; ``None``: all);
         and how many rows pass."""
         n = self._chunks
+        if slot_ok is None:  # every live row: kept until the next change (read-only)
+            memo = self._live_memo
+            if memo is None or memo[0] != self._changes:
+                live = ~self._chunk_gone[:n]
+                live.flags.writeable = False
+                memo = self._live_memo = (self._changes, (live, n - self._gone_chunks))
+            return memo[1]
+        if slot_ok.shape != (self._slots,):
+            raise InputError(f"a slot mask of shape {slot_ok.shape} for {self._slots} slots")
         ok = ~self._chunk_gone[:n]
-        if slot_ok is not None:
-            if slot_ok.shape != (self._slots,):
-                raise InputError(f"a slot mask of shape {slot_ok.shape} for {self._slots} slots")
-            ok &= slot_ok[self._chunk_slot[:n]]
+        ok &= slot_ok[self._chunk_slot[:n]]
         return ok, int(ok.sum())
 
     # -- search -----------------------------------------------------------------------------------
@@ -342,12 +359,14 @@ class ChunkIndex:
             return []
         if self._uses_graph(passing):
             found = self._graph_rows(q, k, chunk_ok, passing, groups=True)
-            if found is not None:
+            if found is not None:  # each slot once, with its best row's score (a few dozen rows)
                 rows, sims, _ = found
-                best, _ = group_max(sims, self._chunk_slot[rows], self._slots)
-                hit = np.flatnonzero(np.isfinite(best))
-                order = hit[np.lexsort((hit, -best[hit]))][:k]
-                return [(int(s), float(best[s])) for s in order]
+                slots = self._chunk_slot[rows]
+                order = np.lexsort((slots, -sims))
+                _, first = np.unique(slots[order], return_index=True)
+                pick = order[first]
+                pick = pick[np.lexsort((slots[pick], -sims[pick]))][:k]
+                return [(int(s), float(x)) for s, x in zip(slots[pick].tolist(), sims[pick].tolist())]
         gathered, corpus, exclude = self._exact_corpus(chunk_ok, passing)
         best, _ = corpus.score_pool(q, exclude=exclude)
         slots = self._chunk_slot[gathered] if gathered is not None else self._chunk_slot[: self._chunks]
@@ -386,15 +405,15 @@ class ChunkIndex:
     def labels(self, chunk_rows: np.ndarray) -> np.ndarray:
         """The graph labels of chunk rows (int64)."""
         slots = self._chunk_slot[chunk_rows]
-        return (self._key[slots] << LABEL_SHIFT) | (np.asarray(chunk_rows, np.int64) - self._firsts[slots])
+        return ((np.asarray(chunk_rows, np.int64) - self._firsts[slots]) << KEY_BITS) | self._key[slots]
 
     def rows_of_labels(self, labels: np.ndarray) -> np.ndarray:
         """The chunk rows of graph labels; ``-1`` for a label of no live group's chunk."""
         labels = np.asarray(labels, np.int64)
-        keys = (labels >> LABEL_SHIFT).tolist()
+        keys = (labels & _MAX_KEY).tolist()
         slot_of = self.slot_of
         slots = np.fromiter((slot_of.get(r, -1) for r in keys), np.int64, len(keys))
-        index = labels & _CHUNK_MASK
+        index = labels >> KEY_BITS
         ok = slots >= 0
         ok[ok] &= index[ok] < self._counts[slots[ok]]
         return np.where(ok, self._firsts[np.maximum(slots, 0)] + index, -1)
@@ -556,10 +575,10 @@ class ChunkIndex:
             changed += 1
             add.append(self.chunk_rows(self.slot_of[r]))
             if was is not None:  # added again with fewer chunks: its extra labels go
-                gone.extend((r << LABEL_SHIFT) | i for i in range(c, was[0]))
+                gone.extend(graph_label(r, i) for i in range(c, was[0]))
         for r, (c, _) in saved.items():  # groups removed since the graph was saved
             changed += 1
-            gone.extend((r << LABEL_SHIFT) | i for i in range(c))
+            gone.extend(graph_label(r, i) for i in range(c))
         for label in gone:
             try:
                 index.mark_deleted(label)

@@ -40,7 +40,7 @@ from contextsieve.retrieval.hnsw import import_hnswlib
 __all__ = ["GraphFileWarning", "graph_folder", "save_graph", "load_graph"]
 
 _MAGIC = b"CSGRAPH1"
-_FORMAT = 1
+_FORMAT = 2  # 2: labels hold the key in their low bits (chunks.graph_label)
 _STATE = "state.npz"
 
 
