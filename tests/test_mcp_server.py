@@ -365,3 +365,44 @@ def test_unreadable_stdio_lines_get_a_json_rpc_error_at_once(model_cache: Path, 
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_access_model_of_handles_with_two_real_http_clients(http_serve) -> None:  # noqa: ANN001
+    """Issue 27 item 21: a second connection (same token) read a stateful connection's stash by
+    passing its handle, and the handle still worked after the first client ended its session."""
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    url, token = http_serve
+
+    def client(**kw: Any) -> Client:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        return Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120, **kw)
+
+    segment = {"text": "The staging database password rotates every Friday at noon.", "topic": "ops"}
+
+    async def main() -> None:
+        async with client(mode="legacy") as first:  # the stateful protocol: a connection
+            own = result(await first.call_tool("stash_context", {"segments": [segment]}))
+            handle = own["session"]
+            found = result(await first.call_tool("retrieve_stashed_context", {"query": "database password"}))
+            assert [s["text"] for s in found["segments"]] == [segment["text"]]
+            for mode in ("legacy", None):  # another connection, and a stateless request, same token
+                async with client(**({"mode": mode} if mode else {})) as other:
+                    with pytest.raises(MCPError, match="unknown or expired session handle"):
+                        await other.call_tool("retrieve_stashed_context", {"query": "password", "session": handle})
+            again = result(await first.call_tool("select_context", {"message": PR, "session": handle}))
+            assert again["session"] == handle  # its own connection may name it
+        async with client(mode="legacy") as later:  # after the first client ended its session
+            with pytest.raises(MCPError, match="unknown or expired session handle"):
+                await later.call_tool("select_context", {"message": PR, "session": handle})
+        async with client() as stateless:  # stateless handles are capabilities for stateless requests
+            made = result(await stateless.call_tool("select_context", {"message": PR}))["session"]
+        async with client() as another:
+            assert (
+                result(await another.call_tool("select_context", {"message": PR, "session": made}))["session"] == made
+            )
+        async with client(mode="legacy") as stateful:
+            with pytest.raises(MCPError, match="unknown or expired session handle"):
+                await stateful.call_tool("select_context", {"message": PR, "session": made})
+
+    anyio.run(main)

@@ -23,6 +23,7 @@ __all__ = [
     "STATE_KEY",
     "ServeConfig",
     "SessionRegistry",
+    "handle_owner",
     "connection_state",
     "reference_item",
     "context_result",
@@ -123,6 +124,24 @@ def tool_match_result(match: ToolMatch) -> dict[str, Any]:
 
 #: Key of the session handle in a stateful connection's state.
 STATE_KEY = "contextsieve.session"
+#: Key of a stateful connection's random identity in its state (what its handles are bound to).
+CONNECTION_KEY = "contextsieve.connection"
+#: Owner of handles made by requests of the stateless protocol (usable by any such request).
+STATELESS = "stateless"
+
+
+def handle_owner(state: dict[str, Any] | None) -> str:
+    """Who may use the handles a request makes (the access model, docs/mcp.md): a stateful
+    connection's handles are bound to that connection (another connection, or any request once it
+    ended, gets "unknown or expired"); handles made over the stateless protocol are capabilities any
+    request of that protocol may present (everyone who may call the server: over HTTP, who holds the
+    token)."""
+    if state is None:
+        return STATELESS
+    ident = state.get(CONNECTION_KEY)
+    if not isinstance(ident, str):
+        ident = state[CONNECTION_KEY] = secrets.token_hex(16)
+    return "connection:" + ident
 
 
 def connection_state(ctx: Any) -> dict[str, Any] | None:
@@ -140,13 +159,13 @@ class SessionRegistry:
 
     def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
         self._engine, self._config, self._stash = engine, config, stash
-        self._by_handle: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        self._by_handle: OrderedDict[str, tuple[Session, float, str]] = OrderedDict()  # session, used, owner
         self._lock = threading.Lock()
 
     def _expire(self, now: float) -> None:
         idle = self._config.session_idle_seconds
         while self._by_handle:
-            handle, (_, used) = next(iter(self._by_handle.items()))
+            handle, (_, used, _) = next(iter(self._by_handle.items()))
             if now - used <= idle and len(self._by_handle) <= self._config.max_sessions:
                 break
             del self._by_handle[handle]
@@ -157,22 +176,24 @@ class SessionRegistry:
         a handle through its calls)."""
         return "agent:" + self._engine.agent.name
 
-    def get(self, handle: str) -> Session | None:
+    def get(self, handle: str, owner: str) -> Session | None:
+        """The session of ``handle`` if it is live and ``owner`` (:func:`handle_owner`) may use it."""
         now = time.monotonic()
         with self._lock:
             self._expire(now)
             got = self._by_handle.get(handle)
-            if got is None:
-                return None
-            self._by_handle[handle] = (got[0], now)
+            if got is None or got[2] != owner:
+                return None  # one answer for unknown and not yours: a handle's existence is not told
+            self._by_handle[handle] = (got[0], now, owner)
             self._by_handle.move_to_end(handle)
             return got[0]
 
-    def new(self, *, shared: bool = False, handle: str | None = None) -> tuple[str, Session]:
+    def new(self, owner: str, *, shared: bool = False, handle: str | None = None) -> tuple[str, Session]:
         """A new session and its handle. ``shared``: its stash part is the agent's default namespace
         (:meth:`default_namespace`; a call of the stateless protocol that names no handle), else its
         own (the handle's; a stateful connection's). ``handle``: register it under this handle again
-        (a connection whose session was evicted keeps its handle, and with it its stashed segments)."""
+        (a connection whose session was evicted keeps its handle, and with it its stashed segments).
+        ``owner``: who may use the handle (:func:`handle_owner`)."""
         handle = handle or "cs-" + secrets.token_urlsafe(16)
         if self._stash is None:
             session = self._engine.session()
@@ -185,6 +206,6 @@ class SessionRegistry:
             )
         now = time.monotonic()
         with self._lock:
-            self._by_handle[handle] = (session, now)
+            self._by_handle[handle] = (session, now, owner)
             self._expire(now)
         return handle, session

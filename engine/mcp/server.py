@@ -22,7 +22,9 @@ client of the stateful protocol (``initialize`` handshake, protocol 2025-11-25 a
 Desktop, Cursor, stdio hosts) gets one session per connection without doing anything. The stateless
 protocol (2026-07-28) has no connections, so, as that revision prescribes, the client passes the
 handle back in the ``session`` argument; without one, a call starts a new session. Handles are
-unguessable and never listed, so no client can read or change another's session. Sessions idle for
+unguessable and never listed. A stateful connection's handles work on that connection only (not on
+another connection, not after it ended); a handle made over the stateless protocol is a capability
+any stateless request may present (over HTTP: whoever holds the token). Sessions idle for
 :attr:`ServeConfig.session_idle_seconds` are dropped, and at most :attr:`ServeConfig.max_sessions`
 are kept (the least recently used goes first). Bad input (unknown item, bad setting, oversize message) is a JSON-RPC
 ``invalid params`` error naming the problem; other contextsieve errors are ``internal error`` with
@@ -48,6 +50,7 @@ from contextsieve.mcp.common import (
     SessionRegistry,
     connection_state,
     context_result,
+    handle_owner,
     invalid_params,
     mcp_error,
     reference_item,
@@ -95,30 +98,34 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         return fn
 
     def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
+        state = connection_state(ctx)
+        owner = handle_owner(state)
         if handle is not None:
             if not isinstance(handle, str):
                 raise invalid_params("session must be a string handle from an earlier result")
-            found = sessions.get(handle)
+            found = sessions.get(handle, owner)
             if found is None:
-                raise invalid_params("unknown or expired session handle; call without one to start a new session")
+                raise invalid_params(
+                    "unknown or expired session handle (a connection's handles work on that connection only); "
+                    "call without one to start a new session"
+                )
             return handle, found
-        state = connection_state(ctx)
         if state is not None:  # the stateful protocol: one session per connection
             handle = state.get(STATE_KEY)
-            found = sessions.get(handle) if handle else None
+            found = sessions.get(handle, owner) if handle else None
             if found is not None:
                 return str(handle), found
             if handle:  # evicted (idle, or the session limit): the same handle again, so the same stash
-                handle, found = sessions.new(handle=str(handle))
+                handle, found = sessions.new(owner, handle=str(handle))
                 found.add_note(
                     "this connection's session was dropped (idle or over the session limit) and started again: "
                     "its session items and history are gone, its stashed segments are not"
                 )
                 return handle, found
-            handle, found = sessions.new()
+            handle, found = sessions.new(owner)
             state[STATE_KEY] = handle
             return handle, found
-        return sessions.new(shared=True)  # stateless, no handle: the agent's shared stash namespace
+        return sessions.new(owner, shared=True)  # stateless, no handle: the agent's shared stash namespace
 
     def run(fn: Callable[[], _T]) -> _T:
         try:
@@ -351,7 +358,7 @@ def _add_prompts(
         msg = text(message, "message")
 
         def build() -> str:
-            _, s = sessions.new()
+            _, s = sessions.new("prompt")  # never handed out
             texts = context_result(engine, s.build_request(msg))["texts"]
             parts = [f"{t['type'].capitalize()} {t['name']}:\n{t['text']}" for t in texts]
             return "\n\n".join(parts) or "(no rules or references selected for this message)"
