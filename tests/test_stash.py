@@ -165,15 +165,38 @@ def test_bad_segments_are_refused_and_change_nothing(store: StashStore, segment:
     assert count(store) == 1
 
 
-def test_ids_must_be_new_and_unique(store: StashStore) -> None:
+def test_ids_must_be_new_and_unique_within_their_session(store: StashStore) -> None:
     store.stash([{"text": "a", "id": "x1"}], session="s")
     with pytest.raises(InputError, match="already in use"):
         store.stash([{"text": "b", "id": "x1"}], session="s")
-    with pytest.raises(InputError, match="already in use"):
-        store.stash([{"text": "b", "id": "x1"}], session="other")
     with pytest.raises(InputError, match="same id"):
         store.stash([{"text": "b", "id": "y"}, {"text": "c", "id": "y"}], session="s")
     assert count(store) == 1
+
+
+def test_chosen_ids_are_names_within_a_session(store: StashStore) -> None:
+    """Issue 27 item 5: "segment ids already in use: ['plan-1']" told another session the id existed
+    and let one session claim ids before another."""
+    a = store.stash(
+        [{"text": "plan of session a", "id": "plan-1"}, {"text": "a's step", "references": ["plan-1"]}], session="a"
+    )
+    b = store.stash([{"text": "plan of session b", "id": "plan-1"}], session="b")  # refused before
+    assert a.segment_ids[0] == b.segment_ids[0] == "plan-1" and a.stashed == 2 and b.stashed == 1
+    assert [x.text for x in store.get(["plan-1"], session="a")] == ["plan of session a"]
+    assert [x.text for x in store.get(["plan-1"], session="b")] == ["plan of session b"]
+    step = store.get([a.segment_ids[1]], session="a")[0]
+    assert step.references == ("plan-1",)  # references are shown by the chosen id
+    assert [x.id for x in store.retrieve_by_reference(a.segment_ids[1], session="a")] == [a.segment_ids[1], "plan-1"]
+    hits = store.retrieve("plan of session", session="b")
+    assert [h.segment.id for h in hits] == ["plan-1"] and hits[0].segment.text == "plan of session b"
+    assert {x.id for x in store.list(session="a")} == {"plan-1", a.segment_ids[1]}
+    with pytest.raises(UnknownSegmentError):
+        store.get(["plan-1"], session="c")  # the same answer as for an id nobody used
+    with pytest.raises(InputError, match="not in session"):
+        store.stash([{"text": "c's", "references": ["plan-1"]}], session="c")
+    assert store.merge(["plan-1"], session="b", keep=False).segments[0].id == "plan-1"
+    assert [x.text for x in store.get(["plan-1"], session="a")] == ["plan of session a"]  # a's is untouched
+    store.stash([{"text": "b's new plan", "id": "plan-1"}], session="b")  # free again in b
 
 
 def test_bad_calls(store: StashStore) -> None:

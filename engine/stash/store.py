@@ -11,6 +11,8 @@ segment ids of another session are treated as unknown.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import os
 import secrets
@@ -299,6 +301,29 @@ def _new_id() -> str:
     return "seg_" + secrets.token_hex(8)
 
 
+def _qualified(session: str, given: str) -> str:
+    """How a segment id the caller chose is stored: with a mark of its session, so ids are names
+    within a session (two sessions may both use ``plan-1``; one cannot learn or claim another's)."""
+    mark = hashlib.sha256(f"{session}\0{given}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{given}~{mark}"
+
+
+def _public(stored: str, session: str) -> str:
+    """The id a caller of ``session`` knows a stored id by (the chosen id without its session mark)."""
+    given, sep, mark = stored.rpartition("~")
+    return given if sep and len(mark) == 12 and _qualified(session, given) == stored else stored
+
+
+def _shown(seg: ContextSegment) -> ContextSegment:
+    """A stored segment as callers see it: its id and references by their public ids."""
+
+    def pub(i: str) -> str:
+        return _public(i, seg.session)
+
+    refs, by = tuple(map(pub, seg.references)), tuple(map(pub, seg.referenced_by))
+    return dataclasses.replace(seg, id=pub(seg.id), references=refs, referenced_by=by)
+
+
 @dataclass
 class _Plan:
     checked: list[CheckedSegment] = field(default_factory=list)
@@ -472,9 +497,11 @@ class StashStore:
         given = [c.id for c in plan.checked if c.id is not None]
         if len(set(given)) != len(given):
             raise InputError("two segments of the batch have the same id")
-        taken = self.backend.sessions_of(given)
+        mine = {g: _qualified(session, g) for g in given}  # chosen ids are names within the session
+        taken = self.backend.sessions_of(list(mine.values()))
         if taken:
-            raise InputError(f"segment ids already in use: {sorted(taken)[:5]}")
+            used = sorted(g for g, q in mine.items() if q in taken)
+            raise InputError(f"segment ids already in use in session {session!r}: {used[:5]}")
         seen: dict[str, str] = {}
         stored = self.backend.by_hash(session, [c.sha256 for c in plan.checked]) if self.config.dedup else {}
         alias: dict[str, str] = {}  # given id of a duplicate -> the id it resolves to
@@ -483,19 +510,20 @@ class StashStore:
             if dup is not None:
                 plan.ids.append(dup)
                 if c.id is not None:
-                    alias[c.id] = dup
+                    alias[mine[c.id]] = dup
                 continue
-            sid = c.id or _new_id()
+            sid = mine[c.id] if c.id is not None else _new_id()
             plan.ids.append(sid)
             plan.new.append(i)
             seen[c.sha256] = sid
         batch_ids = {plan.ids[i] for i in plan.new}
-        outside = sorted(
-            {alias.get(r, r) for c in plan.checked for r in c.references} - batch_ids - set(alias.values())
-        )
+        named = {r for c in plan.checked for r in c.references}
+        stored_refs = self._resolve([r for r in named if r not in mine], session)
+        ref_of = {**stored_refs, **mine}  # public reference -> stored id
+        outside = sorted({alias.get(ref_of[r], ref_of[r]) for r in named} - batch_ids - set(alias.values()))
         if outside:
             found = self.backend.sessions_of(outside)
-            missing = [r for r in outside if found.get(r) != session]
+            missing = [_public(r, session) for r in outside if found.get(r) != session]
             if missing:
                 raise InputError(f"references to segments not in session {session!r}: {missing[:5]}")
         texts = [plan.checked[i].text for i in plan.new]
@@ -515,7 +543,7 @@ class StashStore:
                 tokens=tokens[j],
                 topic=c.topic,
                 source=c.source,
-                references=tuple(dict.fromkeys(alias.get(r, r) for r in c.references)),
+                references=tuple(dict.fromkeys(alias.get(ref_of[r], ref_of[r]) for r in c.references)),
                 referenced_by=(),
                 embedding_model=self.model_id,
                 chunks=int(vectors[j].shape[0]),
@@ -530,7 +558,7 @@ class StashStore:
                 self.backend.set_meta(self.model_id, int(rows[0].vectors.shape[1]), None)
             skipped = self.backend.insert(rows, self.config.dedup)
         raced = {rows[pos].segment.id: existing for pos, existing in skipped.items()}
-        ids = [raced.get(i, i) for i in plan.ids]
+        ids = [_public(raced.get(i, i), session) for i in plan.ids]
         new_ids = {r.segment.id for p, r in enumerate(rows) if p not in skipped}
         new_tokens = sum(r.segment.tokens for p, r in enumerate(rows) if p not in skipped)
         return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens)
@@ -634,7 +662,10 @@ class StashStore:
         q = self._query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
         terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
         with self.backend.reading():  # one state of the store for every search and read below
-            return self._ranked(q, terms, k, float(min_similarity), f, at)
+            found, trace = self._ranked(q, terms, k, float(min_similarity), f, at)
+        shown = [dataclasses.replace(r, segment=_shown(r.segment)) for r in found]
+        cands = tuple(dataclasses.replace(c, segment_id=_public(c.segment_id, session)) for c in trace.candidates)
+        return shown, dataclasses.replace(trace, candidates=cands)
 
     def _ranked(
         self, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: float
@@ -737,21 +768,34 @@ class StashStore:
             if not frontier:
                 break
         segs = {s.id: s for s in self.backend.get(order)}
-        return [segs[i] for i in order if i in segs and segs[i].session == session]
+        return [_shown(segs[i]) for i in order if i in segs and segs[i].session == session]
 
     # -- by id ------------------------------------------------------------------------------------
 
+    def _resolve(self, ids: Sequence[str], session: str) -> dict[str, str]:
+        """The stored id of each public id of ``session``: a name the session chose (stored with its
+        session mark), else the id itself (a generated id, or one chosen before ids were per session);
+        an id of no segment of the session maps to itself."""
+        if not ids:
+            return {}
+        marked = {i: _qualified(session, i) for i in ids}
+        found = self.backend.sessions_of([*marked.values(), *ids])
+        return {i: marked[i] if found.get(marked[i]) == session else i for i in ids}
+
     def _owned(self, ids: object, session: str, what: str = "segment_ids") -> list[str]:
+        """The stored ids of public ``ids`` of ``session``; :class:`UnknownSegmentError` for any
+        that is no segment of the session (whether or not another session has one by that name)."""
         if isinstance(ids, str):
             ids = [ids]
         wanted = check_ids(ids, what)
         if not wanted:
             raise InputError(f"{what} is empty")
-        found = self.backend.sessions_of(wanted)
-        unknown = [i for i in wanted if found.get(i) != session]
+        stored = self._resolve(wanted, session)
+        found = self.backend.sessions_of(list(stored.values()))
+        unknown = [i for i in wanted if found.get(stored[i]) != session]
         if unknown:
             raise UnknownSegmentError(f"no segment {unknown[:5]} in session {session!r}")
-        return wanted
+        return [stored[i] for i in wanted]
 
     def get(
         self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION, missing_ok: bool = False
@@ -761,10 +805,11 @@ class StashStore:
         self._usable()
         session = check_session(session)
         if not missing_ok:
-            return self.backend.get(self._owned(segment_ids, session))
+            return [_shown(x) for x in self.backend.get(self._owned(segment_ids, session))]
         wanted = check_ids([segment_ids] if isinstance(segment_ids, str) else segment_ids, "segment_ids")
-        found = self.backend.sessions_of(wanted) if wanted else {}
-        return self.backend.get([i for i in wanted if found.get(i) == session])
+        stored = list(self._resolve(wanted, session).values())
+        found = self.backend.sessions_of(stored) if stored else {}
+        return [_shown(x) for x in self.backend.get([i for i in stored if found.get(i) == session])]
 
     def merge(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION, keep: bool = True) -> MergeResult:
         """The full segments to put back into the active context, and their tokens. ``keep=False``
@@ -777,7 +822,7 @@ class StashStore:
         segs = self.backend.get(ids)
         if not keep:
             self.backend.delete(ids)
-        return MergeResult(tuple(segs), sum(s.tokens for s in segs), not keep)
+        return MergeResult(tuple(_shown(x) for x in segs), sum(x.tokens for x in segs), not keep)
 
     def list(
         self,
@@ -794,7 +839,7 @@ class StashStore:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
             raise InputError(f"offset must be an int from 0 to {_MAX_OFFSET}, got {brief(offset)}")
         f = SegmentFilter.coerce(filters).resolve((session,), None)
-        return self.backend.get(self.backend.select_ids(f, limit=lim, offset=offset))
+        return [_shown(x) for x in self.backend.get(self.backend.select_ids(f, limit=lim, offset=offset))]
 
     def delete(self, segment_ids: Sequence[str], *, session: str = DEFAULT_SESSION) -> int:
         """Delete these segments (protected ones too: deletion by id is explicit); their references
