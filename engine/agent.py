@@ -40,6 +40,11 @@ __all__ = [
     "DOMAIN_SETTINGS",
 ]
 
+#: Similarity under which an item needs keyword evidence to be selected (``context_min_score``);
+#: chosen with ``python -m benchmarks.small_talk`` (docs/selection.md): the highest floor that lowers
+#: recall on none of the catalogs.
+CONTEXT_MIN_SCORE = 0.15
+
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
 #: "reference" selects as the reference system does (one shared top-5, similarity only, sentences).
@@ -76,6 +81,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "context_top_n": 5,
         "context_include_score": 0.7,
         "context_min_ratio": None,
+        "context_min_score": None,
         "tool_domain": "shared",
         "keyword_weight": 0.0,
         "keyword_role": "rerank",
@@ -106,6 +112,7 @@ _NUMERIC_SETTINGS = (
     ("expansion_chunk_cap", 1, 1000, False),
     ("keyword_weight", 0.0, 10.0, False),
     ("context_min_ratio", 0.0, 1.0, True),
+    ("context_min_score", -1.0, 1.0, True),
     ("server_weight", 0.0, 10.0, False),
     ("prf_weight", 0.0, 1.0, False),
     ("prf_depth", 0, 50, False),
@@ -141,6 +148,7 @@ DOMAIN_SETTINGS = frozenset(
         "keyword_fusion",
         "keyword_role",
         "context_min_ratio",
+        "context_min_score",
         "server_weight",
         "query_split",
         "prf_weight",
@@ -181,6 +189,7 @@ class SettingsOverrides(TypedDict, total=False):
     max_query_chunks: int
     keyword_role: KeywordRole
     context_min_ratio: float | None
+    context_min_score: float | None
     query_split: QuerySplit
     tool_query_split: QuerySplit
     server_weight: float
@@ -238,6 +247,12 @@ class AgentSettings:
         context_min_ratio: adaptive size: the items that fill up to top-N must score at least this share
             of the best item's ranking score, so top-N is a cap (0-1, default 0.3; ``None``: always fill
             up to top-N, as the reference).
+        context_min_score: absolute floor on the evidence: an item below the include score is kept
+            only if one of its top chunks matches a keyword of the message, or its similarity reaches
+            this (twice this when no item of the domain matches a keyword: the message names nothing
+            there). Default :data:`CONTEXT_MIN_SCORE`; ``None``: no floor, as the reference. Small
+            talk ("hi", "thanks!") then selects nothing beyond ``always`` items, while a request
+            that names a tool's words keeps it however low MiniLM scores it.
         prf_weight: pseudo-relevance feedback: after a first search, each query vector moves by this
             weight (0-1) toward the mean of the ``prf_depth`` best chunks and the search runs again
             (default 0: off; ``benchmarks.tool_selection`` measures it).
@@ -284,6 +299,7 @@ class AgentSettings:
     max_query_chunks: int = 32
     keyword_role: KeywordRole = "add"
     context_min_ratio: float | None = 0.3
+    context_min_score: float | None = CONTEXT_MIN_SCORE
     query_split: QuerySplit = "sentences"
     tool_query_split: QuerySplit = "steps"
     server_weight: float = 0.0

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from contextsieve.items import IncludeMode, ItemKey
+from contextsieve.selection import names_nothing
 
 if TYPE_CHECKING:
     from contextsieve.assembly import Request
@@ -147,8 +148,18 @@ def explain_item(
         reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
     elif facts.item_rank is not None:
         grouped = facts.domain.grouped
-        own, top = grouped[facts.item_rank - 1].score, grouped[0].score
-        if s.context_min_ratio is not None and top > 0 and own < s.context_min_ratio * top:
+        mine = grouped[facts.item_rank - 1]
+        own, top = mine.score, grouped[0].score
+        doubled, keywords_count = names_nothing(grouped, facts.domain.words)
+        floor = None if s.context_min_score is None else s.context_min_score * (2 if doubled else 1)
+        if floor is not None and mine.sim < floor and not (mine.keyword and keywords_count):
+            why = " x 2: a short message that names nothing here" if doubled else ""
+            kw = "its keyword match is small talk" if mine.keyword else "no keyword of the message matches it"
+            reasons.append(
+                f"its similarity {mine.sim:.3f} is below the floor {floor:g} (context_min_score "
+                f"{s.context_min_score}{why}) and {kw} (too little evidence)"
+            )
+        elif s.context_min_ratio is not None and top > 0 and own < s.context_min_ratio * top:
             reasons.append(
                 f"its ranking score {own:.3f} is below context_min_ratio {s.context_min_ratio} x the best "
                 f"item's {top:.3f} (adaptive size)"

@@ -22,6 +22,7 @@ from contextsieve.agent import AgentSettings, ItemTable
 from contextsieve.context import ContextEntry
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import query_scores, score_pool
+from contextsieve.keyword import tokenize
 from contextsieve.selection import (
     Expanded,
     Ranked,
@@ -86,6 +87,8 @@ class DomainTrace:
             ``None``: all).
         queries: the query vectors this domain searched with when they differ from the trace's
             (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
+        words: the message's words that are not stopwords, as the keyword tokenizer writes them (the
+            evidence floor of :func:`~contextsieve.selection.cut` looks at short messages).
     """
 
     name: str
@@ -100,6 +103,7 @@ class DomainTrace:
     promoted: list[Selected] = field(default_factory=list)
     boost: np.ndarray | None = None
     n_queries: int | None = None
+    words: tuple[str, ...] | None = None
     queries: np.ndarray | None = None
 
     def query_vectors(self, trace_queries: np.ndarray) -> np.ndarray:
@@ -274,6 +278,7 @@ def _search_synced(
         else None
     )
     indexed = store.search_index(order)
+    words = tuple(tokenize(keyword_query(query_chunks)))  # what the message names, for the evidence floor
 
     def entry(
         item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None
@@ -338,11 +343,14 @@ def _search_synced(
             include_score=ds.context_include_score,
             keyword_role=ds.keyword_role,
             min_ratio=ds.context_min_ratio,
+            min_score=ds.context_min_score,
+            words=words,
         )
         d = DomainTrace(
             name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
         )
         d.boost = boost
+        d.words = words
         d.n_queries = n_queries
         d.queries = moved
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:

@@ -9,6 +9,7 @@ then chunk index), which is also what the reference's stable sort does.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, RelationPooling
 from contextsieve.kernels.scoring import Hits, query_scores, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
+from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.retrieval.fusion import RRF_K, reciprocal_rank, weighted_sum
 
 __all__ = [
@@ -47,6 +49,7 @@ class Selected:
     chunk: int
     query_chunk: int
     similarity: float | None = None
+    keyword: bool = False  # a chunk of the item among the top chunks matches a keyword of the message
 
     @property
     def sim(self) -> float:
@@ -131,6 +134,8 @@ def cut(
     include_score: float,
     keyword_role: KeywordRole = "rerank",
     min_ratio: float | None = None,
+    min_score: float | None = None,
+    words: tuple[str, ...] | None = None,
 ) -> tuple[list[Selected], list[Selected]]:
     """Group the top chunks by item and apply the reference's cut-offs.
 
@@ -139,22 +144,35 @@ def cut(
     reference's rule, a keyword term only re-ranks). Each item keeps its best chunk, items are ranked
     by score; every item at or above ``include_score`` (a similarity) stays, even past ``top_n``; then
     the best of the rest fill up to ``top_n``, and with ``min_ratio`` only those whose ranking score is
-    at least ``min_ratio`` times the best item's (adaptive size: ``top_n`` becomes a cap).
+    at least ``min_ratio`` times the best item's (adaptive size: ``top_n`` becomes a cap), and with
+    ``min_score`` only those with some evidence: a chunk among the top chunks that matches a keyword
+    of the message, or a similarity of at least ``min_score``; for a short message (``words``, its
+    words that are not stopwords, at most :data:`SHORT_MESSAGE_WORDS`) that names nothing here
+    (:func:`names_nothing`) twice that, and for small talk keyword matches do not count. An
+    absolute floor: small talk ("hi", "thanks!", "good morning": similarities up to 0.27) selects
+    nothing; a request that names a tool's words keeps it however low the model scores it; a longer
+    request phrased in other words than the items' keeps its items from ``min_score`` up.
 
     Returns:
         ``(grouped, chosen)``: every item the top chunks grouped into, ranked, and the chosen ones.
     """
     hits = ranked.hits
-    kw = ranked.keyword.tolist() if keyword_role == "add" and ranked.keyword is not None else None
+    matches = ranked.keyword.tolist() if ranked.keyword is not None else [0.0] * len(hits.idx)
+    kw = matches if keyword_role == "add" and ranked.keyword is not None else None
     best: dict[int, Selected] = {}
+    matched: set[int] = set()
     for i, (row, score, q, sim) in enumerate(
         zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), ranked.sims.tolist())
     ):
         if sim <= 0 and (kw is None or kw[i] <= 0):
             continue
         item = int(chunk_item[row])
+        if matches[i] > 0:
+            matched.add(item)
         if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
             best[item] = Selected(item, float(score), int(row), int(q), float(sim))
+    if matched:
+        best = {i: dataclasses.replace(x, keyword=True) if i in matched else x for i, x in best.items()}
     grouped = sorted(best.values(), key=lambda s: -s.score)  # stable: ties keep first-seen order
     # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
     high = [s for s in grouped if s.sim >= include_score]
@@ -162,7 +180,43 @@ def cut(
     if min_ratio is not None and grouped and grouped[0].score > 0:
         floor = min_ratio * grouped[0].score
         other = [s for s in other if s.score >= floor]
+    if min_score is not None:
+        doubled, keywords_count = names_nothing(grouped, words)
+        floor = 2 * min_score if doubled else min_score
+        other = [s for s in other if s.sim >= floor or (s.keyword and keywords_count)]
     return grouped, high + other[: max(0, top_n - len(high))]
+
+
+#: Words (not stopwords) up to which a message is short: small talk has 0-2 ("thanks!", "good
+#: morning", "see you tomorrow").
+SHORT_MESSAGE_WORDS = 2
+
+#: Conversational words (greetings, thanks, acknowledgements, farewells, fillers; English, German,
+#: French, Spanish), as the keyword tokenizer writes them. A short message made of them only is
+#: small talk: it names nothing, whatever item text happens to contain "good", "sure" or "day".
+CHAT_WORDS = frozenset(
+    tokenize(
+        "hi hello hey hiya howdy yo greetings morning afternoon evening night good day great nice cool "
+        "awesome perfect fine ok okay alright sure yes yeah yep no nope thanks thank thx cheers welcome "
+        "appreciate much lot bye goodbye later see soon tomorrow take care up sup going doing well lol "
+        "haha wow hmm sounds sound agreed never mind got it done right exactly indeed "
+        "hallo danke bitte tschüss gut guten morgen tag abend merci bonjour salut bonsoir oui "
+        "hola gracias adiós buenos buenas días tardes noches vale"
+    )
+)
+
+
+def names_nothing(grouped: list[Selected], words: tuple[str, ...] | None) -> tuple[bool, bool]:
+    """Whether the evidence floor doubles for a message of content ``words`` (``None``: unknown,
+    taken as long), and whether keyword matches still count as evidence: a short message (at most
+    :data:`SHORT_MESSAGE_WORDS` words) of conversational words only (:data:`CHAT_WORDS`) is small
+    talk, whose keyword matches are no evidence; a short message of which no item matches a keyword
+    names nothing here. Returns ``(doubled, keywords_count)``."""
+    if words is None or len(words) > SHORT_MESSAGE_WORDS:
+        return False, True
+    if all(w in CHAT_WORDS for w in words):
+        return True, False
+    return not any(s.keyword for s in grouped), True
 
 
 def select_items(

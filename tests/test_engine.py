@@ -265,7 +265,7 @@ def test_empty_agent_and_empty_message(store: ChunkStore) -> None:
 
 
 def test_summary_grouped_view_and_json(agent: Agent, store: ChunkStore) -> None:
-    s = Session(agent, store, tool_domain="shared", context_min_ratio=None)
+    s = Session(agent, store, tool_domain="shared", context_min_ratio=None, context_min_score=None)
     s.add("rule:legal")
     req = s.build_request("outage escalate engineer refunds parcel")
     assert (

@@ -91,6 +91,46 @@ def test_min_ratio_makes_top_n_a_cap() -> None:
     assert [s.item for s in cut(ranked, owner, top_n=1, include_score=0.3, min_ratio=0.99)[1]] == [0, 1, 2, 3, 4]
 
 
+def test_min_score_keeps_items_with_some_evidence_only() -> None:
+    """Issue 27 item 15: the absolute floor. Item 0 clears it; item 1 is below it but a keyword of the
+    message matches it; item 2 is below it with no keyword match; item 3 is above the include score."""
+    owner = np.arange(4)
+    ranked = _ranked([3, 0, 1, 2], [0.9, 0.3, 0.25, 0.12], [0.9, 0.3, -0.03, 0.12], [0.0, 0.0, 1.0, 0.0])
+    grouped, free = cut(ranked, owner, top_n=5, include_score=0.7, keyword_role="add")
+    assert [s.item for s in free] == [3, 0, 1, 2]
+    assert [s.keyword for s in grouped] == [False, False, True, False]
+    _, floored = cut(ranked, owner, top_n=5, include_score=0.7, keyword_role="add", min_score=0.15)
+    assert [s.item for s in floored] == [3, 0, 1]
+    _, high = cut(ranked, owner, top_n=5, include_score=0.7, keyword_role="add", min_score=0.95)
+    assert [s.item for s in high] == [3, 1]  # the include score wins; keyword evidence still counts
+    # no keyword evidence anywhere: a short message (small talk) needs twice the floor, a long one not
+    silent = _ranked([3, 0, 1, 2], [0.9, 0.3, 0.25, 0.12], [0.9, 0.3, 0.25, 0.12], [0.0, 0.0, 0.0, 0.0])
+    short = dict(top_n=5, include_score=0.7, words=("jury", "summons"))
+    assert [s.item for s in cut(silent, owner, min_score=0.15, **short)[1]] == [3, 0]  # type: ignore[arg-type]
+    assert [s.item for s in cut(silent, owner, min_score=0.16, **short)[1]] == [3]  # type: ignore[arg-type]
+    long = dict(top_n=5, include_score=0.7, words=("received", "jury", "duty", "summon", "california", "obligation"))
+    assert [s.item for s in cut(silent, owner, min_score=0.15, **long)[1]] == [3, 0, 1]  # type: ignore[arg-type]
+    # small talk: its keyword matches ("good" in some item's text) are no evidence
+    chat = dict(top_n=5, include_score=0.7, keyword_role="add", words=("good", "morning"))
+    got = cut(ranked, owner, min_score=0.15, **chat)[1]  # type: ignore[arg-type]
+    assert [s.item for s in got] == [3, 0]  # item 1 had only its keyword match
+
+
+@pytest.mark.parametrize("message", ["hi", "thanks!", "ok", "good morning"])
+def test_small_talk_selects_nothing_beyond_always_items(int8, message: str) -> None:  # noqa: ANN001
+    """Issue 27 item 15: "hi" selected 4 rules, 3 references and 9 tools (scores 0.05-0.16) before."""
+    from contextsieve import Engine, example_agent_path
+    from contextsieve.items import IncludeMode
+
+    engine = Engine.from_file(example_agent_path(), embedder=int8, cache_dir=False)
+    entries = engine.session().build_request(message).context.entries
+    agent_mode = [str(e.key) for e in entries if e.mode is IncludeMode.AGENT and e.key.server]
+    assert agent_mode == [], agent_mode  # no tools at all
+    assert len([e for e in entries if e.mode is IncludeMode.AGENT]) <= 1
+    free = engine.session(context_min_score=None).build_request(message).context.entries
+    assert len([e for e in free if e.mode is IncludeMode.AGENT]) >= 5  # the floor is what changed
+
+
 SCHEMA = {
     "type": "object",
     "properties": {
