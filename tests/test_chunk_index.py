@@ -214,3 +214,23 @@ def test_failed_recall_guard_keeps_exact_and_does_not_rebuild_every_add(monkeypa
     assert calls == [60, 130]
     probe = unit(np.random.default_rng(5), 60, 16)[7:8]
     assert idx.search_chunks(probe, 1).idx.tolist() == [7]
+
+
+def test_graph_answers_map_back_for_small_and_huge_keys() -> None:
+    """Keys below 2**23 are mapped back through an array, larger ones through the dict: both paths
+    must give the exact scan's answer (keys up to 2**43 - 1 are allowed)."""
+    rng = np.random.default_rng(9)
+    v = unit(rng, 400, 16)
+    for base in (0, 2**40):
+        exact, graph = (
+            ChunkIndex(16, IndexConfig(backend="exact")),
+            ChunkIndex(16, IndexConfig(backend="hnsw", exact_below=0.0)),
+        )
+        for idx in (exact, graph):
+            idx.add([(base + 3 * g, v[2 * g : 2 * g + 2]) for g in range(200)])
+            idx.remove(base + 3 * 7)
+        assert graph.backend == "hnsw"
+        for q in v[:20]:
+            got, want = graph.search(q[None], 5), exact.search(q[None], 5)
+            assert [graph.key(s) for s, _ in got] == [exact.key(s) for s, _ in want]
+            assert base + 21 not in [graph.key(s) for s, _ in got]

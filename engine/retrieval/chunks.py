@@ -47,6 +47,9 @@ HNSW_MIN_ROWS = 50_000
 KEY_BITS = 43
 _MAX_KEY = (1 << KEY_BITS) - 1
 _MAX_CHUNKS = (1 << (63 - KEY_BITS)) - 1
+#: Keys below this are also mapped to slots by an array (graph answers are mapped back in one
+#: gather instead of a dict lookup per label); larger keys only by the dict. 4 bytes per key.
+_DENSE_KEYS = 1 << 23
 
 
 def graph_label(key: int, chunk: int) -> int:
@@ -114,6 +117,7 @@ class ChunkIndex:
         if self.config.backend == "hnsw":
             import_hnswlib()
         self.slot_of: dict[int, int] = {}  # live key -> slot
+        self._slot_by_key = np.full(0, -1, np.int32)  # the same for keys below _DENSE_KEYS (-1: none)
         self._key = np.zeros(0, np.int64)  # slot -> key
         self._firsts = np.zeros(0, np.int64)  # slot -> first chunk row
         self._counts = np.zeros(0, np.int64)  # slot -> chunk rows
@@ -259,6 +263,12 @@ class ChunkIndex:
             self._digest.append(digest)
             self._chunk_slot[c : c + v.shape[0]] = s
             self.slot_of[key] = s
+            if key < _DENSE_KEYS:
+                if key >= self._slot_by_key.shape[0]:
+                    grown = np.full(min(_DENSE_KEYS, max(2 * self._slot_by_key.shape[0], key + 1, 1024)), -1, np.int32)
+                    grown[: self._slot_by_key.shape[0]] = self._slot_by_key
+                    self._slot_by_key = grown
+                self._slot_by_key[key] = s
             c += v.shape[0]
         self._slots = s0 + len(last)
         self._chunks = c0 + total
@@ -274,6 +284,8 @@ class ChunkIndex:
         s = self.slot_of.pop(int(key), None)
         if s is None:
             return
+        if key < self._slot_by_key.shape[0]:
+            self._slot_by_key[key] = -1
         self._gone[s] = True
         self._changes += 1
         first, count = int(self._firsts[s]), int(self._counts[s])
@@ -410,9 +422,13 @@ class ChunkIndex:
     def rows_of_labels(self, labels: np.ndarray) -> np.ndarray:
         """The chunk rows of graph labels; ``-1`` for a label of no live group's chunk."""
         labels = np.asarray(labels, np.int64)
-        keys = (labels & _MAX_KEY).tolist()
-        slot_of = self.slot_of
-        slots = np.fromiter((slot_of.get(r, -1) for r in keys), np.int64, len(keys))
+        keys = labels & _MAX_KEY
+        dense = self._slot_by_key
+        if keys.size and int(keys.max()) < dense.shape[0]:
+            slots = dense[keys].astype(np.int64)
+        else:
+            slot_of = self.slot_of
+            slots = np.fromiter((slot_of.get(r, -1) for r in keys.tolist()), np.int64, keys.size)
         index = labels >> KEY_BITS
         ok = slots >= 0
         ok[ok] &= index[ok] < self._counts[slots[ok]]
