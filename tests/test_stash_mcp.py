@@ -251,3 +251,26 @@ def test_an_evicted_connection_keeps_its_handle_and_its_stash(engine: Engine, st
             assert any("started again" in n for n in ctx["notes"])
 
     anyio.run(main)
+
+
+def test_stashing_many_segments_reports_progress(engine: Engine, stash: StashStore) -> None:
+    """Issue 27 item 20: a long stash_context sent no progress notifications, even when the client
+    gave a progress token."""
+    server = build_server(engine, ServeConfig(), stash)
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    segments = [{"text": f"Note {i}: the deploy of service {i} needs the flag {i * 7}."} for i in range(150)]
+
+    async def main() -> None:
+        async with Client(server) as c:
+            done = result(await c.call_tool("stash_context", {"segments": segments}, progress_callback=on_progress))
+            assert done["stashed_count"] == 150
+            assert (
+                result(await c.call_tool("stash_context", {"segments": [{"text": "one more"}]}))["stashed_count"] == 1
+            )
+
+    anyio.run(main)
+    assert seen == [(64.0, 150.0), (128.0, 150.0), (150.0, 150.0)]  # one per part of 64 texts, in order

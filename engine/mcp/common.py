@@ -3,10 +3,12 @@ JSON shapes of results and the mapping of contextsieve errors to MCP errors."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +20,14 @@ from contextsieve.items import ItemKind, Reference, Rule
 from contextsieve.session import Session, StashSettings, ToolMatch
 from contextsieve.stash.store import StashStore
 
+_log = logging.getLogger(__name__)
+
 __all__ = [
     "HISTORY_TURNS",
     "STATE_KEY",
     "ServeConfig",
     "SessionRegistry",
+    "progress_reporter",
     "handle_owner",
     "connection_state",
     "reference_item",
@@ -120,6 +125,21 @@ def tool_match_result(match: ToolMatch) -> dict[str, Any]:
     (name, description, input_schema), its server and MCP name, and its score."""
     tool = match.tool
     return {**tool_definition(tool), "server": tool.server, "tool": tool.name, "similarity": match.score}
+
+
+def progress_reporter(ctx: Any) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback for work a tool does in its worker thread: each call sends
+    the client a progress notification for this request (sent only when the client asked for them
+    with a progress token; a notification that cannot be sent never fails the call)."""
+    import anyio.from_thread
+
+    def progress(done: int, total: int) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, float(done), float(total), f"embedded {done} of {total} texts")
+        except Exception as e:  # noqa: BLE001 - progress is advisory: the work goes on
+            _log.debug("progress notification not sent: %s", e)
+
+    return progress
 
 
 #: Key of the session handle in a stateful connection's state.

@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from contextsieve.mcp.common import progress_reporter
 from contextsieve.stash.store import StashStore
 
 try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
@@ -82,7 +83,8 @@ def add_stash_tools(
         if len(segments) > max_segments:
             raise invalid(f"at most {max_segments} segments per call")
         handle, name = where(ctx, session)
-        r = run(lambda: stash.stash(segments, session=name))
+        progress = progress_reporter(ctx)
+        r = run(lambda: stash.stash(segments, session=name, progress=progress))
         return dumps(
             {
                 "session": handle,

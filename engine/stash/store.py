@@ -18,7 +18,7 @@ import os
 import secrets
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -297,6 +297,12 @@ def _k(value: object, what: str, upper: int = _MAX_TOP_K) -> int:
     return value
 
 
+#: ``progress(done, total)``: texts embedded so far out of all a call embeds.
+Progress = Callable[[int, int], None]
+#: Texts embedded between two calls of a stash's ``progress`` callback.
+PROGRESS_PART = 64
+
+
 def _new_id() -> str:
     return "seg_" + secrets.token_hex(8)
 
@@ -421,12 +427,21 @@ class StashStore:
 
     # -- embedding --------------------------------------------------------------------------------
 
-    def _embed(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+    def _embed(self, texts: list[str], show_progress: bool = False, progress: Progress | None = None) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), np.float32)
-        return checked_vectors(self.embedder.embed(texts, show_progress=show_progress), len(texts))
+        if progress is None:
+            return checked_vectors(self.embedder.embed(texts, show_progress=show_progress), len(texts))
+        parts = []
+        for lo in range(0, len(texts), PROGRESS_PART):  # parts of the same work, each one reported
+            part = texts[lo : lo + PROGRESS_PART]
+            parts.append(checked_vectors(self.embedder.embed(part, show_progress=show_progress), len(part)))
+            progress(lo + len(part), len(texts))
+        return np.concatenate(parts)
 
-    def _segment_vectors(self, texts: Sequence[str], show_progress: bool) -> tuple[list[np.ndarray], list[int]]:
+    def _segment_vectors(
+        self, texts: Sequence[str], show_progress: bool, progress: Progress | None = None
+    ) -> tuple[list[np.ndarray], list[int]]:
         """Chunk vectors of each text (long texts windowed) and each text's model tokens."""
         cfg = self.config
         tokens = self.embedder.count_tokens(list(texts))
@@ -437,7 +452,7 @@ class StashStore:
             else:
                 pieces.append(token_windows(text, self.embedder.count_tokens, cfg.chunk_tokens, cfg.overlap_tokens))
         flat = [p for ps in pieces for p in ps]
-        vectors = self._embed(flat, show_progress)
+        vectors = self._embed(flat, show_progress, progress)
         out: list[np.ndarray] = []
         start = 0
         for ps in pieces:
@@ -467,7 +482,12 @@ class StashStore:
     # -- stash ------------------------------------------------------------------------------------
 
     def stash(
-        self, segments: Iterable[object], *, session: str = DEFAULT_SESSION, show_progress: bool = False
+        self,
+        segments: Iterable[object],
+        *,
+        session: str = DEFAULT_SESSION,
+        show_progress: bool = False,
+        progress: Progress | None = None,
     ) -> StashResult:
         """Store segments (each a :class:`~contextsieve.stash.segment.NewSegment`, a mapping with
         its fields, or a plain string) in ``session``, all or none.
@@ -475,6 +495,9 @@ class StashStore:
         Every segment is validated before anything is embedded or written; duplicates of stored
         segments (and of earlier ones in the batch) are not stored again. References may name stored
         segments of the session or segments earlier or later in the batch (by their given ``id``).
+
+        ``show_progress`` draws a progress bar; ``progress(done, total)`` is called after each part of
+        :data:`PROGRESS_PART` texts is embedded (the MCP server turns it into progress notifications).
 
         Raises:
             InputError: a bad segment (the message names which and why), an id already in use, or a
@@ -527,7 +550,7 @@ class StashStore:
             if missing:
                 raise InputError(f"references to segments not in session {session!r}: {missing[:5]}")
         texts = [plan.checked[i].text for i in plan.new]
-        vectors, tokens = self._segment_vectors(texts, show_progress)
+        vectors, tokens = self._segment_vectors(texts, show_progress, progress)
         if self.config.near_duplicate is not None:
             plan, vectors, tokens = self._near_duplicates(plan, vectors, tokens, session)
         rows: list[SegmentRow] = []
