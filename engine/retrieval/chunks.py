@@ -509,7 +509,8 @@ class ChunkIndex:
         assert index is not None
         live = self.live_chunks
         share = passing / max(live, 1)
-        want = min(live, max(2 * k, int(math.ceil(2 * k / share))))
+        ask = 2 * k if groups else k  # groups: twice as many rows, as several may share a group
+        want = min(live, max(ask, int(math.ceil(ask / share))))
         while True:
             index.set_ef(max(self._ef, want))
             try:
