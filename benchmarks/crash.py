@@ -116,7 +116,7 @@ def w_graph_save(folder: Path, ack: Ack) -> None:
     while True:
         k += 1
         save_graph(_graph_version(k, defer=False), folder / "graph")
-        (folder / "version").write_text(str(k))  # where the next writer starts (not what is checked)
+        atomic_write_bytes(folder / "version", str(k).encode())  # where the next writer starts (not checked)
         ack(k)
 
 

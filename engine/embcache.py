@@ -147,8 +147,10 @@ class EmbeddingCache:
                 rows = self._db.execute(f"{select}({','.join('?' * len(part))})", [self.model_id, *part]).fetchall()
             yield from rows
 
-    def _verified(self, key: str, blob: object, dim: int | None) -> np.ndarray | None:
-        if not isinstance(blob, bytes) or len(blob) <= DIGEST_BYTES or (len(blob) - DIGEST_BYTES) % 4:
+    def _verified(self, key: object, blob: object, dim: int | None) -> np.ndarray | None:
+        if not isinstance(key, str) or not isinstance(blob, bytes):  # a damaged record can change a column's type
+            return None
+        if len(blob) <= DIGEST_BYTES or (len(blob) - DIGEST_BYTES) % 4:
             return None
         payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
         if _digest(self.model_id, key, payload) != digest:
@@ -200,7 +202,7 @@ class EmbeddingCache:
         bad = 0
         for key, blob in self._rows("SELECT key, plan FROM plans WHERE model = ? AND key IN ", keys):
             plan = None
-            if isinstance(blob, bytes) and len(blob) > DIGEST_BYTES:
+            if isinstance(key, str) and isinstance(blob, bytes) and len(blob) > DIGEST_BYTES:
                 payload, digest = blob[:-DIGEST_BYTES], blob[-DIGEST_BYTES:]
                 if _digest(self.model_id, "plan:" + key, payload) == digest:
                     try:

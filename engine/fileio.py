@@ -4,7 +4,7 @@ Every write goes through a temp file in the target's folder (named
 ``.<name>.<host>-<pid>-<random>.tmp``), fsync, ``os.replace``, then an fsync of the folder. The new
 file keeps the mode of the file it replaces (a new file gets the default mode under the process
 umask, not ``mkstemp``'s 0600). Symlinks: a user's file
-(``follow_symlinks=True``: agent files, sessions, index files) is written through the link, atomically
+(``follow_symlinks=True``: agent files, sessions) is written through the link, atomically
 next to the file the link points to; a cache file (``follow_symlinks=False``) never writes through a
 link, the link itself is replaced by a regular file. Temp files of this naming left by a killed
 writer are removed by the next write to the same file: at once when their process (on this host) is

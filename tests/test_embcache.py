@@ -314,3 +314,16 @@ def test_ctrl_c_ends_the_cli_with_one_line_and_130(monkeypatch, capsys) -> None:
     assert cli.main(["demo"]) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines() == ["contextsieve: interrupted (work finished so far is kept)"]
+
+
+def test_a_row_whose_key_reads_back_as_bytes_is_rejected_not_raised(tmp_path: Path) -> None:
+    """Found by ``benchmarks.tamper``: a flipped bit in a record header made the key column come back
+    as a blob, and verification raised AttributeError ('bytes' has no 'encode') instead of rejecting."""
+    cache = EmbeddingCache(tmp_path / "c.sqlite", "m/1")
+    v = np.eye(4, dtype=np.float32)[:1]
+    cache.put(["text"], v)
+    key = text_key("text")
+    blob = cache._db.execute("SELECT vec FROM vectors").fetchone()[0]
+    assert cache._verified(key, blob, 4) is not None
+    assert cache._verified(key.encode(), blob, 4) is None and cache._verified(key, key, 4) is None
+    cache.close()
