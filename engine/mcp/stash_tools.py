@@ -76,7 +76,8 @@ def add_stash_tools(
                 this agent's shared stash.
 
         Returns JSON: segment_ids (one per segment; an already stashed text gets its existing id),
-        stashed_count, duplicates, tokens_stashed.
+        stashed_count, duplicates, tokens_stashed, secrets_redacted (credentials replaced by a placeholder
+        before storage, counted by kind).
         """
         if not isinstance(segments, list) or not segments:
             raise invalid("segments must be a non-empty list of objects with a text")
@@ -92,6 +93,7 @@ def add_stash_tools(
                 "stashed_count": r.stashed,
                 "duplicates": r.duplicates,
                 "tokens_stashed": r.tokens,
+                "secrets_redacted": dict(r.redacted),
             }
         )
 

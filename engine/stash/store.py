@@ -17,7 +17,7 @@ import math
 import os
 import secrets
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -39,6 +39,7 @@ from contextsieve.stash.backend import (
     to_epoch,
 )
 from contextsieve.stash.ranking import RankConfig, combined_scores, max_scaled
+from contextsieve.stash.redact import redact
 from contextsieve.stash.segment import (
     MAX_SEGMENT_CHARS,
     CheckedSegment,
@@ -49,6 +50,7 @@ from contextsieve.stash.segment import (
     check_ids,
     check_segment,
     check_session,
+    content_hash,
 )
 
 __all__ = [
@@ -88,6 +90,9 @@ class StashConfig:
             stored one of its session (default None: off; 0.95 is a reasonable value).
         max_segment_chars: longest text one segment may hold (default 1,000,000).
         preview_chars: characters of text in a retrieval preview (default 500).
+        redact: replace credentials of known shapes (provider API keys, tokens, private keys, passwords
+            in URLs and ``.env`` lines) by a typed placeholder before a segment is embedded or stored
+            (default True; see :mod:`contextsieve.stash.redact`).
     """
 
     rank: RankConfig = RankConfig()
@@ -97,6 +102,7 @@ class StashConfig:
     near_duplicate: float | None = None
     max_segment_chars: int = MAX_SEGMENT_CHARS
     preview_chars: int = 500
+    redact: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.rank, RankConfig):
@@ -198,12 +204,15 @@ class StashResult:
         segment_ids: one id per input segment, in input order (a duplicate gets the stored segment's id).
         stashed: segments newly stored. duplicates: inputs that were already stashed.
         tokens: model tokens of the newly stored segments.
+        redacted: secrets replaced by a placeholder before storage, by kind (counts only; see
+            :mod:`contextsieve.stash.redact`).
     """
 
     segment_ids: tuple[str, ...]
     stashed: int
     duplicates: int
     tokens: int
+    redacted: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -514,9 +523,16 @@ class StashStore:
             return StashResult((), 0, 0, 0)
         now = _now()
         plan = _Plan()
+        secrets: Counter[str] = Counter()
         for i, raw in enumerate(items):
             given_seg = NewSegment.coerce(raw, f"segments[{i}]")
-            plan.checked.append(check_segment(given_seg, f"segments[{i}]", now, self.config.max_segment_chars))
+            checked = check_segment(given_seg, f"segments[{i}]", now, self.config.max_segment_chars)
+            if self.config.redact:  # before anything is hashed, embedded or stored
+                r = redact(checked.text)
+                if r.counts:
+                    secrets.update(r.counts)
+                    checked = dataclasses.replace(checked, text=r.text, sha256=content_hash(r.text))
+            plan.checked.append(checked)
         given = [c.id for c in plan.checked if c.id is not None]
         if len(set(given)) != len(given):
             raise InputError("two segments of the batch have the same id")
@@ -584,7 +600,7 @@ class StashStore:
         ids = [_public(raced.get(i, i), session) for i in plan.ids]
         new_ids = {r.segment.id for p, r in enumerate(rows) if p not in skipped}
         new_tokens = sum(r.segment.tokens for p, r in enumerate(rows) if p not in skipped)
-        return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens)
+        return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens, dict(secrets))
 
     def _near_duplicates(
         self, plan: _Plan, vectors: list[np.ndarray], tokens: list[int], session: str
