@@ -6,6 +6,7 @@ contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP server
 contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
 contextsieve gateway AGENT_FILE                      front the agent's MCP servers, offering only the task's tools
 contextsieve stash stats|cleanup|rebuild STORE        a stash store's counts, expiry cleanup, re-embedding
+contextsieve stash export STORE FILE | import FILE STORE | migrate SRC DST   move a stash (JSON Lines)
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--force] [--variant V|all]       measure the variants on this CPU (table), cache the choice
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -100,9 +101,14 @@ def _parser() -> argparse.ArgumentParser:
         "--stash-session", metavar="NAME", help="one stash session for every connection (default: per connection)"
     )
     v.add_argument("--stash-cross-session", action="store_true", help="stash retrieval searches every session")
-    st = sub.add_parser("stash", help="a stash store: stats, cleanup of expired segments, rebuild after a model change")
-    st.add_argument("action", choices=["stats", "cleanup", "rebuild"])
-    st.add_argument("store", help="SQLite file or postgresql:// URI")
+    st = sub.add_parser(
+        "stash",
+        help="a stash store: stats, cleanup of expired segments, rebuild after a model change, export to a file, "
+        "import from one, migrate between stores",
+    )
+    st.add_argument("action", choices=["stats", "cleanup", "rebuild", "export", "import", "migrate"])
+    st.add_argument("store", help="SQLite file or postgresql:// URI (import: the export file)")
+    st.add_argument("target", nargs="?", help="export: the file to write; import, migrate: the store to write into")
     st.add_argument("--max-age-days", type=float, help="cleanup: also delete unprotected segments older than this")
     g = sub.add_parser(
         "gateway", help="one MCP server (stdio) in front of the agent's servers, offering the task's tools"
@@ -271,6 +277,25 @@ def _default_stash(agent_name: str) -> str:
 def _stash(args: argparse.Namespace) -> None:
     from contextsieve.stash import StashStore
 
+    if args.action in ("export", "import", "migrate"):
+        from contextsieve.stash.transfer import export_store, import_store, migrate
+
+        if not args.target:
+            raise SystemExit(
+                f"contextsieve stash {args.action}: name the {'file' if args.action == 'export' else 'store'} to write"
+            )
+        if args.action == "export":
+            with StashStore.open(args.store) as store:
+                print(f"exported {export_store(store, args.target, show_progress=True)} segments to {args.target}")
+            return
+        if args.action == "import":
+            with StashStore.open(args.target) as store:
+                r = import_store(store, args.store, show_progress=True)
+        else:
+            with StashStore.open(args.store) as src, StashStore.open(args.target) as dst:
+                r = migrate(src, dst, show_progress=True)
+        print(f"wrote {r.written} segments, skipped {r.skipped} already there, of {r.total}")
+        return
     if args.action == "rebuild":
         with StashStore.open(args.store, rebuild=True) as store:
             n = store.rebuild(show_progress=True)

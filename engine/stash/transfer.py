@@ -1,0 +1,269 @@
+"""Moving a stash: export to a file, import from one, and migrate between stores (SQLite and
+PostgreSQL, either way).
+
+The file (``contextsieve stash export STORE FILE``) is JSON Lines, UTF-8, format ``contextsieve.stash``
+version 1:
+
+- line 1, the header: ``{"format": "contextsieve.stash", "version": 1, "model": <model id of the
+  vectors>, "exported_at": <ISO time>}``;
+- one line per segment, in the order they were stored: ``id`` (as stored: an id a caller chose carries
+  its session mark), ``session``, ``text``, ``type``, ``timestamp``, ``stashed_at``, ``expires_at``
+  (ISO times, UTC; ``null``), ``topic``, ``source``, ``references`` (ids), ``protected``, ``sha256``
+  (of the text);
+- the last line: ``{"end": true, "segments": <count>, "sha256": <hex digest of the segment lines, each
+  with its newline>}``.
+
+Vectors are not in the file: import embeds the texts with the importing store's model (so a file
+moves between models too), in parts with a progress bar. Import checks the whole file first (header,
+end line, count, digest, every field) and writes nothing if anything is wrong; it keeps ids, sessions,
+times, references and protection; a segment already in the store with the same id and text is
+skipped, so an interrupted import (or migration) is resumed by running it again; the same id with
+another text is an error. :func:`migrate` copies one store into another the same way, part by part,
+and verifies at the end that the destination holds every source segment with the same text digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from contextsieve.errors import InputError, StashError, brief
+from contextsieve.fileio import atomic_write_bytes
+from contextsieve.stash.backend import Filters, SegmentRow, index_terms
+from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
+from contextsieve.stash.store import StashStore
+
+__all__ = ["FORMAT", "VERSION", "TransferResult", "export_store", "import_store", "migrate"]
+
+FORMAT = "contextsieve.stash"
+VERSION = 1
+#: Segments embedded and written per transaction on import and migration.
+PART = 256
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """What an import or migration did: segments written, skipped (already there, same text), and
+    the total the source held."""
+
+    written: int
+    skipped: int
+    total: int
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.astimezone(timezone.utc).isoformat()
+
+
+def _all_ids(store: StashStore) -> list[str]:
+    """Every segment id of the store, oldest first (creation time, then store row)."""
+    return store.backend.select_ids(Filters())[::-1]
+
+
+def _segments(store: StashStore, ids: Sequence[str]) -> Iterator[ContextSegment]:
+    for lo in range(0, len(ids), PART):
+        yield from store.backend.get(ids[lo : lo + PART])
+
+
+def _line(seg: ContextSegment) -> dict[str, Any]:
+    return {
+        "id": seg.id,
+        "session": seg.session,
+        "text": seg.text,
+        "type": seg.type.value,
+        "timestamp": _iso(seg.timestamp),
+        "stashed_at": _iso(seg.stashed_at),
+        "expires_at": _iso(seg.expires_at),
+        "topic": seg.topic,
+        "source": seg.source,
+        "references": list(seg.references),
+        "protected": seg.protected,
+        "sha256": seg.sha256 or content_hash(seg.text),
+    }
+
+
+def export_store(store: StashStore, path: str | os.PathLike[str], *, show_progress: bool = False) -> int:
+    """Write every segment of ``store`` to ``path`` (see the module docstring), atomically; returns
+    how many. The file is built in memory first (about the size of the texts)."""
+    from tqdm.auto import tqdm
+
+    ids = _all_ids(store)
+    digest = hashlib.sha256()
+    head = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": store.model_id,
+        "exported_at": _iso(datetime.now(timezone.utc)),
+    }
+    out = [json.dumps(head, ensure_ascii=False)]
+    for seg in tqdm(_segments(store, ids), total=len(ids), desc="exporting", unit="segment", disable=not show_progress):
+        line = json.dumps(_line(seg), ensure_ascii=False)
+        digest.update((line + "\n").encode("utf-8", "surrogatepass"))
+        out.append(line)
+    out.append(json.dumps({"end": True, "segments": len(ids), "sha256": digest.hexdigest()}))
+    atomic_write_bytes(Path(path), ("\n".join(out) + "\n").encode("utf-8", "surrogatepass"))
+    return len(ids)
+
+
+def _time(value: object, what: str, optional: bool = False) -> datetime | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be an ISO time, got {brief(value)}")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError as e:
+        raise InputError(f"{what} is not an ISO time: {brief(value)}") from e
+    if t.tzinfo is None:
+        raise InputError(f"{what} has no time zone: {brief(value)}")
+    return t.astimezone(timezone.utc)
+
+
+def _parse(line: str, n: int) -> ContextSegment:
+    """One segment line of a file, checked field by field (the stored fields a stash writes)."""
+    what = f"line {n}"
+    try:
+        d = json.loads(line)
+    except ValueError as e:
+        raise InputError(f"{what} is not JSON ({e})") from e
+    if not isinstance(d, dict):
+        raise InputError(f"{what} is not a segment object")
+    known = {"id", "session", "text", "type", "timestamp", "stashed_at", "expires_at", "topic", "source"}
+    known |= {"references", "protected", "sha256"}
+    if set(d) != known:
+        raise InputError(f"{what}: fields {sorted(set(d) ^ known)} are missing or unknown")
+    for name in ("id", "session", "text", "source", "sha256"):
+        if not isinstance(d[name], str):
+            raise InputError(f"{what}.{name} must be a string, got {brief(d[name])}")
+    if not d["id"] or not d["session"] or not d["text"].strip():
+        raise InputError(f"{what}: id, session and text must not be empty")
+    if d["topic"] is not None and not isinstance(d["topic"], str):
+        raise InputError(f"{what}.topic must be a string or null")
+    refs = d["references"]
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
+        raise InputError(f"{what}.references must be a list of ids")
+    if not isinstance(d["protected"], bool):
+        raise InputError(f"{what}.protected must be true or false")
+    if content_hash(d["text"]) != d["sha256"]:
+        raise InputError(f"{what}: the text does not match its sha256")
+    return ContextSegment(
+        id=d["id"],
+        session=d["session"],
+        text=d["text"],
+        type=SegmentType.parse(d["type"], f"{what}.type"),
+        timestamp=_time(d["timestamp"], f"{what}.timestamp"),  # type: ignore[arg-type]
+        stashed_at=_time(d["stashed_at"], f"{what}.stashed_at"),  # type: ignore[arg-type]
+        tokens=0,
+        topic=d["topic"],
+        source=d["source"],
+        references=tuple(dict.fromkeys(refs)),
+        referenced_by=(),
+        embedding_model="",
+        chunks=0,
+        expires_at=_time(d["expires_at"], f"{what}.expires_at", optional=True),
+        protected=d["protected"],
+        sha256=d["sha256"],
+    )
+
+
+def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
+    """The segments of an export file, after checking all of it (:class:`InputError` says what is wrong)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        lines = data.decode("utf-8", "surrogatepass").split("\n")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path} is not UTF-8 text") from e
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise InputError(f"{path} is not a contextsieve stash export (too short)")
+    try:
+        head, end = json.loads(lines[0]), json.loads(lines[-1])
+    except ValueError as e:
+        raise InputError(f"{path}: its first or last line is not JSON") from e
+    if not isinstance(head, Mapping) or head.get("format") != FORMAT:
+        raise InputError(f"{path} is not a contextsieve stash export")
+    if head.get("version") != VERSION:
+        raise InputError(f"{path} is of format version {brief(head.get('version'))}; this version reads {VERSION}")
+    if not isinstance(end, Mapping) or end.get("end") is not True:
+        raise InputError(f"{path} has no end line: it was cut short")
+    body = lines[1:-1]
+    if end.get("segments") != len(body):
+        raise InputError(f"{path} says {brief(end.get('segments'))} segments but holds {len(body)}")
+    digest = hashlib.sha256("".join(line + "\n" for line in body).encode("utf-8", "surrogatepass")).hexdigest()
+    if end.get("sha256") != digest:
+        raise InputError(f"{path} fails its sha256 check (changed or damaged)")
+    segs = [_parse(line, n) for n, line in enumerate(body, 2)]
+    ids = [s.id for s in segs]
+    if len(set(ids)) != len(ids):
+        raise InputError(f"{path} holds one id twice")
+    return segs
+
+
+def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: bool, desc: str) -> TransferResult:
+    """Write ``segs`` into ``store`` (embedded with its model), skipping those already there with the
+    same text; everything is checked before the first write."""
+    from tqdm.auto import tqdm
+
+    present = store.backend.sessions_of([s.id for s in segs])
+    have = {s.id: s for s in store.backend.get(list(present))} if present else {}
+    clash = [s.id for s in segs if s.id in have and (have[s.id].sha256 != s.sha256 or have[s.id].session != s.session)]
+    if clash:
+        raise StashError(f"the store already holds other segments under the ids {clash[:5]}; nothing was written")
+    todo = [s for s in segs if s.id not in have]
+    bar = tqdm(total=len(todo), desc=desc, unit="segment", disable=not show_progress)
+    try:
+        for lo in range(0, len(todo), PART):
+            part = todo[lo : lo + PART]
+            vectors, tokens = store._segment_vectors([s.text for s in part], False)
+            if part and store.backend.meta().model is None:
+                store.backend.set_meta(store.model_id, int(vectors[0].shape[1]), None)
+            rows = [
+                SegmentRow(
+                    _with(s, store.model_id, int(v.shape[0]), n),
+                    v,
+                    index_terms(s.text),
+                )
+                for s, v, n in zip(part, vectors, tokens)
+            ]
+            store.backend.insert(rows, False)
+            bar.update(len(part))
+    finally:
+        bar.close()
+    return TransferResult(len(todo), len(segs) - len(todo), len(segs))
+
+
+def _with(s: ContextSegment, model: str, chunks: int, tokens: int) -> ContextSegment:
+    from dataclasses import replace
+
+    return replace(s, embedding_model=model, chunks=chunks, tokens=tokens)
+
+
+def import_store(store: StashStore, path: str | os.PathLike[str], *, show_progress: bool = False) -> TransferResult:
+    """Read an export file into ``store`` (see the module docstring); nothing is written when the file
+    is not intact or an id clashes."""
+    store._usable()
+    return _write(store, read_file(path), show_progress, "importing")
+
+
+def migrate(src: StashStore, dst: StashStore, *, show_progress: bool = False) -> TransferResult:
+    """Copy every segment of ``src`` into ``dst`` (re-embedded with ``dst``'s model when it differs,
+    else too: vectors are never copied, so ``dst`` checks what it stores), then verify that ``dst``
+    holds each with the same session and text digest. Run it again to resume an interrupted one."""
+    dst._usable()
+    segs = list(_segments(src, _all_ids(src)))
+    result = _write(dst, segs, show_progress, "migrating")
+    got = {s.id: s for s in _segments(dst, [s.id for s in segs])}
+    missing = [s.id for s in segs if s.id not in got or (got[s.id].sha256, got[s.id].session) != (s.sha256, s.session)]
+    if missing:
+        raise StashError(f"after migrating, the destination lacks {len(missing)} segment(s), e.g. {missing[:3]}")
+    return result
