@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextsieve.stash import StashConfig, StashStore
-from contextsieve.stash.redact import RULES, redact
+from contextsieve.stash.redact import KINDS, redact
 
 from .fake_embedder import FakeEmbedder
 
@@ -76,7 +76,7 @@ def test_each_kind_is_caught(kind: str) -> None:
 
 
 def test_every_rule_has_a_case_and_ordinary_text_is_left_alone() -> None:
-    assert {k for k, _, _ in RULES} == set(CAUGHT)
+    assert set(KINDS) == set(CAUGHT)
     for text in KEPT:
         assert redact(text).text == text and not redact(text).counts, text
 
@@ -115,3 +115,17 @@ def test_secrets_never_reach_storage_and_the_result_counts_them(tmp_path: Path) 
     with StashStore.open(tmp_path / "off.db", fake(), config=StashConfig(redact=False)) as off:
         kept = off.stash([CAUGHT["github_token"]], session="s")
         assert kept.redacted == {} and "ghp_1234567890" in off.list(session="s")[0].text  # opted out
+
+
+def test_hostile_text_does_not_hang_redaction() -> None:
+    """A rule that scans to the end of the text from each of many starting points (an unbounded URL
+    scheme, a private key BEGIN without END) would take minutes on a 1 MB segment; every rule is
+    bounded. A hang check with a generous budget, not a speed target (benchmarks measure speed)."""
+    import time
+
+    n = 300_000
+    hostile = ["ab." * (n // 3), "a://" * (n // 4), "-----BEGIN RSA PRIVATE KEY-----" * (n // 31), "sk-" * (n // 3)]
+    start = time.monotonic()
+    for text in hostile:
+        assert redact(text).counts.get("private_key", 0) == 0
+    assert time.monotonic() - start < 20
