@@ -289,6 +289,9 @@ def _stash(args: argparse.Namespace) -> None:
                 print(f"exported {export_store(store, args.target, show_progress=True)} segments to {args.target}")
             return
         if args.action == "import":
+            from contextsieve.stash.transfer import read_file
+
+            read_file(args.store)  # a bad file is refused before the store is opened (or created)
             with StashStore.open(args.target) as store:
                 r = import_store(store, args.store, show_progress=True)
         else:

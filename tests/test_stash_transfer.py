@@ -113,6 +113,11 @@ def test_a_damaged_or_foreign_file_writes_nothing(tmp_path: Path) -> None:
             import_store(d, tmp_path / "out.jsonl")
         assert d.stats()["segments"] == 1
     assert len(read_file(tmp_path / "out.jsonl")) == 4
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(InputError, match="not a regular file"):  # would block forever on the read
+        read_file(tmp_path / "fifo")
 
 
 def test_sqlite_to_postgres_to_sqlite_returns_identical_segments(tmp_path: Path, postgres_uri: str) -> None:
@@ -145,4 +150,5 @@ def test_the_cli_names_a_missing_file_without_a_traceback(tmp_path: Path) -> Non
         capture_output=True,
         text=True,
     )
-    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "missing.jsonl" in bad.stderr
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "no file at" in bad.stderr
+    assert not (tmp_path / "n.db").exists()  # the store is not created for a file that cannot be read

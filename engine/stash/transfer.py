@@ -174,6 +174,10 @@ def _parse(line: str, n: int) -> ContextSegment:
 
 def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
     """The segments of an export file, after checking all of it (:class:`InputError` says what is wrong)."""
+    if not Path(path).exists():
+        raise InputError(f"no file at {path}")
+    if not Path(path).is_file():  # a FIFO or device would block or never end
+        raise InputError(f"{path} is not a regular file")
     try:
         data = Path(path).read_bytes()
     except OSError as e:
