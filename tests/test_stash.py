@@ -973,3 +973,14 @@ def test_postgres_store_down_then_back(postgres_uri: str) -> None:
         finally:
             _drop_connections(postgres_uri, allow=True)
         assert [r.segment.text for r in s.retrieve("deploy key")] == ["the deploy key is in vault"]
+
+
+def test_a_result_says_why_it_ranked(store: StashStore) -> None:
+    """Issue 28 (also): results carry what a host needs to decide without a second call."""
+    store.stash([{"text": "the deploy broke the queue", "source": "ci"}, "lunch at noon"], session="s")
+    hit = store.retrieve("deploy queue", session="s")[0]
+    assert sum(hit.parts.values()) == pytest.approx(hit.score)
+    assert set(hit.parts) == {"dense", "keyword", "recency"} and hit.parts["keyword"] > 0
+    d = hit.to_dict()
+    assert d["why"] == {k: round(v, 4) for k, v in hit.parts.items()} and d["source"] == "ci"
+    assert {"keyword", "stashed_at", "timestamp", "tokens", "type"} <= set(d)

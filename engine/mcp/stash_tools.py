@@ -117,8 +117,9 @@ def add_stash_tools(
                 segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
                 this agent's shared stash.
 
-        Returns JSON: segments (segment_id, text preview of at most 500 characters, type, similarity, score,
-        timestamp, tokens, topic, source), total_found. Merge the ones you need with merge_stashed_context.
+        Returns JSON: segments (segment_id, text preview of at most 500 characters, type, similarity, keyword,
+        score, why (the score's dense, keyword and recency parts), timestamp, stashed_at, tokens, topic,
+        source), total_found. Merge the ones you need with merge_stashed_context.
         """
         q = text(query, "query")
         handle, name = where(ctx, session)

@@ -218,13 +218,15 @@ class StashResult:
 @dataclass(frozen=True)
 class Retrieved:
     """One retrieval result: the segment, its dense similarity (cosine), its keyword score (BM25
-    divided by the best BM25 among the candidates: 1 for the best keyword match, 0 for none) and the
-    combined ranking score (best first)."""
+    divided by the best BM25 among the candidates: 1 for the best keyword match, 0 for none), the
+    combined ranking score (best first), and that score's parts: ``dense`` and ``keyword`` (each
+    signal scaled and weighted) and ``recency`` (the two time decays, weighted), which add up to it."""
 
     segment: ContextSegment
     similarity: float
     keyword: float
     score: float
+    parts: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self, preview_chars: int = 500) -> dict[str, object]:
         s = self.segment
@@ -233,8 +235,11 @@ class Retrieved:
             "text": s.preview(preview_chars),
             "type": s.type.value,
             "similarity": round(self.similarity, 4),
+            "keyword": round(self.keyword, 4),
             "score": round(self.score, 4),
+            "why": {k: round(v, 4) for k, v in self.parts.items()},
             "timestamp": s.timestamp.isoformat(),
+            "stashed_at": s.stashed_at.isoformat(),
             "tokens": s.tokens,
             "topic": s.topic,
             "source": s.source,
@@ -735,6 +740,8 @@ class StashStore:
         stashed = np.array([facts[i][1] for i in ids])
         scores = combined_scores(sim, key, created, stashed, at, rank)
         kw_norm = max_scaled(key)
+        dense_part = max_scaled(sim) * rank.similarity_weight
+        kw_part = kw_norm * rank.keyword_weight
         order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
         chosen: list[int] = []
         seen: set[str] = set()
@@ -755,7 +762,17 @@ class StashStore:
             for r, j in enumerate(order, 1)
         ]
         found = [
-            Retrieved(segs[ids[j]], float(sim[j]), float(kw_norm[j]), float(scores[j]))
+            Retrieved(
+                segs[ids[j]],
+                float(sim[j]),
+                float(kw_norm[j]),
+                float(scores[j]),
+                {
+                    "dense": float(dense_part[j]),
+                    "keyword": float(kw_part[j]),
+                    "recency": float(scores[j] - dense_part[j] - kw_part[j]),
+                },
+            )
             for j in chosen
             if ids[j] in segs
         ]
