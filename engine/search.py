@@ -272,13 +272,12 @@ def _search_synced(
         ]
     else:
         domains = [("all", allowed, settings)]
+    named = keyword_query(query_chunks)
     raw_keyword = (
-        store.keyword_index(order).scores(keyword_query(query_chunks))
-        if any(ds.keyword_weight > 0 for _, _, ds in domains)
-        else None
+        store.keyword_index(order).scores(named) if any(ds.keyword_weight > 0 for _, _, ds in domains) else None
     )
     indexed = store.search_index(order)
-    words = tuple(tokenize(keyword_query(query_chunks)))  # what the message names, for the evidence floor
+    words = tuple(tokenize(named))  # what the message names, for the evidence floor
 
     def entry(
         item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None

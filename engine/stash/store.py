@@ -596,16 +596,43 @@ class StashStore:
                 sha256=c.sha256,
             )
             rows.append(SegmentRow(seg, vectors[j], index_terms(c.text)))
-        with self.lock:
-            meta = self.backend.meta()
-            if meta.model is None and rows:
-                self.backend.set_meta(self.model_id, int(rows[0].vectors.shape[1]), None)
-            skipped = self.backend.insert(rows, self.config.dedup)
+        skipped = self._insert(rows, self.config.dedup)
         raced = {rows[pos].segment.id: existing for pos, existing in skipped.items()}
         ids = [_public(raced.get(i, i), session) for i in plan.ids]
         new_ids = {r.segment.id for p, r in enumerate(rows) if p not in skipped}
         new_tokens = sum(r.segment.tokens for p, r in enumerate(rows) if p not in skipped)
         return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens, dict(secrets))
+
+    def _insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
+        """Write rows (one transaction), recording the model on a store's first write."""
+        with self.lock:
+            if rows and self.backend.meta().model is None:
+                self.backend.set_meta(self.model_id, int(rows[0].vectors.shape[1]), None)
+            return self.backend.insert(rows, dedup)
+
+    def add_segments(self, segments: Sequence[ContextSegment], *, show_progress: bool = False) -> None:
+        """Write whole segments as they are (ids, sessions, times, references, protection kept),
+        embedded with this store's model in parts of :data:`PROGRESS_PART`, one transaction per part:
+        what import and migration use (:mod:`contextsieve.stash.transfer`). The caller has checked
+        them; ids must be new to the store."""
+        self._usable()
+        bar = tqdm(total=len(segments), desc="writing", unit="segment", disable=not show_progress)
+        try:
+            for lo in range(0, len(segments), PROGRESS_PART):
+                part = segments[lo : lo + PROGRESS_PART]
+                vectors, tokens = self._segment_vectors([x.text for x in part], False)
+                rows = [
+                    SegmentRow(
+                        dataclasses.replace(_with_model(x, self.model_id, int(v.shape[0])), tokens=n),
+                        v,
+                        index_terms(x.text),
+                    )
+                    for x, v, n in zip(part, vectors, tokens)
+                ]
+                self._insert(rows, False)
+                bar.update(len(part))
+        finally:
+            bar.close()
 
     def _near_duplicates(
         self, plan: _Plan, vectors: list[np.ndarray], tokens: list[int], session: str
@@ -992,6 +1019,4 @@ class StashStore:
 
 
 def _with_model(s: ContextSegment, model: str, chunks: int) -> ContextSegment:
-    from dataclasses import replace
-
-    return replace(s, embedding_model=model, chunks=chunks)
+    return dataclasses.replace(s, embedding_model=model, chunks=chunks)

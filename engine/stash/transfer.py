@@ -14,7 +14,9 @@ version 1:
   with its newline>}``.
 
 Vectors are not in the file: import embeds the texts with the importing store's model (so a file
-moves between models too), in parts with a progress bar. Import checks the whole file first (header,
+moves between models too), in parts with a progress bar (:meth:`StashStore.add_segments`). Texts
+are written as the file holds them: a store that redacts secrets does not redact an import (the
+file's digests name those texts). Import checks the whole file first (header,
 end line, count, digest, every field) and writes nothing if anything is wrong; it keeps ids, sessions,
 times, references and protection; a segment already in the store with the same id and text is
 skipped, so an interrupted import (or migration) is resumed by running it again; the same id with
@@ -35,7 +37,7 @@ from typing import Any
 
 from contextsieve.errors import InputError, StashError, brief
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.stash.backend import Filters, SegmentRow, index_terms
+from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
 from contextsieve.stash.store import StashStore
 
@@ -43,7 +45,7 @@ __all__ = ["FORMAT", "VERSION", "TransferResult", "export_store", "import_store"
 
 FORMAT = "contextsieve.stash"
 VERSION = 1
-#: Segments embedded and written per transaction on import and migration.
+#: Segments read from a store per query on export and migration.
 PART = 256
 
 
@@ -213,59 +215,31 @@ def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
     return segs
 
 
-def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: bool, desc: str) -> TransferResult:
-    """Write ``segs`` into ``store`` (embedded with its model), skipping those already there with the
-    same text; everything is checked before the first write."""
-    from tqdm.auto import tqdm
-
-    present = store.backend.sessions_of([s.id for s in segs])
-    have = {s.id: s for s in store.backend.get(list(present))} if present else {}
-    clash = [s.id for s in segs if s.id in have and (have[s.id].sha256 != s.sha256 or have[s.id].session != s.session)]
+def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: bool) -> TransferResult:
+    """Write ``segs`` into ``store``, skipping those already there with the same session and text;
+    an id held by another segment stops everything before the first write."""
+    present = store.backend.sessions_of([x.id for x in segs])
+    have = {x.id: x for x in store.backend.get(list(present))} if present else {}
+    clash = [x.id for x in segs if x.id in have and (have[x.id].sha256, have[x.id].session) != (x.sha256, x.session)]
     if clash:
         raise StashError(f"the store already holds other segments under the ids {clash[:5]}; nothing was written")
-    todo = [s for s in segs if s.id not in have]
-    bar = tqdm(total=len(todo), desc=desc, unit="segment", disable=not show_progress)
-    try:
-        for lo in range(0, len(todo), PART):
-            part = todo[lo : lo + PART]
-            vectors, tokens = store._segment_vectors([s.text for s in part], False)
-            if part and store.backend.meta().model is None:
-                store.backend.set_meta(store.model_id, int(vectors[0].shape[1]), None)
-            rows = [
-                SegmentRow(
-                    _with(s, store.model_id, int(v.shape[0]), n),
-                    v,
-                    index_terms(s.text),
-                )
-                for s, v, n in zip(part, vectors, tokens)
-            ]
-            store.backend.insert(rows, False)
-            bar.update(len(part))
-    finally:
-        bar.close()
+    todo = [x for x in segs if x.id not in have]
+    store.add_segments(todo, show_progress=show_progress)
     return TransferResult(len(todo), len(segs) - len(todo), len(segs))
-
-
-def _with(s: ContextSegment, model: str, chunks: int, tokens: int) -> ContextSegment:
-    from dataclasses import replace
-
-    return replace(s, embedding_model=model, chunks=chunks, tokens=tokens)
 
 
 def import_store(store: StashStore, path: str | os.PathLike[str], *, show_progress: bool = False) -> TransferResult:
     """Read an export file into ``store`` (see the module docstring); nothing is written when the file
     is not intact or an id clashes."""
-    store._usable()
-    return _write(store, read_file(path), show_progress, "importing")
+    return _write(store, read_file(path), show_progress)
 
 
 def migrate(src: StashStore, dst: StashStore, *, show_progress: bool = False) -> TransferResult:
     """Copy every segment of ``src`` into ``dst`` (re-embedded with ``dst``'s model when it differs,
     else too: vectors are never copied, so ``dst`` checks what it stores), then verify that ``dst``
     holds each with the same session and text digest. Run it again to resume an interrupted one."""
-    dst._usable()
     segs = list(_segments(src, _all_ids(src)))
-    result = _write(dst, segs, show_progress, "migrating")
+    result = _write(dst, segs, show_progress)
     got = {s.id: s for s in _segments(dst, [s.id for s in segs])}
     missing = [s.id for s in segs if s.id not in got or (got[s.id].sha256, got[s.id].session) != (s.sha256, s.session)]
     if missing:
