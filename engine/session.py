@@ -243,6 +243,21 @@ class Session:
         if keys:
             self.store.record_examples(message, keys)
 
+    @_locked
+    def replace_items(self, items: Iterable[tuple[ItemKey | str, IncludeMode | str]]) -> None:
+        """Set the session items as a whole, in order (what :meth:`items` returned, e.g. kept elsewhere
+        and brought back). Every key is checked against the agent first: an unknown key
+        (:class:`~contextsieve.errors.UnknownItemError`) or mode (:class:`InputError`) changes nothing."""
+        new: dict[ItemKey, IncludeMode] = {}
+        for key, mode in items:
+            try:
+                m = IncludeMode(mode)
+            except ValueError as e:
+                raise InputError(f"unknown include mode {brief(mode)}") from e
+            new[self.agent.get(key).key] = m
+        self._items = new
+
+    @_locked
     def add(self, key: ItemKey | str) -> None:
         """Add an item as ``manual`` (unknown keys raise :class:`~contextsieve.errors.UnknownItemError`)."""
         item = self.agent.get(key)

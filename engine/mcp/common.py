@@ -3,6 +3,10 @@ JSON shapes of results and the mapping of contextsieve errors to MCP errors."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import logging
 import secrets
 import threading
@@ -15,7 +19,14 @@ from typing import Any
 from contextsieve.assembly import Request, tool_definition
 from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, UnknownItemError, UnknownSegmentError
+from contextsieve.errors import (
+    ContextSieveError,
+    InputError,
+    StashIntegrityError,
+    UnknownItemError,
+    UnknownSegmentError,
+    brief,
+)
 from contextsieve.items import ItemKind, Reference, Rule
 from contextsieve.session import Session, StashSettings, ToolMatch
 from contextsieve.stash.store import StashStore
@@ -174,13 +185,36 @@ def connection_state(ctx: Any) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
+#: Key in the stash store of the random key that signs stateless handles (shared by every server process
+#: on the store, so any of them can check a handle another one made).
+HANDLE_KEY = "mcp:handle-key"
+#: Prefix of the store key holding a stateless handle's session items (followed by the handle's sha256).
+ITEMS_KEY = "mcp:session-items:"
+
+
 class SessionRegistry:
-    """Sessions by handle: random, bounded in number (LRU) and idle time (see :class:`ServeConfig`)."""
+    """Sessions by handle: random, bounded in number (LRU) and idle time (see :class:`ServeConfig`).
+
+    Handles of the stateless protocol are signed (``cs-`` + 128 random bits + ``.`` + an HMAC-SHA256
+    tag under a key kept in the stash store, or, without a stash, made per process): a process that
+    does not hold such a session (it was evicted, or another server process on the same store made
+    it) checks the tag and takes it up under the same handle, with its stash namespace (the handle)
+    and, from the store, its session items; only its request history (a record, not used in
+    selection) is per process. So any process on one store answers any stateless call, and eviction
+    never loses a session's stashed segments or moves a client to another session. A stateless call
+    without a handle gets a session whose stash part is the agent's shared namespace; it is not kept
+    (nothing to evict), and the handle it answers with names a session of its own from the next call
+    on. A stateful connection's handles are plain random strings bound to that connection
+    (:func:`handle_owner`)."""
 
     def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
         self._engine, self._config, self._stash = engine, config, stash
         self._by_handle: OrderedDict[str, tuple[Session, float, str]] = OrderedDict()  # session, used, owner
+        self._applied: dict[str, str | None] = {}  # stateless handle -> the stored items record last applied
+        self._key: bytes | None = None
         self._lock = threading.Lock()
+        if stash is not None:  # read (or made) once, now: a store down later does not stop new sessions
+            self._handle_key()
 
     def _expire(self, now: float) -> None:
         idle = self._config.session_idle_seconds
@@ -189,6 +223,7 @@ class SessionRegistry:
             if now - used <= idle and len(self._by_handle) <= self._config.max_sessions:
                 break
             del self._by_handle[handle]
+            self._applied.pop(handle, None)
 
     def default_namespace(self) -> str:
         """The stash session of calls that name no handle over the stateless protocol: one per agent,
@@ -196,25 +231,115 @@ class SessionRegistry:
         a handle through its calls)."""
         return "agent:" + self._engine.agent.name
 
+    # -- signed stateless handles ---------------------------------------------------------------------
+
+    def _handle_key(self) -> bytes:
+        """The key stateless handles are signed with: the store's (made once, by whichever process
+        comes first), else this process's own."""
+        if self._key is None:
+            if self._stash is None:
+                self._key = secrets.token_bytes(32)
+            else:
+                stored = self._stash.write_value(HANDLE_KEY, secrets.token_hex(32), replace=False)
+                try:
+                    self._key = bytes.fromhex(stored)
+                except ValueError as e:
+                    raise StashIntegrityError(f"the stash's MCP handle key ({HANDLE_KEY}) is damaged") from e
+        return self._key
+
+    def _tag(self, body: str) -> str:
+        digest = hmac.new(self._handle_key(), body.encode(), hashlib.sha256).digest()[:16]
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def _signed(self) -> str:
+        body = "cs-" + secrets.token_urlsafe(16)
+        return body + "." + self._tag(body)
+
+    def _valid(self, handle: str) -> bool:
+        """Whether ``handle`` is a stateless handle signed with this store's key."""
+        body, dot, tag = handle.rpartition(".")
+        return (
+            bool(dot)
+            and body.startswith("cs-")
+            and len(handle) < 100
+            and hmac.compare_digest(tag.encode(), self._tag(body).encode())
+        )
+
+    # -- session items kept in the store ------------------------------------------------------------
+
+    def _items_key(self, handle: str) -> str:
+        return ITEMS_KEY + hashlib.sha256(handle.encode()).hexdigest()
+
+    def _sync_items(self, handle: str, session: Session) -> None:
+        """Bring a stateless session's items up to what the store holds (another process may have
+        changed them). While the store cannot be read the session goes on with what it has, and says so."""
+        if self._stash is None:
+            return
+        try:
+            record = self._stash.read_value(self._items_key(handle))
+        except ContextSieveError as e:
+            session.add_note(f"session items not read from the stash store ({e}); using this process's copy")
+            return
+        if record is None or record == self._applied.get(handle):
+            return
+        try:
+            pairs = [(i["key"], i["mode"]) for i in json.loads(record)]
+            session.replace_items([(k, m) for k, m in pairs if self._engine.agent.has(k)])
+        except (ValueError, KeyError, TypeError, ContextSieveError) as e:
+            session.add_note(f"the session items kept in the stash store could not be read back ({brief(str(e))})")
+            return
+        self._applied[handle] = record
+
+    def change_items(self, handle: str, session: Session, change: Callable[[], None]) -> None:
+        """Run ``change`` (an add or remove on ``session``) and, for a stateless handle with a stash, keep
+        the session's items in the store (so every server process sees them). If they cannot be stored,
+        the session's items are put back as they were and the error is raised: nothing changed."""
+        before = session.items()
+        change()
+        if self._stash is None or not self._valid(handle):
+            return
+        record = json.dumps([{"key": str(k), "mode": m.value} for k, m in session.items()])
+        try:
+            self._stash.write_value(self._items_key(handle), record)
+        except BaseException:
+            session.replace_items(before)
+            raise
+        with self._lock:
+            self._applied[handle] = record
+
+    # -- registry -------------------------------------------------------------------------------------
+
     def get(self, handle: str, owner: str) -> Session | None:
-        """The session of ``handle`` if it is live and ``owner`` (:func:`handle_owner`) may use it."""
+        """The session of ``handle`` if ``owner`` (:func:`handle_owner`) may use it: a live one, or, for a
+        valid signed stateless handle, the same session started again (see the class docstring)."""
         now = time.monotonic()
         with self._lock:
             self._expire(now)
             got = self._by_handle.get(handle)
-            if got is None or got[2] != owner:
-                return None  # one answer for unknown and not yours: a handle's existence is not told
-            self._by_handle[handle] = (got[0], now, owner)
-            self._by_handle.move_to_end(handle)
+            if got is not None:
+                if got[2] != owner:
+                    return None  # one answer for unknown and not yours: a handle's existence is not told
+                self._by_handle[handle] = (got[0], now, owner)
+                self._by_handle.move_to_end(handle)
+        if got is not None:
+            if owner == STATELESS:
+                self._sync_items(handle, got[0])
             return got[0]
+        if owner != STATELESS or not self._valid(handle):
+            return None
+        _, session = self.new(owner, handle=handle)
+        self._sync_items(handle, session)
+        return session
 
     def new(self, owner: str, *, shared: bool = False, handle: str | None = None) -> tuple[str, Session]:
         """A new session and its handle. ``shared``: its stash part is the agent's default namespace
         (:meth:`default_namespace`; a call of the stateless protocol that names no handle), else its
         own (the handle's; a stateful connection's). ``handle``: register it under this handle again
         (a connection whose session was evicted keeps its handle, and with it its stashed segments).
-        ``owner``: who may use the handle (:func:`handle_owner`)."""
-        handle = handle or "cs-" + secrets.token_urlsafe(16)
+        ``owner``: who may use the handle (:func:`handle_owner`); a stateless owner's new handle is signed,
+        and a ``shared`` session is not kept (the handle takes up a session of its own when passed back)."""
+        if handle is None:
+            handle = self._signed() if owner == STATELESS else "cs-" + secrets.token_urlsafe(16)
         if self._stash is None:
             session = self._engine.session()
         else:  # select_context brings back this connection's stashed segments
@@ -224,6 +349,8 @@ class SessionRegistry:
                 stash_session=self._config.stash_session or own,
                 stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
             )
+        if shared and owner == STATELESS:
+            return handle, session
         now = time.monotonic()
         with self._lock:
             self._by_handle[handle] = (session, now, owner)

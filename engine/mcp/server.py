@@ -236,7 +236,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         """
         key = key_of(item)
         handle, s = session_of(ctx, session)
-        run(lambda: s.add(key))
+        run(lambda: sessions.change_items(handle, s, lambda: s.add(key)))
         return json.dumps(
             {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
         )
@@ -253,7 +253,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         """
         key = key_of(item)
         handle, s = session_of(ctx, session)
-        run(lambda: s.remove(key))
+        run(lambda: sessions.change_items(handle, s, lambda: s.remove(key)))
         return json.dumps(
             {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
         )

@@ -150,6 +150,14 @@ class StashBackend(Protocol):
 
     def set_meta(self, model: str | None, dim: int | None, rebuild_to: str | None) -> None: ...
 
+    def setting(self, key: str) -> str | None:
+        """A store-wide named value kept beside the segments (None when unset)."""
+        ...
+
+    def put_setting(self, key: str, value: str, *, replace: bool = True) -> str:
+        """Store a named value (``replace=False``: only if unset, atomically); the value stored afterwards."""
+        ...
+
     def close(self) -> None: ...
 
     def sessions_of(self, ids: Sequence[str]) -> dict[str, str]:

@@ -223,6 +223,11 @@ class PostgresBackend(SqlBackend):
         yield
 
     @guarded
+    def put_setting(self, key: str, value: str, *, replace: bool = True) -> str:
+        with self._tx() as db:
+            return self._put_setting(db, key, value, replace)
+
+    @guarded
     def set_meta(self, model: str | None, dim: int | None, rebuild_to: str | None) -> None:
         with self._tx() as db:
             self._write_meta(db, model, dim, rebuild_to)

@@ -247,9 +247,24 @@ class SqlBackend:
 
     @reads
     def meta(self) -> StoreMeta:
+        q = f"SELECT key, value FROM {self.dialect.meta} WHERE key IN ('model', 'dim', 'rebuild_to')"
         with self.lock:
-            d: dict[str, str] = dict(self._db.execute(f"SELECT key, value FROM {self.dialect.meta}").fetchall())
+            d: dict[str, str] = dict(self._db.execute(q).fetchall())
         return StoreMeta(d.get("model"), int(d["dim"]) if d.get("dim") else None, d.get("rebuild_to"))
+
+    @reads
+    def setting(self, key: str) -> str | None:
+        """See :meth:`StashBackend.setting`."""
+        d = self.dialect
+        with self.lock:
+            row = self._db.execute(f"SELECT value FROM {d.meta} WHERE key = {d.mark}", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _put_setting(self, db: Any, key: str, value: str, replace: bool) -> str:
+        """Write one setting in ``db``'s transaction; the value stored afterwards."""
+        d = self.dialect
+        db.execute(d.upsert(d.meta, "key", "value") if replace else d.insert_ignore(d.meta, 2), (key, value))
+        return str(_one(db.execute(f"SELECT value FROM {d.meta} WHERE key = {d.mark}", (key,)))[0])
 
     def _write_meta(self, db: Any, model: str | None, dim: int | None, rebuild_to: str | None) -> None:
         d = self.dialect

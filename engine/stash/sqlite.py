@@ -254,6 +254,11 @@ class SqliteBackend(SqlBackend):
         with self._write() as db:
             self._write_meta(db, model, dim, rebuild_to)
 
+    @guarded
+    def put_setting(self, key: str, value: str, *, replace: bool = True) -> str:
+        with self._write() as db:
+            return self._put_setting(db, key, value, replace)
+
     # -- the in-memory table ----------------------------------------------------------------------
 
     def _vectors_of(self, r: sqlite3.Row | tuple[Any, ...], dim: int) -> np.ndarray | None:

@@ -28,7 +28,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from contextsieve.chunking import query_chunks, token_windows
-from contextsieve.errors import EmbedderOutputError, InputError, StashModelError, UnknownSegmentError, brief
+from contextsieve.errors import (
+    EmbedderOutputError,
+    InputError,
+    StashModelError,
+    UnknownSegmentError,
+    brief,
+    check_text,
+)
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.stash.backend import (
     Filters,
@@ -51,6 +58,7 @@ from contextsieve.stash.segment import (
     check_segment,
     check_session,
     content_hash,
+    no_nul,
 )
 
 __all__ = [
@@ -309,6 +317,14 @@ def _k(value: object, what: str, upper: int = _MAX_TOP_K) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
         raise InputError(f"{what} must be an int in 1..{upper}, got {brief(value)}")
     return value
+
+
+def _value_key(key: object) -> str:
+    """A named value's key: ``NAMESPACE:NAME`` (the store's own settings have no colon, so they cannot be
+    named), at most 200 characters, no NUL."""
+    if not isinstance(key, str) or ":" not in key or not 3 <= len(key) <= 200:
+        raise InputError(f"a value's key must be a str NAMESPACE:NAME of 3-200 characters, got {brief(key)}")
+    return no_nul(check_text(key, "the key"), "the key")
 
 
 #: ``progress(done, total)``: texts embedded so far out of all a call embeds.
@@ -980,6 +996,26 @@ class StashStore:
         meta = self.backend.meta()
         out.update({"model": meta.model, "store": self.backend.location, "backend": self.backend.kind})
         return out
+
+    # -- named values ------------------------------------------------------------------------------
+
+    def read_value(self, key: str) -> str | None:
+        """A named value kept in the store beside the segments (what every process on the store shares,
+        e.g. the MCP server's handle key and session items); None when unset. ``key`` is
+        ``NAMESPACE:NAME`` (at most 200 characters)."""
+        return self.backend.setting(_value_key(key))
+
+    def write_value(self, key: str, value: str, *, replace: bool = True) -> str:
+        """Store a named value (see :meth:`read_value`; at most 1 MB). ``replace=False`` stores it only if
+        the key is unset, atomically (two processes racing both get the one value stored). Returns the
+        value stored afterwards."""
+        if not isinstance(value, str):
+            raise InputError(f"a stored value must be a str, got {type(value).__name__}")
+        if len(value) > 1_000_000:
+            raise InputError(f"a stored value has {len(value)} characters; the limit is 1,000,000")
+        return self.backend.put_setting(
+            _value_key(key), no_nul(check_text(value, "the value"), "the value"), replace=replace
+        )
 
     # -- model change -----------------------------------------------------------------------------
 
