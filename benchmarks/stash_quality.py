@@ -2,6 +2,7 @@
 
     python -m benchmarks.stash_quality [--data benchmarks/data/conversations] [--fp32]
     python -m benchmarks.stash_quality --beir ../shared/eval/scifact [--split train|test]
+    python -m benchmarks.stash_quality --realmem ../shared/eval/realmem [--limit N]
 
 Every turn of each conversation is stashed (one stash session per conversation) as
 ``"<Speaker>: <text>"`` with its session's date; each question retrieves from its conversation's
@@ -106,15 +107,95 @@ def beir(folder: Path, split: str, fp32: bool) -> int:
     return 0
 
 
+def realmem_sessions(path: Path) -> tuple[list[dict], list[dict]]:
+    """One RealMem conversation: its sessions in time order (``uuid``, ``date``, ``turns`` as
+    ``(speaker, text)``) and its requests (``session``: the index of the session the request sits in,
+    ``text``, ``evidence``: the uuids of the earlier sessions its answer used)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sessions, requests = [], []
+    for i, d in enumerate(data["dialogues"]):
+        day = datetime.fromisoformat(d["current_time"].split(" ")[0]).replace(hour=12, tzinfo=timezone.utc)
+        turns = d["dialogue_turns"]
+        sessions.append(
+            {"uuid": d["session_uuid"], "date": day, "turns": [(t["speaker"], t["content"]) for t in turns]}
+        )
+        for j, t in enumerate(turns):
+            if not t.get("is_query"):
+                continue
+            answer = next((u for u in turns[j + 1 :] if u["speaker"] == "Assistant"), {})
+            evidence = set(answer.get("memory_session_uuids") or ()) - {d["session_uuid"]}
+            if evidence:
+                requests.append({"session": i, "text": t["content"], "evidence": evidence})
+    return sessions, requests
+
+
+def realmem(folder: Path, fp32: bool, limit: int) -> int:
+    """RealMem (``../shared/eval/realmem``) measured as a user would use the stash: per conversation one
+    store; sessions in time order; each request (a user turn labelled with the earlier sessions its
+    answer used) retrieves the top 10 with the defaults over the turns of earlier sessions, at its
+    session's date; then the session's turns are stashed as ``"User: ..."`` / ``"Assistant: ..."`` with
+    the session date. Score: the share of a request's evidence sessions that own one of the top k turns,
+    averaged over requests (R@5, R@10), for the rankings of :func:`fusion_rows`."""
+    from contextsieve.models.embedder import Embedder
+
+    files = sorted((folder / "dataset").glob("*_dialogues_256k.json"))[: limit or None]
+    emb = Embedder(variant="fp32" if fp32 else None)
+    rows = fusion_rows()
+    hits = {name: [0.0, 0.0] for name, _, _ in rows}
+    n_requests = n_turns = 0
+    t0 = time.perf_counter()
+    stash_s = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            sessions, requests = realmem_sessions(f)
+            store = StashStore.open(Path(tmp) / (f.stem + ".db"), emb)
+            owner: dict[str, str] = {}  # segment id -> session uuid
+            by_session: dict[int, list[dict]] = defaultdict(list)
+            for r in requests:
+                by_session[r["session"]].append(r)
+            for i, sess in enumerate(sessions):
+                for r in by_session.get(i, []) if owner else []:
+                    n_requests += 1
+                    for name, rank, _ in rows:
+                        store.config = dataclasses.replace(store.config, rank=rank)
+                        got = store.retrieve(r["text"], top_k=10, min_similarity=-1.0, now=sess["date"])
+                        found = [owner[g.segment.id] for g in got]
+                        hits[name][0] += len(r["evidence"] & set(found[:5])) / len(r["evidence"])
+                        hits[name][1] += len(r["evidence"] & set(found[:10])) / len(r["evidence"])
+                segs = [
+                    NewSegment(f"{who}: {text}", timestamp=sess["date"]) for who, text in sess["turns"] if text.strip()
+                ]
+                if not segs:
+                    continue
+                t1 = time.perf_counter()
+                res = store.stash(segs)
+                stash_s += time.perf_counter() - t1
+                n_turns += len(segs)
+                owner.update({sid: sess["uuid"] for sid in res.segment_ids})
+            store.close()
+    total = time.perf_counter() - t0
+    print(f"# stash_quality --realmem: {len(files)} conversations, {n_turns} turns, {n_requests} requests;")
+    print(f"# stashing {stash_s:.1f} s of {total:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
+    print(f"{'ranking':<40} {'R@5':>6} {'R@10':>6}")
+    for name, _, _ in rows:
+        r5, r10 = hits[name]
+        print(f"{name:<40} {r5 / max(n_requests, 1):>6.3f} {r10 / max(n_requests, 1):>6.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--beir", type=Path, default=None, help="a BEIR-format folder (e.g. ../shared/eval/scifact)")
     ap.add_argument("--split", default="test", help="the BEIR split's queries (default test)")
+    ap.add_argument("--realmem", type=Path, default=None, help="the RealMem folder (e.g. ../shared/eval/realmem)")
+    ap.add_argument("--limit", type=int, default=0, help="with --realmem: the first N conversations (default all)")
     ap.add_argument("--fp32", action="store_true", help="fp32 weights (default int8)")
     args = ap.parse_args(argv)
     if args.beir is not None:
         return beir(args.beir, args.split, args.fp32)
+    if args.realmem is not None:
+        return realmem(args.realmem, args.fp32, args.limit)
     from contextsieve.models.embedder import Embedder
 
     turns, questions = load(args.data)
