@@ -34,6 +34,12 @@ DEMO_MESSAGES = (
 )
 
 
+_REMEMBER_HELP = (
+    "keep the requests that learning from use records (record_tool_calls) on disk beside the embedding cache "
+    "(default: in this process's memory only, so no message text is written)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     from contextsieve import __version__
 
@@ -101,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stash-session", metavar="NAME", help="one stash session for every connection (default: per connection)"
     )
     v.add_argument("--stash-cross-session", action="store_true", help="stash retrieval searches every session")
+    v.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
     st = sub.add_parser(
         "stash",
         help="a stash store: stats, cleanup of expired segments, rebuild after a model change, export to a file, "
@@ -115,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("agent", type=Path)
     g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
+    g.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser(
         "build",
@@ -146,9 +154,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _engine(path: Path, tools: Path | None, offline: bool = True):  # noqa: ANN202
+def _engine(path: Path, tools: Path | None, offline: bool = True, remember: bool = False):  # noqa: ANN202
     """The engine for ``path``: with the ``tools`` catalog when given, else with the live tools of
-    the agent's MCP servers unless ``offline`` (a failed server is reported on stderr)."""
+    the agent's MCP servers unless ``offline`` (a failed server is reported on stderr); ``remember``:
+    learning from use keeps its requests on disk (``Engine(remember_requests=True)``)."""
     from contextsieve.engine import Engine
 
     catalog = None
@@ -157,7 +166,7 @@ def _engine(path: Path, tools: Path | None, offline: bool = True):  # noqa: ANN2
             catalog = json.loads(tools.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
-    engine = Engine.from_file(path, tools=catalog)
+    engine = Engine.from_file(path, tools=catalog, remember_requests=remember)
     if _is_example(path):  # its servers are a fictional company's (hosts, paths): it declares its tools instead
         offline = True
     if catalog is None and not offline and _has_servers(engine.agent):
@@ -249,7 +258,7 @@ def _serve(args: argparse.Namespace) -> None:
         token = os.environ.get(args.token_env)
         if not token:
             raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
-    engine = _engine(args.agent, None, args.offline)
+    engine = _engine(args.agent, None, args.offline, remember=args.remember_requests)
     from contextsieve.mcp.server import ServeConfig
 
     config = ServeConfig(stash_session=args.stash_session, stash_cross_session=args.stash_cross_session)
@@ -368,7 +377,8 @@ def _run(args: argparse.Namespace) -> int:
             from contextsieve.mcp.client import ListConfig
             from contextsieve.mcp.gateway import run_gateway
 
-            run_gateway(_engine(args.agent, None, offline=False), listing=ListConfig(timeout=args.timeout))
+            engine = _engine(args.agent, None, offline=False, remember=args.remember_requests)
+            run_gateway(engine, listing=ListConfig(timeout=args.timeout))
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

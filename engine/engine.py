@@ -15,7 +15,7 @@ from contextsieve.agent import Agent, SettingsOverrides
 from contextsieve.assembly import Request
 from contextsieve.chunking import ChunkConfig, Summarizer
 from contextsieve.embcache import EmbeddingCache
-from contextsieve.errors import EventLoopError
+from contextsieve.errors import EventLoopError, InputError
 from contextsieve.items import ItemKey
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.session import Session, StashSettings
@@ -94,6 +94,10 @@ class Engine:
             ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
         index: how requests search the chunks (:class:`~contextsieve.retrieval.chunks.IndexConfig`; default:
             exact search, HNSW from 50,000 chunks when hnswlib is installed).
+        remember_requests: keep the requests that learning from use records (:meth:`record_tool_calls`)
+            in ``usage.sqlite`` beside the embedding cache, so they survive restarts and other processes
+            see them. Default ``False``: they are kept in this engine's memory only, so a user's message
+            text is never written to disk unless asked.
     """
 
     def __init__(
@@ -105,8 +109,12 @@ class Engine:
         chunking: ChunkConfig = ChunkConfig(),
         summarizer: Summarizer | None = None,
         index: IndexConfig = IndexConfig(),
+        remember_requests: bool = False,
     ) -> None:
+        if not isinstance(remember_requests, bool):
+            raise InputError(f"remember_requests must be True or False, got {type(remember_requests).__name__}")
         self.agent = agent
+        self._remember_requests = remember_requests
         self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
         self.store = ChunkStore(
@@ -195,9 +203,9 @@ class Engine:
         return root / "mcp-tools"
 
     def _open_usage(self) -> UsageLog:
-        """The log of recorded tool examples: ``usage.sqlite`` beside the embedding cache (in memory
-        when the cache is off)."""
-        if self._cache_dir is False:
+        """The log of recorded tool examples: ``usage.sqlite`` beside the embedding cache with
+        ``remember_requests``, else in memory (so is it when the cache is off)."""
+        if self._cache_dir is False or not self._remember_requests:
             return UsageLog()
         from contextsieve.models.cache import default_cache_dir
 

@@ -8,7 +8,7 @@ import pytest
 
 from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, schema_text
 from contextsieve.errors import InputError
-from contextsieve.items import Tool
+from contextsieve.items import IncludeMode, Tool
 from contextsieve.kernels.scoring import Hits
 from contextsieve.keyword import BM25Index, tokenize
 from contextsieve.search import keyword_query
@@ -238,7 +238,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
         )
 
     msg = "undo the bad release of checkout"
-    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True)
     before = [x.key.name for x in e.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries]
     assert before == ["rerun"]
     e.record_tool_calls(msg, ["k8s:kubectl_rollout"])
@@ -248,7 +248,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
     chunks = e.store.chunks_of(ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s")).chunks
     assert chunks[-1].text == f"example request: {msg}"
     # persisted beside the embedding cache: a new engine on the same folder knows the example
-    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True)
     again = e2.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries
     assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "usage.sqlite").exists()
     # bad calls record nothing
@@ -260,6 +260,35 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
         e2.record_tool_calls("deploy it", ["rule:x"])
     assert e2.store.usage().examples("ops", 20) == {ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s"): (msg,)}
     assert e2.store.usage().forget("ops") == 1
+
+
+def test_recorded_requests_stay_off_disk_unless_asked(tmp_path) -> None:  # noqa: ANN001
+    """Issue 28: the usage log kept every recorded message's text on disk. By default learning from use
+    now keeps them in the engine's memory: it still learns, and no file holds the text."""
+    from contextsieve.agent import Agent, McpServer
+    from contextsieve.engine import Engine
+
+    from .fake_embedder import FakeEmbedder
+
+    class Named(FakeEmbedder):
+        model_id = "fake-for-usage"  # a model id: the disk cache is used
+
+    def agent() -> Agent:
+        g = IncludeMode.AGENT
+        tools = [Tool("k8s", "kubectl_rollout", "manage the rollout"), Tool("ci", "rerun", "rerun the pipeline")]
+        return Agent(name="ops", servers={s: McpServer(s, default_include=g) for s in ("k8s", "ci")}, tools=tools)
+
+    secret = "undo the release of checkout for customer Zyxwvut-4242"
+    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    e.record_tool_calls(secret, ["k8s:kubectl_rollout"])
+    assert e.store.usage().examples(e.store.usage_scope, 5)  # learned, in memory
+    assert not (tmp_path / "usage.sqlite").exists()
+    for f in tmp_path.rglob("*"):
+        assert not f.is_file() or b"Zyxwvut" not in f.read_bytes(), f
+    fresh = Engine(agent(), embedder=Named(), cache_dir=tmp_path)
+    assert fresh.store.usage().examples(fresh.store.usage_scope, 5) == {}  # nothing kept across processes
+    with pytest.raises(InputError):
+        Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests="yes")  # type: ignore[arg-type]
 
 
 def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_record(tmp_path) -> None:  # noqa: ANN001
