@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from contextsieve.models.cpu import cpu_summary
-from contextsieve.stash import NewSegment, RankConfig, StashStore
+from contextsieve.stash import NewSegment, RankConfig, StashConfig, StashStore
 
 DATA = Path(__file__).resolve().parent / "data" / "conversations"
 
@@ -82,7 +82,7 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     return rows
 
 
-def beir(folder: Path, split: str, fp32: bool) -> int:
+def beir(folder: Path, split: str, fp32: bool, embed_type: bool = True) -> int:
     """The rankings of :func:`fusion_rows` on a BEIR-format set (see the module docstring)."""
     from benchmarks.beir_quality import load_beir
     from contextsieve.models.embedder import Embedder
@@ -91,13 +91,16 @@ def beir(folder: Path, split: str, fp32: bool) -> int:
     emb = Embedder(variant="fp32" if fp32 else None)
     questions = [{"question": text, "conversation": 0, "evidence": list(qrels[qid])} for qid, text in queries.items()]
     with tempfile.TemporaryDirectory() as tmp:
-        store = StashStore.open(Path(tmp) / "beir.db", emb)
+        store = StashStore.open(Path(tmp) / "beir.db", emb, StashConfig(embed_type=embed_type))
         t0 = time.perf_counter()
         doc_ids = list(corpus)
         r = store.stash([NewSegment(corpus[d], type="research") for d in doc_ids], session="conv0", show_progress=True)
         ids = dict(zip(doc_ids, r.segment_ids))
         stash_s = time.perf_counter() - t0
-        print(f"# stash_quality --beir {folder.name} ({split}): {len(doc_ids)} documents, {len(questions)} queries;")
+        print(
+            f"# stash_quality --beir {folder.name} ({split}): {len(doc_ids)} documents, {len(questions)} queries; "
+            f"embed_type={embed_type}"
+        )
         print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
         print(f"{'ranking':<40} {'R@5':>6} {'R@10':>6}")
         for name, rank, _ in fusion_rows():
@@ -129,7 +132,7 @@ def realmem_sessions(path: Path) -> tuple[list[dict], list[dict]]:
     return sessions, requests
 
 
-def realmem(folder: Path, fp32: bool, limit: int) -> int:
+def realmem(folder: Path, fp32: bool, limit: int, embed_type: bool = True) -> int:
     """RealMem (``../shared/eval/realmem``) measured as a user would use the stash: per conversation one
     store; sessions in time order; each request (a user turn labelled with the earlier sessions its
     answer used) retrieves the top 10 with the defaults over the turns of earlier sessions, at its
@@ -148,7 +151,7 @@ def realmem(folder: Path, fp32: bool, limit: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             sessions, requests = realmem_sessions(f)
-            store = StashStore.open(Path(tmp) / (f.stem + ".db"), emb)
+            store = StashStore.open(Path(tmp) / (f.stem + ".db"), emb, StashConfig(embed_type=embed_type))
             owner: dict[str, str] = {}  # segment id -> session uuid
             by_session: dict[int, list[dict]] = defaultdict(list)
             for r in requests:
@@ -174,7 +177,10 @@ def realmem(folder: Path, fp32: bool, limit: int) -> int:
                 owner.update({sid: sess["uuid"] for sid in res.segment_ids})
             store.close()
     total = time.perf_counter() - t0
-    print(f"# stash_quality --realmem: {len(files)} conversations, {n_turns} turns, {n_requests} requests;")
+    print(
+        f"# stash_quality --realmem: {len(files)} conversations, {n_turns} turns, {n_requests} requests; "
+        f"embed_type={embed_type}"
+    )
     print(f"# stashing {stash_s:.1f} s of {total:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
     print(f"{'ranking':<40} {'R@5':>6} {'R@10':>6}")
     for name, _, _ in rows:
@@ -191,15 +197,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--realmem", type=Path, default=None, help="the RealMem folder (e.g. ../shared/eval/realmem)")
     ap.add_argument("--limit", type=int, default=0, help="with --realmem: the first N conversations (default all)")
     ap.add_argument("--fp32", action="store_true", help="fp32 weights (default int8)")
+    ap.add_argument(
+        "--forms",
+        default="type",
+        help="how segments are embedded, comma-separated: type (the default, StashConfig.embed_type) and/or plain",
+    )
     args = ap.parse_args(argv)
-    if args.beir is not None:
-        return beir(args.beir, args.split, args.fp32)
-    if args.realmem is not None:
-        return realmem(args.realmem, args.fp32, args.limit)
+    forms = [f for f in args.forms.split(",") if f]
+    if not forms or set(forms) - {"type", "plain"}:
+        ap.error("--forms takes type and/or plain")
+    for form in forms:
+        if args.beir is not None:
+            beir(args.beir, args.split, args.fp32, form == "type")
+        elif args.realmem is not None:
+            realmem(args.realmem, args.fp32, args.limit, form == "type")
+        else:
+            conversations(args.data, args.fp32, form == "type")
+    return 0
+
+
+def conversations(data: Path, fp32: bool, embed_type: bool) -> None:
+    """This project's conversation set (see the module docstring)."""
     from contextsieve.models.embedder import Embedder
 
-    turns, questions = load(args.data)
-    emb = Embedder(variant="fp32" if args.fp32 else None)
+    turns, questions = load(data)
+    emb = Embedder(variant="fp32" if fp32 else None)
     last: dict[int, datetime] = {}
     by_conv: dict[int, list[dict]] = defaultdict(list)
     for t in turns:
@@ -207,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         last[t["conversation"]] = max(last.get(t["conversation"], when(t["date"])), when(t["date"]))
     after = {c: d + timedelta(days=1) for c, d in last.items()}
     with tempfile.TemporaryDirectory() as tmp:
-        store = StashStore.open(Path(tmp) / "conv.db", emb)
+        store = StashStore.open(Path(tmp) / "conv.db", emb, StashConfig(embed_type=embed_type))
         t0 = time.perf_counter()
         ids: dict[str, str] = {}
         for c, ts in by_conv.items():
@@ -215,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             r = store.stash(segs, session=f"conv{c}")
             ids.update({t["id"]: sid for t, sid in zip(ts, r.segment_ids)})
         stash_s = time.perf_counter() - t0
-        print(f"# stash_quality: {len(turns)} turns in {len(by_conv)} conversations, {len(questions)} questions;")
-        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if args.fp32 else 'int8'}")
+        print(
+            f"# stash_quality: {len(turns)} turns in {len(by_conv)} conversations, {len(questions)} questions; "
+            f"embed_type={embed_type}"
+        )
+        print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
         rows = fusion_rows()
         rows.insert(3, ("default, ages at conversation end", RankConfig(), True))
         for d in (0.0, 0.05, 0.1, 0.2):
@@ -227,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
             r5, r10 = evaluate(store, questions, ids, rank, after if at_end else None)
             print(f"{name:<40} {r5:>6.3f} {r10:>6.3f}")
         store.close()
-    return 0
 
 
 if __name__ == "__main__":

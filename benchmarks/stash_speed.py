@@ -3,9 +3,11 @@ without a 1%-selective filter, embedded exact vs HNSW vs PostgreSQL; HNSW recall
 
     python -m benchmarks.stash_speed [--sizes 10000,100000] [--queries 100] [--rounds 5] [--no-postgres]
 
-Throughput: 1,000 segments of about 100 model tokens (docstring sentences joined), stashed in batches
-of 100 with the real model (default variant), into a fresh SQLite store; beside it the same texts in
-the same batches embedded alone (no store), round by round (3 rounds, medians), and their ratio.
+Throughput: 1,000 segments of about 100 model tokens (docstring sentences joined), and 1,000 of about
+12 (a sentence, as a conversation turn), stashed in batches of 100 with the real model (default
+variant) into fresh SQLite stores, one that embeds each segment's type (``StashConfig.embed_type``, the
+default) and one that does not; beside them the same texts in the same batches embedded alone (no
+store), round by round (3 rounds, medians), and the ratios.
 
 Latency: a store of N segments whose vectors are real MiniLM vectors of 2,000 docstring sentences,
 each perturbed per segment (so neighbourhoods look like real data without embedding N texts); each
@@ -39,7 +41,7 @@ from benchmarks.workloads import sentences
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.stash import NewSegment, SqliteConfig, StashStore
+from contextsieve.stash import NewSegment, SqliteConfig, StashConfig, StashStore
 from contextsieve.stash.backend import Filters
 
 _TAG = re.compile(r"^syn(\d+) ")
@@ -74,31 +76,40 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q))
 
 
-def throughput(emb: Embedder, tmp: Path, rounds: int = 3) -> tuple[float, float]:
-    """Segments/s stashed, and texts/s embedded alone (the same texts, same batches), side by side:
-    each round stashes the 1,000 texts into a fresh store, then embeds them without a store; medians."""
-    sents = sentences(3000, seed=99)
+def workload(emb: Embedder, tokens: int) -> list[str]:
+    """1,000 texts of about ``tokens`` model tokens (docstring sentences joined; a sentence alone when
+    ``tokens`` is smaller than one)."""
     texts, cur = [], ""
-    for s in sents:
+    for s in sentences(4000, seed=99):
         cur = f"{cur} {s}".strip()
-        if emb.count_tokens([cur])[0] >= 100:
+        if emb.count_tokens([cur])[0] >= tokens:
             texts.append(cur)
             cur = ""
         if len(texts) == 1000:
             break
-    stash_s, embed_s = [], []
+    return texts
+
+
+def throughput(emb: Embedder, tmp: Path, texts: list[str], rounds: int = 3) -> tuple[float, float, float]:
+    """Segments/s stashed into a store that embeds types (the default), into one that does not, and
+    texts/s embedded alone (the same texts, same batches), side by side: each round stashes the texts
+    into two fresh stores, then embeds them without a store; medians."""
+    stash_s: dict[bool, list[float]] = {True: [], False: []}
+    embed_s = []
     for r in range(rounds):
-        store = StashStore.open(tmp / f"throughput-{r}.db", emb)
-        t = time.perf_counter()
-        for i in range(0, len(texts), 100):
-            store.stash(texts[i : i + 100], session="bench")
-        stash_s.append(time.perf_counter() - t)
-        store.close()
+        for form in (True, False):
+            store = StashStore.open(tmp / f"throughput-{r}-{form}.db", emb, StashConfig(embed_type=form))
+            t = time.perf_counter()
+            for i in range(0, len(texts), 100):
+                store.stash(texts[i : i + 100], session="bench")
+            stash_s[form].append(time.perf_counter() - t)
+            store.close()
         t = time.perf_counter()
         for i in range(0, len(texts), 100):
             emb.embed(texts[i : i + 100])
         embed_s.append(time.perf_counter() - t)
-    return len(texts) / statistics.median(stash_s), len(texts) / statistics.median(embed_s)
+    n = len(texts)
+    return n / statistics.median(stash_s[True]), n / statistics.median(stash_s[False]), n / statistics.median(embed_s)
 
 
 def fill(store: StashStore, n: int, base_texts: Sequence[str], batch: int = 5000) -> float:
@@ -156,11 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        stashed, embedded = throughput(emb, tmp)
-        print(
-            f"stash throughput (1,000 segments of ~100 tokens, batches of 100): {stashed:.0f} segments/s; "
-            f"the same texts embedded alone: {embedded:.0f} texts/s; ratio {stashed / embedded:.2f}"
-        )
+        for size in (100, 12):
+            typed, plain, embedded = throughput(emb, tmp, workload(emb, size))
+            print(
+                f"stash throughput (1,000 segments of ~{size} tokens, batches of 100): {typed:.0f} segments/s "
+                f"(embed_type=False: {plain:.0f}, {plain / typed:.2f}x as fast); the same texts embedded alone: "
+                f"{embedded:.0f} texts/s; ratio {typed / embedded:.2f}"
+            )
         print()
         print(
             f"{'store':<28} {'N':>8} {'fill s':>7} {'p50 ms':>7} {'p99 ms':>7} {'1% p50':>7} {'1% p99':>7} "

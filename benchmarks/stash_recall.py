@@ -1,0 +1,301 @@
+"""Recall experiments for the stash, every variant on every set in one table (issue 28).
+
+    python -m benchmarks.stash_recall [--sets conv,realmem,scifact] [--cache DIR] [--limit N]
+
+What a variant changes is either the text embedded for a segment (the stored text stays the turn)
+or the ranking. Embedding variants: ``plain`` (``"Speaker: text"``, as ``stash_quality`` stashes a
+turn; a SciFact abstract is ``title + " " + text``), ``prev`` (the turn before it in its session as
+a first line), ``first`` (the session's first user turn as a first line), ``date`` (the session date
+first, ``2023-01-14 ...``), ``typedate`` (``message, 2023-01-14: ...``; a SciFact abstract
+``research: ...``) and ``type`` (``message: ...``, a constant prefix: the control for the two
+before). Ranking variants, over ``plain`` vectors: the default weights, keyword weight 0.3, no
+creation-time decay, 50 candidates per signal, pseudo-relevance feedback (the query vector moved
+half-way towards the mean of the top 3 and searched again) and neighbour smoothing (each turn's
+dense cosine raised by 0.2 x the better of its session neighbours' relevance).
+
+Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
+whole query, the stash's BM25 over stemmed terms with FTS5's floored idf, each signal divided by its
+best among the top 20 candidates of each, plus ``0.2 x 0.5 ** (age / 30 days)``), over vectors
+embedded once per variant, so many variants cost one embedding each; it follows the store within
+about 0.01 on RealMem (``stash_quality --realmem``: default 0.529 / 0.639, here 0.524 / 0.637). A
+variant that wins here is then measured through the store's API before it becomes a default.
+
+Sets: ``conv`` (this project's conversation set, benchmarks/data/conversations: short turns,
+factoid questions, one evidence turn; ages flat), ``realmem`` (../shared/eval/realmem, measured as
+``stash_quality --realmem``: each request over the turns of earlier sessions at its session's date;
+score: evidence sessions owning a top-k turn), ``scifact`` (../shared/eval/scifact test queries over
+5,183 abstracts; undated). Scores: share of each question's evidence in the top 5 / 10, averaged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.stash_quality import DATA, realmem_sessions
+from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
+from contextsieve.stash.backend import index_terms
+
+EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+DAY = 86_400.0
+EMBEDDINGS = ("plain", "prev", "first", "date", "typedate", "type")
+
+
+@dataclasses.dataclass
+class Doc:
+    text: str
+    speaker: str = ""
+    date: str = ""  # ISO day, "" when undated
+    prev: str = ""  # the turn before it in its session ("Speaker: text")
+    first: str = ""  # the session's first user turn
+    unit: str = ""  # what evidence names: a turn id, a session uuid, a document id
+    at: float = 0.0  # epoch seconds of its date (0: undated)
+    kind: str = "message"
+    session: str = ""  # the dialogue session it belongs to (neighbours share it)
+
+
+@dataclasses.dataclass
+class Question:
+    text: str
+    evidence: set[str]
+    visible: int  # how many of the group's docs (in order) it may retrieve
+    now: float  # epoch seconds it is asked at (0: undated, ages flat)
+
+
+@dataclasses.dataclass
+class Group:
+    name: str
+    docs: list[Doc]
+    questions: list[Question]
+
+
+def doc_text(d: Doc, variant: str) -> str:
+    base = f"{d.speaker}: {d.text}" if d.speaker else d.text
+    if variant == "prev":
+        return f"{d.prev[-300:]}\n{base}" if d.prev else base
+    if variant == "first":
+        return f"{d.first[:200]}\n{base}" if d.first and d.first != d.text else base
+    if variant == "date":
+        return f"{d.date} {base}" if d.date else base
+    if variant == "typedate":
+        return f"{d.kind}, {d.date}: {base}" if d.date else f"{d.kind}: {base}"
+    if variant == "type":
+        return f"{d.kind}: {base}"
+    return base
+
+
+def _epoch(day: str) -> float:
+    return datetime.fromisoformat(day).replace(hour=12, tzinfo=timezone.utc).timestamp()
+
+
+def conv_groups() -> list[Group]:
+    turns = [json.loads(x) for x in (DATA / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+    questions = [json.loads(x) for x in (DATA / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    groups: dict[int, Group] = {}
+    prev: dict[tuple[int, int], str] = {}
+    first: dict[tuple[int, int], str] = {}
+    for t in turns:
+        g = groups.setdefault(t["conversation"], Group(f"conv{t['conversation']}", [], []))
+        key = (t["conversation"], t["session"])
+        first.setdefault(key, t["text"])
+        g.docs.append(
+            Doc(
+                t["text"],
+                t["speaker"],
+                t["date"],
+                prev.get(key, ""),
+                first[key],
+                t["id"],
+                _epoch(t["date"]),
+                session=str(key),
+            )
+        )
+        prev[key] = f"{t['speaker']}: {t['text']}"
+    for q in questions:
+        g = groups[q["conversation"]]
+        g.questions.append(Question(q["question"], set(q["evidence"]), len(g.docs), 0.0))
+    return list(groups.values())
+
+
+def realmem_groups(folder: Path, limit: int) -> list[Group]:
+    out = []
+    for f in sorted((folder / "dataset").glob("*_dialogues_256k.json"))[: limit or None]:
+        sessions, requests = realmem_sessions(f)
+        g = Group(f.stem, [], [])
+        starts = []
+        for s in sessions:
+            starts.append(len(g.docs))
+            turns = [(w, t) for w, t in s["turns"] if t.strip()]
+            head = next((t for w, t in turns if w == "User"), "")
+            before = ""
+            for w, t in turns:
+                day = s["date"].date().isoformat()
+                g.docs.append(Doc(t, w, day, before, head, s["uuid"], s["date"].timestamp(), session=s["uuid"]))
+                before = f"{w}: {t}"
+        for r in requests:
+            g.questions.append(
+                Question(
+                    r["text"], set(r["evidence"]), starts[r["session"]], sessions[r["session"]]["date"].timestamp()
+                )
+            )
+        out.append(g)
+    return out
+
+
+def scifact_groups(folder: Path) -> list[Group]:
+    from benchmarks.beir_quality import load_beir
+
+    corpus, queries, qrels = load_beir(folder, "test")
+    docs = [Doc(text, unit=i, kind="research", session=i) for i, text in corpus.items()]
+    qs = [Question(text, set(qrels[q]), len(docs), 0.0) for q, text in queries.items()]
+    return [Group("scifact", docs, qs)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    similarity: float = 0.6
+    keyword: float = 0.2
+    created: float = 0.2
+    half_life_days: float = 30.0
+    candidates: int = 20
+    feedback: float = 0.0
+    smooth: float = 0.0
+
+
+RANKINGS: dict[str, Ranking] = {
+    "default": Ranking(),
+    "keyword 0.3": Ranking(keyword=0.3),
+    "no decay": Ranking(created=0.0),
+    "50 candidates": Ranking(candidates=50),
+    "feedback 0.5": Ranking(feedback=0.5),
+    "neighbours 0.2": Ranking(smooth=0.2),
+}
+
+
+def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking) -> tuple[float, float, int]:
+    """Summed R@5, R@10 and the number of questions scored, for one group."""
+    terms = [index_terms(doc_text(d, "plain")) for d in group.docs]
+    units = [d.unit for d in group.docs]
+    at = np.array([d.at for d in group.docs])
+    same = np.array([d.session for d in group.docs])
+    index = TermIndex(Bm25Config(idf="floored"))
+    added = 0
+    r5 = r10 = 0.0
+    n = 0
+    for qi in sorted(range(len(group.questions)), key=lambda i: group.questions[i].visible):
+        q = group.questions[qi]
+        lim = q.visible
+        while added < lim:
+            index.add(added, terms[added])
+            added += 1
+        if lim == 0:
+            continue
+        n += 1
+        qv = queries[qi]
+        kws = index.scores(index_terms(q.text))[:lim]
+
+        def fuse(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            cand = np.union1d(np.argsort(-sims)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
+            s = sims[cand] / max(float(sims[cand].max()), 1e-9)
+            k = kws[cand] / max(float(kws[cand].max()), 1e-9)
+            score = rank.similarity * s + rank.keyword * k
+            if rank.created and q.now:
+                age = np.maximum(q.now - at[cand], 0.0) / DAY
+                score = score + rank.created * 0.5 ** (age / rank.half_life_days)
+            return cand, score
+
+        sims = vectors[:lim] @ qv
+        if rank.smooth:
+            rel = sims / max(float(sims.max()), 1e-9)
+            left = np.r_[-np.inf, rel[:-1]]
+            right = np.r_[rel[1:], -np.inf]
+            left[1:][same[1:lim] != same[: lim - 1]] = -np.inf
+            right[:-1][same[: lim - 1] != same[1:lim]] = -np.inf
+            best = np.maximum(left, right)
+            sims = sims + rank.smooth * np.where(np.isfinite(best), best, 0.0) * max(float(sims.max()), 1e-9)
+        cand, score = fuse(sims)
+        if rank.feedback:
+            top = cand[np.argsort(-score, kind="stable")[:3]]
+            moved = qv + rank.feedback * vectors[top].mean(axis=0)
+            cand, score = fuse(vectors[:lim] @ (moved / np.linalg.norm(moved)))
+        found = [units[i] for i in cand[np.argsort(-score, kind="stable")[:10]]]
+        r5 += len(q.evidence & set(found[:5])) / len(q.evidence)
+        r10 += len(q.evidence & set(found[:10])) / len(q.evidence)
+    return r5, r10, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="conv,realmem,scifact")
+    ap.add_argument("--embeddings", default=",".join(EMBEDDINGS), help="embedding variants (default all)")
+    ap.add_argument("--cache", type=Path, default=None, help="keep vectors here between runs (default: a temp dir)")
+    ap.add_argument("--limit", type=int, default=0, help="RealMem: the first N conversations (default all)")
+    args = ap.parse_args(argv)
+    from contextsieve.models.embedder import Embedder
+
+    loaders: dict[str, Callable[[], list[Group]]] = {
+        "conv": conv_groups,
+        "realmem": lambda: realmem_groups(EVAL / "realmem", args.limit),
+        "scifact": lambda: scifact_groups(EVAL / "scifact"),
+    }
+    names = [s for s in args.sets.split(",") if s]
+    variants = [v for v in args.embeddings.split(",") if v]
+    emb = Embedder()
+    tmp = tempfile.TemporaryDirectory()
+    cache = args.cache or Path(tmp.name)
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def embedded(texts: list[str]) -> np.ndarray:
+        key = hashlib.sha256(("\x00".join(texts) + emb.model_id).encode()).hexdigest()[:24]
+        path = cache / f"{key}.npy"
+        if path.exists():
+            return np.load(path)
+        v = np.asarray(emb.embed(texts), dtype=np.float32)
+        np.save(path, v)
+        return v
+
+    rows: dict[str, dict[str, tuple[float, float]]] = {}
+    t0 = time.perf_counter()
+    for name in names:
+        groups = loaders[name]()
+        queries = [embedded([q.text for q in g.questions]) for g in groups]
+        plain = None
+        for v in variants:
+            vecs = [embedded([doc_text(d, v) for d in g.docs]) for g in groups]
+            if v == "plain":
+                plain = vecs
+            tot = [0.0, 0.0, 0]
+            for g, d, q in zip(groups, vecs, queries):
+                r = evaluate(g, d, q, Ranking())
+                tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
+            rows.setdefault(f"embed {v}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
+        if plain is None:
+            plain = [embedded([doc_text(d, "plain") for d in g.docs]) for g in groups]
+        for rname, rank in RANKINGS.items():
+            if rname == "default":
+                continue
+            tot = [0.0, 0.0, 0]
+            for g, d, q in zip(groups, plain, queries):
+                r = evaluate(g, d, q, rank)
+                tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
+            rows.setdefault(f"rank {rname}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
+    print(f"# stash_recall: sets {', '.join(names)}; {time.perf_counter() - t0:.0f} s; {cpu_summary()}")
+    print(f"{'variant':<22}" + "".join(f" {n + ' R@5':>13} {n + ' R@10':>13}" for n in names))
+    for variant, per in rows.items():
+        print(f"{variant:<22}" + "".join(f" {per[n][0]:>13.3f} {per[n][1]:>13.3f}" for n in names))
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
