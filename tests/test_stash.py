@@ -825,12 +825,12 @@ def test_batch_loading_equals_adding_one_by_one() -> None:
                 kind,
                 f"t{i % 4}",
                 "src",
-                100.0 + i,
+                100 + i,
                 None,
                 i % 5 == 0,
                 v,
                 [f"w{i % 7}", "common"],
-                200.0 + i,
+                200 + i,
                 f"sha{i}",
             )
         )
@@ -848,7 +848,7 @@ def test_batch_loading_equals_adding_one_by_one() -> None:
             many.ids[s] for s, _ in many.keyword(["w3", "common"], 5, f)
         ]
     ids = [f"s{i}" for i in range(40)]
-    assert one.facts(ids) == many.facts(ids) and one.facts(["s5"]) == {"s5": (105.0, 205.0, "sha5")}
+    assert one.facts(ids) == many.facts(ids) and one.facts(["s5"]) == {"s5": (105, 205, "sha5")}
     many.remove(5)
     assert "s5" not in many.facts(ids) and len(many) == 39
 
@@ -902,6 +902,128 @@ def _tamper(location: str, sql: str, args: tuple) -> None:
         with db:
             db.execute(sql, args)
         db.close()
+
+
+FAR_TIMES = [
+    datetime(1, 1, 2, 0, 0, 0, 999_999, tzinfo=UTC),
+    datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC),
+    datetime(2026, 3, 1, 12, 30, 45, 123_457, tzinfo=UTC),
+    datetime(9999, 12, 30, 23, 59, 59, 999_999, tzinfo=UTC),
+]
+
+
+def test_times_keep_every_microsecond_far_from_1970_on_both_backends(location: str, tmp_path: Path) -> None:
+    """Issue 27 item 6: times are integer microseconds on both backends (float seconds turned
+    0001-01-02T00:00:00.999999 into 00:00:01); filters are exact to the microsecond; an export and
+    import keeps them."""
+    from contextsieve.stash.transfer import export_store, import_store
+
+    with StashStore.open(location, fake()) as s:
+        ids = s.stash(
+            [{"text": f"moment {i}", "timestamp": t, "expires_at": FAR_TIMES[-1]} for i, t in enumerate(FAR_TIMES)]
+        ).segment_ids
+        assert [seg.timestamp for seg in s.get(ids)] == FAR_TIMES
+        assert {seg.expires_at for seg in s.get(ids)} == {FAR_TIMES[-1]}
+        for i, t in enumerate(FAR_TIMES):
+            one = timedelta(microseconds=1)
+            exact = s.list(filters={"start_time": t.isoformat(), "end_time": t.isoformat()})
+            assert [seg.id for seg in exact] == [ids[i]]
+            assert ids[i] not in {seg.id for seg in s.list(filters={"start_time": (t + one).isoformat()})}
+            assert ids[i] not in {seg.id for seg in s.list(filters={"end_time": (t - one).isoformat()})}
+        found = s.retrieve("moment", top_k=4, now=FAR_TIMES[2])  # ages from -8,000 to +8,000 years rank
+        assert sorted(r.segment.id for r in found) == sorted(ids)
+        assert export_store(s, tmp_path / "out.jsonl") == 4
+    with StashStore.open(tmp_path / "copy.db", fake()) as c:
+        import_store(c, tmp_path / "out.jsonl")
+        assert sorted(seg.timestamp for seg in c.list()) == FAR_TIMES
+
+
+def test_fields_changed_behind_the_store_are_a_typed_error_naming_the_segment(location: str) -> None:
+    """Issue 27 item 4, metadata: a row whose topic, source, times or token count changed on disk
+    fails its fields check on read (both backends); the other rows still read."""
+    from contextsieve.errors import StashIntegrityError
+
+    with StashStore.open(location, fake()) as s:
+        ids = s.stash([{"text": "release on friday", "topic": "plans"}, "lunch: two pizzas"]).segment_ids
+    for column, value in (("topic", "other"), ("created", 1), ("tokens", 999), ("source", "elsewhere")):
+        with StashStore.open(location, fake()) as s:
+            before = s.get([ids[0]])[0]
+        _tamper(location, f"UPDATE segments SET {column} = ? WHERE id = ?", (value, ids[0]))
+        with StashStore.open(location, fake()) as s:
+            with pytest.raises(StashIntegrityError, match=ids[0]):
+                s.get([ids[0]])
+            assert [seg.text for seg in s.get([ids[1]])] == ["lunch: two pizzas"]
+        _tamper(location, f"UPDATE segments SET {column} = ? WHERE id = ?", (_column_value(before, column), ids[0]))
+        with StashStore.open(location, fake()) as s:
+            assert s.get([ids[0]])[0] == before  # restored: it reads again
+
+
+def _column_value(seg, column: str):  # noqa: ANN001, ANN202
+    from contextsieve.stash.backend import to_epoch
+
+    return {"topic": seg.topic, "created": to_epoch(seg.timestamp), "tokens": seg.tokens, "source": seg.source}[column]
+
+
+def _as_format_3(location: str) -> None:
+    """Turn a store into what contextsieve wrote before format 4 (float seconds, no fields check),
+    the way that version's schema held it."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as c:
+            c.execute(
+                "ALTER TABLE stash_segments DROP COLUMN fields, "
+                + ", ".join(
+                    f"ALTER COLUMN {col} TYPE double precision USING {col} / 1000000.0"
+                    for col in ("created", "stashed", "expires")
+                )
+            )
+            c.execute("UPDATE stash_meta SET value = 'contextsieve-stash-3' WHERE key = 'format'")
+        return
+    db = sqlite3.connect(location)
+    with db:
+        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'segments'").fetchone()[0]
+        db.execute(
+            """CREATE TABLE old (row INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, session TEXT NOT NULL,
+            text TEXT NOT NULL, type TEXT NOT NULL, created REAL NOT NULL, stashed REAL NOT NULL, tokens INTEGER
+            NOT NULL, topic TEXT, source TEXT NOT NULL, sha256 TEXT NOT NULL, model TEXT NOT NULL, expires REAL,
+            protected INTEGER NOT NULL, chunks INTEGER NOT NULL, vectors BLOB NOT NULL, digest BLOB NOT NULL,
+            terms TEXT NOT NULL)"""
+        )
+        db.execute(
+            "INSERT INTO old SELECT row, id, session, text, type, created / 1000000.0, stashed / 1000000.0, tokens, "
+            "topic, source, sha256, model, expires / 1000000.0, protected, chunks, vectors, digest, terms FROM segments"
+        )
+        db.execute("DROP TABLE segments")
+        db.execute("ALTER TABLE old RENAME TO segments")
+        db.execute("CREATE INDEX segments_created ON segments (created)")
+        db.execute("UPDATE meta SET value = 'contextsieve-stash-3' WHERE key = 'format'")
+        db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'segments'", (seq,))
+    db.close()
+
+
+def test_a_format_3_store_is_upgraded_on_open_keeping_everything(location: str) -> None:
+    """A store written before times were integers (format 3: float seconds) is upgraded once when
+    opened, in one transaction: texts, times (to what float seconds kept: exact near today), ids,
+    references and search all stay; new segments continue its row numbers; the tag says format 4."""
+    from contextsieve.stash.backend import FORMAT
+
+    t = datetime(2025, 6, 1, 8, 0, 0, 250_001, tzinfo=UTC)
+    with StashStore.open(location, fake()) as s:
+        first = s.stash([{"text": "the deploy runs on friday", "timestamp": t}]).segment_ids
+        later = s.stash([{"text": "see the deploy note", "references": first}, "a segment deleted later"])
+        s.delete([later.segment_ids[1]])
+        before = s.list()
+    _as_format_3(location)
+    with StashStore.open(location, fake()) as s:
+        assert s.list() == before and s.get(first)[0].timestamp == t
+        assert s.retrieve("deploy friday", top_k=1)[0].segment.id == first[0]
+        assert s.backend.setting("format") == FORMAT
+        new = s.stash(["a segment after the upgrade"]).segment_ids
+        assert {seg.id for seg in s.list()} == {*[b.id for b in before], *new}
+        assert new[0] not in {b.id for b in before} and s.get(new)[0].text == "a segment after the upgrade"
+    with StashStore.open(location, fake()) as s:  # opened again: nothing more to do
+        assert len(s.list()) == 3
 
 
 def test_a_stored_text_changed_behind_the_store_is_a_typed_error_naming_it(location: str) -> None:

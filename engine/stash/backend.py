@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,8 +34,12 @@ __all__ = [
     "model_family",
 ]
 
-#: Format tag written into every store; another value is refused on open.
-FORMAT = "contextsieve-stash-3"  # 2: stemmed index terms; 3: CJK character bigrams
+#: Format tag written into every store; another value is refused on open, but for :data:`UPGRADES`.
+#: 2: stemmed index terms; 3: CJK character bigrams; 4: times as integer microseconds since 1970 (3 kept
+#: float seconds: microseconds were lost far from 1970) and a check of each row's fields.
+FORMAT = "contextsieve-stash-4"
+#: Formats a store is brought from to :data:`FORMAT` when opened (once, in one transaction).
+UPGRADES = ("contextsieve-stash-3",)
 
 
 _local = threading.local()
@@ -75,12 +79,42 @@ def vector_digest(segment_id: str, model_id: str, vectors: np.ndarray) -> bytes:
     return h.digest()
 
 
-def to_epoch(t: datetime) -> float:
-    return t.timestamp()
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+#: The stored expiry time of a segment that never expires, in the in-memory table (not in SQL: NULL).
+NEVER = np.iinfo(np.int64).max
 
 
-def from_epoch(x: float) -> datetime:
-    return datetime.fromtimestamp(x, tz=timezone.utc)
+def fields_check(
+    segment_id: str,
+    session: str,
+    kind: str,
+    created: int,
+    stashed: int,
+    tokens: int,
+    topic: str | None,
+    source: str,
+    sha256: str,
+    expires: int | None,
+) -> bytes:
+    """16-byte BLAKE2b of the fields of a stored segment that never change after it is written (the
+    text is covered by its ``sha256``, the vectors by :func:`vector_digest`): a row whose session,
+    type, times, topic, source or token count was changed on disk fails it on read. Times are
+    microseconds (:func:`to_epoch`)."""
+    parts = (segment_id, session, kind, created, stashed, tokens, topic, source, sha256, expires)
+    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def to_epoch(t: datetime) -> int:
+    """``t`` (aware) as whole microseconds since 1970-01-01 UTC: exact for every datetime from year 1
+    to 9999 (a float of seconds loses microseconds far from 1970), the one way times are stored and
+    compared on every backend."""
+    return (t - _EPOCH) // _MICROSECOND
+
+
+def from_epoch(x: int) -> datetime:
+    """The UTC datetime of ``x`` microseconds since 1970 (see :func:`to_epoch`)."""
+    return _EPOCH + timedelta(microseconds=int(x))
 
 
 @dataclass(frozen=True)
@@ -89,20 +123,20 @@ class Filters:
 
     Attributes:
         sessions: session names. types: segment types. topics / sources: exact labels.
-        since / until: creation time range, inclusive (UTC epoch seconds).
+        since / until: creation time range, inclusive (microseconds since 1970 UTC, :func:`to_epoch`).
         protected: only protected (True) or only unprotected (False) segments.
-        alive_at: hide segments whose expiry (``expires_at``) is at or before this time (epoch
-            seconds) unless they are protected.
+        alive_at: hide segments whose expiry (``expires_at``) is at or before this time
+            (microseconds since 1970) unless they are protected.
     """
 
     sessions: tuple[str, ...] | None = None
     types: tuple[SegmentType, ...] | None = None
     topics: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
-    since: float | None = None
-    until: float | None = None
+    since: int | None = None
+    until: int | None = None
     protected: bool | None = None
-    alive_at: float | None = None
+    alive_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,8 +212,8 @@ class StashBackend(Protocol):
         """The stored segments among ``ids``, in the order of ``ids``."""
         ...
 
-    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
-        """``(created, stashed, sha256)`` of each stored id among ``ids`` (epoch seconds): what the
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
+        """``(created, stashed, sha256)`` of each stored id among ``ids`` (microseconds since 1970): what the
         ranking needs, without texts and references."""
         ...
 
@@ -197,8 +231,8 @@ class StashBackend(Protocol):
         self,
         filters: Filters,
         *,
-        expired_before: float | None = None,
-        created_before: float | None = None,
+        expired_before: int | None = None,
+        created_before: int | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[str]:

@@ -43,10 +43,10 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS stash_meta (key text PRIMARY KEY, value text NOT NULL)",
     """CREATE TABLE IF NOT EXISTS stash_segments (
         row bigserial PRIMARY KEY, id text NOT NULL UNIQUE, session text NOT NULL, text text NOT NULL,
-        type text NOT NULL, created double precision NOT NULL, stashed double precision NOT NULL,
+        type text NOT NULL, created bigint NOT NULL, stashed bigint NOT NULL,
         tokens integer NOT NULL, topic text, source text NOT NULL, sha256 text NOT NULL, model text NOT NULL,
-        expires double precision, protected boolean NOT NULL, chunks integer NOT NULL, digest bytea NOT NULL,
-        terms tsvector NOT NULL, nterms integer NOT NULL)""",
+        expires bigint, protected boolean NOT NULL, chunks integer NOT NULL, digest bytea NOT NULL,
+        terms tsvector NOT NULL, nterms integer NOT NULL, fields bytea NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS stash_segments_session_hash ON stash_segments (session, sha256)",
     "CREATE INDEX IF NOT EXISTS stash_segments_created ON stash_segments (created)",
     "CREATE INDEX IF NOT EXISTS stash_segments_terms ON stash_segments USING gin (terms)",
@@ -195,7 +195,7 @@ class PostgresBackend(SqlBackend):
             for statement in _SCHEMA:
                 db.execute(statement)
             self._write_format(db, FORMAT)
-            found = self._format(db)[0]
+            found = self._upgrade(db, self._format(db)[0])
             counted = db.execute("SELECT 1 FROM stash_terms WHERE term = %s", (_DOCS,)).fetchone()
             if found == FORMAT and counted is None:
                 # a store written before the store-wide counts existed (whose term counts also missed
@@ -211,6 +211,18 @@ class PostgresBackend(SqlBackend):
                 )
         if found != FORMAT:
             raise StashError(f"{self.location} holds a stash of format {found!r}; this version reads {FORMAT!r}")
+
+    def _integer_times(self, db: Any) -> None:
+        """See :meth:`SqlBackend._integer_times` (indexes on the columns are rebuilt by PostgreSQL)."""
+        us = "{0} TYPE bigint USING round({0} * 1000000)::bigint"
+        db.execute(
+            "ALTER TABLE stash_segments ALTER COLUMN "
+            + ", ALTER COLUMN ".join(us.format(c) for c in ("created", "stashed", "expires"))
+            + ", ADD COLUMN fields bytea"
+        )
+
+    def _fields_required(self, db: Any) -> None:
+        db.execute("ALTER TABLE stash_segments ALTER COLUMN fields SET NOT NULL")
 
     def close(self) -> None:
         with self.lock:
@@ -249,11 +261,11 @@ class PostgresBackend(SqlBackend):
         return "hnsw (pgvector)", 0
 
     @reads
-    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
         with self.lock:
             q = "SELECT id, created, stashed, sha256 FROM stash_segments WHERE id = ANY(%s)"
             rows = self._db.execute(q, (list(ids),)).fetchall()
-        return {i: (float(c), float(st), sha) for i, c, st, sha in rows}
+        return {i: (int(c), int(st), sha) for i, c, st, sha in rows}
 
     @reads
     def stale(self, model: str, limit: int) -> list[ContextSegment]:

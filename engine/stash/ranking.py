@@ -82,7 +82,7 @@ def combined_scores(
     keyword: np.ndarray,
     created: np.ndarray,
     stashed: np.ndarray,
-    now: float,
+    now: int,
     config: RankConfig,
 ) -> np.ndarray:
     """The score of each candidate.
@@ -90,14 +90,17 @@ def combined_scores(
     Args:
         similarity: dense cosines. keyword: BM25 scores (0 where none). Both are scaled by
             :func:`max_scaled` here.
-        created / stashed: epoch seconds. now: the retrieval time (epoch seconds). config: the weights.
+        created / stashed: microseconds since 1970 (int64). now: the retrieval time (microseconds since
+            1970). config: the weights.
     """
+    created_age = (now - np.asarray(created, dtype=np.int64)).astype(np.float64) / 1e6  # seconds, exact int difference
+    stashed_age = (now - np.asarray(stashed, dtype=np.int64)).astype(np.float64) / 1e6
     return weighted_sum(
         [
             (max_scaled(similarity), config.similarity_weight),
             (max_scaled(keyword), config.keyword_weight),
-            (decay(now - np.asarray(created, dtype=np.float64), config.created_half_life_days), config.created_weight),
-            (decay(now - np.asarray(stashed, dtype=np.float64), config.stashed_half_life_days), config.stashed_weight),
+            (decay(created_age, config.created_half_life_days), config.created_weight),
+            (decay(stashed_age, config.stashed_half_life_days), config.stashed_weight),
         ],
         np.float64,
     )

@@ -77,7 +77,7 @@ def aware(value: object, what: str) -> datetime:
         raise InputError(f"{what} is a naive datetime ({value.isoformat()}); give it a timezone (e.g. UTC)")
     try:
         utc = value.astimezone(timezone.utc)
-        utc.timestamp()  # the stores keep epoch seconds: the time must have one
+        utc.timestamp()  # the stores keep microseconds since 1970 (backend.to_epoch): the time must have them
     except (OverflowError, ValueError, OSError):
         raise InputError(f"{what} {value.isoformat()} is out of range: it must lie in years 1 to 9999 in UTC") from None
     return utc

@@ -19,7 +19,17 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 
 from contextsieve.errors import InputError, StashError, StashIntegrityError
-from contextsieve.stash.backend import Filters, SegmentRow, StoreMeta, from_epoch, to_epoch, vector_digest
+from contextsieve.stash.backend import (
+    FORMAT,
+    UPGRADES,
+    Filters,
+    SegmentRow,
+    StoreMeta,
+    fields_check,
+    from_epoch,
+    to_epoch,
+    vector_digest,
+)
 from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
 
 __all__ = ["Dialect", "SqlBackend", "guarded", "reads", "segment_of", "where"]
@@ -31,7 +41,8 @@ _B = TypeVar("_B", bound="SqlBackend")
 
 #: The columns :func:`segment_of` maps, in its order.
 SEGMENT_COLUMNS = (
-    "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks"
+    "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks, "
+    "fields"
 )
 
 
@@ -130,11 +141,17 @@ def where(d: Dialect, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
 
 def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Sequence[str]) -> ContextSegment:
     """A segment from a row of :data:`SEGMENT_COLUMNS` and its references both ways."""
-    sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch = r
+    sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch, check = r
     if not isinstance(text, str) or content_hash(text) != sha:  # a flipped bit on disk, an edited row
         raise StashIntegrityError(
             f"segment {sid!r} failed its check on read: its text no longer matches its sha256 (the store's "
             "file or table was changed outside contextsieve); delete the segment or restore the store"
+        )
+    if _fields_of(r) != bytes(check or b""):
+        raise StashIntegrityError(
+            f"segment {str(sid)[:200]!r} failed its check on read: its session, type, times, topic, source or "
+            "token count no longer match the row's check (the store's file or table was changed outside "
+            "contextsieve); delete the segment or restore the store"
         )
     return ContextSegment(
         id=sid,
@@ -154,6 +171,19 @@ def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Seque
         protected=bool(prot),
         sha256=sha,
     )
+
+
+def _fields_of(r: Sequence[Any]) -> bytes | None:
+    """:func:`fields_check` of a row of :data:`SEGMENT_COLUMNS` (None when a field has a type no
+    written row has: a changed row)."""
+    sid, session, _text, kind, created, stashed, tokens, topic, source, sha, _model, expires = r[:12]
+    if not all(isinstance(x, str) for x in (sid, session, kind, source, sha)) or not isinstance(
+        topic, (str, type(None))
+    ):
+        return None
+    if not all(isinstance(x, int) for x in (created, stashed, tokens)) or not isinstance(expires, (int, type(None))):
+        return None
+    return fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires)
 
 
 def guarded(fn: Callable[Concatenate[_B, _P], _R]) -> Callable[Concatenate[_B, _P], _R]:
@@ -244,6 +274,33 @@ class SqlBackend:
     def _write_format(self, db: Any, fmt: str) -> None:
         """Record the format tag unless the store has one."""
         db.execute(self.dialect.insert_ignore(self.dialect.meta, 2), ("format", fmt))
+
+    def _upgrade(self, db: Any, found: str) -> str:
+        """Bring a store of an older format in :data:`UPGRADES` to :data:`FORMAT` inside ``db``'s write
+        transaction (the caller holds it; a failure rolls everything back and the store stays as it
+        was). Returns the format the store has afterwards. From format 3: float seconds become integer
+        microseconds (rounded: what float seconds kept) and every row gets its fields check."""
+        if found not in UPGRADES:
+            return found
+        d, m = self.dialect, self.dialect.mark
+        self._integer_times(db)
+        rows = db.execute(
+            f"SELECT row, id, session, type, created, stashed, tokens, topic, source, sha256, expires FROM {d.segments}"
+        ).fetchall()
+        for row, sid, session, kind, created, stashed, tokens, topic, source, sha, expires in rows:
+            check = fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires)
+            db.execute(f"UPDATE {d.segments} SET fields = {m} WHERE row = {m}", (check, row))
+        self._fields_required(db)
+        db.execute(d.upsert(d.meta, "key", "value"), ("format", FORMAT))
+        return FORMAT
+
+    def _integer_times(self, db: Any) -> None:
+        """Format 3 -> 4, the part each database spells its own way: the time columns become 64-bit
+        integers of microseconds (``round(seconds * 1e6)``) and a nullable ``fields`` column is added."""
+        raise NotImplementedError
+
+    def _fields_required(self, db: Any) -> None:
+        """After :meth:`_upgrade` filled it: make ``fields`` NOT NULL where the database can."""
 
     @reads
     def meta(self) -> StoreMeta:
@@ -343,8 +400,8 @@ class SqlBackend:
         self,
         filters: Filters,
         *,
-        expired_before: float | None = None,
-        created_before: float | None = None,
+        expired_before: int | None = None,
+        created_before: int | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[str]:
@@ -430,22 +487,27 @@ class SqlBackend:
                     skipped[pos] = remap[s.id] = hit[0]
                     continue
             v = np.ascontiguousarray(r.vectors, dtype=np.float32)
+            created, stashed = to_epoch(s.timestamp), to_epoch(s.stashed_at)
+            expires = None if s.expires_at is None else to_epoch(s.expires_at)
             columns: dict[str, Any] = {
                 "id": s.id,
                 "session": s.session,
                 "text": s.text,
                 "type": s.type.value,
-                "created": to_epoch(s.timestamp),
-                "stashed": to_epoch(s.stashed_at),
+                "created": created,
+                "stashed": stashed,
                 "tokens": s.tokens,
                 "topic": s.topic,
                 "source": s.source,
                 "sha256": s.sha256,
                 "model": s.embedding_model,
-                "expires": None if s.expires_at is None else to_epoch(s.expires_at),
+                "expires": expires,
                 "protected": s.protected,
                 "chunks": v.shape[0],
                 "digest": vector_digest(s.id, s.embedding_model, v),
+                "fields": fields_check(
+                    s.id, s.session, s.type.value, created, stashed, s.tokens, s.topic, s.source, s.sha256, expires
+                ),
                 **self._stored_vectors(v),
                 **self._stored_terms(r.terms),
             }

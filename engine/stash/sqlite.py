@@ -28,7 +28,7 @@ import numpy as np
 from contextsieve.errors import InputError, StashError
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
-from contextsieve.stash.backend import FORMAT, Filters, Hit, SegmentRow, vector_digest
+from contextsieve.stash.backend import FORMAT, UPGRADES, Filters, Hit, SegmentRow, vector_digest
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import Dialect, SqlBackend, guarded
 from contextsieve.stash.vectors import TableRow, VectorTable
@@ -49,19 +49,20 @@ CREATE TABLE IF NOT EXISTS segments (
     session TEXT NOT NULL,
     text TEXT NOT NULL,
     type TEXT NOT NULL,
-    created REAL NOT NULL,
-    stashed REAL NOT NULL,
+    created INTEGER NOT NULL,
+    stashed INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     topic TEXT,
     source TEXT NOT NULL,
     sha256 TEXT NOT NULL,
     model TEXT NOT NULL,
-    expires REAL,
+    expires INTEGER,
     protected INTEGER NOT NULL,
     chunks INTEGER NOT NULL,
     vectors BLOB NOT NULL,
     digest BLOB NOT NULL,
-    terms TEXT NOT NULL
+    terms TEXT NOT NULL,
+    fields BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS segments_session_hash ON segments (session, sha256);
 CREATE INDEX IF NOT EXISTS segments_created ON segments (created);
@@ -209,9 +210,41 @@ class SqliteBackend(SqlBackend):
                         db.execute(statement)
                 self._write_format(db, FORMAT)
         fmt = self._format(db)
+        if fmt is not None and fmt[0] in UPGRADES:
+            with self._write():
+                fmt = self._format(db)  # another process may have upgraded it meanwhile
+                if fmt is not None:
+                    fmt = (self._upgrade(db, fmt[0]),)
         if fmt is None or fmt[0] != FORMAT:
             found = fmt[0] if fmt else "none"
             raise StashError(f"{self.location} is a stash of format {found!r}; this version reads {FORMAT!r}")
+
+    def _integer_times(self, db: sqlite3.Connection) -> None:
+        """See :meth:`SqlBackend._integer_times`: SQLite cannot change a column's type (a REAL column
+        turns every integer written to it into a float), so the table is copied into one of the new
+        schema, rows and their numbers (``row``, the AUTOINCREMENT sequence) kept."""
+        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'segments'").fetchone()
+        start = _SCHEMA.index("CREATE TABLE IF NOT EXISTS segments")
+        create = _SCHEMA[start : _SCHEMA.index(");", start) + 1]
+        create = create.replace("IF NOT EXISTS segments", "segments_upgrade").replace(
+            "fields BLOB NOT NULL", "fields BLOB"
+        )
+        db.execute(create)
+        kept = (
+            "row, id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, "
+            "chunks, vectors, digest, terms"
+        )
+        us = "CAST(round({0} * 1000000) AS INTEGER)"
+        copied = kept.replace("created", us.format("created")).replace("stashed", us.format("stashed"))
+        copied = copied.replace("expires", us.format("expires"))  # NULL stays NULL
+        db.execute(f"INSERT INTO segments_upgrade ({kept}) SELECT {copied} FROM segments")
+        db.execute("DROP TABLE segments")
+        db.execute("ALTER TABLE segments_upgrade RENAME TO segments")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip().startswith("CREATE INDEX") and " ON segments " in statement:
+                db.execute(statement)
+        if seq is not None:
+            db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'segments'", (seq[0],))
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -424,7 +457,7 @@ class SqliteBackend(SqlBackend):
         return table.backend, len(self.corrupt)
 
     @guarded
-    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
+    def ranking_facts(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
         return self._sync().facts(ids)  # the in-memory table, up to date with every process's writes
 
     @guarded

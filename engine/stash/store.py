@@ -203,7 +203,7 @@ class SegmentFilter:
                 kw[name] = v
         return cls(**kw)
 
-    def resolve(self, sessions: tuple[str, ...] | None, alive_at: float | None) -> Filters:
+    def resolve(self, sessions: tuple[str, ...] | None, alive_at: int | None) -> Filters:
         return Filters(
             sessions=sessions,
             types=self.types,
@@ -792,7 +792,7 @@ class StashStore:
         return shown, dataclasses.replace(trace, candidates=cands)
 
     def _ranked(
-        self, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: float
+        self, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: int
     ) -> tuple[list[Retrieved], RetrieveTrace]:
         """The ``k`` best segments for the query rows ``q`` and keyword ``terms``, and the trace (see
         :meth:`retrieve_traced`)."""
@@ -816,8 +816,8 @@ class StashStore:
         ids = [i for i in ids if i in facts]
         sim = np.array([dense.get(i, 0.0) for i in ids])
         key = np.array([kw.get(i, 0.0) for i in ids])
-        created = np.array([facts[i][0] for i in ids])
-        stashed = np.array([facts[i][1] for i in ids])
+        created = np.array([facts[i][0] for i in ids], np.int64)
+        stashed = np.array([facts[i][1] for i in ids], np.int64)
         scores = combined_scores(sim, key, created, stashed, at, rank)
         kw_norm = max_scaled(key)
         dense_part = max_scaled(sim) * rank.similarity_weight

@@ -7,7 +7,6 @@ before ranking, exactly or through its HNSW graph.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from contextsieve.retrieval.bm25 import TermIndex
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.stash.backend import Filters
+from contextsieve.stash.backend import NEVER, Filters
 from contextsieve.stash.segment import SegmentType
 
 __all__ = ["VectorTable", "TableRow"]
@@ -46,7 +45,7 @@ class _Codes:
 @dataclass(frozen=True)
 class TableRow:
     """One segment for :meth:`VectorTable.add`: its store row, id, session, type, topic, source, creation
-    and expiry times (epoch seconds), protection, chunk vectors ``[chunks, dim]``, keyword terms, stash
+    and expiry times (microseconds since 1970), protection, chunk vectors ``[chunks, dim]``, keyword terms, stash
     time (default: the creation time), text sha256 and the stored vectors' digest (what a saved HNSW
     graph is checked against when the store is opened again)."""
 
@@ -56,12 +55,12 @@ class TableRow:
     kind: SegmentType
     topic: str | None
     source: str
-    created: float
-    expires: float | None
+    created: int
+    expires: int | None
     protected: bool
     vectors: np.ndarray
     terms: Sequence[str] = ()
-    stashed: float | None = None
+    stashed: int | None = None
     sha256: str = ""
     digest: bytes = b""
 
@@ -86,9 +85,9 @@ class VectorTable:
         self._topic = np.zeros(n, np.int32)
         self._source = np.zeros(n, np.int32)
         self._type = np.zeros(n, np.int8)
-        self._created = np.zeros(n, np.float64)
-        self._stashed = np.zeros(n, np.float64)
-        self._expires = np.zeros(n, np.float64)
+        self._created = np.zeros(n, np.int64)  # microseconds since 1970 (backend.to_epoch)
+        self._stashed = np.zeros(n, np.int64)
+        self._expires = np.zeros(n, np.int64)  # NEVER: no expiry
         self._protected = np.zeros(n, np.bool_)
         self._sha: list[str] = []  # slot -> sha256 of the text
         self._mutations = 0  # changes since the table was made (the filter masks' memo key)
@@ -155,7 +154,7 @@ class VectorTable:
             self._type[s] = _TYPES[r.kind]
             self._created[s] = r.created
             self._stashed[s] = r.created if r.stashed is None else r.stashed
-            self._expires[s] = math.inf if r.expires is None else r.expires
+            self._expires[s] = NEVER if r.expires is None else r.expires
             self._protected[s] = r.protected
             self._sha.append(r.sha256)
             self.ids.append(r.segment_id)
@@ -182,13 +181,14 @@ class VectorTable:
             self._mutations += 1
             self._protected[s] = protected
 
-    def facts(self, ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
-        """Creation and stash times (epoch seconds) and text sha256 of the live segments among ``ids``."""
-        out: dict[str, tuple[float, float, str]] = {}
+    def facts(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
+        """Creation and stash times (microseconds since 1970) and text sha256 of the live segments
+        among ``ids``."""
+        out: dict[str, tuple[int, int, str]] = {}
         for i in ids:
             s = self.slot_of_id.get(i)
             if s is not None:
-                out[i] = (float(self._created[s]), float(self._stashed[s]), self._sha[s])
+                out[i] = (int(self._created[s]), int(self._stashed[s]), self._sha[s])
         return out
 
     # -- filters ----------------------------------------------------------------------------------
@@ -215,16 +215,14 @@ class VectorTable:
             ok.setflags(write=False)
         return ok
 
-    def _expired(self, at: float | None) -> np.ndarray:
+    def _expired(self, at: int | None) -> np.ndarray:
         """Slots (live, unprotected) whose expiry time is at or before ``at``."""
         if at is None:
             return np.zeros(0, np.int64)
         memo = self._expiring_memo
         if memo is None or memo[0] != self._mutations:
             n = self.chunks.slots
-            with_expiry = np.flatnonzero(
-                np.isfinite(self._expires[:n]) & self.chunks.live_slots() & ~self._protected[:n]
-            )
+            with_expiry = np.flatnonzero((self._expires[:n] != NEVER) & self.chunks.live_slots() & ~self._protected[:n])
             memo = self._expiring_memo = (self._mutations, with_expiry)
         slots = memo[1]
         return slots[self._expires[slots] <= at] if slots.size else slots
