@@ -108,6 +108,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--stash-cross-session", action="store_true", help="stash retrieval searches every session")
     v.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
+    v.add_argument(
+        "--header-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="HTTP only: close a connection whose request headers are not complete within S seconds (default 10)",
+    )
+    v.add_argument(
+        "--body-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="HTTP only: answer 408 to a request whose body is not complete within S seconds (default 30)",
+    )
     st = sub.add_parser(
         "stash",
         help="a stash store: stats, cleanup of expired segments, rebuild after a model change, export to a file, "
@@ -261,7 +275,12 @@ def _serve(args: argparse.Namespace) -> None:
     engine = _engine(args.agent, None, args.offline, remember=args.remember_requests)
     from contextsieve.mcp.server import ServeConfig
 
-    config = ServeConfig(stash_session=args.stash_session, stash_cross_session=args.stash_cross_session)
+    config = ServeConfig(
+        stash_session=args.stash_session,
+        stash_cross_session=args.stash_cross_session,
+        header_seconds=args.header_timeout,
+        body_seconds=args.body_timeout,
+    )
     stash = None
     if not args.no_stash:
         from contextsieve.stash import StashStore
@@ -269,6 +288,17 @@ def _serve(args: argparse.Namespace) -> None:
         location = args.stash or _default_stash(engine.agent.name)
         stash = StashStore.open(location, engine.embedder)
     serve(engine, transport=args.transport, host=args.host, port=args.port, token=token, config=config, stash=stash)
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (up to a day) from the command line."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < x <= 86_400:
+        raise argparse.ArgumentTypeError(f"seconds must be in (0, 86400], got {text}")
+    return x
 
 
 def _default_stash(agent_name: str) -> str:

@@ -61,6 +61,11 @@ class ServeConfig:
         max_message_chars: longest ``message`` / ``query`` accepted (default 100,000 characters).
         max_limit: largest ``search_tools`` limit (default 50).
         max_request_bytes: largest HTTP request body (default 1 MB; HTTP only).
+        header_seconds: an HTTP connection whose request line and headers have not all arrived this
+            long after it opened (or after its previous response) is closed (default 10 s; HTTP only:
+            a client that trickles its headers, or sends none, holds no connection past it).
+        body_seconds: a request whose body has not all arrived this long after its headers is
+            answered 408 (default 30 s; HTTP only).
         max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
         session_idle_seconds: a session unused this long is dropped (default 3,600).
         stash_session: with a stash, the stash session every connection uses (default None: each
@@ -74,6 +79,8 @@ class ServeConfig:
     max_message_chars: int = 100_000
     max_limit: int = 50
     max_request_bytes: int = 1_000_000
+    header_seconds: float = 10.0
+    body_seconds: float = 30.0
     max_sessions: int = 1000
     session_idle_seconds: float = 3600.0
     stash_session: str | None = None

@@ -450,6 +450,56 @@ def guarded_app(app: Any, *, token: str | None, max_request_bytes: int, body_sec
     return guarded
 
 
+def header_deadline_protocol(seconds: float) -> type:
+    """uvicorn's h11 protocol with a deadline on request headers: a connection whose request line and
+    headers are not complete ``seconds`` after it opened, or after its previous response was sent, is
+    closed. uvicorn itself times out only an idle keep-alive connection, and any byte received cancels
+    that timer, so a client trickling a header a byte at a time (or opening connections and sending
+    nothing) held each connection forever."""
+    import asyncio
+
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()  # still waiting for a request's headers
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the headers are in: the body has its own limit (guarded_app)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.conn.their_state is h11.IDLE:
+                self._arm()  # the next request's headers get the same time
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadline
+
+
 def serve(
     engine: Engine,
     *,
@@ -474,7 +524,12 @@ def serve(
         raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
     import uvicorn
 
-    app = guarded_app(server.streamable_http_app(), token=token, max_request_bytes=config.max_request_bytes)
+    app = guarded_app(
+        server.streamable_http_app(),
+        token=token,
+        max_request_bytes=config.max_request_bytes,
+        body_seconds=config.body_seconds,
+    )
     where = f"[{host}]" if ":" in host else host
     print(f"contextsieve: serving MCP (streamable HTTP) at http://{where}:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=header_deadline_protocol(config.header_seconds))
