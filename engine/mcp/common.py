@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +158,51 @@ def progress_reporter(ctx: Any) -> Callable[[int, int], None]:
             _log.debug("progress notification not sent: %s", e)
 
     return progress
+
+
+#: Levels of MCP's ``notifications/message`` (RFC 5424's), least severe first.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: Key of a stateful connection's log level (set by ``logging/setLevel``) in its state.
+LOG_LEVEL_KEY = "contextsieve.log-level"
+#: The level below which nothing is sent to a connection that never set one: ``notice``, the level
+#: of a request context's notes (what a host should see: a dropped session, a store that could not
+#: be read, a budget that cut items).
+DEFAULT_LOG_LEVEL = "notice"
+
+
+def log_notes(ctx: Any, notes: Sequence[str], level: str = "notice") -> int:
+    """Send each note to the client as a ``notifications/message`` of ``level`` (logger
+    ``contextsieve``) from a tool's worker thread, for this request; returns how many were sent. A
+    stateful connection gets only what its ``logging/setLevel`` level (default
+    :data:`DEFAULT_LOG_LEVEL`) allows; on the stateless protocol the SDK sends only what the request's
+    ``_meta`` log level asked for. A message that cannot be sent never fails the call."""
+    import warnings
+
+    import anyio.from_thread
+
+    state = connection_state(ctx)
+    floor = str((state or {}).get(LOG_LEVEL_KEY, DEFAULT_LOG_LEVEL))
+    if state is not None and LOG_LEVELS.index(level) < LOG_LEVELS.index(floor):
+        return 0
+    sent = 0
+    for note in notes:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks the logging capability deprecated from 2026-07-28
+                anyio.from_thread.run(lambda n=note: ctx.log(level, n, logger_name="contextsieve"))
+            sent += 1
+        except Exception as e:  # noqa: BLE001 - a log message is advisory: the call goes on
+            _log.debug("log message not sent: %s", e)
+    return sent
+
+
+def set_log_level(state: dict[str, Any] | None, level: object) -> None:
+    """``logging/setLevel``: keep ``level`` as the connection's (a request of the stateless protocol has
+    no connection to keep it on: its level travels in each request's ``_meta``)."""
+    if level not in LOG_LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}")
+    if state is not None:
+        state[LOG_LEVEL_KEY] = level
 
 
 #: Key of the session handle in a stateful connection's state.

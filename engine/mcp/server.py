@@ -52,8 +52,10 @@ from contextsieve.mcp.common import (
     context_result,
     handle_owner,
     invalid_params,
+    log_notes,
     mcp_error,
     reference_item,
+    set_log_level,
     tool_match_result,
 )
 from contextsieve.session import Session
@@ -182,7 +184,9 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             del s.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
             return {"session": handle, **context_result(engine, req)}
 
-        return json.dumps(run(build), ensure_ascii=False)
+        result = run(build)
+        log_notes(ctx, result.get("notes", ()))  # also as log messages: hosts show those to the user
+        return json.dumps(result, ensure_ascii=False)
 
     @tool
     def search_tools(query: str, ctx: Context, limit: int = 5, session: str | None = None) -> str:
@@ -299,7 +303,23 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
     _add_prompts(server, engine, sessions, run, text)
+    _add_logging(server)
     return server
+
+
+def _add_logging(server: Any) -> None:
+    """The ``logging`` capability: ``logging/setLevel`` keeps a stateful connection's level (see
+    :func:`~contextsieve.mcp.common.log_notes`; an unknown level is invalid params)."""
+    from mcp import types
+
+    async def on_set_level(ctx: Any, params: Any) -> Any:
+        try:
+            set_log_level(connection_state(ctx), params.level)
+        except ValueError as e:
+            raise invalid_params(str(e)) from None
+        return types.EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_level)
 
 
 def described(fn: Callable[..., Any]) -> None:
