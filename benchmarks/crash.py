@@ -17,7 +17,9 @@ loads the saved graph into it, which must adopt it unchanged and without a warni
 ``rebuild=True``: a graph build and its cache entry; fewer kills, each takes seconds), ``stash``
 (:meth:`StashStore.stash` of 5-segment batches into one SQLite stash, with a retrieval between
 batches; the check reads every acknowledged segment back, verifies its text and its vectors'
-checksum, and runs ``PRAGMA integrity_check``). Targets: 0 writes lost and 0 corrupt
+checksum, and runs ``PRAGMA integrity_check``), ``stash_mcp`` (the same batches through MCP:
+``stash_context`` calls of the SDK's in-memory client to the server, acknowledged when the result
+came back; checked the same way). Targets: 0 writes lost and 0 corrupt
 files over >= 1,000 kills.
 """
 
@@ -173,6 +175,35 @@ def w_stash(folder: Path, ack: Ack) -> None:
             store.retrieve(f"batch {k // 2} segment", session="crash", top_k=3)
 
 
+def w_stash_mcp(folder: Path, ack: Ack) -> None:
+    """The stash written through MCP: ``stash_context`` calls of the SDK's in-memory client to
+    :func:`~contextsieve.mcp.server.build_server` (acknowledged when the tool's result came back)."""
+    import anyio
+    from mcp import Client
+
+    from contextsieve.mcp.common import ServeConfig
+    from contextsieve.mcp.server import build_server
+
+    embedder = HashEmbedder()
+    engine = Engine(load_agent(example_agent_path()), embedder=embedder, cache_dir=folder / "engine-cache")
+    with StashStore.open(folder / "stash-mcp.db", embedder) as store:
+        start = int(str(store.stats()["segments"])) // 5
+
+        async def main() -> None:
+            server = build_server(engine, ServeConfig(stash_session="crash"), stash=store)
+            async with Client(server, mode="legacy") as client:
+                k = start
+                while True:
+                    k += 1
+                    segments = [{"text": t, "id": f"b{k}-{i}"} for i, t in enumerate(_stash_texts(k))]
+                    r = await client.call_tool("stash_context", {"segments": segments})
+                    if r.is_error:
+                        raise RuntimeError(str(r.content)[:300])
+                    ack(k)
+
+        anyio.run(main)
+
+
 # -- checks (run in the parent) ------------------------------------------------------------------
 
 
@@ -243,8 +274,8 @@ def c_model_build(folder: Path) -> int | None:
     return found
 
 
-def c_stash(folder: Path, acked: int, history: list[int]) -> int | None:
-    db = folder / "stash.db"
+def c_stash(folder: Path, acked: int, history: list[int], name: str = "stash.db") -> int | None:
+    db = folder / name
     if not db.exists():
         return None
     _integrity(db)
@@ -269,6 +300,7 @@ WRITERS: dict[str, tuple[Callable[[Path, Ack], None], float]] = {
     "session_save": (w_session_save, 0.4),
     "model_build": (w_model_build, 9.0),
     "stash": (w_stash, 0.6),
+    "stash_mcp": (w_stash_mcp, 1.5),
 }
 SHARE = {
     "agent_save": 0.24,
@@ -277,6 +309,7 @@ SHARE = {
     "session_save": 0.24,
     "model_build": 0.04,
     "stash": 0.24,
+    "stash_mcp": 0.24,
 }
 
 
@@ -340,6 +373,8 @@ def _check(name: str, folder: Path, acked: int, rng: random.Random, history: lis
         return c_embedding_cache(folder, acked, rng, history)
     if name == "stash":
         return c_stash(folder, acked, history)
+    if name == "stash_mcp":
+        return c_stash(folder, acked, history, "stash-mcp.db")
     if name == "graph_save":
         return c_graph_save(folder, acked)
     return {"agent_save": c_agent_save, "session_save": c_session_save}.get(name, c_model_build)(folder)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import logging
 import random
 import sys
 import tempfile
@@ -37,16 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     from contextsieve import Embedder
 
     warnings.simplefilter("ignore")
+    logging.getLogger("mcp").setLevel(logging.ERROR)  # the SDK logs each argument it rejects
     targets = [t for t in TARGETS if not args.targets or t.name in args.targets.split(",")]
     with tempfile.TemporaryDirectory(prefix="contextsieve-fuzz-") as tmp:
         state = make_state(Embedder(), Path(tmp))
-        if args.replay:
-            name, seed = args.replay.split(":")
-            target = next(t for t in TARGETS if t.name == name)
-            target.run(state, random.Random(int(seed)))
-            print("no error")
-            return 0
-        return _run(targets, state, args)
+        try:
+            if args.replay:
+                name, seed = args.replay.split(":")
+                target = next(t for t in TARGETS if t.name == name)
+                target.run(state, random.Random(int(seed)))
+                print("no error")
+                return 0
+            return _run(targets, state, args)
+        finally:
+            state.close()
 
 
 def _run(targets: list[Target], state, args) -> int:  # noqa: ANN001

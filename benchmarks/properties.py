@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from benchmarks.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
 from contextsieve.agent import Agent
 from contextsieve.agentfile import example_agent_path, load_agent, save_agent, to_document
 from contextsieve.chunking import query_chunks
@@ -133,14 +134,22 @@ class State:
     example_doc: dict[str, Any]
     keys: list[str]
     sessions: list[Session] = field(default_factory=list)
+    model_cache: Path | None = None  # where served processes find the built model (default: theirs)
+    surfaces: Any = None  # benchmarks.surfaces.Surfaces, made by the first target that needs it
+
+    def close(self) -> None:
+        """End what the surface targets started (server processes, the MCP client, the stash)."""
+        if self.surfaces is not None:
+            self.surfaces.close()
+            self.surfaces = None
 
 
-def make_state(embedder: TextEmbedder, folder: Path) -> State:
+def make_state(embedder: TextEmbedder, folder: Path, model_cache: Path | None = None) -> State:
     agent = load_agent(example_agent_path())
     engine = Engine(agent, embedder=embedder, cache_dir=folder / "cache")
     doc = yaml.safe_load(example_agent_path().read_text(encoding="utf-8"))
     keys = [str(it.key) for it in agent.all_items()]
-    return State(embedder, engine, folder, doc, keys, [engine.session() for _ in range(3)])
+    return State(embedder, engine, folder, doc, keys, [engine.session() for _ in range(3)], model_cache)
 
 
 def _key(rng: random.Random, state: State) -> Any:
@@ -438,6 +447,10 @@ TARGETS = [
     Target("kernels", t_kernels),
     Target("index", t_index),
     Target("keys_and_chunks", t_keys_and_chunks),
+    Target("stash_api", t_stash_api),
+    Target("mcp_tools", t_mcp_tools),
+    Target("mcp_stdio", t_mcp_stdio),
+    Target("mcp_http", t_mcp_http),
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,22 @@ from hypothesis import strategies as st
 
 from benchmarks.properties import TARGETS, State, make_state, outcome
 
-EXAMPLES = {"agent_file": 150, "embed": 150, "request": 200}
+EXAMPLES = {
+    "agent_file": 150,
+    "embed": 150,
+    "request": 200,
+    "stash_api": 150,
+    "mcp_tools": 150,
+    "mcp_stdio": 150,
+    "mcp_http": 150,
+}
 
 
 @pytest.fixture(scope="module")
-def state(int8, tmp_path_factory: pytest.TempPathFactory) -> State:  # noqa: ANN001
-    return make_state(int8, Path(tmp_path_factory.mktemp("properties")))
+def state(int8, model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:  # noqa: ANN001
+    s = make_state(int8, Path(tmp_path_factory.mktemp("properties")), model_cache)
+    yield s
+    s.close()
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])

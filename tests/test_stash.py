@@ -869,6 +869,8 @@ EDGE_CASES = [
     ),
     ("filter past year 9999", lambda s: s.retrieve("x", filters={"end_time": "9999-12-31T23:00:00-05:00"}), "range"),
     ("offset past 64 bits", lambda s: s.list(offset=2**63), "offset must be"),
+    ("min_similarity past a float", lambda s: s.retrieve("x", min_similarity=10**400), "min_similarity must be"),
+    ("lone surrogate in a filter", lambda s: s.list(filters={"topics": ["a\udfff"]}), "lone surrogate"),
     ("max_age of 1e308 days", lambda s: s.cleanup_old(1e308), "max_age must be"),
     ("max_age of timedelta.max", lambda s: s.cleanup_old(timedelta.max), "max_age must be"),
     ("NUL in the text", lambda s: s.stash(["a\x00b"]), "NUL"),

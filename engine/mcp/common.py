@@ -185,11 +185,14 @@ def log_notes(ctx: Any, notes: Sequence[str], level: str = "notice") -> int:
     if state is not None and LOG_LEVELS.index(level) < LOG_LEVELS.index(floor):
         return 0
     sent = 0
+    async def send(note: str) -> None:
+        await ctx.log(level, note, logger_name="contextsieve")
+
     for note in notes:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the SDK marks the logging capability deprecated from 2026-07-28
-                anyio.from_thread.run(lambda n=note: ctx.log(level, n, logger_name="contextsieve"))
+                anyio.from_thread.run(send, note)
             sent += 1
         except Exception as e:  # noqa: BLE001 - a log message is advisory: the call goes on
             _log.debug("log message not sent: %s", e)

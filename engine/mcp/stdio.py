@@ -14,6 +14,7 @@ apart either.
 from __future__ import annotations
 
 import json
+import re
 from types import TracebackType
 from typing import Any
 
@@ -101,10 +102,61 @@ class _AnsweringReader:
         return result
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+class _EncodableWriter:
+    """The transport's write stream, sending only messages that can be written as UTF-8: a message
+    holding a lone surrogate (a request ``id`` such as ``"\\udfff"`` is valid JSON that the reply
+    echoes; so can a tool's text) made the SDK's writer raise, which ended the whole server process.
+    Such a message is sent with U+FFFD in place of each lone surrogate instead."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def send(self, item: Any) -> None:
+        from mcp.shared.message import SessionMessage
+
+        message = getattr(item, "message", None)
+        if message is not None:
+            try:
+                message.model_dump_json(by_alias=True, exclude_unset=True)
+            except Exception:  # noqa: BLE001 - pydantic's serialization error: a lone surrogate
+                data = _clean(message.model_dump(by_alias=True, exclude_unset=True))
+                item = SessionMessage(type(message).model_validate(data), metadata=item.metadata)
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _EncodableWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result
+
+
 async def run_stdio(lowlevel: Any, options: Any) -> None:
     """Serve the low-level MCP server ``lowlevel`` over this process's stdin and stdout until the host
-    disconnects, answering unreadable lines (see the module docstring)."""
+    disconnects, answering unreadable lines and writing only what UTF-8 can hold (see the module
+    docstring and :class:`_EncodableWriter`)."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
+    async with stdio_server() as (read, raw_write):
+        write = _EncodableWriter(raw_write)
         await lowlevel.run(_AnsweringReader(read, write), write, options)

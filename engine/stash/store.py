@@ -194,7 +194,7 @@ class SegmentFilter:
                 else:
                     if not all(isinstance(x, str) for x in vals):
                         raise InputError(f"filter {key} must hold strings, got {brief(v)}")
-                    kw[name] = tuple(vals)
+                    kw[name] = tuple(check_text(x, f"filter {key}") for x in vals)
             elif name in ("since", "until"):
                 kw[name] = aware(v, f"filter {key}")
             else:
@@ -778,8 +778,8 @@ class StashStore:
         k = _k(top_k, "top_k")
         if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)):
             raise InputError(f"min_similarity must be a number, got {brief(min_similarity)}")
-        if not -1.0 <= float(min_similarity) <= 1.0:
-            raise InputError(f"min_similarity must be in [-1, 1], got {min_similarity}")
+        if not -1 <= min_similarity <= 1:  # compared as given: float() of a huge int overflows
+            raise InputError(f"min_similarity must be in [-1, 1], got {brief(min_similarity)}")
         when = _now() if now is None else aware(now, "now")
         at = to_epoch(when)
         f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at)
