@@ -185,6 +185,7 @@ def log_notes(ctx: Any, notes: Sequence[str], level: str = "notice") -> int:
     if state is not None and LOG_LEVELS.index(level) < LOG_LEVELS.index(floor):
         return 0
     sent = 0
+
     async def send(note: str) -> None:
         await ctx.log(level, note, logger_name="contextsieve")
 
