@@ -265,7 +265,8 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     @tool
     def record_tool_calls(message: str, tools: list[str], ctx: Context, session: str | None = None) -> str:
         """Learning from use: the LLM called these tools after this message; keep the message as an example
-        request of each, so later requests like it select them (examples persist beside the embedding cache).
+        request of each, so later requests like it select them (kept in the server's memory; on disk only when
+        the server runs with --remember-requests).
 
         Args:
             message: the user's message the calls answered.
