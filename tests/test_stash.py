@@ -974,7 +974,7 @@ def _as_format_3(location: str) -> None:
 
         with psycopg.connect(location, autocommit=True) as c:
             c.execute(
-                "ALTER TABLE stash_segments DROP COLUMN fields, "
+                "ALTER TABLE stash_segments DROP COLUMN fields, DROP COLUMN superseded_by, "
                 + ", ".join(
                     f"ALTER COLUMN {col} TYPE double precision USING {col} / 1000000.0"
                     for col in ("created", "stashed", "expires")
@@ -1108,3 +1108,83 @@ def test_a_result_says_why_it_ranked(store: StashStore) -> None:
     d = hit.to_dict()
     assert d["why"] == {k: round(v, 4) for k, v in hit.parts.items()} and d["source"] == "ci"
     assert {"keyword", "stashed_at", "timestamp", "tokens", "type"} <= set(d)
+
+
+def test_a_newer_segment_supersedes_older_ones_on_both_backends(location: str, tmp_path: Path) -> None:
+    """Issue 28, supersession: ``supersedes`` hides the old segments from default retrieval (the
+    newest of a chain competes), says so both ways (``supersedes`` / ``superseded_by``), keeps the old
+    ones retrievable with ``include_superseded``; deleting the newer one makes the older current again;
+    bad supersessions are typed errors that write nothing; an export and import keeps the chains."""
+    from contextsieve.stash.transfer import export_store, import_store
+
+    with StashStore.open(location, fake()) as s:
+        s.stash([{"text": "the release is on friday", "id": "plan-1"}, "lunch is at noon"])
+        b = s.stash([{"text": "the release moved to monday", "id": "plan-2", "supersedes": ["plan-1"]}])
+        assert b.segment_ids == ("plan-2",)
+        found = {r.segment.id: r.segment for r in s.retrieve("release", top_k=5)}
+        assert "plan-1" not in found and found["plan-2"].supersedes == ("plan-1",)
+        every = {r.segment.id: r for r in s.retrieve("release", top_k=5, include_superseded=True)}
+        assert every["plan-1"].segment.superseded_by == "plan-2"
+        assert every["plan-1"].to_dict()["superseded_by"] == "plan-2"
+        assert every["plan-2"].to_dict()["supersedes"] == ["plan-1"]
+        assert {x.id: x.superseded_by for x in s.list()}["plan-1"] == "plan-2"
+        # a chain: the newest wins; the middle one is superseded too
+        s.stash([{"text": "the release is on tuesday after all", "id": "plan-3", "supersedes": ["plan-2"]}])
+        assert [r.segment.id for r in s.retrieve("release", top_k=5) if "release" in r.segment.text] == ["plan-3"]
+        n = count(s)
+        for bad, match in (
+            ({"text": "x", "supersedes": ["no-such-id"]}, "not in session"),
+            ({"text": "y", "supersedes": "plan-3"}, "list of segment ids"),
+            ({"text": "z", "supersedes": [None]}, "non-empty string"),
+        ):
+            with pytest.raises(InputError, match=match):
+                s.stash([bad])
+        with pytest.raises(InputError, match="not in session"):
+            s.stash([{"text": "other session", "supersedes": ["plan-3"]}], session="elsewhere")
+        with pytest.raises(InputError, match="itself superseded"):  # no loops: the same text as the
+            s.stash([{"text": "the release is on friday", "supersedes": ["plan-3"]}])  # superseded plan-1
+        assert count(s) == n
+        export_store(s, tmp_path / "out.jsonl")
+        s.delete(["plan-3"])  # the one it superseded is current again
+        assert "plan-2" in {r.segment.id for r in s.retrieve("release", top_k=5)}
+    other = str(tmp_path / "copy.db") if location.startswith("postgresql://") else None
+    if other is not None:  # PostgreSQL -> SQLite; SQLite -> a fresh SQLite otherwise
+        target = other
+    else:
+        target = str(tmp_path / "copy2.db")
+    with StashStore.open(target, fake()) as c:
+        import_store(c, tmp_path / "out.jsonl")
+        import_store(c, tmp_path / "out.jsonl")  # run again: nothing changes, no error
+        chains = {x.id: x.superseded_by for x in c.list()}
+        assert chains["plan-1"] == "plan-2" and chains["plan-2"] == "plan-3" and chains["plan-3"] is None
+        assert [r.segment.id for r in c.retrieve("release", top_k=5) if "release" in r.segment.text] == ["plan-3"]
+
+
+def test_supersession_reaches_another_process_of_the_same_sqlite_store(tmp_path: Path) -> None:
+    """The in-memory table of a second store on the same file learns of a supersession (and of its
+    undoing) through the change log."""
+    path = tmp_path / "shared.db"
+    with StashStore.open(path, fake()) as a, StashStore.open(path, fake()) as b:
+        a.stash([{"text": "the release is on friday", "id": "p1"}])
+        assert [r.segment.id for r in b.retrieve("release")] == ["p1"]
+        a.stash([{"text": "the release moved to monday", "id": "p2", "supersedes": ["p1"]}])
+        assert [r.segment.id for r in b.retrieve("release")] == ["p2"]
+        a.delete(["p2"])
+        assert [r.segment.id for r in b.retrieve("release")] == ["p1"]
+
+
+def test_a_close_restatement_is_proposed_as_superseding(location: str) -> None:
+    """``propose_supersede``: a new segment whose meaning is that close to a current one of its
+    session is reported (not marked); stashing it again with ``supersedes`` marks it (a duplicate of
+    a stored text makes the stored one supersede)."""
+    from contextsieve.stash import StashConfig
+
+    with StashStore.open(location, fake(), StashConfig(propose_supersede=0.9)) as s:
+        s.stash([{"text": "the release date is friday the fifth", "id": "d1"}, "lunch is at noon"])
+        r = s.stash(["the release date is friday the fifth again"])
+        (new,) = r.segment_ids
+        assert r.may_supersede == {new: "d1"}
+        assert s.stash(["pizza for lunch today"]).may_supersede == {}
+        again = s.stash([{"text": "the release date is friday the fifth again", "supersedes": ["d1"]}])
+        assert again.segment_ids == (new,) and again.stashed == 0
+        assert s.get(["d1"])[0].superseded_by == new

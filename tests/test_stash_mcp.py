@@ -274,3 +274,33 @@ def test_stashing_many_segments_reports_progress(engine: Engine, stash: StashSto
 
     anyio.run(main)
     assert seen == [(64.0, 150.0), (128.0, 150.0), (150.0, 150.0)]  # one per part of 64 texts, in order
+
+
+def test_supersession_over_mcp(engine: Engine, stash: StashStore) -> None:
+    """Issue 28: ``stash_context`` takes ``supersedes``; ``retrieve_stashed_context`` returns the newest
+    of a chain (saying what it replaced) and, with ``include_superseded``, the old one with
+    ``superseded_by`` (the default SDK client: one shared namespace, no handle)."""
+
+    async def main() -> None:
+        async with Client(build_server(engine, stash=stash)) as c:
+            first = result(
+                await c.call_tool("stash_context", {"segments": [{"text": "Deploys freeze on Friday", "id": "freeze"}]})
+            )
+            assert first["segment_ids"] == ["freeze"]
+            later = {"text": "Deploys freeze on Thursday from now on", "supersedes": ["freeze"]}
+            newer = result(await c.call_tool("stash_context", {"segments": [later]}))["segment_ids"][0]
+            got = result(await c.call_tool("retrieve_stashed_context", {"query": "when do deploys freeze"}))
+            ids = [s["segment_id"] for s in got["segments"]]
+            assert ids[0] == newer and "freeze" not in ids
+            assert got["segments"][0]["supersedes"] == ["freeze"]
+            both = result(
+                await c.call_tool(
+                    "retrieve_stashed_context", {"query": "when do deploys freeze", "include_superseded": True}
+                )
+            )
+            old = next(s for s in both["segments"] if s["segment_id"] == "freeze")
+            assert old["superseded_by"] == newer
+            with pytest.raises(MCPError, match="not in session"):
+                await c.call_tool("stash_context", {"segments": [{"text": "x", "supersedes": ["not-there"]}]})
+
+    anyio.run(main)

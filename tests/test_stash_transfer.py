@@ -98,7 +98,7 @@ def test_a_damaged_or_foreign_file_writes_nothing(tmp_path: Path) -> None:
         "sha256": "".join(good).replace("queue runs", "queue stops"),
         "says 4 segments but holds 3": "".join(good[:2] + good[3:]),
         "not a contextsieve stash export": '{"format": "other"}\n{"end": true}\n',
-        "format version": "".join(good).replace('"version": 1', '"version": 9', 1),
+        "format version": "".join(good).replace('"version": 2', '"version": 9', 1),
     }
     for expect, text in cases.items():
         p = tmp_path / "bad.jsonl"

@@ -70,14 +70,18 @@ def add_stash_tools(
         Args:
             segments: objects with text (required) and optional type (message, code_block, file_content,
                 error_log, debug_output, task_state, decision, research), topic, source, references (ids of
-                stashed segments it refers to), expires_in_days, protected.
+                stashed segments it refers to), supersedes (ids of stashed segments this one replaces: a newer
+                fact or a corrected plan; retrieval then returns this one instead of them), expires_in_days,
+                protected.
             session: the session handle of an earlier result; pass it back to keep to that session's own
                 segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
                 this agent's shared stash.
 
         Returns JSON: segment_ids (one per segment; an already stashed text gets its existing id),
         stashed_count, duplicates, tokens_stashed, secrets_redacted (credentials replaced by a placeholder
-        before storage, counted by kind).
+        before storage, counted by kind), and may_supersede ({new id: stashed id} of new segments that
+        restate a stashed one, when the server proposes them: stash the text again with supersedes to
+        replace it).
         """
         if not isinstance(segments, list) or not segments:
             raise invalid("segments must be a non-empty list of objects with a text")
@@ -94,6 +98,7 @@ def add_stash_tools(
                 "duplicates": r.duplicates,
                 "tokens_stashed": r.tokens,
                 "secrets_redacted": dict(r.redacted),
+                **({"may_supersede": dict(r.may_supersede)} if r.may_supersede else {}),
             }
         )
 
@@ -104,6 +109,7 @@ def add_stash_tools(
         min_similarity: float = 0.0,
         filters: dict[str, Any] | None = None,
         session: str | None = None,
+        include_superseded: bool = False,
     ) -> str:
         """Find stashed segments relevant to a query (meaning, keywords and recency together), best first.
 
@@ -116,10 +122,13 @@ def add_stash_tools(
             session: the session handle of an earlier result; pass it back to keep to that session's own
                 segments. Without it, calls of the default (stateless) protocol stash to and retrieve from
                 this agent's shared stash.
+            include_superseded: also return segments that a newer one superseded (default false: only the
+                newest of each chain).
 
         Returns JSON: segments (segment_id, text preview of at most 500 characters, type, similarity, keyword,
         score, why (the score's dense, keyword and recency parts), timestamp, stashed_at, tokens, topic,
-        source), total_found. Merge the ones you need with merge_stashed_context.
+        source, and supersedes / superseded_by where a segment replaced or was replaced by others),
+        total_found. Merge the ones you need with merge_stashed_context.
         """
         q = text(query, "query")
         handle, name = where(ctx, session)
@@ -131,6 +140,7 @@ def add_stash_tools(
                 min_similarity=min_similarity,
                 filters=filters,
                 cross_session=cross_session,
+                include_superseded=include_superseded,
             )
         )
         rows = [h.to_dict(stash.config.preview_chars) for h in found]

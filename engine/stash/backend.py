@@ -127,6 +127,7 @@ class Filters:
         protected: only protected (True) or only unprotected (False) segments.
         alive_at: hide segments whose expiry (``expires_at``) is at or before this time
             (microseconds since 1970) unless they are protected.
+        current: only segments no other segment supersedes (True) or only superseded ones (False).
     """
 
     sessions: tuple[str, ...] | None = None
@@ -137,6 +138,7 @@ class Filters:
     until: int | None = None
     protected: bool | None = None
     alive_at: int | None = None
+    current: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -202,10 +204,19 @@ class StashBackend(Protocol):
         """Stored segment id of each content hash in ``session`` (the oldest one if several)."""
         ...
 
-    def insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
+    def insert(
+        self, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
+    ) -> dict[int, str]:
         """Write the rows and their references in one transaction. With ``dedup``, a row whose
         (session, sha256) is already stored (by another writer since the caller looked) is skipped:
-        returns ``{position in rows: stored id}`` for those. An id already in use raises InputError."""
+        returns ``{position in rows: stored id}`` for those. An id already in use raises InputError.
+        ``supersede``: ``(old id, new id)`` pairs written in the same transaction (the old segment's
+        ``superseded_by``; both of one session, else InputError; a new id of a skipped row stands for
+        the stored one)."""
+        ...
+
+    def successors(self, ids: Sequence[str]) -> dict[str, str]:
+        """``superseded_by`` of each of ``ids`` that is superseded."""
         ...
 
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:

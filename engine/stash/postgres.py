@@ -46,7 +46,7 @@ _SCHEMA = [
         type text NOT NULL, created bigint NOT NULL, stashed bigint NOT NULL,
         tokens integer NOT NULL, topic text, source text NOT NULL, sha256 text NOT NULL, model text NOT NULL,
         expires bigint, protected boolean NOT NULL, chunks integer NOT NULL, digest bytea NOT NULL,
-        terms tsvector NOT NULL, nterms integer NOT NULL, fields bytea NOT NULL)""",
+        terms tsvector NOT NULL, nterms integer NOT NULL, fields bytea NOT NULL, superseded_by text)""",
     "CREATE INDEX IF NOT EXISTS stash_segments_session_hash ON stash_segments (session, sha256)",
     "CREATE INDEX IF NOT EXISTS stash_segments_created ON stash_segments (created)",
     "CREATE INDEX IF NOT EXISTS stash_segments_terms ON stash_segments USING gin (terms)",
@@ -196,6 +196,11 @@ class PostgresBackend(SqlBackend):
                 db.execute(statement)
             self._write_format(db, FORMAT)
             found = self._upgrade(db, self._format(db)[0])
+            if found == FORMAT:  # (after an upgrade from format 3, which had no such column)
+                db.execute(
+                    "CREATE INDEX IF NOT EXISTS stash_segments_superseded ON stash_segments (superseded_by) "
+                    "WHERE superseded_by IS NOT NULL"
+                )
             counted = db.execute("SELECT 1 FROM stash_terms WHERE term = %s", (_DOCS,)).fetchone()
             if found == FORMAT and counted is None:
                 # a store written before the store-wide counts existed (whose term counts also missed
@@ -218,7 +223,7 @@ class PostgresBackend(SqlBackend):
         db.execute(
             "ALTER TABLE stash_segments ALTER COLUMN "
             + ", ALTER COLUMN ".join(us.format(c) for c in ("created", "stashed", "expires"))
-            + ", ADD COLUMN fields bytea"
+            + ", ADD COLUMN IF NOT EXISTS fields bytea, ADD COLUMN IF NOT EXISTS superseded_by text"
         )
 
     def _fields_required(self, db: Any) -> None:
@@ -352,12 +357,14 @@ class PostgresBackend(SqlBackend):
             )
 
     @guarded
-    def insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
+    def insert(
+        self, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
+    ) -> dict[int, str]:
         df: Counter[str] = Counter()
         with self._tx() as db:
             for name in sorted({r.segment.session for r in rows}):  # writers of one session take turns on dedup
                 db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
-            skipped, added = self._insert_rows(db, rows, dedup)
+            skipped, added, _ = self._insert_rows(db, rows, dedup, supersede)
             for _, r in added:
                 df.update(set(r.terms))
             df[_DOCS] += len(added)
@@ -368,7 +375,7 @@ class PostgresBackend(SqlBackend):
     @guarded
     def delete(self, ids: Sequence[str]) -> int:
         with self._tx() as db:
-            gone = self._delete_rows(db, ids, "text, nterms")  # their chunks go by ON DELETE CASCADE
+            gone, _ = self._delete_rows(db, ids, "text, nterms")  # their chunks go by ON DELETE CASCADE
             df: Counter[str] = Counter()
             for text, _ in gone:
                 df.update(set(index_terms(text)))

@@ -151,6 +151,9 @@ class NewSegment:
             never). expires_at: the same as an aware time (give one of the two).
         protected: never removed by cleanup (default False).
         id: the segment id to use (letters, digits, ``_.:-``, at most 128; default: a new random id).
+        supersedes: ids of stored segments of the same session that this one replaces (a newer fact,
+            a corrected plan; default none). Retrieval then returns this one instead of them; they
+            stay stored, listed with ``superseded_by`` and retrievable with ``include_superseded``.
     """
 
     text: str
@@ -163,6 +166,7 @@ class NewSegment:
     expires_at: datetime | None = None
     protected: bool = False
     id: str | None = None
+    supersedes: tuple[str, ...] = ()
 
     @classmethod
     def coerce(cls, value: object, what: str) -> "NewSegment":
@@ -182,8 +186,10 @@ class NewSegment:
             raise InputError(f"{what} has no 'text'")
         refs = value.get("references") or ()
         refs = tuple(check_ids(refs, f"{what}.references"))
-        kwargs = {k: value[k] for k in value if k != "references"}
-        return cls(references=refs, **kwargs)
+        older = value.get("supersedes") or ()
+        older = tuple(check_ids(older, f"{what}.supersedes"))
+        kwargs = {k: value[k] for k in value if k not in ("references", "supersedes")}
+        return cls(references=refs, supersedes=older, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,8 @@ class ContextSegment:
             split, each piece embedded, the best piece scores the segment).
         expires_at: when cleanup may remove it (UTC; ``None``: never). protected: never removed by cleanup.
         sha256: hex digest of ``text``.
+        superseded_by: the id of the segment that replaced this one (``None``: it is current).
+        supersedes: ids of the segments this one replaced (each has it as ``superseded_by``).
     """
 
     id: str
@@ -219,6 +227,8 @@ class ContextSegment:
     expires_at: datetime | None
     protected: bool
     sha256: str = field(default="")
+    superseded_by: str | None = None
+    supersedes: tuple[str, ...] = ()
 
     def preview(self, chars: int = 500) -> str:
         """The first ``chars`` characters of the text, with ``...`` when cut (default 500)."""
@@ -241,6 +251,10 @@ class ContextSegment:
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "protected": self.protected,
         }
+        if self.superseded_by is not None:
+            d["superseded_by"] = self.superseded_by
+        if self.supersedes:
+            d["supersedes"] = list(self.supersedes)
         if text:
             d["text"] = self.text
         return d
@@ -260,6 +274,7 @@ class CheckedSegment:
     protected: bool
     id: str | None
     sha256: str
+    supersedes: tuple[str, ...] = ()
 
 
 def check_segment(seg: NewSegment, what: str, now: datetime, max_chars: int = MAX_SEGMENT_CHARS) -> CheckedSegment:
@@ -277,6 +292,9 @@ def check_segment(seg: NewSegment, what: str, now: datetime, max_chars: int = MA
     if isinstance(seg.references, (str, bytes)):
         raise InputError(f"{what}.references must be a list of segment ids, got a string")
     refs = tuple(check_ids(list(seg.references), f"{what}.references"))
+    if isinstance(seg.supersedes, (str, bytes)):
+        raise InputError(f"{what}.supersedes must be a list of segment ids, got a string")
+    older = tuple(check_ids(list(seg.supersedes), f"{what}.supersedes"))
     ts = now if seg.timestamp is None else aware(seg.timestamp, f"{what}.timestamp")
     if seg.expires_in_days is not None and seg.expires_at is not None:
         raise InputError(f"{what}: give expires_in_days or expires_at, not both")
@@ -306,4 +324,5 @@ def check_segment(seg: NewSegment, what: str, now: datetime, max_chars: int = MA
         protected=seg.protected,
         id=seg.id,
         sha256=content_hash(seg.text),
+        supersedes=older,
     )

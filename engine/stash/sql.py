@@ -9,6 +9,7 @@ connection, ``BEGIN IMMEDIATE`` writes, the change log and the in-memory vector 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +43,7 @@ _B = TypeVar("_B", bound="SqlBackend")
 #: The columns :func:`segment_of` maps, in its order.
 SEGMENT_COLUMNS = (
     "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks, "
-    "fields"
+    "fields, superseded_by"
 )
 
 
@@ -136,12 +137,14 @@ def where(d: Dialect, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
     if f.alive_at is not None:
         conds.append(f"({p}expires IS NULL OR {p}expires > {m} OR {p}protected = {d.true})")
         args.append(f.alive_at)
+    if f.current is not None:
+        conds.append(f"{p}superseded_by IS {'' if f.current else 'NOT '}NULL")
     return (" AND ".join(conds) or d.true), args
 
 
 def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Sequence[str]) -> ContextSegment:
     """A segment from a row of :data:`SEGMENT_COLUMNS` and its references both ways."""
-    sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch, check = r
+    sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch, check, newer = r
     if not isinstance(text, str) or content_hash(text) != sha:  # a flipped bit on disk, an edited row
         raise StashIntegrityError(
             f"segment {sid!r} failed its check on read: its text no longer matches its sha256 (the store's "
@@ -170,6 +173,7 @@ def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Seque
         expires_at=None if expires is None else from_epoch(expires),
         protected=bool(prot),
         sha256=sha,
+        superseded_by=newer if isinstance(newer, str) else None,
     )
 
 
@@ -344,6 +348,18 @@ class SqlBackend:
         return out
 
     @reads
+    def successors(self, ids: Sequence[str]) -> dict[str, str]:
+        """See :meth:`StashBackend.successors`."""
+        d = self.dialect
+        out: dict[str, str] = {}
+        with self.lock:
+            for batch in d.batches(ids):
+                cond, args = d.any_of("id", batch)
+                q = f"SELECT id, superseded_by FROM {d.segments} WHERE {cond} AND superseded_by IS NOT NULL"
+                out.update(self._db.execute(q, args).fetchall())
+        return out
+
+    @reads
     def by_hash(self, session: str, hashes: Sequence[str]) -> dict[str, str]:
         d = self.dialect
         out: dict[str, str] = {}
@@ -362,6 +378,7 @@ class SqlBackend:
         ids = [r[0] for r in rows]
         refs: dict[str, list[str]] = {i: [] for i in ids}
         back: dict[str, list[str]] = {i: [] for i in ids}
+        older: dict[str, list[str]] = {i: [] for i in ids}  # the segments each one superseded
         for batch in d.batches(ids):
             src, src_args = d.any_of("src", batch)
             for a, b in self._db.execute(f"SELECT src, dst FROM {d.refs} WHERE {src} ORDER BY src, pos", src_args):
@@ -369,7 +386,15 @@ class SqlBackend:
             dst, dst_args = d.any_of("dst", batch)
             for a, b in self._db.execute(f"SELECT src, dst FROM {d.refs} WHERE {dst}", dst_args):
                 back[b].append(a)
-        return [segment_of(r, refs[r[0]], back[r[0]]) for r in rows]
+            newer, newer_args = d.any_of("superseded_by", batch)
+            for a, b in self._db.execute(f"SELECT id, superseded_by FROM {d.segments} WHERE {newer}", newer_args):
+                older[b].append(a)
+        return [
+            dataclasses.replace(segment_of(r, refs[r[0]], back[r[0]]), supersedes=tuple(sorted(older[r[0]])))
+            if older[r[0]]
+            else segment_of(r, refs[r[0]], back[r[0]])
+            for r in rows
+        ]
 
     @reads
     def get(self, ids: Sequence[str]) -> list[ContextSegment]:
@@ -468,8 +493,8 @@ class SqlBackend:
         (``replace``: they replace the ones stored)."""
 
     def _insert_rows(
-        self, db: Any, rows: Sequence[SegmentRow], dedup: bool
-    ) -> tuple[dict[int, str], list[tuple[int, SegmentRow]]]:
+        self, db: Any, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
+    ) -> tuple[dict[int, str], list[tuple[int, SegmentRow]], list[int]]:
         """Insert the rows and their references (see :meth:`StashBackend.insert`): returns the skipped
         ``{position: stored id}`` and ``(row, SegmentRow)`` of each row written."""
         d, m = self.dialect, self.dialect.mark
@@ -527,13 +552,40 @@ class SqlBackend:
                 if found is None or found[0] != s.session:
                     raise InputError(f"segment {s.id!r} refers to {dst!r}, which is not in its session")
                 db.execute(d.insert_ignore(d.refs, 3), (s.id, dst, n))
-        return skipped, added
+        return skipped, added, self._supersede(db, [(old, remap.get(new, new)) for old, new in supersede])
 
-    def _delete_rows(self, db: Any, ids: Sequence[str], returning: str) -> list[tuple[Any, ...]]:
+    def _supersede(self, db: Any, pairs: Sequence[tuple[str, str]]) -> list[int]:
+        """Mark each old segment of ``pairs`` as superseded by the new one (both stored, one session;
+        else InputError); returns the rows changed."""
+        d, m = self.dialect, self.dialect.mark
+        changed: list[int] = []
+        for old, new in pairs:
+            if old == new:
+                continue  # a segment that duplicates one it supersedes: nothing to mark
+            both = {
+                i: (row, session, newer)
+                for i, row, session, newer in db.execute(
+                    f"SELECT id, row, session, superseded_by FROM {d.segments} WHERE id IN ({m}, {m})", (old, new)
+                ).fetchall()
+            }
+            if old not in both or new not in both or both[old][1] != both[new][1]:
+                raise InputError(f"segment {new!r} cannot supersede {old!r}: both must be stored in one session")
+            if both[old][2] == new:
+                continue  # already so (an import run again)
+            if both[new][2] is not None:  # so no chain ever loops
+                raise InputError(
+                    f"segment {new!r} is itself superseded (by {both[new][2]!r}); it cannot supersede others"
+                )
+            db.execute(f"UPDATE {d.segments} SET superseded_by = {m} WHERE id = {m}", (new, old))
+            changed.append(int(both[old][0]))
+        return changed
+
+    def _delete_rows(self, db: Any, ids: Sequence[str], returning: str) -> tuple[list[tuple[Any, ...]], list[int]]:
         """Delete these segments and their references both ways; returns the ``returning`` columns
-        of each deleted segment."""
+        of each deleted segment, and the rows of the segments they superseded (current again)."""
         d = self.dialect
         gone: list[tuple[Any, ...]] = []
+        freed: list[int] = []
         for batch in d.batches(ids):
             cond, args = d.any_of("id", batch)
             if d.returning:
@@ -544,7 +596,10 @@ class SqlBackend:
             src, src_args = d.any_of("src", batch)
             dst, dst_args = d.any_of("dst", batch)
             db.execute(f"DELETE FROM {d.refs} WHERE {src} OR {dst}", [*src_args, *dst_args])
-        return gone
+            newer, newer_args = d.any_of("superseded_by", batch)
+            freed += [int(r[0]) for r in db.execute(f"SELECT row FROM {d.segments} WHERE {newer}", newer_args)]
+            db.execute(f"UPDATE {d.segments} SET superseded_by = NULL WHERE {newer}", newer_args)  # current again
+        return gone, freed
 
     def _set_protected(self, db: Any, ids: Sequence[str], protected: bool) -> list[int]:
         """Set the flag of these segments; returns the rows of those stored."""

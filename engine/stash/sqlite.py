@@ -62,11 +62,13 @@ CREATE TABLE IF NOT EXISTS segments (
     vectors BLOB NOT NULL,
     digest BLOB NOT NULL,
     terms TEXT NOT NULL,
-    fields BLOB NOT NULL
+    fields BLOB NOT NULL,
+    superseded_by TEXT
 );
 CREATE INDEX IF NOT EXISTS segments_session_hash ON segments (session, sha256);
 CREATE INDEX IF NOT EXISTS segments_created ON segments (created);
 CREATE INDEX IF NOT EXISTS segments_expires ON segments (expires) WHERE expires IS NOT NULL;
+CREATE INDEX IF NOT EXISTS segments_superseded ON segments (superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE TABLE IF NOT EXISTS refs (
     src TEXT NOT NULL, dst TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (src, dst)
 ) WITHOUT ROWID;
@@ -319,7 +321,7 @@ class SqliteBackend(SqlBackend):
         dim = meta.dim or table.dim
         sql = (
             "SELECT row, id, session, type, topic, source, created, expires, protected, model, chunks, vectors, "
-            "digest, terms, stashed, sha256 FROM segments"
+            "digest, terms, stashed, sha256, superseded_by IS NOT NULL FROM segments"
         )
         batches: list[list[int] | None] = [None] if rows is None else list(self.dialect.batches(rows))
         pending: list[TableRow] = []  # added in batches: one quantisation call per batch
@@ -347,6 +349,7 @@ class SqliteBackend(SqlBackend):
                     terms,
                     stashed,
                     sha,
+                    superseded,
                 ) = r
                 v = self._vectors_of((row, sid, model, chunks, blob, digest), dim)
                 if v is None:
@@ -368,6 +371,7 @@ class SqliteBackend(SqlBackend):
                         stashed,
                         sha,
                         digest,
+                        bool(superseded),
                     )
                 )
                 if len(pending) >= _LOAD_BATCH:
@@ -410,9 +414,11 @@ class SqliteBackend(SqlBackend):
                 self._load_rows(self._table, changed)
                 for row, op in final.items():
                     if op == _OP_FLAGS:
-                        p = self._db.execute("SELECT protected FROM segments WHERE row = ?", (row,)).fetchone()
+                        p = self._db.execute(
+                            "SELECT protected, superseded_by IS NOT NULL FROM segments WHERE row = ?", (row,)
+                        ).fetchone()
                         if p is not None:
-                            self._table.set_protected(row, bool(p[0]))
+                            self._table.set_flags(row, bool(p[0]), bool(p[1]))
             self._seq = last
             self._version = version
             if self._table.chunks.graph_built != self._graph_saved:  # a graph built from scratch: save it now
@@ -503,18 +509,23 @@ class SqliteBackend(SqlBackend):
         return {"terms": " ".join(terms)}
 
     @guarded
-    def insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
+    def insert(
+        self, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
+    ) -> dict[int, str]:
         with self._write() as db:
-            skipped, added = self._insert_rows(db, rows, dedup)
+            skipped, added, superseded = self._insert_rows(db, rows, dedup, supersede)
             self._log(db, [row for row, _ in added], _OP_ADD)
+            self._log(db, superseded, _OP_FLAGS)
         self._after_write()
         return skipped
 
     @guarded
     def delete(self, ids: Sequence[str]) -> int:
         with self._write() as db:
-            gone = [int(r[0]) for r in self._delete_rows(db, ids, "row")]
+            deleted, freed = self._delete_rows(db, ids, "row")
+            gone = [int(r[0]) for r in deleted]
             self._log(db, gone, _OP_DELETE)
+            self._log(db, freed, _OP_FLAGS)
         self._after_write()
         return len(gone)
 

@@ -101,6 +101,12 @@ class StashConfig:
         redact: replace credentials of known shapes (provider API keys, tokens, private keys, passwords
             in URLs and ``.env`` lines) by a typed placeholder before a segment is embedded or stored
             (default True; see :mod:`contextsieve.stash.redact`).
+        propose_supersede: when set (a cosine in (0, 1]), a newly stashed segment whose first chunk is at
+            least this similar to a current segment of its session that it does not already supersede
+            is reported in :attr:`StashResult.may_supersede` (default None: off, no search at stash
+            time; 0.9 is a starting point with all-MiniLM-L6-v2, where restatements of one fact
+            score above it and different facts on one topic mostly below). One dense search per new
+            segment.
         embed_type: embed each segment (each chunk of a long one) with its type as a first word,
             ``message: <text>`` (the stored text stays as given; the query is embedded as it is). Short
             turns embedded alone are the model's weak spot; the type gives each the same context. Measured
@@ -121,6 +127,7 @@ class StashConfig:
     preview_chars: int = 500
     redact: bool = True
     embed_type: bool | None = None
+    propose_supersede: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.rank, RankConfig):
@@ -129,6 +136,8 @@ class StashConfig:
             raise InputError("need 8 <= chunk_tokens <= 256 and 0 <= overlap_tokens < chunk_tokens / 2")
         if self.near_duplicate is not None and not 0.0 < self.near_duplicate <= 1.0:
             raise InputError(f"near_duplicate must be in (0, 1] or None, got {self.near_duplicate!r}")
+        if self.propose_supersede is not None and not 0.0 < self.propose_supersede <= 1.0:
+            raise InputError(f"propose_supersede must be in (0, 1] or None, got {self.propose_supersede!r}")
         if self.max_segment_chars < 1 or self.preview_chars < 1:
             raise InputError("max_segment_chars and preview_chars must be positive")
         if self.embed_type is not None and not isinstance(self.embed_type, bool):
@@ -203,7 +212,7 @@ class SegmentFilter:
                 kw[name] = v
         return cls(**kw)
 
-    def resolve(self, sessions: tuple[str, ...] | None, alive_at: int | None) -> Filters:
+    def resolve(self, sessions: tuple[str, ...] | None, alive_at: int | None, current: bool | None = None) -> Filters:
         return Filters(
             sessions=sessions,
             types=self.types,
@@ -213,6 +222,7 @@ class SegmentFilter:
             until=None if self.until is None else to_epoch(aware(self.until, "until")),
             protected=self.protected,
             alive_at=alive_at,
+            current=current,
         )
 
 
@@ -226,6 +236,9 @@ class StashResult:
         tokens: model tokens of the newly stored segments.
         redacted: secrets replaced by a placeholder before storage, by kind (counts only; see
             :mod:`contextsieve.stash.redact`).
+        may_supersede: with :attr:`StashConfig.propose_supersede` set, ``{new id: stored id}`` for each
+            new segment whose meaning is that close to a current segment of its session (a restated or
+            changed fact): stash it again with ``supersedes`` to make it so (nothing is marked here).
     """
 
     segment_ids: tuple[str, ...]
@@ -233,6 +246,7 @@ class StashResult:
     duplicates: int
     tokens: int
     redacted: Mapping[str, int] = field(default_factory=dict)
+    may_supersede: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -263,6 +277,8 @@ class Retrieved:
             "tokens": s.tokens,
             "topic": s.topic,
             "source": s.source,
+            **({"supersedes": list(s.supersedes)} if s.supersedes else {}),
+            **({"superseded_by": s.superseded_by} if s.superseded_by else {}),
         }
 
 
@@ -373,7 +389,11 @@ def _shown(seg: ContextSegment) -> ContextSegment:
         return _public(i, seg.session)
 
     refs, by = tuple(map(pub, seg.references)), tuple(map(pub, seg.referenced_by))
-    return dataclasses.replace(seg, id=pub(seg.id), references=refs, referenced_by=by)
+    newer = None if seg.superseded_by is None else pub(seg.superseded_by)
+    older = tuple(map(pub, seg.supersedes))
+    return dataclasses.replace(
+        seg, id=pub(seg.id), references=refs, referenced_by=by, superseded_by=newer, supersedes=older
+    )
 
 
 @dataclass
@@ -621,11 +641,13 @@ class StashStore:
             missing = [_public(r, session) for r in outside if found.get(r) != session]
             if missing:
                 raise InputError(f"references to segments not in session {session!r}: {missing[:5]}")
+        supersede = self._supersessions(plan, mine, alias, session)
         texts = [plan.checked[i].text for i in plan.new]
         types = [plan.checked[i].type for i in plan.new]
         vectors, tokens = self._segment_vectors(texts, types, show_progress, progress)
         if self.config.near_duplicate is not None:
             plan, vectors, tokens = self._near_duplicates(plan, vectors, tokens, session)
+        proposals = self._proposals(plan, vectors, session, supersede)
         rows: list[SegmentRow] = []
         for j, i in enumerate(plan.new):
             c = plan.checked[i]
@@ -648,20 +670,72 @@ class StashStore:
                 sha256=c.sha256,
             )
             rows.append(SegmentRow(seg, vectors[j], index_terms(c.text)))
-        skipped = self._insert(rows, self.config.dedup)
+        skipped = self._insert(rows, self.config.dedup, supersede)
         raced = {rows[pos].segment.id: existing for pos, existing in skipped.items()}
         ids = [_public(raced.get(i, i), session) for i in plan.ids]
         new_ids = {r.segment.id for p, r in enumerate(rows) if p not in skipped}
         new_tokens = sum(r.segment.tokens for p, r in enumerate(rows) if p not in skipped)
-        return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens, dict(secrets))
+        close = {_public(n, session): _public(o, session) for n, o in proposals.items() if n in new_ids}
+        return StashResult(tuple(ids), len(new_ids), len(items) - len(new_ids), new_tokens, dict(secrets), close)
 
-    def _insert(self, rows: Sequence[SegmentRow], dedup: bool) -> dict[int, str]:
-        """Write rows (one transaction), recording the model on a store's first write."""
+    def _proposals(
+        self, plan: _Plan, vectors: list[np.ndarray], session: str, supersede: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """``{new stored id: stored id}`` of :attr:`StashConfig.propose_supersede` (before the write)."""
+        threshold = self.config.propose_supersede
+        if threshold is None or not plan.new:
+            return {}
+        already = set(supersede)
+        out: dict[str, str] = {}
+        current = Filters(sessions=(session,), current=True)
+        for j, i in enumerate(plan.new):
+            for hit in self.backend.dense(vectors[j][:1], 1, current):
+                if hit.score >= threshold and (hit.id, plan.ids[i]) not in already:
+                    out[plan.ids[i]] = hit.id
+        return out
+
+    def _insert(
+        self, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
+    ) -> dict[int, str]:
+        """Write rows and supersessions (one transaction), recording the model on a store's first write."""
         with self.lock:
             if rows and self.backend.meta().model is None:
                 self.backend.put_setting(EMBED_FORM_KEY, "type" if self.embed_type else "plain", replace=False)
                 self.backend.set_meta(self.model_id, int(rows[0].vectors.shape[1]), None)
-            return self.backend.insert(rows, dedup)
+            return self.backend.insert(rows, dedup, supersede)
+
+    def _supersessions(
+        self, plan: _Plan, mine: Mapping[str, str], alias: Mapping[str, str], session: str
+    ) -> list[tuple[str, str]]:
+        """``(old stored id, new stored id)`` of each ``supersedes`` of the batch: the old ones are
+        stored segments of the session or segments of the batch (by their given id); a segment that
+        is a duplicate of a stored one makes that one supersede them. InputError names any other."""
+        named = {r for c in plan.checked for r in c.supersedes}
+        if not named:
+            return []
+        old_of = {**self._resolve([r for r in named if r not in mine], session), **mine}
+        batch = set(plan.ids)
+        outside = sorted({old_of[r] for r in named} - batch)
+        found = self.backend.sessions_of(outside) if outside else {}
+        missing = [_public(r, session) for r in outside if found.get(r) != session]
+        if missing:
+            raise InputError(f"supersedes segments not in session {session!r}: {missing[:5]}")
+        pairs: list[tuple[str, str]] = []
+        for i, c in enumerate(plan.checked):
+            for r in c.supersedes:
+                old = alias.get(old_of[r], old_of[r])
+                if old != plan.ids[i]:
+                    pairs.append((old, plan.ids[i]))
+        return list(dict.fromkeys(pairs))
+
+    def add_supersessions(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Mark each stored segment ``old`` of ``(old, new)`` as superseded by ``new`` (stored ids, as
+        :func:`~contextsieve.stash.transfer.import_store` restores them; both of one session, ``new``
+        not itself superseded, else InputError and nothing changes). One transaction."""
+        self._usable()
+        pairs = [(str(a), str(b)) for a, b in pairs]
+        if pairs:
+            self._insert([], False, pairs)
 
     def add_segments(self, segments: Sequence[ContextSegment], *, show_progress: bool = False) -> None:
         """Write whole segments as they are (ids, sessions, times, references, protection kept),
@@ -731,6 +805,7 @@ class StashStore:
         cross_session: bool = False,
         now: datetime | None = None,
         query_vectors: np.ndarray | None = None,
+        include_superseded: bool = False,
     ) -> list[Retrieved]:
         """The ``top_k`` stashed segments best for ``query``, best first: :meth:`retrieve_traced`
         without its trace (the arguments are the same)."""
@@ -743,6 +818,7 @@ class StashStore:
             cross_session=cross_session,
             now=now,
             query_vectors=query_vectors,
+            include_superseded=include_superseded,
         )[0]
 
     def retrieve_traced(
@@ -756,6 +832,7 @@ class StashStore:
         cross_session: bool = False,
         now: datetime | None = None,
         query_vectors: np.ndarray | None = None,
+        include_superseded: bool = False,
     ) -> tuple[list[Retrieved], RetrieveTrace]:
         """The ``top_k`` stashed segments best for ``query``, best first (see
         :mod:`contextsieve.stash.ranking` for the score), and the trace of every candidate ranked.
@@ -772,6 +849,8 @@ class StashStore:
             query_vectors: the vectors of ``query``'s sentences (:func:`contextsieve.chunking.query_chunks`)
                 from an embedder of this store's model family, when the caller has them already (a
                 request passes the ones it searched its items with); default: embedded here.
+            include_superseded: also return segments another one superseded (each says by which in
+                ``segment.superseded_by``); default False: only the newest of each chain competes.
         """
         self._usable()
         session = check_session(session)
@@ -782,7 +861,10 @@ class StashStore:
             raise InputError(f"min_similarity must be in [-1, 1], got {brief(min_similarity)}")
         when = _now() if now is None else aware(now, "now")
         at = to_epoch(when)
-        f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at)
+        if not isinstance(include_superseded, bool):
+            raise InputError(f"include_superseded must be true or false, got {brief(include_superseded)}")
+        current = None if include_superseded else True  # the newest of each supersession chain only
+        f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at, current)
         q = self._query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
         terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
         with self.backend.reading():  # one state of the store for every search and read below

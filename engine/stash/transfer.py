@@ -2,14 +2,15 @@
 PostgreSQL, either way).
 
 The file (``contextsieve stash export STORE FILE``) is JSON Lines, UTF-8, format ``contextsieve.stash``
-version 1:
+version 2 (version 1 files, without ``superseded_by``, are read too):
 
-- line 1, the header: ``{"format": "contextsieve.stash", "version": 1, "model": <model id of the
+- line 1, the header: ``{"format": "contextsieve.stash", "version": 2, "model": <model id of the
   vectors>, "exported_at": <ISO time>}``;
 - one line per segment, in the order they were stored: ``id`` (as stored: an id a caller chose carries
   its session mark), ``session``, ``text``, ``type``, ``timestamp``, ``stashed_at``, ``expires_at``
-  (ISO times, UTC; ``null``), ``topic``, ``source``, ``references`` (ids), ``protected``, ``sha256``
-  (of the text);
+  (ISO times, UTC, to the microsecond; ``null``), ``topic``, ``source``, ``references`` (ids),
+  ``protected``, ``sha256`` (of the text), ``superseded_by`` (the id of the segment that replaced it,
+  which the file holds too; ``null``);
 - the last line: ``{"end": true, "segments": <count>, "sha256": <hex digest of the segment lines, each
   with its newline>}``.
 
@@ -44,7 +45,7 @@ from contextsieve.stash.store import StashStore
 __all__ = ["FORMAT", "VERSION", "TransferResult", "export_store", "import_store", "migrate"]
 
 FORMAT = "contextsieve.stash"
-VERSION = 1
+VERSION = 2  # 2: superseded_by on each segment line (a file of version 1 is read as having none)
 #: Segments read from a store per query on export and migration.
 PART = 256
 
@@ -87,6 +88,7 @@ def _line(seg: ContextSegment) -> dict[str, Any]:
         "references": list(seg.references),
         "protected": seg.protected,
         "sha256": seg.sha256 or content_hash(seg.text),
+        "superseded_by": seg.superseded_by,
     }
 
 
@@ -127,7 +129,7 @@ def _time(value: object, what: str, optional: bool = False) -> datetime | None:
     return t.astimezone(timezone.utc)
 
 
-def _parse(line: str, n: int) -> ContextSegment:
+def _parse(line: str, n: int, version: int = VERSION) -> ContextSegment:
     """One segment line of a file, checked field by field (the stored fields a stash writes)."""
     what = f"line {n}"
     try:
@@ -137,7 +139,7 @@ def _parse(line: str, n: int) -> ContextSegment:
     if not isinstance(d, dict):
         raise InputError(f"{what} is not a segment object")
     known = {"id", "session", "text", "type", "timestamp", "stashed_at", "expires_at", "topic", "source"}
-    known |= {"references", "protected", "sha256"}
+    known |= {"references", "protected", "sha256"} | ({"superseded_by"} if version >= 2 else set())
     if set(d) != known:
         raise InputError(f"{what}: fields {sorted(set(d) ^ known)} are missing or unknown")
     for name in ("id", "session", "text", "source", "sha256"):
@@ -154,6 +156,9 @@ def _parse(line: str, n: int) -> ContextSegment:
         raise InputError(f"{what}.protected must be true or false")
     if content_hash(d["text"]) != d["sha256"]:
         raise InputError(f"{what}: the text does not match its sha256")
+    newer = d.get("superseded_by")
+    if newer is not None and not (isinstance(newer, str) and newer):
+        raise InputError(f"{what}.superseded_by must be an id or null, got {brief(newer)}")
     return ContextSegment(
         id=d["id"],
         session=d["session"],
@@ -171,6 +176,7 @@ def _parse(line: str, n: int) -> ContextSegment:
         expires_at=_time(d["expires_at"], f"{what}.expires_at", optional=True),
         protected=d["protected"],
         sha256=d["sha256"],
+        superseded_by=newer,
     )
 
 
@@ -198,8 +204,9 @@ def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
         raise InputError(f"{path}: its first or last line is not JSON") from e
     if not isinstance(head, Mapping) or head.get("format") != FORMAT:
         raise InputError(f"{path} is not a contextsieve stash export")
-    if head.get("version") != VERSION:
-        raise InputError(f"{path} is of format version {brief(head.get('version'))}; this version reads {VERSION}")
+    version = head.get("version")
+    if version not in (1, VERSION):
+        raise InputError(f"{path} is of format version {brief(version)}; this version reads 1 and {VERSION}")
     if not isinstance(end, Mapping) or end.get("end") is not True:
         raise InputError(f"{path} has no end line: it was cut short")
     body = lines[1:-1]
@@ -208,7 +215,7 @@ def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
     digest = hashlib.sha256("".join(line + "\n" for line in body).encode("utf-8", "surrogatepass")).hexdigest()
     if end.get("sha256") != digest:
         raise InputError(f"{path} fails its sha256 check (changed or damaged)")
-    segs = [_parse(line, n) for n, line in enumerate(body, 2)]
+    segs = [_parse(line, n, int(version)) for n, line in enumerate(body, 2)]
     ids = [s.id for s in segs]
     if len(set(ids)) != len(ids):
         raise InputError(f"{path} holds one id twice")
@@ -224,7 +231,12 @@ def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: boo
     if clash:
         raise StashError(f"the store already holds other segments under the ids {clash[:5]}; nothing was written")
     todo = [x for x in segs if x.id not in have]
+    ids = {x.id for x in segs}
+    dangling = [x.id for x in segs if x.superseded_by is not None and x.superseded_by not in ids]
+    if dangling:
+        raise InputError(f"segments {dangling[:5]} are superseded by segments the file does not hold")
     store.add_segments(todo, show_progress=show_progress)
+    store.add_supersessions([(x.id, x.superseded_by) for x in segs if x.superseded_by is not None])
     return TransferResult(len(todo), len(segs) - len(todo), len(segs))
 
 

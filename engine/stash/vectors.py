@@ -63,6 +63,7 @@ class TableRow:
     stashed: int | None = None
     sha256: str = ""
     digest: bytes = b""
+    superseded: bool = False  # another segment supersedes it
 
 
 class VectorTable:
@@ -89,6 +90,7 @@ class VectorTable:
         self._stashed = np.zeros(n, np.int64)
         self._expires = np.zeros(n, np.int64)  # NEVER: no expiry
         self._protected = np.zeros(n, np.bool_)
+        self._superseded = np.zeros(n, np.bool_)
         self._sha: list[str] = []  # slot -> sha256 of the text
         self._mutations = 0  # changes since the table was made (the filter masks' memo key)
         self._allowed_memo: tuple[Filters, int, np.ndarray] | None = None
@@ -123,7 +125,17 @@ class VectorTable:
         if need <= cap:
             return
         new = max(need, 2 * cap, 256)
-        for name in ("_session", "_topic", "_source", "_type", "_created", "_stashed", "_expires", "_protected"):
+        for name in (
+            "_session",
+            "_topic",
+            "_source",
+            "_type",
+            "_created",
+            "_stashed",
+            "_expires",
+            "_protected",
+            "_superseded",
+        ):
             old = getattr(self, name)
             grown = np.zeros(new, old.dtype)
             grown[:cap] = old
@@ -156,6 +168,7 @@ class VectorTable:
             self._stashed[s] = r.created if r.stashed is None else r.stashed
             self._expires[s] = NEVER if r.expires is None else r.expires
             self._protected[s] = r.protected
+            self._superseded[s] = r.superseded
             self._sha.append(r.sha256)
             self.ids.append(r.segment_id)
             self.slot_of_id[r.segment_id] = s
@@ -175,11 +188,13 @@ class VectorTable:
         self._forget(s)
         self.chunks.remove(row)
 
-    def set_protected(self, row: int, protected: bool) -> None:
+    def set_flags(self, row: int, protected: bool, superseded: bool) -> None:
+        """The flags a stored row can change after it is written (see :class:`TableRow`)."""
         s = self.chunks.slot_of.get(row)
         if s is not None:
             self._mutations += 1
             self._protected[s] = protected
+            self._superseded[s] = superseded
 
     def facts(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
         """Creation and stash times (microseconds since 1970) and text sha256 of the live segments
@@ -245,6 +260,8 @@ class VectorTable:
             ok &= self._created[:n] <= f.until
         if f.protected is not None:
             ok &= self._protected[:n] == f.protected
+        if f.current is not None:
+            ok &= self._superseded[:n] != f.current
         return ok  # the expiry condition (alive_at) is applied by allowed()
 
     def _chunks_allowed(self, f: Filters) -> tuple[np.ndarray, int]:
