@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("store", help="SQLite file or postgresql:// URI (import: the export file)")
     st.add_argument("target", nargs="?", help="export: the file to write; import, migrate: the store to write into")
     st.add_argument("--max-age-days", type=float, help="cleanup: also delete unprotected segments older than this")
+    st.add_argument(
+        "--vectors",
+        action="store_true",
+        help="export: write each segment's vectors too (an import into a store of the same model and "
+        "settings then checks a sample and writes them instead of embedding)",
+    )
     g = sub.add_parser(
         "gateway", help="one MCP server (stdio) in front of the agent's servers, offering the task's tools"
     )
@@ -325,7 +331,8 @@ def _stash(args: argparse.Namespace) -> None:
             )
         if args.action == "export":
             with StashStore.open(args.store) as store:
-                print(f"exported {export_store(store, args.target, show_progress=True)} segments to {args.target}")
+                n = export_store(store, args.target, vectors=args.vectors, show_progress=True)
+                print(f"exported {n} segments to {args.target}" + (" with their vectors" if args.vectors else ""))
             return
         if args.action == "import":
             from contextsieve.stash.transfer import read_file
@@ -336,7 +343,8 @@ def _stash(args: argparse.Namespace) -> None:
         else:
             with StashStore.open(args.store) as src, StashStore.open(args.target) as dst:
                 r = migrate(src, dst, show_progress=True)
-        print(f"wrote {r.written} segments, skipped {r.skipped} already there, of {r.total}")
+        reused = f" ({r.vectors_reused} with the file's vectors)" if r.vectors_reused else ""
+        print(f"wrote {r.written} segments{reused}, skipped {r.skipped} already there, of {r.total}")
         return
     if args.action == "rebuild":
         with StashStore.open(args.store, rebuild=True) as store:

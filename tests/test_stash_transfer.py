@@ -152,3 +152,69 @@ def test_the_cli_names_a_missing_file_without_a_traceback(tmp_path: Path) -> Non
     )
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "no file at" in bad.stderr
     assert not (tmp_path / "n.db").exists()  # the store is not created for a file that cannot be read
+
+
+def _rewrite(path: Path, change) -> None:  # noqa: ANN001
+    """Change the segment lines of an export (``change(list of dicts)``) and seal it again."""
+    import hashlib
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body = [json.loads(x) for x in lines[1:-1]]
+    change(body)
+    out = [json.dumps(d, ensure_ascii=False) for d in body]
+    digest = hashlib.sha256("".join(x + "\n" for x in out).encode()).hexdigest()
+    end = {"end": True, "segments": len(out), "sha256": digest}
+    path.write_text("\n".join([lines[0], *out, json.dumps(end)]) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("source", ["sqlite", "postgres"])
+def test_an_export_with_vectors_is_imported_without_embedding_and_checked(
+    tmp_path: Path, source: str, request: pytest.FixtureRequest
+) -> None:
+    """Issue 28: vectors are optional in the file; an import into a store of the same model, form
+    and chunking writes them after embedding a sample to check them (a file whose vectors are not the
+    model's is refused, nothing written); any other store embeds the texts itself."""
+    where = str(request.getfixturevalue("postgres_uri")) if source == "postgres" else str(tmp_path / "a.db")
+    with StashStore.open(where, fake()) as a:
+        fill(a)
+        assert export_store(a, tmp_path / "v.jsonl", vectors=True) == 4
+        want = everything(a)
+        hits = [(h.segment.id, round(h.score, 5)) for h in a.retrieve("queue", session="a")]
+    head = json.loads((tmp_path / "v.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert head["vectors"]["model"] == "fake/1" and head["vectors"]["dim"] == 64
+    embedder = fake()
+    with StashStore.open(tmp_path / "b.db", embedder) as b:
+        r = import_store(b, tmp_path / "v.jsonl")
+        assert (r.written, r.vectors_reused) == (4, 4)
+        assert embedder.texts <= 4  # the spot check only
+        assert everything(b) == want
+        got = [(h.segment.id, round(h.score, 5)) for h in b.retrieve("queue", session="a")]
+        assert [g[0] for g in got] == [h[0] for h in hits]  # scores: PostgreSQL's exact, SQLite's int8 search
+        assert all(abs(g[1] - h[1]) < 0.01 for g, h in zip(got, hits))
+    other = fake()
+    other.model_id = "fake/2"  # type: ignore[misc]
+    with StashStore.open(tmp_path / "c.db", other) as c:
+        assert import_store(c, tmp_path / "v.jsonl").vectors_reused == 0  # another model: embedded here
+
+    def swap(body: list[dict]) -> None:  # two segments' vectors exchanged: unit vectors, wrong ones
+        body[0]["vectors"], body[1]["vectors"] = body[1]["vectors"], body[0]["vectors"]
+
+    _rewrite(tmp_path / "v.jsonl", swap)
+    with StashStore.open(tmp_path / "d.db", fake()) as d:
+        with pytest.raises(StashError, match="not what fake/1 gives"):
+            import_store(d, tmp_path / "v.jsonl")
+        assert d.stats()["segments"] == 0
+
+    def scale(body: list[dict]) -> None:
+        import base64
+
+        import numpy as np
+
+        v = np.frombuffer(base64.b64decode(body[0]["vectors"]), dtype="<f4") * 2
+        body[0]["vectors"] = base64.b64encode(v.astype("<f4").tobytes()).decode()
+
+    export_store(StashStore.open(tmp_path / "b.db", fake()), tmp_path / "w.jsonl", vectors=True)
+    _rewrite(tmp_path / "w.jsonl", scale)
+    with StashStore.open(tmp_path / "e.db", fake()) as e:
+        with pytest.raises(InputError, match="not finite unit vectors"):
+            import_store(e, tmp_path / "w.jsonl")

@@ -215,6 +215,11 @@ class StashBackend(Protocol):
         the stored one)."""
         ...
 
+    def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored chunk vectors (float32 ``[chunks, dim]``) of each of ``ids`` whose vectors pass
+        their check (what an export with vectors writes)."""
+        ...
+
     def successors(self, ids: Sequence[str]) -> dict[str, str]:
         """``superseded_by`` of each of ``ids`` that is superseded."""
         ...

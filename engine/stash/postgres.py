@@ -20,6 +20,7 @@ EXTENSION vector`` is run when missing, which needs the right to create it).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -271,6 +272,21 @@ class PostgresBackend(SqlBackend):
             q = "SELECT id, created, stashed, sha256 FROM stash_segments WHERE id = ANY(%s)"
             rows = self._db.execute(q, (list(ids),)).fetchall()
         return {i: (int(c), int(st), sha) for i, c, st, sha in rows}
+
+    @reads
+    def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """See :meth:`StashBackend.chunk_vectors` (pgvector's text form, in chunk order)."""
+        parts: dict[str, list[np.ndarray]] = {}
+        if not self._has_chunks():
+            return {}
+        with self.lock:
+            q = (
+                "SELECT s.id, c.embedding::text FROM stash_chunks c JOIN stash_segments s ON c.seg = s.row "
+                "WHERE s.id = ANY(%s) ORDER BY s.id, c.n"
+            )
+            for sid, text in self._db.execute(q, (list(ids),)).fetchall():
+                parts.setdefault(sid, []).append(np.array(json.loads(text), dtype=np.float32))
+        return {i: np.stack(v) for i, v in parts.items()}
 
     @reads
     def stale(self, model: str, limit: int) -> list[ContextSegment]:

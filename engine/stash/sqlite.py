@@ -316,6 +316,23 @@ class SqliteBackend(SqlBackend):
             )
         return None
 
+    @guarded
+    def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """See :meth:`StashBackend.chunk_vectors` (each checked against its digest)."""
+        out: dict[str, np.ndarray] = {}
+        dim = self.meta().dim
+        if dim is None:
+            return out
+        with self.lock:
+            for batch in self.dialect.batches(ids):
+                cond, args = self.dialect.any_of("id", batch)
+                q = f"SELECT row, id, model, chunks, vectors, digest FROM segments WHERE {cond}"
+                for r in self._db.execute(q, args):
+                    v = self._vectors_of(r, dim)
+                    if v is not None:
+                        out[r[1]] = v
+        return out
+
     def _load_rows(self, table: VectorTable, rows: Sequence[int] | None) -> None:
         meta = self.meta()
         dim = meta.dim or table.dim

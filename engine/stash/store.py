@@ -737,24 +737,38 @@ class StashStore:
         if pairs:
             self._insert([], False, pairs)
 
-    def add_segments(self, segments: Sequence[ContextSegment], *, show_progress: bool = False) -> None:
+    def add_segments(
+        self,
+        segments: Sequence[ContextSegment],
+        *,
+        show_progress: bool = False,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
         """Write whole segments as they are (ids, sessions, times, references, protection kept),
         embedded with this store's model in parts of :data:`PROGRESS_PART`, one transaction per part:
         what import and migration use (:mod:`contextsieve.stash.transfer`). The caller has checked
-        them; ids must be new to the store."""
+        them; ids must be new to the store. ``vectors``: chunk vectors by id, written instead of
+        embedding those segments (the caller has checked them against this store's model)."""
         self._usable()
+        given = vectors or {}
         bar = tqdm(total=len(segments), desc="writing", unit="segment", disable=not show_progress)
         try:
             for lo in range(0, len(segments), PROGRESS_PART):
                 part = segments[lo : lo + PROGRESS_PART]
-                vectors, tokens = self._segment_vectors([x.text for x in part], [x.type for x in part], False)
+                todo = [x for x in part if x.id not in given]
+                fresh, _ = (
+                    self._segment_vectors([x.text for x in todo], [x.type for x in todo], False) if todo else ([], [])
+                )
+                made = dict(zip((x.id for x in todo), fresh))
+                vectors_of = [given[x.id] if x.id in given else made[x.id] for x in part]
+                tokens = self.embedder.count_tokens([x.text for x in part])
                 rows = [
                     SegmentRow(
                         dataclasses.replace(_with_model(x, self.model_id, int(v.shape[0])), tokens=n),
                         v,
                         index_terms(x.text),
                     )
-                    for x, v, n in zip(part, vectors, tokens)
+                    for x, v, n in zip(part, vectors_of, tokens)
                 ]
                 self._insert(rows, False)
                 bar.update(len(part))

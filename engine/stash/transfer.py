@@ -14,8 +14,13 @@ version 2 (version 1 files, without ``superseded_by``, are read too):
 - the last line: ``{"end": true, "segments": <count>, "sha256": <hex digest of the segment lines, each
   with its newline>}``.
 
-Vectors are not in the file: import embeds the texts with the importing store's model (so a file
-moves between models too), in parts with a progress bar (:meth:`StashStore.add_segments`). Texts
+Vectors are optional (``export_store(..., vectors=True)``): each segment line then has ``vectors``
+(base64 of its float32 chunk vectors, ``null`` where they failed their checksum) and the header
+``vectors`` (model, embedding form, chunk_tokens, overlap_tokens, dim). An import writes them only
+into a store of that model and those settings, after checking a sample against the model
+(:func:`_usable_vectors`); otherwise, and for a file without vectors, it embeds the texts with the
+importing store's model (so a file moves between models too), in parts with a progress bar
+(:meth:`StashStore.add_segments`). Texts
 are written as the file holds them: a store that redacts secrets does not redact an import (the
 file's digests name those texts). Import checks the whole file first (header,
 end line, count, digest, every field) and writes nothing if anything is wrong; it keeps ids, sessions,
@@ -27,6 +32,7 @@ and verifies at the end that the destination holds every source segment with the
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -35,6 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from contextsieve.errors import InputError, StashError, brief
 from contextsieve.fileio import atomic_write_bytes
@@ -58,6 +66,7 @@ class TransferResult:
     written: int
     skipped: int
     total: int
+    vectors_reused: int = 0  # written with the file's vectors instead of embedding (see import_store)
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -92,22 +101,43 @@ def _line(seg: ContextSegment) -> dict[str, Any]:
     }
 
 
-def export_store(store: StashStore, path: str | os.PathLike[str], *, show_progress: bool = False) -> int:
+def _vector_spec(store: StashStore) -> dict[str, Any]:
+    """What a segment's vectors depend on besides its text: an import reuses a file's vectors only
+    where all of it is the importing store's own."""
+    return {
+        "model": store.model_id,
+        "form": "type" if store.embed_type else "plain",
+        "chunk_tokens": store.config.chunk_tokens,
+        "overlap_tokens": store.config.overlap_tokens,
+        "dim": store.backend.meta().dim,
+    }
+
+
+def export_store(
+    store: StashStore, path: str | os.PathLike[str], *, vectors: bool = False, show_progress: bool = False
+) -> int:
     """Write every segment of ``store`` to ``path`` (see the module docstring), atomically; returns
-    how many. The file is built in memory first (about the size of the texts)."""
+    how many. The file is built in memory first (about the size of the texts; with ``vectors``, each
+    segment's chunk vectors too, base64 float32: about 2 KB per chunk)."""
     from tqdm.auto import tqdm
 
     ids = _all_ids(store)
     digest = hashlib.sha256()
-    head = {
+    head: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "model": store.model_id,
         "exported_at": _iso(datetime.now(timezone.utc)),
     }
+    if vectors:
+        head["vectors"] = _vector_spec(store)
     out = [json.dumps(head, ensure_ascii=False)]
     for seg in tqdm(_segments(store, ids), total=len(ids), desc="exporting", unit="segment", disable=not show_progress):
-        line = json.dumps(_line(seg), ensure_ascii=False)
+        d = _line(seg)
+        if vectors:
+            v = store.backend.chunk_vectors([seg.id]).get(seg.id)  # None: failed its checksum
+            d["vectors"] = None if v is None else base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+        line = json.dumps(d, ensure_ascii=False)
         digest.update((line + "\n").encode("utf-8", "surrogatepass"))
         out.append(line)
     out.append(json.dumps({"end": True, "segments": len(ids), "sha256": digest.hexdigest()}))
@@ -129,8 +159,9 @@ def _time(value: object, what: str, optional: bool = False) -> datetime | None:
     return t.astimezone(timezone.utc)
 
 
-def _parse(line: str, n: int, version: int = VERSION) -> ContextSegment:
-    """One segment line of a file, checked field by field (the stored fields a stash writes)."""
+def _parse(line: str, n: int, version: int = VERSION, dim: int | None = None) -> tuple[ContextSegment, Any]:
+    """One segment line of a file, checked field by field (the stored fields a stash writes), and its
+    vectors (``[chunks, dim]`` float32) when the file carries them (``dim``), else None."""
     what = f"line {n}"
     try:
         d = json.loads(line)
@@ -140,6 +171,7 @@ def _parse(line: str, n: int, version: int = VERSION) -> ContextSegment:
         raise InputError(f"{what} is not a segment object")
     known = {"id", "session", "text", "type", "timestamp", "stashed_at", "expires_at", "topic", "source"}
     known |= {"references", "protected", "sha256"} | ({"superseded_by"} if version >= 2 else set())
+    known |= {"vectors"} if dim is not None else set()
     if set(d) != known:
         raise InputError(f"{what}: fields {sorted(set(d) ^ known)} are missing or unknown")
     for name in ("id", "session", "text", "source", "sha256"):
@@ -159,6 +191,18 @@ def _parse(line: str, n: int, version: int = VERSION) -> ContextSegment:
     newer = d.get("superseded_by")
     if newer is not None and not (isinstance(newer, str) and newer):
         raise InputError(f"{what}.superseded_by must be an id or null, got {brief(newer)}")
+    vec = None
+    if dim is not None and d["vectors"] is not None:
+        try:
+            raw = base64.b64decode(d["vectors"], validate=True) if isinstance(d["vectors"], str) else b"?"
+        except ValueError:
+            raw = b"?"
+        if not raw or len(raw) % (4 * dim):
+            raise InputError(f"{what}.vectors is not base64 of float32 rows of {dim}")
+        vec = np.frombuffer(raw, dtype="<f4").reshape(-1, dim).astype(np.float32)
+        norms = np.linalg.norm(vec, axis=1)
+        if not np.isfinite(vec).all() or not np.allclose(norms, 1.0, atol=1e-3):
+            raise InputError(f"{what}.vectors are not finite unit vectors")
     return ContextSegment(
         id=d["id"],
         session=d["session"],
@@ -177,11 +221,17 @@ def _parse(line: str, n: int, version: int = VERSION) -> ContextSegment:
         protected=d["protected"],
         sha256=d["sha256"],
         superseded_by=newer,
-    )
+    ), vec
 
 
 def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
     """The segments of an export file, after checking all of it (:class:`InputError` says what is wrong)."""
+    return read_export(path)[0]
+
+
+def read_export(path: str | os.PathLike[str]) -> tuple[list[ContextSegment], dict[str, Any], dict[str, Any] | None]:
+    """The segments of an export file, their vectors by id (where the file carries them) and what
+    those vectors depend on (the header's ``vectors``; None without), after checking all of it."""
     if not Path(path).exists():
         raise InputError(f"no file at {path}")
     if not Path(path).is_file():  # a FIFO or device would block or never end
@@ -215,16 +265,68 @@ def read_file(path: str | os.PathLike[str]) -> list[ContextSegment]:
     digest = hashlib.sha256("".join(line + "\n" for line in body).encode("utf-8", "surrogatepass")).hexdigest()
     if end.get("sha256") != digest:
         raise InputError(f"{path} fails its sha256 check (changed or damaged)")
-    segs = [_parse(line, n, int(version)) for n, line in enumerate(body, 2)]
+    spec = head.get("vectors")
+    dim = None
+    if spec is not None:
+        ok = isinstance(spec, Mapping) and isinstance(spec.get("dim"), int) and 0 < spec["dim"] <= 8192
+        if not ok or not all(
+            isinstance(spec.get(k), (str, int)) for k in ("model", "form", "chunk_tokens", "overlap_tokens")
+        ):
+            raise InputError(
+                f"{path}: its header's vectors are not described (model, form, chunk_tokens, overlap_tokens, dim)"
+            )
+        dim = int(spec["dim"])
+    parsed = [_parse(line, n, int(version), dim) for n, line in enumerate(body, 2)]
+    segs = [p[0] for p in parsed]
     ids = [s.id for s in segs]
     if len(set(ids)) != len(ids):
         raise InputError(f"{path} holds one id twice")
-    return segs
+    vectors = {p[0].id: p[1] for p in parsed if p[1] is not None}
+    return segs, vectors, dict(spec) if spec is not None else None
 
 
-def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: bool) -> TransferResult:
+#: Segments of an import whose file vectors are compared with the model's own before any is used.
+SPOT_CHECKS = 8
+
+
+def _usable_vectors(
+    store: StashStore, segs: Sequence[ContextSegment], vectors: Mapping[str, Any], spec: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The file's vectors an import may write instead of embedding: none unless the file's model,
+    embedding form, chunking and dimension are the store's own; then up to :data:`SPOT_CHECKS`
+    segments spread over the file are embedded here and each chunk must be within cosine 0.99 of the
+    file's (int8-stored vectors are), else StashError (nothing written)."""
+    if not vectors or spec is None:
+        return {}
+    mine = _vector_spec(store)
+    if mine["dim"] is None:
+        mine["dim"] = int(spec["dim"])  # an empty store takes the file's dimension if the model gives it
+    if any(spec.get(k) != mine[k] for k in mine):
+        return {}
+    have = [x for x in segs if x.id in vectors]
+    step = max(1, len(have) // SPOT_CHECKS)
+    sample = have[::step][:SPOT_CHECKS]
+    fresh, _ = store._segment_vectors([x.text for x in sample], [x.type for x in sample], False)
+    for x, v in zip(sample, fresh):
+        theirs = vectors[x.id]
+        if theirs.shape != v.shape or float(np.min(np.sum(theirs * v, axis=1))) < 0.99:
+            raise StashError(
+                f"the file's vectors of segment {x.id!r} are not what {store.model_id} gives its text; nothing was "
+                "written (import without vectors: they are embedded then)"
+            )
+    return dict(vectors)
+
+
+def _write(
+    store: StashStore,
+    segs: Sequence[ContextSegment],
+    show_progress: bool,
+    vectors: Mapping[str, Any] | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> TransferResult:
     """Write ``segs`` into ``store``, skipping those already there with the same session and text;
-    an id held by another segment stops everything before the first write."""
+    an id held by another segment stops everything before the first write. ``vectors`` (by id) are
+    written instead of embedding where :func:`_usable_vectors` allows."""
     present = store.backend.sessions_of([x.id for x in segs])
     have = {x.id: x for x in store.backend.get(list(present))} if present else {}
     clash = [x.id for x in segs if x.id in have and (have[x.id].sha256, have[x.id].session) != (x.sha256, x.session)]
@@ -235,15 +337,20 @@ def _write(store: StashStore, segs: Sequence[ContextSegment], show_progress: boo
     dangling = [x.id for x in segs if x.superseded_by is not None and x.superseded_by not in ids]
     if dangling:
         raise InputError(f"segments {dangling[:5]} are superseded by segments the file does not hold")
-    store.add_segments(todo, show_progress=show_progress)
+    usable = _usable_vectors(store, todo, vectors or {}, spec)
+    store.add_segments(todo, show_progress=show_progress, vectors=usable)
     store.add_supersessions([(x.id, x.superseded_by) for x in segs if x.superseded_by is not None])
-    return TransferResult(len(todo), len(segs) - len(todo), len(segs))
+    reused = sum(1 for x in todo if x.id in usable)
+    return TransferResult(len(todo), len(segs) - len(todo), len(segs), reused)
 
 
 def import_store(store: StashStore, path: str | os.PathLike[str], *, show_progress: bool = False) -> TransferResult:
     """Read an export file into ``store`` (see the module docstring); nothing is written when the file
-    is not intact or an id clashes."""
-    return _write(store, read_file(path), show_progress)
+    is not intact or an id clashes. A file exported with vectors of this store's model, embedding
+    form and chunking is written with them (spot-checked against the model first); any other file is
+    embedded here."""
+    segs, vectors, spec = read_export(path)
+    return _write(store, segs, show_progress, vectors, spec)
 
 
 def migrate(src: StashStore, dst: StashStore, *, show_progress: bool = False) -> TransferResult:
