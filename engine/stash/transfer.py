@@ -359,7 +359,16 @@ def migrate(src: StashStore, dst: StashStore, *, show_progress: bool = False) ->
     holds each with the same session and text digest. Run it again to resume an interrupted one."""
     segs = list(_segments(src, _all_ids(src)))
     result = _write(dst, segs, show_progress)
-    got = {s.id: s for s in _segments(dst, [s.id for s in segs])}
+    from tqdm.auto import tqdm
+
+    checking = tqdm(
+        _segments(dst, [s.id for s in segs]),
+        total=len(segs),
+        desc="verifying",
+        unit="segment",
+        disable=not show_progress,
+    )
+    got = {s.id: s for s in checking}
     missing = [s.id for s in segs if s.id not in got or (got[s.id].sha256, got[s.id].session) != (s.sha256, s.session)]
     if missing:
         raise StashError(f"after migrating, the destination lacks {len(missing)} segment(s), e.g. {missing[:3]}")
