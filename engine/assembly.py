@@ -16,13 +16,25 @@ from typing import TYPE_CHECKING, Any
 
 from contextsieve.agent import Agent
 from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
+from contextsieve.errors import InputError, brief
 from contextsieve.items import IncludeMode, Item, Reference, Rule, Tool
 
 if TYPE_CHECKING:
     from contextsieve.search import SearchTrace
     from contextsieve.stash import RetrieveTrace
 
-__all__ = ["Request", "tool_definition", "item_text", "stashed_text", "assemble", "fit_budget"]
+__all__ = [
+    "LOAD_CALL_ID",
+    "Request",
+    "SEARCH_TOOL",
+    "anthropic_tool_result",
+    "openai_tool_search_output",
+    "tool_definition",
+    "item_text",
+    "stashed_text",
+    "assemble",
+    "fit_budget",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,10 @@ class Request:
         stash_texts: the texts of the stashed segments sent (``context.stashed``), by segment id.
         stash_trace: what the stash's retrieve ranked (``None`` without a stash retrieve); ``explain``
             of a stashed segment reads it.
+        catalog: every tool the session may use, as :func:`tool_definition`, sorted by name (the same
+            list for every request of the session): what a deferred offer declares.
+        always: names of the catalog's tools of include mode ``always`` (a deferred offer never defers
+            them).
     """
 
     context: RequestContext
@@ -48,6 +64,8 @@ class Request:
     trace: SearchTrace | None = field(default=None, compare=False, repr=False)
     stash_texts: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     stash_trace: RetrieveTrace | None = field(default=None, compare=False, repr=False)
+    catalog: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    always: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def openai(self) -> dict[str, Any]:
         """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
@@ -60,11 +78,145 @@ class Request:
         ]
         return {"messages": self.messages, "tools": tools}
 
-    def anthropic(self) -> dict[str, Any]:
-        """``{"system": ..., "messages": [...], "tools": [...]}`` for the Anthropic messages API."""
+    def anthropic(self, tools: str = "selected") -> dict[str, Any]:
+        """Keyword arguments of ``anthropic.Anthropic().messages.create`` (all but ``model`` and
+        ``max_tokens``).
+
+        Args:
+            tools: ``"selected"`` (default): ``{"system": str, "messages", "tools"}`` with this request's
+                tools. ``"deferred"``: the prompt cache is kept across the session. ``tools`` declares
+                the search tool (:data:`SEARCH_TOOL`), the ``always`` tools, then every other tool of
+                the session with ``defer_loading: true``, in an order that never changes within the
+                session; ``cache_control`` sits on the system block and on the last tool that is not
+                deferred (never on a deferred one: the API refuses that). This request's selected
+                tools are loaded the API's own way: the messages end with a call of the search tool
+                for the user's message and its ``tool_result``, whose content is one
+                ``tool_reference`` block per selected tool (:func:`anthropic_tool_result`). Nothing that
+                changes per request is in the cached prefix (tools, system).
+        """
         system = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else ""
-        rest = [m for m in self.messages if m["role"] != "system"]
-        return {"system": system, "messages": rest, "tools": [dict(t) for t in self.tools]}
+        rest: list[dict[str, Any]] = [dict(m) for m in self.messages if m["role"] != "system"]
+        if tools == "selected":
+            return {"system": system, "messages": rest, "tools": [dict(t) for t in self.tools]}
+        if tools != "deferred":
+            raise InputError(f"tools must be 'selected' or 'deferred', got {brief(tools)}")
+        declared: list[dict[str, Any]] = [dict(SEARCH_TOOL)]
+        declared += [dict(t) for t in self.catalog if t["name"] in self.always]
+        declared[-1]["cache_control"] = {"type": "ephemeral"}
+        declared += [{**t, "defer_loading": True} for t in self.catalog if t["name"] not in self.always]
+        loaded = [t["name"] for t in self.tools if t["name"] not in self.always]
+        call_id = LOAD_CALL_ID
+        rest.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": call_id, "name": SEARCH_TOOL["name"], "input": {"query": self.message}}
+                ],
+            }
+        )
+        rest.append({"role": "user", "content": [anthropic_tool_result(call_id, loaded)]})
+        return {
+            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "messages": rest,
+            "tools": declared,
+        }
+
+    def openai_responses(self, tools: str = "selected") -> dict[str, Any]:
+        """Keyword arguments of ``openai.OpenAI().responses.create`` (all but ``model``):
+        ``instructions`` (the system prompt), ``input`` (the other messages as input items) and
+        ``tools`` (function tools).
+
+        Args:
+            tools: ``"selected"`` (default): this request's tools. ``"deferred"``: a client-executed
+                ``tool_search`` tool, the ``always`` tools, then every other tool of the session with
+                ``defer_loading: true``, in an order that never changes within the session (OpenAI
+                caches the longest prefix it saw: instructions and tools stay byte-identical); this
+                request's selected tools are loaded the API's own way: ``input`` ends with a
+                ``tool_search_call`` for the user's message and its ``tool_search_output`` holding their
+                definitions (:func:`openai_tool_search_output`).
+        """
+        system = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else ""
+        items: list[dict[str, Any]] = [
+            {"role": m["role"], "content": m["content"]} for m in self.messages if m["role"] != "system"
+        ]
+        if tools == "selected":
+            return {"instructions": system, "input": items, "tools": [_openai_function(t) for t in self.tools]}
+        if tools != "deferred":
+            raise InputError(f"tools must be 'selected' or 'deferred', got {brief(tools)}")
+        declared: list[dict[str, Any]] = [
+            {
+                "type": "tool_search",
+                "execution": "client",
+                "description": SEARCH_TOOL["description"],
+                "parameters": SEARCH_TOOL["input_schema"],
+            }
+        ]
+        declared += [_openai_function(t) for t in self.catalog if t["name"] in self.always]
+        declared += [
+            {**_openai_function(t), "defer_loading": True} for t in self.catalog if t["name"] not in self.always
+        ]
+        loaded = [t for t in self.tools if t["name"] not in self.always]
+        items.append(
+            {
+                "type": "tool_search_call",
+                "call_id": LOAD_CALL_ID,
+                "execution": "client",
+                "arguments": {"query": self.message},
+                "status": "completed",
+            }
+        )
+        items.append(openai_tool_search_output(LOAD_CALL_ID, loaded))
+        return {"instructions": system, "input": items, "tools": declared}
+
+
+#: The search tool a deferred offer declares (answered by the client with contextsieve's search:
+#: ``Session.search_tools``), in Anthropic's tool shape; the OpenAI offer uses its description and
+#: schema for a client-executed ``tool_search``.
+SEARCH_TOOL: dict[str, Any] = {
+    "name": "search_tools",
+    "description": (
+        "Find more tools by what you need to do. The tools for the current request are already loaded; "
+        "call this when you need one that is not."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "what the tool should do"}},
+        "required": ["query"],
+    },
+}
+#: The id of the search call a deferred offer adds to load the request's selected tools.
+LOAD_CALL_ID = "contextsieve_load"
+
+
+def _openai_function(t: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": t["name"],
+        "description": t["description"],
+        "parameters": t["input_schema"],
+        "strict": False,
+    }
+
+
+def anthropic_tool_result(tool_use_id: str, names: Sequence[str]) -> dict[str, Any]:
+    """The ``tool_result`` block answering a call of the search tool: one ``tool_reference`` per tool
+    name (a deferred tool the API then loads), or a text saying none was found."""
+    content: list[dict[str, Any]] = [{"type": "tool_reference", "tool_name": n} for n in names]
+    if not content:
+        content = [{"type": "text", "text": "No tool matched."}]
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def openai_tool_search_output(call_id: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``tool_search_output`` input item answering a client-executed ``tool_search`` call: the
+    definitions of the tools found (``tools`` as :func:`tool_definition` gives them)."""
+    return {
+        "type": "tool_search_output",
+        "call_id": call_id,
+        "execution": "client",
+        "status": "completed",
+        "tools": [_openai_function(t) for t in tools],
+    }
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:
@@ -119,7 +271,10 @@ def assemble(
     msgs.append({"role": "user", "content": message})
     tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
     sent = {e.segment_id: texts[e.segment_id] for e in ctx.stashed if e.segment_id in texts}
-    return Request(ctx, message, msgs, tools, trace, sent, stash_trace)
+    usable = [t for t in agent.tools if tool_available(t)]
+    catalog = tuple(sorted((tool_definition(t) for t in usable), key=lambda d: d["name"]))
+    always = frozenset(f"{t.server}_{t.name}" for t in usable if agent.include_mode(t) is IncludeMode.ALWAYS)
+    return Request(ctx, message, msgs, tools, trace, sent, stash_trace, catalog, always)
 
 
 def fit_budget(
