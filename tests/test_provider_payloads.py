@@ -104,7 +104,9 @@ def test_payloads_validate_against_both_sdks_types(engine: Engine) -> None:
         known_keys(bad, r.openai_responses())
     wrong = r.anthropic(tools="deferred")
     wrong["tools"][-1]["defer_loading"] = ["not", "a", "bool"]
-    with pytest.raises(Exception):  # and a value of the wrong type by pydantic
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):  # and a value of the wrong type by pydantic
         validate(a, {"model": "claude-test", "max_tokens": 64, **wrong})
     with pytest.raises(InputError):
         r.anthropic(tools="lazy")
