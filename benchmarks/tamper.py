@@ -11,7 +11,9 @@ A model entry that no longer names an existing graph file counts as harmless: th
 
 Kinds: the saved HNSW graph of a chunk index (its state file and its graph file; a flip that makes
 the graph unusable counts as detected when a :class:`GraphFileWarning` says so and the index then
-serves what the untouched graph served, from a graph built again), the embedding cache (SQLite), the built
+serves what the untouched graph served, from a graph built again), a stash store (SQLite: its
+segments read back and three retrievals; a flip in stored vectors counts as detected when their
+checksum leaves them out and every text and field still reads as written), the embedding cache (SQLite), the built
 model graph (``.onnx``) and its cache entry (``.json``). Agent and session files are the user's own
 text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.fuzz`` instead.
 """
@@ -94,7 +96,35 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
         data = got.path.read_bytes()
         return data[:64] + data[-64:]
 
+    from benchmarks.crash import HashEmbedder
+    from contextsieve.stash import StashStore
+    from contextsieve.stash.backend import Filters
+    from contextsieve.stash.sqlite import SqliteConfig
+
+    store_path = folder / "stash.db"
+    plain = SqliteConfig(save_graph=False)
+    with StashStore.open(store_path, HashEmbedder(), backend_config=plain) as store:
+        for k in range(8):
+            store.stash(
+                [
+                    {"text": f"note {k}-{i} about the crash test " * (1 + i), "topic": f"t{i}", "source": f"s{k}"}
+                    for i in range(5)
+                ],
+                session=f"sess{k % 3}",
+            )
+
+    def read_stash(p: Path) -> object:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with StashStore.open(p, HashEmbedder(), backend_config=plain) as st:
+                segs = st.backend.get(st.backend.select_ids(Filters()))
+                listing = [(x.id, x.session, x.text, x.type, x.timestamp, x.topic, x.source, x.tokens) for x in segs]
+                found = [[r.segment.id for r in st.retrieve(f"note {k} crash", session=f"sess{k}")] for k in range(3)]
+                rejected = bool(st.backend.corrupt) or any("checksum" in str(w.message) for w in seen)
+        return ("rejected" if rejected else "all", listing, found)
+
     return {
+        "stash store (SQLite)": (store_path, read_stash),
         "graph state": (folder / "graph" / "state.npz", read_graph),
         "graph file": (next((folder / "graph").glob("graph-*.bin")), read_graph),
         "embedding cache": (folder / "embeddings.sqlite", read_cache),
@@ -134,6 +164,8 @@ def run(flips: int, seed: int) -> dict[str, Counter[str]]:
                     if kind == "embedding cache" and isinstance(got, tuple) and got[0] == "rejected":
                         clean = all(v == want[1][i] for i, v in got[1].items())  # type: ignore[index]
                         s["detected" if clean else "silent"] += 1
+                    elif kind.startswith("stash") and isinstance(got, tuple) and got[0] == "rejected":
+                        s["detected" if got[1] == want[1] else "silent"] += 1  # type: ignore[index]
                     elif kind.startswith("graph") and isinstance(got, tuple) and got[0] == "rejected":
                         s["detected" if got[1] == want[1] else "silent"] += 1  # type: ignore[index]
                     elif got == want or (kind.startswith("model") and got is None):

@@ -19,6 +19,7 @@ _LAZY = {
     "Session": "contextsieve.session",
     "Message": "contextsieve.session",
     "StashSettings": "contextsieve.session",
+    "OfferConfig": "contextsieve.session",
     "StashStore": "contextsieve.stash",
     "StashConfig": "contextsieve.stash",
     "NewSegment": "contextsieve.stash",
@@ -71,6 +72,7 @@ __all__ = [
     "Session",
     "Message",
     "StashSettings",
+    "OfferConfig",
     "StashStore",
     "StashConfig",
     "NewSegment",
@@ -148,7 +150,7 @@ if TYPE_CHECKING:
     from contextsieve.models.embedder import Embedder
     from contextsieve.retrieval.chunks import IndexConfig
     from contextsieve.retrieval.embedding import TextEmbedder
-    from contextsieve.session import Message, Session, StashSettings
+    from contextsieve.session import Message, OfferConfig, Session, StashSettings
     from contextsieve.stash import ContextSegment, NewSegment, SegmentType, StashConfig, StashStore
 
 

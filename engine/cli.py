@@ -143,6 +143,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("agent", type=Path)
     g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
     g.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
+    g.add_argument(
+        "--stable-offer",
+        action="store_true",
+        help="each task adds its tools to the offer instead of replacing it (the host's tool list, and its "
+        "prompt cache, change only when a task needs a new tool; at most 30 beyond always and session tools)",
+    )
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser(
         "build",
@@ -416,7 +422,11 @@ def _run(args: argparse.Namespace) -> int:
             from contextsieve.mcp.gateway import run_gateway
 
             engine = _engine(args.agent, None, offline=False, remember=args.remember_requests)
-            run_gateway(engine, listing=ListConfig(timeout=args.timeout))
+            from contextsieve.mcp.common import ServeConfig
+
+            run_gateway(
+                engine, listing=ListConfig(timeout=args.timeout), config=ServeConfig(stable_offer=args.stable_offer)
+            )
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

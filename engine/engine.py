@@ -18,7 +18,7 @@ from contextsieve.embcache import EmbeddingCache
 from contextsieve.errors import EventLoopError, InputError
 from contextsieve.items import ItemKey
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.session import Session, StashSettings
+from contextsieve.session import OfferConfig, Session, StashSettings
 from contextsieve.store import ChunkStore, TextEmbedder
 from contextsieve.usage import UsageLog
 
@@ -240,10 +240,12 @@ class Engine:
         stash: StashStore | None = None,
         stash_session: str | None = None,
         stash_settings: StashSettings | None = None,
+        offer: OfferConfig | None = None,
         **settings: Unpack[SettingsOverrides],
     ) -> Session:
         """A new session (the arguments are :class:`~contextsieve.session.Session`'s: a preset, a token
-        counter, a stash, and settings overriding the agent's for this session only)."""
+        counter, a stash, how tools are offered across requests, and settings overriding the agent's
+        for this session only)."""
         return Session(
             self.agent,
             self.store,
@@ -252,6 +254,7 @@ class Engine:
             stash=stash,
             stash_session=stash_session,
             stash_settings=stash_settings,
+            offer=offer,
             **settings,
         )
 

@@ -12,6 +12,7 @@ the stashed segments relevant to each message back into the request (include mod
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -102,6 +103,33 @@ def _locked(method: _F) -> _F:
 
 
 @dataclass(frozen=True)
+class OfferConfig:
+    """How a session offers tools across its requests (for hosts without deferred loading: the MCP
+    gateway, Chat Completions, frameworks); the deferred offers of :meth:`Request.anthropic` /
+    :meth:`Request.openai_responses` keep the prompt cache by other means.
+
+    Attributes:
+        mode: ``"request"`` (default): each request offers its own selection, so the tools array
+            changes from request to request (and with it the provider's prompt cache). ``"stable"``:
+            within a task the offer only grows: a tool once offered stays, newly selected ones are
+            appended in the order they were first selected, so consecutive requests send the same
+            tools array unless something new is needed (:meth:`Session.new_task` starts over).
+        budget: most tools a stable offer holds (default 30). Over it, the tools selected longest
+            ago (by the last request that selected them; never one this request selected) are
+            dropped first, which changes the array once.
+    """
+
+    mode: str = "request"
+    budget: int = 30
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("request", "stable"):
+            raise InputError(f"offer mode must be 'request' or 'stable', got {brief(self.mode)}")
+        if isinstance(self.budget, bool) or not isinstance(self.budget, int) or not 1 <= self.budget <= 1000:
+            raise InputError(f"offer budget must be an int from 1 to 1000, got {brief(self.budget)}")
+
+
+@dataclass(frozen=True)
 class ToolMatch:
     """A tool :meth:`Session.search_tools` found: the tool and its ranking score (dense similarity plus
     the keyword term, as selection ranks)."""
@@ -166,9 +194,15 @@ class Session:
         stash: StashStore | None = None,
         stash_session: str | None = None,
         stash_settings: StashSettings | None = None,
+        offer: OfferConfig | None = None,
         **settings: Unpack[SettingsOverrides],
     ) -> None:
         self.agent = agent
+        if offer is not None and not isinstance(offer, OfferConfig):
+            raise InputError(f"offer must be an OfferConfig, got {brief(offer)}")
+        self.offer = offer or OfferConfig()
+        self._offered: dict[str, int] = {}  # stable offer: tool prompt name -> the last request that selected it
+        self._requests = 0
         self.store = store
         self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
         self._token_counter = token_counter
@@ -409,7 +443,30 @@ class Session:
         with self.agent.lock:
             request = self._build(query, qchunks, cap_note, retrieved, n_sentences, stash_trace)
         self._turn_start = len(self.history)
-        return request
+        return self._stable(request) if self.offer.mode == "stable" else request
+
+    def new_task(self) -> None:
+        """Start a new task: a stable offer (:class:`OfferConfig`) starts over from the next request."""
+        with self._lock:
+            self._offered.clear()
+
+    def _stable(self, request: Request) -> Request:
+        """``request`` with the session's stable offer as its tools (see :class:`OfferConfig`)."""
+        self._requests += 1
+        defs = {t["name"]: t for t in request.catalog}
+        for t in request.tools:
+            defs.setdefault(t["name"], t)
+            self._offered[t["name"]] = self._requests  # a new name is appended; a known one keeps its place
+        over = len(self._offered) - self.offer.budget
+        if over > 0:
+            now = {t["name"] for t in request.tools}
+            oldest = sorted((n for n in self._offered if n not in now), key=lambda n: self._offered[n])[:over]
+            for n in oldest:
+                del self._offered[n]
+        gone = [n for n in self._offered if n not in defs]  # a tool the agent no longer has
+        for n in gone:
+            del self._offered[n]
+        return dataclasses.replace(request, tools=[defs[n] for n in self._offered])
 
     def _build(
         self,

@@ -277,3 +277,33 @@ def _test_server_engine(tmp_path: Path, server: str, tools: list[dict[str, str]]
     engine = Engine.from_file(tmp_path / "agent.yaml", embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
     engine.connect()
     return engine
+
+
+def test_a_stable_offer_grows_and_list_changed_comes_only_with_a_change(agent_file: Path) -> None:
+    """Issue 29: with ``ServeConfig(stable_offer=True)`` each task adds its tools to the offer; the
+    same task again sends no ``tools/list_changed`` (the list did not change), a task needing a new
+    tool sends one and keeps the earlier tools."""
+    from contextsieve.mcp.common import ServeConfig
+
+    engine = Engine.from_file(agent_file, embedder=FakeEmbedder(), cache_dir=agent_file.parent / "cache3")
+    engine.connect(listing=ListConfig(timeout=120))
+    gateway = build_gateway(engine, config=ServeConfig(stable_offer=True))
+    changed: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append("tools")
+
+    async def main() -> None:
+        async with Client(gateway, mode="legacy", message_handler=on_message) as c:
+            first = json.loads(text(await c.call_tool("set_task", {"message": "time in tokyo convert time zone"})))
+            await anyio.sleep(0.1)
+            assert changed == ["tools"] and any(n.startswith("time_") for n in first["tools"])
+            same = json.loads(text(await c.call_tool("set_task", {"message": "time in tokyo convert time zone"})))
+            await anyio.sleep(0.1)
+            assert same["tools"] == first["tools"] and changed == ["tools"]  # nothing new: no notification
+            more = json.loads(text(await c.call_tool("set_task", {"message": "list directory read file notes"})))
+            await anyio.sleep(0.1)
+            assert set(first["tools"]) < set(more["tools"]) and changed == ["tools", "tools"]
+
+    anyio.run(main)

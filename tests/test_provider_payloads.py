@@ -226,3 +226,29 @@ def test_answering_the_models_search_call() -> None:
         "parameters": {"type": "object"},
         "strict": False,
     }
+
+
+def test_a_stable_offer_only_grows_within_a_task(engine: Engine) -> None:
+    """Issue 29, hosts without deferral: with ``OfferConfig(mode="stable")`` a tool once offered stays
+    and new ones are appended, so the tools array is unchanged unless something new is needed; the
+    budget drops the tools selected longest ago; ``new_task`` starts over."""
+    from contextsieve import OfferConfig
+
+    s = engine.session(offer=OfferConfig(mode="stable", budget=12))
+    offers = []
+    for msg in MESSAGES:
+        r = s.build_request(msg)
+        names = [t["name"] for t in r.tools]
+        assert len(names) == len(set(names)) <= 12
+        offers.append(names)
+    per_request = [[t["name"] for t in engine.session().build_request(m).tools] for m in MESSAGES]
+    for before, after, own in zip(offers, offers[1:], per_request[1:]):
+        assert set(own) <= set(after)  # every request still offers what it selected
+        kept = [n for n in before if n in after]
+        assert after[: len(kept)] == kept  # what stays keeps its place: appended, never reordered
+    again = s.build_request(MESSAGES[-1])
+    assert [t["name"] for t in again.tools] == offers[-1]  # the same request again: the same array
+    s.new_task()
+    assert [t["name"] for t in s.build_request(MESSAGES[0]).tools] == per_request[0]
+    with pytest.raises(InputError):
+        OfferConfig(mode="sticky")

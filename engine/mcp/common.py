@@ -74,6 +74,11 @@ class ServeConfig:
         max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
         learn_from_calls: the gateway records the current task's message as an example request of each
             ``agent``-mode tool the host calls successfully (learning from use; default True).
+        stable_offer: the gateway's offer only grows within a connection: each task adds the tools it
+            selects instead of replacing the offer, so the host's tool list (and the provider's prompt
+            cache) changes only when a task needs a tool not offered yet (default False).
+        offer_budget: most tools a stable offer holds beyond the always and session tools (default 30;
+            over it, the tools selected by the oldest tasks are dropped first).
     """
 
     max_message_chars: int = 100_000
@@ -87,6 +92,8 @@ class ServeConfig:
     stash_cross_session: bool = False
     max_stash_segments: int = 1000
     learn_from_calls: bool = True
+    stable_offer: bool = False
+    offer_budget: int = 30
 
 
 def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class _State:
     offered: set[ItemKey] = field(default_factory=set)  # tools of the latest task and of searches
     task: str | None = None  # the latest task's message
     known: frozenset[ItemKey] = frozenset()  # the agent's tools when the session began
+    last: dict[ItemKey, int] = field(default_factory=dict)  # stable offer: the task that last selected each tool
+    turn: int = 0
 
     @classmethod
     def new(cls, engine: Engine) -> _State:
@@ -253,7 +255,18 @@ class Gateway:
         st.task = message
         st.session.record_reply(req, "")
         del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
-        st.offered = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
+        chosen = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
+        if self.config.stable_offer:  # the offer only grows within the connection (ServeConfig.stable_offer)
+            st.turn += 1
+            for k in chosen:
+                st.last[k] = st.turn
+            st.offered |= chosen
+            over = len(st.offered) - self.config.offer_budget
+            if over > 0:
+                stale = sorted((k for k in st.offered if k not in chosen), key=lambda k: (st.last.get(k, 0), str(k)))
+                st.offered -= set(stale[:over])
+        else:
+            st.offered = chosen
         return context_result(self.engine, req)
 
 
@@ -335,8 +348,10 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
         try:
             if name in ("set_task", "select_context"):
                 message = arg(args, "message")
+                before = [t.key for t in gw.offered(st)]
                 result = await anyio.to_thread.run_sync(gw.task, st, message)
-                await _tools_changed(ctx)
+                if [t.key for t in gw.offered(st)] != before:  # list_changed only when the list changed
+                    await _tools_changed(ctx)
                 if name == "set_task":
                     return text_result({"tools": [gw.prompt_name[t.key] for t in gw.offered(st)]})
                 return text_result(result)
@@ -346,8 +361,10 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
                     raise MCPError(INVALID_PARAMS, f"limit must be an int from 1 to {config.max_limit}")
                 matches = await anyio.to_thread.run_sync(st.session.search_tools, query, limit)
+                before = [t.key for t in gw.offered(st)]
                 st.offered |= {m.tool.key for m in matches}
-                await _tools_changed(ctx)
+                if [t.key for t in gw.offered(st)] != before:
+                    await _tools_changed(ctx)
                 return text_result(
                     {"tools": [{**tool_match_result(m), "name": gw.prompt_name[m.tool.key]} for m in matches]}
                 )
@@ -450,13 +467,13 @@ async def _forward(gw: Gateway, key: ItemKey, args: dict[str, Any], progress: An
         ) from e
 
 
-def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig()) -> None:
+def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> None:
     """Serve the gateway over stdio until the host disconnects."""
     import anyio
     from mcp.server.lowlevel import NotificationOptions
 
     from contextsieve.mcp.stdio import run_stdio
 
-    server = build_gateway(engine, listing=listing)
+    server = build_gateway(engine, listing=listing, config=config)
     options = server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
     anyio.run(run_stdio, server, options)
