@@ -873,6 +873,7 @@ EDGE_CASES = [
     ("lone surrogate in a filter", lambda s: s.list(filters={"topics": ["a\udfff"]}), "lone surrogate"),
     ("max_age of 1e308 days", lambda s: s.cleanup_old(1e308), "max_age must be"),
     ("max_age of timedelta.max", lambda s: s.cleanup_old(timedelta.max), "max_age must be"),
+    ("max_age past a float", lambda s: s.cleanup_old(10**400), "max_age must be"),
     ("NUL in the text", lambda s: s.stash(["a\x00b"]), "NUL"),
     ("NUL in the topic", lambda s: s.stash([{"text": "ok", "topic": "t\x00"}]), "NUL"),
     ("NUL in the session", lambda s: s.stash(["ok"], session="s\x00"), "NUL"),

@@ -1107,8 +1107,8 @@ class StashStore:
         Returns how many."""
         most = timedelta(days=_MAX_AGE_DAYS)
         if isinstance(max_age, (int, float)) and not isinstance(max_age, bool):
-            if not math.isfinite(max_age) or not 0 <= max_age <= _MAX_AGE_DAYS:
-                raise InputError(f"max_age must be a number of days from 0 to {_MAX_AGE_DAYS}, got {max_age!r}")
+            if not 0 <= max_age <= _MAX_AGE_DAYS:  # compared as given (NaN fails): float() of a huge int overflows
+                raise InputError(f"max_age must be a number of days from 0 to {_MAX_AGE_DAYS}, got {brief(max_age)}")
             max_age = timedelta(days=float(max_age))
         if not isinstance(max_age, timedelta) or not timedelta(0) <= max_age <= most:
             raise InputError(
