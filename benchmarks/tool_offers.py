@@ -9,12 +9,15 @@ approximated from the text, as the catalog's tasks carry no step text), each ste
 in a row (``--tasks-per-session``, default 5). Three offers of the same selections:
 
 - ``per-request``: each request offers what it selected (``Request.tools``), as today;
-- ``stable``: ``OfferConfig(mode="stable", budget=30)``, ``Session.new_task`` at each task;
+- ``stable``: ``OfferConfig(mode="stable", budget=30)``, ``Session.new_task`` at each task; with
+  ``prefill`` 20 / 30 the first step of a task also offers the best 20 / 30 of a tool search for it,
+  and with ``grow`` 1 / 0 a later step adds at most its best 1 / 0 tools not offered yet;
 - ``deferred``: ``Request.anthropic(tools="deferred")``: every tool declared with ``defer_loading``,
   the request's selection loaded by ``tool_reference``.
 
 Per mode: ``prefix same`` = share of requests (after a session's first) whose serialized tools +
-system are byte-identical to the previous request's; ``tools/step`` = tools the model can use at a
+system are byte-identical to the previous request's; ``same in task`` = the same for the requests
+after a task's first step only (what an agent loop over one task keeps); ``tools/step`` = tools the model can use at a
 step (offered, or loaded for ``deferred``); ``tools/task`` = distinct such tools over a task's steps;
 ``tok/step`` = MiniLM tokens of the tool definitions in the model's context per step (for
 ``deferred``: the search tool and the loaded tools, since deferred definitions stay out of the
@@ -38,7 +41,14 @@ from contextsieve.models.cpu import cpu_summary
 DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _CLAUSE = re.compile(r",?\s+(?:and then|then|after that|afterwards|and)\s+|,\s+|;\s+", re.IGNORECASE)
-MODES = ("per-request", "stable", "deferred")
+MODES = (
+    "per-request",
+    "stable",
+    "stable prefill 20",
+    "stable prefill 20 grow 1",
+    "stable prefill 30 grow 0",
+    "deferred",
+)
 
 
 def steps(task: str) -> list[str]:
@@ -75,14 +85,19 @@ def main(argv: list[str] | None = None) -> None:
         sessions = {
             "per-request": engine.session(),
             "stable": engine.session(offer=OfferConfig(mode="stable", budget=30)),
+            "stable prefill 20": engine.session(offer=OfferConfig(mode="stable", budget=30, prefill=20)),
+            "stable prefill 20 grow 1": engine.session(offer=OfferConfig(mode="stable", budget=30, prefill=20, grow=1)),
+            "stable prefill 30 grow 0": engine.session(offer=OfferConfig(mode="stable", budget=30, prefill=30, grow=0)),
             "deferred": engine.session(),
         }
         previous: dict[str, str | None] = {m: None for m in MODES}
         for q in chunk:
             gs = groups(q)
             task_tools: dict[str, set[str]] = {m: set() for m in MODES}
-            sessions["stable"].new_task()
-            for step in steps(q["query"]):
+            for mode in MODES:
+                if mode.startswith("stable"):
+                    sessions[mode].new_task()
+            for n_step, step in enumerate(steps(q["query"])):
                 for mode, s in sessions.items():
                     r = s.build_request(step)
                     s.record_reply(r, "")
@@ -99,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
                         usable = [t["name"] for t in r.tools]
                     if previous[mode] is not None:
                         add(mode, "prefix same", float(prefix == previous[mode]))
+                    if n_step > 0:
+                        add(mode, "same in task", float(prefix == previous[mode]))
                     previous[mode] = prefix
                     add(mode, "tools/step", len(usable))
                     add(mode, "tok/step", sum(count([json.dumps(t) for t in in_context])) if in_context else 0)
@@ -114,12 +131,12 @@ def main(argv: list[str] | None = None) -> None:
         f"# tool offers: {len(queries)} tasks, {sum(per_step)} steps (mean {statistics.mean(per_step):.2f} per task), "
         f"sessions of {args.tasks_per_session} tasks; {cpu_summary()}"
     )
-    cols = ["prefix same", "tools/step", "tools/task", "tok/step", "KB sent", "step R", "union R"]
+    cols = ["prefix same", "same in task", "tools/step", "tools/task", "tok/step", "KB sent", "step R", "union R"]
     print("| mode | " + " | ".join(cols) + " |")
     print("| --- | " + " | ".join("---" for _ in cols) + " |")
     for mode in MODES:
         vals = [statistics.mean(rows[mode][c]) for c in cols]
-        cells = [f"{vals[0] * 100:.0f}%"] + [f"{v:.1f}" for v in vals[1:5]] + [f"{v:.3f}" for v in vals[5:]]
+        cells = [f"{v * 100:.0f}%" for v in vals[:2]] + [f"{v:.1f}" for v in vals[2:6]] + [f"{v:.3f}" for v in vals[6:]]
         print(f"| {mode} | " + " | ".join(cells) + " |")
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from contextsieve.agent import Agent, AgentSettings, SettingsOverrides
-from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text
+from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
 from contextsieve.chunking import query_chunks, split_query
 from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
@@ -117,16 +117,30 @@ class OfferConfig:
         budget: most tools a stable offer holds (default 30). Over it, the tools selected longest
             ago (by the last request that selected them; never one this request selected) are
             dropped first, which changes the array once.
+        prefill: a stable offer's first request of a task also offers the best ``prefill`` tools of
+            a tool search for its message (:meth:`Session.search_tools`, after the selected ones;
+            within the budget), so that later steps of the task find theirs already offered and the
+            array stays the same (default 0: off; more tools in context from the first step on, measured
+            in ``benchmarks.tool_offers``).
+        grow: after a task's first request, add at most this many of a request's selected tools (its
+            best by score) that are not offered yet (default None: every selected tool). With
+            ``prefill``, later steps mostly find their tools offered and the array rarely changes.
     """
 
     mode: str = "request"
     budget: int = 30
+    prefill: int = 0
+    grow: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("request", "stable"):
             raise InputError(f"offer mode must be 'request' or 'stable', got {brief(self.mode)}")
         if isinstance(self.budget, bool) or not isinstance(self.budget, int) or not 1 <= self.budget <= 1000:
             raise InputError(f"offer budget must be an int from 1 to 1000, got {brief(self.budget)}")
+        if isinstance(self.prefill, bool) or not isinstance(self.prefill, int) or not 0 <= self.prefill <= self.budget:
+            raise InputError(f"offer prefill must be an int from 0 to the budget, got {brief(self.prefill)}")
+        if self.grow is not None and (isinstance(self.grow, bool) or not isinstance(self.grow, int) or self.grow < 0):
+            raise InputError(f"offer grow must be None or an int >= 0, got {brief(self.grow)}")
 
 
 @dataclass(frozen=True)
@@ -454,12 +468,25 @@ class Session:
         """``request`` with the session's stable offer as its tools (see :class:`OfferConfig`)."""
         self._requests += 1
         defs = {t["name"]: t for t in request.catalog}
+        first = not self._offered
+        chosen = [t["name"] for t in request.tools]
+        if not first and self.offer.grow is not None:
+            score = {f"{e.key.server}_{e.key.name}": e.score or 0.0 for e in request.context.entries}
+            fresh = sorted((n for n in chosen if n not in self._offered), key=lambda n: -score.get(n, 0.0))
+            chosen = [n for n in chosen if n in self._offered or n in fresh[: self.offer.grow]]
         for t in request.tools:
             defs.setdefault(t["name"], t)
-            self._offered[t["name"]] = self._requests  # a new name is appended; a known one keeps its place
+        for n in chosen:
+            self._offered[n] = self._requests  # a new name is appended; a known one keeps its place
+        if first and self.offer.prefill and request.message.strip():
+            room = self.offer.budget - len(self._offered)
+            for m in self.search_tools(request.message, limit=min(50, self.offer.prefill))[: max(0, room)]:
+                name = tool_definition(m.tool)["name"]
+                if name in defs:
+                    self._offered.setdefault(name, 0)  # 0: selected by no request yet, the first to go
         over = len(self._offered) - self.offer.budget
         if over > 0:
-            now = {t["name"] for t in request.tools}
+            now = set(chosen)
             oldest = sorted((n for n in self._offered if n not in now), key=lambda n: self._offered[n])[:over]
             for n in oldest:
                 del self._offered[n]
