@@ -5,8 +5,9 @@
 The agent holds the 584 tools of ``benchmarks/data/mcp_catalog`` in ``agent`` mode (default
 settings, the default embedder). Each task of its 120 is split into steps (sentences, then clauses
 joined by "and", "then", "and then", ", ", "; ": the steps a host's loop would send one at a time,
-approximated from the text, as the catalog's tasks carry no step text), each step sent as its own request; sessions hold several tasks
-in a row (``--tasks-per-session``, default 5). Three offers of the same selections:
+approximated from the text, as the catalog's tasks carry no step text), each step sent as its own
+request; sessions hold several tasks in a row (``--tasks-per-session``, default 5). The offers of the
+same selections:
 
 - ``per-request``: each request offers what it selected (``Request.tools``), as today;
 - ``stable``: ``OfferConfig(mode="stable", budget=30)``, ``Session.new_task`` at each task; with
