@@ -1189,3 +1189,24 @@ def test_a_close_restatement_is_proposed_as_superseding(location: str) -> None:
         again = s.stash([{"text": "the release date is friday the fifth again", "supersedes": ["d1"]}])
         assert again.segment_ids == (new,) and again.stashed == 0
         assert s.get(["d1"])[0].superseded_by == new
+
+
+def test_changed_index_terms_or_a_null_field_are_caught_not_served(tmp_path: Path) -> None:
+    """Issue 27 item 4 (found by benchmarks.tamper): the fields check covers the keyword index terms, so
+    a store that loads a row whose terms changed leaves it out of search with a warning (its text still
+    reads); a value of another type where a count was is a StashIntegrityError, not a TypeError."""
+    from contextsieve.errors import StashIntegrityError
+    from contextsieve.stash.sqlite import StashIntegrityWarning
+
+    path = str(tmp_path / "s.db")
+    with StashStore.open(path, fake()) as s:
+        ids = s.stash(["the deploy key is in vault", "lunch: two pizzas"]).segment_ids
+    _tamper(path, "UPDATE segments SET terms = ? WHERE id = ?", ("pizza pizza pizza", ids[0]))
+    with pytest.warns(StashIntegrityWarning, match="fail their check"):
+        with StashStore.open(path, fake()) as s:
+            assert [r.segment.id for r in s.retrieve("pizza", top_k=5)] == [ids[1]]
+            assert s.get([ids[0]])[0].text == "the deploy key is in vault"
+    _tamper(path, "UPDATE segments SET chunks = ? WHERE id = ?", ("two", ids[1]))  # as a flipped type byte reads
+    with StashStore.open(path, fake()) as s:
+        with pytest.raises(StashIntegrityError, match=ids[1]):
+            s.get([ids[1]])

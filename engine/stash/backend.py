@@ -96,12 +96,14 @@ def fields_check(
     source: str,
     sha256: str,
     expires: int | None,
+    terms: str,
 ) -> bytes:
     """16-byte BLAKE2b of the fields of a stored segment that never change after it is written (the
-    text is covered by its ``sha256``, the vectors by :func:`vector_digest`): a row whose session,
-    type, times, topic, source or token count was changed on disk fails it on read. Times are
-    microseconds (:func:`to_epoch`)."""
-    parts = (segment_id, session, kind, created, stashed, tokens, topic, source, sha256, expires)
+    text is covered by its ``sha256``, the vectors by :func:`vector_digest`): a row whose id, session,
+    type, times, topic, source, token count or keyword index terms (``terms``: :func:`index_terms` of
+    its text, space-joined) was changed on disk fails it on read, and is left out of search when a
+    store loads it. Times are microseconds (:func:`to_epoch`)."""
+    parts = (segment_id, session, kind, created, stashed, tokens, topic, source, sha256, expires, terms)
     return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 

@@ -28,6 +28,7 @@ from contextsieve.stash.backend import (
     StoreMeta,
     fields_check,
     from_epoch,
+    index_terms,
     to_epoch,
     vector_digest,
 )
@@ -150,11 +151,13 @@ def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Seque
             f"segment {sid!r} failed its check on read: its text no longer matches its sha256 (the store's "
             "file or table was changed outside contextsieve); delete the segment or restore the store"
         )
-    if _fields_of(r) != bytes(check or b""):
+    fields = _fields_of(r)
+    ok = isinstance(check, bytes) and fields == check and isinstance(model, str) and isinstance(nch, int)
+    if not ok or prot not in (0, 1) or not isinstance(newer, (str, type(None))):
         raise StashIntegrityError(
-            f"segment {str(sid)[:200]!r} failed its check on read: its session, type, times, topic, source or "
-            "token count no longer match the row's check (the store's file or table was changed outside "
-            "contextsieve); delete the segment or restore the store"
+            f"segment {str(sid)[:200]!r} failed its check on read: its fields no longer match the row's check "
+            "or hold values of the wrong type (the store's file or table was changed outside contextsieve); "
+            "delete the segment or restore the store"
         )
     return ContextSegment(
         id=sid,
@@ -180,14 +183,39 @@ def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Seque
 def _fields_of(r: Sequence[Any]) -> bytes | None:
     """:func:`fields_check` of a row of :data:`SEGMENT_COLUMNS` (None when a field has a type no
     written row has: a changed row)."""
-    sid, session, _text, kind, created, stashed, tokens, topic, source, sha, _model, expires = r[:12]
+    sid, session, text, kind, created, stashed, tokens, topic, source, sha, _model, expires = r[:12]
+    return checked_fields(sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires, None)
+
+
+def checked_fields(
+    sid: Any,
+    session: Any,
+    text: Any,
+    kind: Any,
+    created: Any,
+    stashed: Any,
+    tokens: Any,
+    topic: Any,
+    source: Any,
+    sha: Any,
+    expires: Any,
+    terms: Any,
+) -> bytes | None:
+    """:func:`fields_check` of stored values as read (the index terms from ``terms``, the stored
+    space-joined form, or else from ``text``); None when a value has a type no written row has."""
     if not all(isinstance(x, str) for x in (sid, session, kind, source, sha)) or not isinstance(
         topic, (str, type(None))
     ):
         return None
     if not all(isinstance(x, int) for x in (created, stashed, tokens)) or not isinstance(expires, (int, type(None))):
         return None
-    return fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires)
+    if terms is None:
+        if not isinstance(text, str):
+            return None
+        terms = " ".join(index_terms(text))
+    if not isinstance(terms, str):
+        return None
+    return fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires, terms)
 
 
 def guarded(fn: Callable[Concatenate[_B, _P], _R]) -> Callable[Concatenate[_B, _P], _R]:
@@ -289,10 +317,13 @@ class SqlBackend:
         d, m = self.dialect, self.dialect.mark
         self._integer_times(db)
         rows = db.execute(
-            f"SELECT row, id, session, type, created, stashed, tokens, topic, source, sha256, expires FROM {d.segments}"
+            f"SELECT row, id, session, text, type, created, stashed, tokens, topic, source, sha256, expires "
+            f"FROM {d.segments}"
         ).fetchall()
-        for row, sid, session, kind, created, stashed, tokens, topic, source, sha, expires in rows:
-            check = fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires)
+        for row, sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires in rows:
+            check = checked_fields(
+                sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires, None
+            )
             db.execute(f"UPDATE {d.segments} SET fields = {m} WHERE row = {m}", (check, row))
         self._fields_required(db)
         db.execute(d.upsert(d.meta, "key", "value"), ("format", FORMAT))
@@ -402,7 +433,14 @@ class SqlBackend:
         with self.lock:
             for batch in self.dialect.batches(ids):
                 found.update((s.id, s) for s in self._segments(*self.dialect.any_of("id", batch)))
+            missing = [i for i in ids if i not in found]
+            if missing:
+                self._check_unindexed(missing)
         return [found[i] for i in ids if i in found]
+
+    def _check_unindexed(self, ids: Sequence[str]) -> None:
+        """Called with ids a lookup did not find (the lock held): a backend whose index can disagree
+        with its table after damage raises StashIntegrityError when the table holds any of them."""
 
     def _stale(self, model: str, limit: int) -> list[ContextSegment]:
         """Up to ``limit`` segments whose vectors are not of ``model``, oldest first (lock held)."""
@@ -531,7 +569,17 @@ class SqlBackend:
                 "chunks": v.shape[0],
                 "digest": vector_digest(s.id, s.embedding_model, v),
                 "fields": fields_check(
-                    s.id, s.session, s.type.value, created, stashed, s.tokens, s.topic, s.source, s.sha256, expires
+                    s.id,
+                    s.session,
+                    s.type.value,
+                    created,
+                    stashed,
+                    s.tokens,
+                    s.topic,
+                    s.source,
+                    s.sha256,
+                    expires,
+                    " ".join(r.terms),
                 ),
                 **self._stored_vectors(v),
                 **self._stored_terms(r.terms),

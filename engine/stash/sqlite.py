@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from contextsieve.errors import InputError, StashError
+from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, UPGRADES, Filters, Hit, SegmentRow, vector_digest
 from contextsieve.stash.segment import ContextSegment, SegmentType
-from contextsieve.stash.sql import Dialect, SqlBackend, guarded
+from contextsieve.stash.sql import Dialect, SqlBackend, checked_fields, guarded
 from contextsieve.stash.vectors import TableRow, VectorTable
 
 __all__ = ["SqliteConfig", "SqliteBackend", "StashIntegrityWarning"]
@@ -305,16 +305,33 @@ class SqliteBackend(SqlBackend):
             if vector_digest(seg_id, model, v) == digest and bool(np.isfinite(v).all()):
                 self.corrupt.discard(seg_id)
                 return v
-        self.corrupt.add(seg_id)
+        self._flag(seg_id, "has vectors that fail their checksum")
+        return None
+
+    def _flag(self, seg_id: object, what: str) -> None:
+        """Mark a segment as failing a check on load (left out of search) and warn once per store."""
+        self.corrupt.add(str(seg_id))
         if not self._warned:
             self._warned = True
             warnings.warn(
-                f"stash {self.location}: segment {seg_id!r} has vectors that fail their checksum; such segments "
-                "are left out of dense search until `contextsieve stash rebuild` re-embeds them",
+                f"stash {self.location}: segment {str(seg_id)[:200]!r} {what}; such segments are left out of search "
+                "(vectors: `contextsieve stash rebuild` re-embeds them; other fields: reading the segment names it)",
                 StashIntegrityWarning,
-                stacklevel=5,
+                stacklevel=6,
             )
-        return None
+
+    def _check_unindexed(self, ids: Sequence[str]) -> None:
+        """See :meth:`SqlBackend._check_unindexed`: a segment the id index does not find but the table
+        holds (a flipped bit in its id or in the index) would vanish from every read without a word."""
+        for batch in self.dialect.batches(ids):
+            cond, args = self.dialect.any_of("id", batch)
+            hidden = [r[0] for r in self._db.execute(f"SELECT id FROM segments NOT INDEXED WHERE {cond}", args)]
+            if hidden:
+                raise StashIntegrityError(
+                    f"the stash {self.location} is damaged: segment {str(hidden[0])[:200]!r} is in the table but not "
+                    "in its id index (the file was changed outside contextsieve); run `sqlite3 FILE 'REINDEX'` "
+                    "or restore the store"
+                )
 
     @guarded
     def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -338,7 +355,7 @@ class SqliteBackend(SqlBackend):
         dim = meta.dim or table.dim
         sql = (
             "SELECT row, id, session, type, topic, source, created, expires, protected, model, chunks, vectors, "
-            "digest, terms, stashed, sha256, superseded_by IS NOT NULL FROM segments"
+            "digest, terms, stashed, sha256, superseded_by IS NOT NULL, tokens, fields FROM segments"
         )
         batches: list[list[int] | None] = [None] if rows is None else list(self.dialect.batches(rows))
         pending: list[TableRow] = []  # added in batches: one quantisation call per batch
@@ -367,7 +384,16 @@ class SqliteBackend(SqlBackend):
                     stashed,
                     sha,
                     superseded,
+                    tokens,
+                    check,
                 ) = r
+                fields = checked_fields(
+                    sid, session, None, kind, created, stashed, tokens, topic, source, sha, expires, terms
+                )
+                if fields is None or fields != check:  # a changed row (or a NULL where a value was): not searched
+                    self._flag(sid, "has fields that fail their check")
+                    table.remove(row)
+                    continue
                 v = self._vectors_of((row, sid, model, chunks, blob, digest), dim)
                 if v is None:
                     table.remove(row)
