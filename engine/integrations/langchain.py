@@ -1,0 +1,196 @@
+"""contextsieve in LangChain agents (extra ``langchain``: ``langchain`` 1.5, ``langgraph`` 1.2).
+
+:class:`ContextSieveMiddleware` is an agent middleware (``create_agent(..., middleware=[...])``) that
+chooses, for each model call, which of the agent's tools the model gets: by contextsieve's selection
+for the conversation's latest user turn and the tool results since, in place of
+``LLMToolSelectorMiddleware``'s extra LLM call (same ``always_include`` and ``max_tools``). The rules
+and references of a contextsieve agent chosen for the call are added to the system message, and
+each call's choice is recorded on the agent's state under ``"contextsieve"`` (a list, one record
+per model call: the tools sent, the proposed and dropped ones, and the request context).
+
+The stash as LangGraph's memory is :class:`contextsieve.integrations.langgraph_store.StashMemoryStore`
+(a ``BaseStore``: ``create_agent(..., store=...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Annotated, Any
+
+from contextsieve.errors import InputError, MissingExtraError, brief
+from contextsieve.integrations.selector import Choice, ToolSelector, ToolSpec
+from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.session import OfferConfig
+
+try:
+    from langchain.agents.middleware.types import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.types import Command
+    from typing_extensions import NotRequired
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    raise MissingExtraError(
+        "the LangChain integration needs langchain and langgraph: pip install 'contextsieve[langchain]'"
+    ) from e
+
+__all__ = ["ContextSieveMiddleware", "ContextSieveState", "tool_specs"]
+
+#: the state key each model call's choice is recorded under
+STATE_KEY = "contextsieve"
+
+
+class ContextSieveState(AgentState[Any]):
+    """The agent state with contextsieve's record: one :meth:`Choice.to_dict` per model call."""
+
+    contextsieve: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+
+
+def tool_specs(tools: Iterable[BaseTool], server: str = "tools") -> list[ToolSpec]:
+    """LangChain tools as contextsieve ranks them: name, description and the JSON schema of their
+    arguments (as the model gets it)."""
+    specs = []
+    for t in tools:
+        fn = convert_to_openai_tool(t)["function"]
+        specs.append(ToolSpec(t.name, t.description or "", fn.get("parameters") or {}, server))
+    return specs
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [p if isinstance(p, str) else p.get("text", "") for p in content if isinstance(p, (str, dict))]
+    return "\n".join(p for p in parts if isinstance(p, str) and p)
+
+
+def _turn(messages: Sequence[BaseMessage]) -> tuple[str, list[str]]:
+    """The latest user turn's text and the texts of the tool results after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            results = [_text(m) for m in messages[i + 1 :] if isinstance(m, ToolMessage)]
+            return _text(messages[i]), results
+    return "", []
+
+
+class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
+    """Chooses each model call's tools (and rules and references) with contextsieve.
+
+    Args:
+        selector: the selector to use (e.g. ``ToolSelector(Engine.from_file(path).session())`` over an
+            agent file, whose rules and references then go into the system message). Default: one
+            built on the first model call from the agent's own tools (:meth:`ToolSelector.from_tools`
+            with the arguments below), kept in step when the tools change.
+        always_include: tool names always sent, not counted against ``max_tools`` (as
+            ``LLMToolSelectorMiddleware``'s); with a given ``selector``, give them to it instead.
+        max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
+            selection's own cut: ``tool_top_n`` and its score threshold).
+        offer: how tools are offered across calls (:class:`~contextsieve.OfferConfig`; default per
+            call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
+        embedder / cache_dir: :class:`~contextsieve.Engine`'s (default MiniLM and the user's cache).
+        instructions: add the chosen rules and references to the system message (default ``True``).
+
+    Tools that are provider dicts (server-side tools) are always passed through. A call with no user
+    message passes every tool through unchanged.
+    """
+
+    state_schema = ContextSieveState
+
+    def __init__(
+        self,
+        selector: ToolSelector | None = None,
+        *,
+        always_include: Sequence[str] = (),
+        max_tools: int | None = None,
+        offer: OfferConfig | None = None,
+        embedder: TextEmbedder | None = None,
+        cache_dir: Any = None,
+        instructions: bool = True,
+    ) -> None:
+        super().__init__()
+        if selector is not None and not isinstance(selector, ToolSelector):
+            raise InputError(f"selector must be a ToolSelector, got {brief(selector)}")
+        if isinstance(always_include, str):
+            raise InputError("always_include must be a list of tool names, not one str")
+        self.selector = selector
+        self._options: dict[str, Any] = {
+            "always_include": tuple(always_include),
+            "max_tools": max_tools,
+            "offer": offer,
+            "embedder": embedder,
+            "cache_dir": cache_dir,
+        }
+        if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
+            raise InputError(f"max_tools must be None or an int >= 1, got {brief(max_tools)}")
+        self.instructions = instructions
+        self._synced: tuple[Any, ...] | None = None
+        self._lock = threading.Lock()
+        self.choices: list[Choice] = []
+        """The choices made so far by this middleware (newest last; the last 100)."""
+
+    def _selector_for(self, tools: list[BaseTool]) -> ToolSelector:
+        specs = tool_specs(tools)
+        shape = tuple((s.name, s.description, repr(s.input_schema)) for s in specs)
+        with self._lock:
+            if self.selector is None:
+                self.selector = ToolSelector.from_tools(specs, **self._options)
+                self._synced = shape
+            elif self._synced is not None and shape != self._synced:
+                self.selector.sync(specs)
+                self._synced = shape
+            return self.selector
+
+    def _prepare(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], Choice | None]:
+        base = [t for t in request.tools if isinstance(t, BaseTool)]
+        provider = [t for t in request.tools if not isinstance(t, BaseTool)]
+        message, results = _turn(request.messages)
+        if not base or not message.strip():
+            return request, None
+        selector = self._selector_for(base)
+        choice = selector.choose(message, tool_results=results, available=[t.name for t in base])
+        by_name = {t.name: t for t in base}
+        tools: list[BaseTool | dict[str, Any]] = [by_name[n] for n in choice.tools if n in by_name]
+        overrides: dict[str, Any] = {"tools": tools + provider}
+        extra = choice.instructions if self.instructions else ""
+        if extra:
+            old = request.system_message
+            text = (_text(old) + "\n\n" + extra) if old is not None and _text(old) else extra
+            overrides["system_message"] = SystemMessage(content=text)
+        with self._lock:
+            self.choices = [*self.choices[-99:], choice]
+        return request.override(**overrides), choice
+
+    @staticmethod
+    def _recorded(response: Any, choice: Choice | None) -> Any:
+        if choice is None or isinstance(response, ExtendedModelResponse):
+            return response
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        return ExtendedModelResponse(model_response=response, command=Command(update={STATE_KEY: [choice.to_dict()]}))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Any],
+    ) -> Any:
+        """Send the model only the chosen tools; record the choice on the state."""
+        new, choice = self._prepare(request)
+        return self._recorded(handler(new), choice)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[Any]],
+    ) -> Any:
+        """As :meth:`wrap_model_call`; the choice runs in a worker thread (it embeds on the CPU)."""
+        new, choice = await asyncio.to_thread(self._prepare, request)
+        return self._recorded(await handler(new), choice)

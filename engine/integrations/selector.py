@@ -1,0 +1,313 @@
+"""The framework-neutral half of the integrations: per-request tool choice over a framework's tools.
+
+A framework hands contextsieve its tools as names, descriptions and JSON schemas
+(:class:`ToolSpec`); :class:`ToolSelector` keeps them as the tools of a contextsieve agent (or uses
+an :class:`~contextsieve.Engine`'s agent, tools of an agent file and MCP servers included) and
+answers, for the latest user turn and the tool results since, which of them to send
+(:meth:`ToolSelector.choose`). The framework modules (:mod:`.langchain`, :mod:`.pydantic_ai`,
+:mod:`.openai_agents`) only translate their tool objects and hooks to this.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextsieve.agent import Agent, McpServer
+from contextsieve.assembly import Request
+from contextsieve.engine import Engine
+from contextsieve.errors import InputError, brief
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.session import OfferConfig, Session
+from contextsieve.stash import StashStore
+
+__all__ = ["Choice", "ToolSpec", "ToolSelector", "DEFAULT_SERVER"]
+
+#: the server name tools built from a framework's own tool objects are kept under
+DEFAULT_SERVER = "tools"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A framework's tool as contextsieve ranks it.
+
+    Attributes:
+        name: the name the framework sends it under (unique within ``server``).
+        description: what it does (the main text it is ranked by; may be empty).
+        input_schema: its JSON schema (parameter names and descriptions are ranked too; default ``{}``).
+        server: the group it belongs to, e.g. an MCP server's name (default :data:`DEFAULT_SERVER`).
+    """
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+    server: str = DEFAULT_SERVER
+
+    def __post_init__(self) -> None:
+        for f in ("name", "description", "server"):
+            if not isinstance(getattr(self, f), str):
+                raise InputError(f"a tool's {f} must be a str, got {brief(getattr(self, f))}")
+        if not isinstance(self.input_schema, Mapping):
+            raise InputError(f"tool {self.name!r}: input_schema must be a mapping, got {brief(self.input_schema)}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The tools chosen for one model call.
+
+    Attributes:
+        tools: the framework's names of the tools to send, in offer order (``always_include`` tools
+            first, then by score; a stable offer keeps its order across calls).
+        request: the contextsieve request behind the choice (its ``context`` says why each item is in:
+            ``request.context.grouped_text()``; rules and references are in :attr:`instructions`).
+        proposed: tools the tool results pointed to (already in :attr:`tools`), by framework name.
+        dropped: tools selected but cut by ``max_tools``, by framework name.
+    """
+
+    tools: tuple[str, ...]
+    request: Request
+    proposed: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def instructions(self) -> str:
+        """The request's rules and references as one system-prompt block (``""`` without any): one
+        ``"Reference: ..."`` / ``"Rule: ..."`` paragraph each, references first, as
+        :meth:`Request.openai` sends them."""
+        parts = [
+            m["content"]
+            for m in self.request.messages[1:]
+            if m["role"] == "user" and m["content"].startswith(("Reference: ", "Rule: "))
+        ]
+        return "\n\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (what the integrations record on a framework's state)."""
+        return {
+            "tools": list(self.tools),
+            "proposed": list(self.proposed),
+            "dropped": list(self.dropped),
+            "summary": self.request.context.summary(),
+            "context": self.request.context.to_dict(),
+        }
+
+
+def _positive(value: int | None, what: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InputError(f"{what} must be None or an int >= 1, got {brief(value)}")
+    return value
+
+
+class ToolSelector:
+    """Chooses a framework's tools per model call through a contextsieve :class:`Session`.
+
+    Args:
+        session: the session whose agent holds the tools (see :meth:`from_tools` to build one from
+            the framework's tools, or ``engine.session()`` over an agent file).
+        always_include: framework tool names always sent (they do not count against ``max_tools``),
+            as ``LLMToolSelectorMiddleware``'s argument of that name.
+        max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
+            session's own cut, ``tool_top_n`` and the score threshold).
+
+    Thread-safe: calls of one selector run one at a time.
+    """
+
+    def __init__(self, session: Session, *, always_include: Iterable[str] = (), max_tools: int | None = None) -> None:
+        if not isinstance(session, Session):
+            raise InputError(f"session must be a contextsieve Session, got {brief(session)}")
+        if isinstance(always_include, str):
+            raise InputError("always_include must be a list of tool names, not one str")
+        self.session = session
+        self.always_include = tuple(always_include)
+        self.max_tools = _positive(max_tools, "max_tools")
+        self._lock = threading.RLock()
+        for name in self.always_include:
+            tool = self._tool(name)
+            if tool is None:
+                raise InputError(f"always_include names {name!r}, which is not one of the agent's tools")
+            if self.session.agent.include_mode(tool) is not IncludeMode.ALWAYS:
+                self.session.agent.upsert(_with_include(tool, IncludeMode.ALWAYS))
+            if tool.key not in dict(self.session.items()):
+                self.session.add(tool.key)
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Iterable[ToolSpec],
+        *,
+        always_include: Iterable[str] = (),
+        max_tools: int | None = None,
+        rules: Iterable[Rule] = (),
+        references: Iterable[Reference] = (),
+        system_prompt: str = "",
+        name: str = "agent",
+        embedder: TextEmbedder | None = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
+        offer: OfferConfig | None = None,
+        stash: StashStore | None = None,
+        stash_session: str | None = None,
+        preset: str | None = None,
+    ) -> ToolSelector:
+        """A selector over ``tools`` (no agent file needed): an agent named ``name`` whose tools are
+        ``tools`` (include mode ``agent``, those of ``always_include`` ``always``), with ``rules`` and
+        ``references`` (their own include modes) and one server per :attr:`ToolSpec.server`.
+
+        ``embedder`` and ``cache_dir`` are :class:`~contextsieve.Engine`'s (default: MiniLM, loaded on
+        first need, and the user's embedding cache); ``offer``, ``stash``, ``stash_session`` and
+        ``preset`` are :meth:`Engine.session`'s. Over an agent file (its rules, references and MCP
+        servers) build it as ``ToolSelector(Engine.from_file(path).session())`` instead.
+        """
+        specs = _specs(tools)
+        always = set(always_include) if not isinstance(always_include, str) else set()
+        agent = Agent(name=name, system_prompt=system_prompt, rules=list(rules), references=list(references))
+        for server in dict.fromkeys(s.server for s in specs):
+            agent.add_server(McpServer(server, default_include=IncludeMode.AGENT, default_permission_required=False))
+        for s in specs:
+            agent.upsert(_tool(s, IncludeMode.ALWAYS if s.name in always else None))
+        session = Engine(agent, embedder=embedder, cache_dir=cache_dir).session(
+            preset=preset, offer=offer, stash=stash, stash_session=stash_session
+        )
+        return cls(session, always_include=always_include, max_tools=max_tools)
+
+    # -- the tools ---------------------------------------------------------------------------------
+
+    def _tool(self, name: str) -> Tool | None:
+        """The agent's tool a framework calls ``name``: by its own name (first server in order) or by
+        its offered name ``<server>_<tool>``."""
+        tools = self.session.agent.tools
+        for t in tools:
+            if t.name == name:
+                return t
+        for t in tools:
+            if f"{t.server}_{t.name}" == name:
+                return t
+        return None
+
+    def name_of(self, key: ItemKey) -> str:
+        """The framework's name of the agent's tool ``key`` (its own name)."""
+        return key.name
+
+    def sync(self, tools: Iterable[ToolSpec]) -> int:
+        """Make the agent's tools of the servers in ``tools`` equal to ``tools``: new tools are added
+        (include ``agent``), changed descriptions or schemas replaced (re-embedded on the next call),
+        tools of those servers no longer listed removed. Returns how many changed. For frameworks
+        whose tool lists change between calls (MCP servers)."""
+        specs = _specs(tools)
+        agent = self.session.agent
+        changed = 0
+        with self._lock, agent.lock:
+            servers = dict.fromkeys(s.server for s in specs)
+            for server in servers:
+                if server not in agent.servers:
+                    agent.add_server(
+                        McpServer(server, default_include=IncludeMode.AGENT, default_permission_required=False)
+                    )
+            have = {t.key: t for t in agent.tools if t.server in servers}
+            for s in specs:
+                new = _tool(s, IncludeMode.ALWAYS if s.name in self.always_include else None)
+                old = have.pop(new.key, None)
+                if old is None or (old.description, old.input_schema, old.include) != (
+                    new.description,
+                    new.input_schema,
+                    new.include,
+                ):
+                    agent.upsert(new)
+                    changed += 1
+                    if new.include is IncludeMode.ALWAYS:
+                        self.session.add(new.key)
+            for key in have:
+                agent.delete(key)
+                changed += 1
+        return changed
+
+    # -- choosing -----------------------------------------------------------------------------------
+
+    def choose(
+        self,
+        message: str,
+        *,
+        tool_results: Sequence[str] = (),
+        available: Iterable[str] | None = None,
+    ) -> Choice:
+        """The tools to send for a model call.
+
+        Args:
+            message: the conversation's latest user turn.
+            tool_results: texts of the tool results since that turn (newest last); each may point to
+                more tools (:meth:`Session.expand_from`; the last 4 are read).
+            available: the framework names of the tools it could send now (default: every tool of the
+                agent); tools outside it are never chosen.
+        """
+        if isinstance(tool_results, str) or not all(isinstance(t, str) for t in tool_results):
+            raise InputError("tool_results must be a sequence of str")
+        allowed = None if available is None else set(available)
+        with self._lock:
+            request = self.session.build_request(message)
+            by_prompt = {f"{t.server}_{t.name}": t for t in self.session.agent.tools}
+            always = {self._tool(n).key for n in self.always_include if self._tool(n) is not None}  # type: ignore[union-attr]
+            scores = {e.key: (e.score if e.score is not None else float("inf")) for e in request.context.entries}
+            offered = [by_prompt[t["name"]] for t in request.tools if t["name"] in by_prompt]
+            proposed: list[Tool] = []
+            seen = {t.key for t in offered}
+            for text in list(tool_results)[-4:]:
+                if not text.strip():
+                    continue
+                for e in self.session.expand_from(text).entries:
+                    if e.key.kind is ItemKind.TOOL and e.key not in seen:
+                        tool = self.session.agent.get(e.key)
+                        if isinstance(tool, Tool):
+                            proposed.append(tool)
+                            scores[e.key] = e.score or 0.0
+                            seen.add(e.key)
+            offered += proposed
+            if allowed is not None:
+                offered = [t for t in offered if t.name in allowed or f"{t.server}_{t.name}" in allowed]
+            dropped: list[Tool] = []
+            if self.max_tools is not None:
+                ranked = sorted((t for t in offered if t.key not in always), key=lambda t: -scores.get(t.key, 0.0))
+                keep = {t.key for t in ranked[: self.max_tools]}
+                dropped = [t for t in ranked if t.key not in keep]
+                offered = [t for t in offered if t.key in always or t.key in keep]
+            return Choice(
+                tuple(t.name for t in offered),
+                request,
+                tuple(t.name for t in proposed if t in offered),
+                tuple(t.name for t in dropped),
+            )
+
+
+def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:
+    if isinstance(tools, (str, bytes, Mapping)):
+        raise InputError(f"tools must be a list of ToolSpec, got {brief(tools)}")
+    specs = list(tools)
+    for s in specs:
+        if not isinstance(s, ToolSpec):
+            raise InputError(f"tools must be ToolSpec objects, got {brief(s)}")
+    return specs
+
+
+def _tool(spec: ToolSpec, include: IncludeMode | None = None) -> Tool:
+    return Tool(
+        spec.server,
+        spec.name,
+        spec.description,
+        dict(spec.input_schema),
+        include=include,
+        permission_required=False,
+    )
+
+
+def _with_include(tool: Tool, include: IncludeMode) -> Tool:
+    return Tool(
+        tool.server,
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        include=include,
+        permission_required=tool.permission_required,
+        summary=tool.summary,
+    )
