@@ -132,21 +132,24 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
         if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
             raise InputError(f"max_tools must be None or an int >= 1, got {brief(max_tools)}")
         self.instructions = instructions
-        self._synced: tuple[Any, ...] | None = None
+        self._synced: tuple[Any, ...] | None = None  # the tools the built selector holds
+        self._same: tuple[int, ...] = ()  # their objects' ids (a cheap check per call)
         self._lock = threading.Lock()
         self.choices: list[Choice] = []
         """The choices made so far by this middleware (newest last; the last 100)."""
 
     def _selector_for(self, tools: list[BaseTool]) -> ToolSelector:
-        specs = tool_specs(tools)
-        shape = tuple((s.name, s.description, repr(s.input_schema)) for s in specs)
         with self._lock:
+            same = tuple(map(id, tools))
+            if self.selector is not None and (self._synced is None or same == self._same):
+                return self.selector  # a given selector, or the same tool objects as the last call
+            specs = tool_specs(tools)
+            shape = tuple((s.name, s.description, repr(s.input_schema)) for s in specs)
             if self.selector is None:
                 self.selector = ToolSelector.from_tools(specs, **self._options)
-                self._synced = shape
-            elif self._synced is not None and shape != self._synced:
+            elif shape != self._synced:
                 self.selector.sync(specs)
-                self._synced = shape
+            self._synced, self._same = shape, same
             return self.selector
 
     def _prepare(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], Choice | None]:

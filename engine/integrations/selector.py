@@ -151,6 +151,7 @@ class ToolSelector:
         stash: StashStore | None = None,
         stash_session: str | None = None,
         preset: str | None = None,
+        server_descriptions: Mapping[str, str] | None = None,
     ) -> ToolSelector:
         """A selector over ``tools`` (no agent file needed): an agent named ``name`` whose tools are
         ``tools`` (include mode ``agent``, those of ``always_include`` ``always``), with ``rules`` and
@@ -158,14 +159,24 @@ class ToolSelector:
 
         ``embedder`` and ``cache_dir`` are :class:`~contextsieve.Engine`'s (default: MiniLM, loaded on
         first need, and the user's embedding cache); ``offer``, ``stash``, ``stash_session`` and
-        ``preset`` are :meth:`Engine.session`'s. Over an agent file (its rules, references and MCP
+        ``preset`` are :meth:`Engine.session`'s. ``server_descriptions``: what each
+        :attr:`ToolSpec.server` is for (embedding context of its tools, as an agent file's server
+        ``description``; default none). Over an agent file (its rules, references and MCP
         servers) build it as ``ToolSelector(Engine.from_file(path).session())`` instead.
         """
         specs = _specs(tools)
         always = set(always_include) if not isinstance(always_include, str) else set()
         agent = Agent(name=name, system_prompt=system_prompt, rules=list(rules), references=list(references))
+        about = dict(server_descriptions or {})
         for server in dict.fromkeys(s.server for s in specs):
-            agent.add_server(McpServer(server, default_include=IncludeMode.AGENT, default_permission_required=False))
+            agent.add_server(
+                McpServer(
+                    server,
+                    default_include=IncludeMode.AGENT,
+                    default_permission_required=False,
+                    description=about.get(server, ""),
+                )
+            )
         for s in specs:
             agent.upsert(_tool(s, IncludeMode.ALWAYS if s.name in always else None))
         session = Engine(agent, embedder=embedder, cache_dir=cache_dir).session(
