@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.contextsieve-installed
 
-.PHONY: setup demo test lint typecheck conformance
+.PHONY: setup demo test lint typecheck conformance browser
 
 # The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in a
 # git-ignored folder (tests/test_mcp_conformance.py runs it against `serve --transport http`).
@@ -34,7 +34,15 @@ $(CONFORMANCE_STAMP):
 
 conformance: $(CONFORMANCE_STAMP)
 
-test: $(STAMP) $(CONFORMANCE_STAMP)
+# Debian's Chromium and its driver, for the browser test of `contextsieve inspect` (tests/test_inspect.py,
+# Selenium drives /usr/bin/chromium through /usr/bin/chromedriver); apt-get runs only when they are missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
+		($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver)
+
+test: $(STAMP) $(CONFORMANCE_STAMP) browser
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) typecheck

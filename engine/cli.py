@@ -5,6 +5,7 @@ contextsieve index AGENT_FILE                        embed and cache every item 
 contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
 contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
 contextsieve gateway AGENT_FILE                      front the agent's MCP servers, offering only the task's tools
+contextsieve inspect AGENT_FILE [--session FILE]     a local page: the request context per message or saved turn
 contextsieve stash stats|cleanup|rebuild STORE        a stash store's counts, expiry cleanup, re-embedding
 contextsieve stash export STORE FILE | import FILE STORE | migrate SRC DST   move a stash (JSON Lines)
 contextsieve demo                                    a few messages against the bundled example agent
@@ -149,6 +150,38 @@ def _parser() -> argparse.ArgumentParser:
         help="each task adds its tools to the offer instead of replacing it (the host's tool list, and its "
         "prompt cache, change only when a task needs a new tool; at most 30 beyond always and session tools)",
     )
+    n = sub.add_parser(
+        "inspect",
+        help="a local web page (127.0.0.1) showing the request context of a typed message or of each turn of a "
+        "saved session: items by include mode with scores, near misses and why, offer and prefix stability",
+    )
+    n.add_argument("agent", type=Path)
+    n.add_argument(
+        "--session",
+        type=Path,
+        metavar="FILE",
+        help="a session saved by Session.save: the page shows each of its turns, and typed messages continue it",
+    )
+    n.add_argument(
+        "--stash",
+        metavar="PATH|URI",
+        help="an existing stash store (SQLite file or postgresql:// URI): its hits for each message, and the "
+        "segments the session brings back",
+    )
+    n.add_argument(
+        "--stash-session",
+        metavar="NAME",
+        help="the page session's name in the stash without --session (default: the stash's default session)",
+    )
+    n.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default 0: any free port)")
+    n.add_argument(
+        "--offer",
+        choices=["request", "stable"],
+        default="request",
+        help="how the page's session offers tools across requests (default request; see OfferConfig)",
+    )
+    n.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    n.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     b = sub.add_parser(
         "build",
@@ -302,6 +335,43 @@ def _serve(args: argparse.Namespace) -> None:
     serve(engine, transport=args.transport, host=args.host, port=args.port, token=token, config=config, stash=stash)
 
 
+def _port(text: str) -> int:
+    """A TCP port from the command line (0: any free port)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is from 0 to 65535, got {text}")
+    return n
+
+
+def _inspect(args: argparse.Namespace) -> None:
+    from contextsieve.inspect_page import Inspector, InspectServer
+
+    if args.stash and "://" not in args.stash and not Path(args.stash).is_file():
+        raise InputError(f"--stash {args.stash}: no stash store there (inspect does not create one)")
+    if args.session is not None and not args.session.is_file():
+        raise InputError(f"--session {args.session}: no such file")
+    engine = _engine(args.agent, args.tools, args.offline)
+    stash = None
+    if args.stash:
+        from contextsieve.stash import StashStore
+
+        stash = StashStore.open(args.stash, engine.embedder)
+    try:
+        engine.index(show_progress=sys.stderr.isatty())  # the first message is then as quick as the others
+        inspector = Inspector(
+            engine, session_file=args.session, stash=stash, stash_session=args.stash_session, offer=args.offer
+        )
+        server = InspectServer(inspector, port=args.port)
+        print(f"contextsieve: inspect page for {engine.agent.name} at {server.url} (Ctrl-C stops)", flush=True)
+        server.serve_forever()
+    finally:
+        if stash is not None:
+            stash.close()
+
+
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (up to a day) from the command line."""
     try:
@@ -427,6 +497,8 @@ def _run(args: argparse.Namespace) -> int:
             run_gateway(
                 engine, listing=ListConfig(timeout=args.timeout), config=ServeConfig(stable_offer=args.stable_offer)
             )
+        elif args.command == "inspect":
+            _inspect(args)
         elif args.command == "demo":
             _demo()
         elif args.command == "build":

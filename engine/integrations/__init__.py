@@ -9,7 +9,8 @@ own extra (a missing framework is a :class:`~contextsieve.errors.MissingExtraErr
 - :mod:`contextsieve.integrations.pydantic_ai` (extra ``pydantic-ai``): a toolset offering per run step
   only the tools chosen from a wrapped toolset, and the stash as a toolset.
 - :mod:`contextsieve.integrations.openai_agents` (extra ``openai-agents``): a dynamic ``tool_filter``
-  for the Agents SDK's MCP servers, and the stash as its session memory.
+  for the Agents SDK's MCP servers (and ``is_enabled`` for its function tools), and the stash as
+  function tools (``stash_tools``).
 """
 
 from contextsieve.integrations.selector import DEFAULT_SERVER, Choice, ToolSelector, ToolSpec

@@ -66,12 +66,15 @@ class Choice:
             ``request.context.grouped_text()``; rules and references are in :attr:`instructions`).
         proposed: tools the tool results pointed to (already in :attr:`tools`), by framework name.
         dropped: tools selected but cut by ``max_tools``, by framework name.
+        keys: the agent's keys of :attr:`tools`, in the same order (``tool:SERVER:NAME``: which server's
+            tool, when two servers have tools of one name).
     """
 
     tools: tuple[str, ...]
     request: Request
     proposed: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    keys: tuple[ItemKey, ...] = ()
 
     @property
     def instructions(self) -> str:
@@ -89,6 +92,7 @@ class Choice:
         """JSON form (what the integrations record on a framework's state)."""
         return {
             "tools": list(self.tools),
+            "keys": [str(k) for k in self.keys],
             "proposed": list(self.proposed),
             "dropped": list(self.dropped),
             "summary": self.request.context.summary(),
@@ -202,22 +206,25 @@ class ToolSelector:
         """The framework's name of the agent's tool ``key`` (its own name)."""
         return key.name
 
-    def sync(self, tools: Iterable[ToolSpec]) -> int:
-        """Make the agent's tools of the servers in ``tools`` equal to ``tools``: new tools are added
-        (include ``agent``), changed descriptions or schemas replaced (re-embedded on the next call),
-        tools of those servers no longer listed removed. Returns how many changed. For frameworks
-        whose tool lists change between calls (MCP servers)."""
+    def sync(self, tools: Iterable[ToolSpec], *, servers: Iterable[str] | None = None) -> int:
+        """Make the agent's tools of the servers in ``tools`` (and of ``servers``, default none more)
+        equal to ``tools``: new tools are added (include ``agent``), changed descriptions or schemas
+        replaced (re-embedded on the next call), tools of those servers no longer listed removed (a
+        server named in ``servers`` with no tool in ``tools`` is emptied). Returns how many changed.
+        For frameworks whose tool lists change between calls (MCP servers)."""
         specs = _specs(tools)
+        if isinstance(servers, str):
+            raise InputError("servers must be a list of server names, not one str")
         agent = self.session.agent
         changed = 0
         with self._lock, agent.lock:
-            servers = dict.fromkeys(s.server for s in specs)
-            for server in servers:
+            touched = dict.fromkeys([*(servers or ()), *(s.server for s in specs)])
+            for server in touched:
                 if server not in agent.servers:
                     agent.add_server(
                         McpServer(server, default_include=IncludeMode.AGENT, default_permission_required=False)
                     )
-            have = {t.key: t for t in agent.tools if t.server in servers}
+            have = {t.key: t for t in agent.tools if t.server in touched}
             for s in specs:
                 new = _tool(s, IncludeMode.ALWAYS if s.name in self.always_include else None)
                 old = have.pop(new.key, None)
@@ -288,6 +295,7 @@ class ToolSelector:
                 request,
                 tuple(t.name for t in proposed if t in offered),
                 tuple(t.name for t in dropped),
+                tuple(t.key for t in offered),
             )
 
 

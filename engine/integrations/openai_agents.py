@@ -1,0 +1,610 @@
+"""contextsieve in the OpenAI Agents SDK (extra ``openai-agents``: ``openai-agents`` 0.24).
+
+:class:`ContextSieveToolFilter` chooses, for each model call, which tools the model gets, by
+contextsieve's selection for the conversation's latest user message (and, with
+:class:`ContextSieveHooks`, the tool results since). It plugs into the SDK's own hooks:
+
+- MCP servers: it is a dynamic ``tool_filter`` (``MCPServerStdio(..., tool_filter=sieve)``; one
+  filter may serve every server of an agent). The SDK lists each server's tools before every model
+  call and asks the filter once per tool; the filter makes one choice per model call over the tools
+  of all its servers and answers every tool from it. Without a ``selector`` it builds one from the
+  tools it sees (name, description, ``inputSchema``; the server's name as the group) and keeps it in
+  step when a server's list changes.
+- Plain function tools: :meth:`ContextSieveToolFilter.function_tools` returns copies whose
+  ``is_enabled`` asks the same choice (the SDK evaluates ``is_enabled`` before every model call).
+- Rules and references of a contextsieve agent: :meth:`ContextSieveToolFilter.instructions` is a
+  dynamic ``instructions`` callable that adds the ones chosen for the call to the system prompt.
+
+Each choice is recorded (:attr:`ContextSieveToolFilter.last_choice`, :attr:`~ContextSieveToolFilter.choices`:
+the tools chosen, those the tool results proposed, those ``max_tools`` cut, and the request context
+saying why each is in).
+
+The stash: :func:`stash_tools` gives the agent ``stash_context``, ``retrieve_stashed_context`` and
+``merge_stashed_context`` as function tools over a :class:`~contextsieve.stash.StashStore` (the same
+tools ``contextsieve serve --stash`` offers over MCP). It is deliberately *not* an SDK ``Session``:
+a ``Session`` must give back every conversation item verbatim and in order (function calls and
+their outputs included, a repeated ``"ok"`` twice), while the stash keeps one copy of an exact text
+per session, replaces credentials by placeholders before storing, and is read by meaning, not by
+position. A ``Session`` over it would be a lossy ``SQLiteSession``; keep the history in one of the
+SDK's sessions and give the model the stash as memory it reads and writes by meaning.
+
+What the SDK's hooks cannot express (see also the limits in :class:`ContextSieveToolFilter`):
+
+- The filter's context holds the run's input (``run_context.turn_input``: the input the run was
+  started with, history of an SDK session included), not the items generated during the run, so the
+  tool results of the run reach the selection only through :class:`ContextSieveHooks` (``on_tool_end``)
+  or :meth:`ContextSieveToolFilter.add_tool_result` from the user's own hooks.
+- The filter is asked per tool and per server, never with the whole list nor told when a listing
+  starts: the full list is read from the server's ``cached_tools`` (filled before filtering), a
+  server of the agent not listed yet is listed once ahead, and a server without ``cached_tools`` is
+  known by the tools asked about so far.
+- The SDK catches a filter's exceptions and leaves the tool out (logged), so a failing selection
+  cannot surface as an error there: by default (``fail_open=True``) every tool is offered instead.
+- A filter only says yes or no: the tools reach the model in the servers' order (MCP tools first,
+  then function tools), not in the choice's order, and a tool cannot be renamed or re-described.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import inspect
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contextsieve.errors import InputError, MissingExtraError, brief
+from contextsieve.integrations.selector import DEFAULT_SERVER, Choice, ToolSelector, ToolSpec
+from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.session import OfferConfig
+from contextsieve.stash import StashStore
+from contextsieve.stash.segment import check_session
+from contextsieve.stash.store import DEFAULT_SESSION
+
+try:
+    from agents import FunctionTool, RunContextWrapper, RunHooks, function_tool
+    from agents.mcp import ToolFilterContext
+    from pydantic import BaseModel, Field
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    raise MissingExtraError(
+        "the OpenAI Agents SDK integration needs openai-agents: pip install 'contextsieve[openai-agents]'"
+    ) from e
+
+__all__ = [
+    "ContextSieveToolFilter",
+    "ContextSieveHooks",
+    "StashSegment",
+    "latest_user_message",
+    "stash_tools",
+]
+
+logger = logging.getLogger(__name__)
+
+#: set while the filter lists a server ahead of its turn (its own answers are then all True)
+_PRIMING: contextvars.ContextVar[bool] = contextvars.ContextVar("contextsieve_openai_agents_priming", default=False)
+#: choices kept in :attr:`ContextSieveToolFilter.choices`
+_HISTORY = 100
+#: tool results kept per run (the selection reads the last 4)
+_RESULTS = 8
+
+
+def latest_user_message(run_context: RunContextWrapper[Any]) -> str:
+    """The text of the latest user message of the run's input (``run_context.turn_input``, which the
+    SDK sets before it lists the tools of a model call); ``""`` when it holds none. Text parts of a
+    multi-part message are joined by newlines; images and files are left out."""
+    items = getattr(run_context, "turn_input", None) or []
+    for item in reversed(items):
+        if _field(item, "role") != "user" or _field(item, "type") not in (None, "message"):
+            continue
+        content = _field(item, "content")
+        if isinstance(content, str):
+            return content
+        parts = [_field(p, "text") for p in content or []]
+        return "\n".join(p for p in parts if isinstance(p, str) and p)
+    return ""
+
+
+def _field(item: object, key: str) -> Any:
+    """A field of an input item, a dict or an object."""
+    return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
+
+
+def _mcp_spec(tool: Any, server: str) -> ToolSpec:
+    """An MCP tool (``mcp.types.Tool`` of MCP 1 or 2) as contextsieve ranks it."""
+    schema = getattr(tool, "input_schema", None)
+    if schema is None:
+        schema = getattr(tool, "inputSchema", None)
+    return ToolSpec(str(tool.name), getattr(tool, "description", None) or "", dict(schema or {}), server)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """The answer for one model call of a run: ``names`` None lets every tool through."""
+
+    key: tuple[int, str, int]
+    version: int
+    names: frozenset[str] | None
+    choice: Choice | None
+    error: BaseException | None = None
+
+
+class _Run:
+    """What the filter keeps for one run (identified by its ``Usage`` object, which the run's context
+    and every tool context of the run share)."""
+
+    __slots__ = ("ref", "results", "count", "turn", "pending")
+
+    def __init__(self, usage: object) -> None:
+        self.ref = weakref.ref(usage)
+        self.results: list[str] = []
+        self.count = 0
+        self.turn: _Turn | None = None
+        self.pending: tuple[tuple[int, str, int], asyncio.Future[_Turn]] | None = None
+
+
+class ContextSieveToolFilter:
+    """One contextsieve choice of tools per model call, for the SDK's MCP servers and function tools.
+
+    Use it as the ``tool_filter`` of the agent's MCP servers, and (optionally) wrap the agent's
+    function tools with :meth:`function_tools`, its instructions with :meth:`instructions`, and pass
+    :class:`ContextSieveHooks` to ``Runner.run(..., hooks=...)`` so tool results count::
+
+        sieve = ContextSieveToolFilter(always_include=["get_current_time"])
+        server = MCPServerStdio(params={...}, name="workspace", tool_filter=sieve)
+        agent = Agent(name="assistant", mcp_servers=[server], tools=sieve.function_tools([...]))
+        await Runner.run(agent, "...", hooks=ContextSieveHooks(sieve))
+
+    Args:
+        selector: the selector to use (e.g. ``ToolSelector(Engine.from_file(path).session())`` over an
+            agent file, whose rules and references :meth:`instructions` then adds). Default ``None``:
+            one built on the first model call from the tools the filter sees
+            (:meth:`ToolSelector.from_tools` with the arguments below).
+        always_include: tool names always sent, not counted against ``max_tools`` (default none).
+            With a given ``selector`` give these, ``max_tools``, ``offer``, ``embedder`` and
+            ``cache_dir`` to it instead (passing both is an :class:`InputError`).
+        max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
+            selection's own cut, ``tool_top_n`` and its score threshold).
+        offer: how tools are offered across calls (:class:`~contextsieve.OfferConfig`; default per
+            call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
+        embedder / cache_dir: :class:`~contextsieve.Engine`'s (default MiniLM and the user's cache).
+        message_of: the message a model call's tools are chosen for, from the run context (default
+            :func:`latest_user_message`). A call without one lets every tool through.
+        sync: keep the selector's tools equal to what the servers list (default ``True``: new tools
+            are added, changed ones replaced, dropped ones removed); ``False`` leaves a given
+            selector's agent as it is (tools it does not know are then never sent).
+        fail_open: when a choice fails (the error is logged and kept in :attr:`last_error`), let
+            every tool through for that call (default ``True``, as without contextsieve); ``False``
+            raises it: the SDK then leaves each MCP tool out (and logs), while a function tool's
+            ``is_enabled`` or :meth:`instructions` fails the run with it.
+
+    Limits: one choice per (run, agent, message, tool results recorded); a server whose list changes
+    in the middle of a model call makes a new choice, so servers asked before it answered from the
+    old one. Tools are matched by their own names: with ``mcp_config={"include_server_in_tool_names":
+    True}`` two servers' tools of one name are both sent when either is chosen. An approval resume
+    lists the tools again and gets the same choice only if the selection is unchanged.
+
+    Thread- and task-safe: runs may share one filter; each run's choices are its own.
+    """
+
+    def __init__(
+        self,
+        selector: ToolSelector | None = None,
+        *,
+        always_include: Iterable[str] = (),
+        max_tools: int | None = None,
+        offer: OfferConfig | None = None,
+        embedder: TextEmbedder | None = None,
+        cache_dir: Any = None,
+        message_of: Callable[[RunContextWrapper[Any]], str] | None = None,
+        sync: bool = True,
+        fail_open: bool = True,
+    ) -> None:
+        if selector is not None and not isinstance(selector, ToolSelector):
+            raise InputError(f"selector must be a ToolSelector, got {brief(selector)}")
+        if isinstance(always_include, str):
+            raise InputError("always_include must be a list of tool names, not one str")
+        always = tuple(always_include)
+        if not all(isinstance(n, str) for n in always):
+            raise InputError(f"always_include must hold tool names, got {brief(always)}")
+        if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
+            raise InputError(f"max_tools must be None or an int >= 1, got {brief(max_tools)}")
+        if offer is not None and not isinstance(offer, OfferConfig):
+            raise InputError(f"offer must be an OfferConfig, got {brief(offer)}")
+        given = {"always_include": always, "max_tools": max_tools, "offer": offer, "embedder": embedder}
+        if selector is not None and (any(given.values()) or cache_dir is not None):
+            named = [k for k, v in given.items() if v] + (["cache_dir"] if cache_dir is not None else [])
+            raise InputError(f"with a selector, give {', '.join(named)} to the ToolSelector itself")
+        if message_of is not None and not callable(message_of):
+            raise InputError(f"message_of must be callable, got {brief(message_of)}")
+        for name, flag in (("sync", sync), ("fail_open", fail_open)):
+            if not isinstance(flag, bool):
+                raise InputError(f"{name} must be True or False, got {brief(flag)}")
+        self.selector = selector
+        self._options: dict[str, Any] = {**given, "cache_dir": cache_dir}
+        self._message_of = message_of or latest_user_message
+        self._sync = sync
+        self.fail_open = fail_open
+        self._lock = threading.RLock()  # the filter's state (taken briefly, also on the event loop)
+        self._build = threading.Lock()  # building and syncing the selector (worker threads only)
+        self._tools: dict[str, dict[str, ToolSpec]] = {}  # server -> name -> spec: what the selector should hold
+        self._dirty: set[str] = set()  # servers whose tools changed since the selector last synced
+        self._version = 0
+        self._primed: set[str] = set()
+        self._runs: dict[int, _Run] = {}
+        self.choices: list[Choice] = []
+        """The choices made so far (newest last; the last 100)."""
+        self.last_error: BaseException | None = None
+        """The latest error of a choice (``None`` while none failed)."""
+
+    @property
+    def last_choice(self) -> Choice | None:
+        """The latest choice made (``None`` before the first): ``.tools``, ``.proposed``, ``.dropped``,
+        ``.request.context.grouped_text()`` for why each item is in, ``.to_dict()``."""
+        with self._lock:
+            return self.choices[-1] if self.choices else None
+
+    # -- the SDK's hooks ---------------------------------------------------------------------------
+
+    async def __call__(self, context: ToolFilterContext, tool: Any) -> bool:
+        """The MCP ``tool_filter``: whether ``tool`` of ``context.server_name`` is sent to this model
+        call (one choice per call answers every tool of every server using this filter)."""
+        if _PRIMING.get():
+            return True
+        spec = _mcp_spec(tool, context.server_name)
+        with self._lock:
+            known = self._tools.get(spec.server, {}).get(spec.name) == spec
+        if not known:
+            self._absorb(context.agent, spec)
+        turn = await self._turn(context.run_context, context.agent, skip=spec.server)
+        return turn.names is None or spec.name in turn.names
+
+    def function_tools(self, tools: Iterable[FunctionTool]) -> list[FunctionTool]:
+        """Copies of ``tools`` whose ``is_enabled`` also asks this filter's choice (a tool's own
+        ``is_enabled`` still applies first; one that is ``False`` is returned as it is). Their names,
+        descriptions and parameter schemas join the selection (group :data:`DEFAULT_SERVER`)."""
+        if isinstance(tools, FunctionTool):
+            raise InputError("function_tools takes a list of FunctionTool, not one")
+        out: list[FunctionTool] = []
+        specs: list[ToolSpec] = []
+        for t in tools:
+            if not isinstance(t, FunctionTool):
+                raise InputError(f"function_tools takes FunctionTool objects (@function_tool), got {brief(t)}")
+            if t.is_enabled is False:
+                out.append(t)
+                continue
+            wrapped = copy.copy(t)
+            wrapped.is_enabled = _Enabled(self, t.name, t.is_enabled)
+            out.append(wrapped)
+            specs.append(ToolSpec(t.name, t.description or "", t.params_json_schema or {}, DEFAULT_SERVER))
+        with self._lock:
+            group = self._tools.setdefault(DEFAULT_SERVER, {})
+            for s in specs:
+                if group.get(s.name) != s:
+                    group[s.name] = s
+                    self._dirty.add(DEFAULT_SERVER)
+                    self._version += 1
+        return out
+
+    def instructions(self, base: str = "") -> Callable[[RunContextWrapper[Any], Any], Awaitable[str]]:
+        """A dynamic ``Agent(instructions=...)``: ``base`` (default ``""``) followed by the rules and
+        references chosen for the call (:attr:`Choice.instructions`; nothing more without any)."""
+        if not isinstance(base, str):
+            raise InputError(f"base must be a str, got {brief(base)}")
+
+        async def instructions(run_context: RunContextWrapper[Any], agent: Any) -> str:
+            turn = await self._turn(run_context, agent)
+            extra = turn.choice.instructions if turn.choice is not None else ""
+            return "\n\n".join(p for p in (base, extra) if p)
+
+        return instructions
+
+    def add_tool_result(self, context: RunContextWrapper[Any], result: object) -> None:
+        """Record a tool result of the run of ``context`` (a run or tool context): the next model
+        call's choice reads it (tools it points to are proposed). :class:`ContextSieveHooks` calls this."""
+        run = self._run(context)
+        with self._lock:
+            run.results = [*run.results[-(_RESULTS - 1) :], _result_text(result)]
+            run.count += 1
+
+    # -- the choice --------------------------------------------------------------------------------
+
+    def _run(self, context: RunContextWrapper[Any]) -> _Run:
+        usage = context.usage
+        with self._lock:
+            run = self._runs.get(id(usage))
+            if run is None or run.ref() is not usage:
+                for key in [k for k, r in self._runs.items() if r.ref() is None]:
+                    del self._runs[key]
+                run = self._runs[id(usage)] = _Run(usage)
+            return run
+
+    def _absorb(self, agent: Any, spec: ToolSpec) -> None:
+        """A tool not known yet (or changed): take its server's whole list when the server has it
+        (``cached_tools`` holds the listing being filtered), else add the one tool."""
+        server = _server_named(agent, spec.server)
+        listed = getattr(server, "cached_tools", None) if server is not None else None
+        specs = [_mcp_spec(t, spec.server) for t in listed or []]
+        with self._lock:
+            if any(s == spec for s in specs):
+                self._replace(spec.server, specs)
+            else:
+                group = self._tools.setdefault(spec.server, {})
+                group[spec.name] = spec
+                self._dirty.add(spec.server)
+                self._version += 1
+
+    def _replace(self, server: str, specs: list[ToolSpec]) -> None:
+        new = {s.name: s for s in specs}
+        if self._tools.get(server) != new:
+            self._tools[server] = new
+            self._dirty.add(server)
+            self._version += 1
+
+    async def _refresh(self, run_context: RunContextWrapper[Any], agent: Any, skip: str | None) -> None:
+        """Take the current lists of this filter's servers of ``agent``; list once ahead a server
+        never listed (but ``skip``, the one being listed), so the first call's choice sees them all."""
+        for server in getattr(agent, "mcp_servers", None) or ():
+            if getattr(server, "tool_filter", None) is not self:
+                continue
+            name = server.name
+            listed = getattr(server, "cached_tools", None)
+            with self._lock:
+                prime = listed is None and name != skip and name not in self._primed
+                if prime:
+                    self._primed.add(name)
+            if prime:
+                token = _PRIMING.set(True)
+                try:
+                    await server.list_tools(run_context, agent)
+                except Exception as e:  # not connected, failing: known by its tools when it is listed
+                    logger.warning("contextsieve: could not list the tools of MCP server %r ahead: %s", name, e)
+                finally:
+                    _PRIMING.reset(token)
+                listed = getattr(server, "cached_tools", None)
+            if listed is not None:
+                specs = [_mcp_spec(t, name) for t in listed]
+                with self._lock:
+                    self._replace(name, specs)
+
+    def _available(self, agent: Any) -> list[str] | None:
+        """The names of the tools ``agent`` could get through this filter (None: no agent to ask)."""
+        if agent is None:
+            return None
+        names: list[str] = []
+        with self._lock:
+            for server in getattr(agent, "mcp_servers", None) or ():
+                if getattr(server, "tool_filter", None) is self:
+                    names.extend(self._tools.get(server.name, {}))
+        for t in getattr(agent, "tools", None) or ():
+            if isinstance(t, FunctionTool) and isinstance(t.is_enabled, _Enabled) and t.is_enabled.owner is self:
+                names.append(t.name)
+        return names
+
+    async def _turn(self, run_context: RunContextWrapper[Any], agent: Any, skip: str | None = None) -> _Turn:
+        """The run's answer for the current model call: made once, shared by every tool asked."""
+        run = self._run(run_context)
+        message = self._message_of(run_context)
+        if not isinstance(message, str):
+            raise InputError(f"message_of must return a str, got {brief(message)}")
+        with self._lock:
+            key = (id(agent), message, run.count)
+            turn = run.turn
+            if turn is not None and turn.key == key and turn.version == self._version:
+                return self._answer(turn)
+            pending = run.pending
+            if pending is None or pending[0] != key or pending[1].done():
+                task = asyncio.ensure_future(self._compute(run, run_context, agent, message, key, skip))
+                run.pending = pending = (key, task)
+        return self._answer(await asyncio.shield(pending[1]))
+
+    def _answer(self, turn: _Turn) -> _Turn:
+        if turn.error is not None:
+            raise turn.error
+        return turn
+
+    async def _compute(
+        self,
+        run: _Run,
+        run_context: RunContextWrapper[Any],
+        agent: Any,
+        message: str,
+        key: tuple[int, str, int],
+        skip: str | None,
+    ) -> _Turn:
+        with self._lock:
+            results = tuple(run.results)
+        try:
+            await self._refresh(run_context, agent, skip)
+            with self._lock:
+                version = self._version
+            if not message.strip():
+                turn = _Turn(key, version, None, None)
+            else:
+                available = self._available(agent)
+                choice = await asyncio.to_thread(self._select, message, results, available)
+                turn = _Turn(key, version, frozenset(choice.tools), choice)
+                with self._lock:
+                    self.choices = [*self.choices[-(_HISTORY - 1) :], choice]
+        except Exception as e:
+            with self._lock:
+                self.last_error = e
+                version = self._version
+            logger.warning("contextsieve: choosing the tools failed (%s: %s)", type(e).__name__, e)
+            turn = _Turn(key, version, None, None, None if self.fail_open else e)
+        with self._lock:
+            run.turn = turn
+        return turn
+
+    def _select(self, message: str, results: tuple[str, ...], available: list[str] | None) -> Choice:
+        """Build or sync the selector, then choose (in a worker thread: it embeds on the CPU)."""
+        with self._build:
+            with self._lock:
+                dirty = {s: list(self._tools.get(s, {}).values()) for s in self._dirty}
+                every = [s for group in self._tools.values() for s in group.values()]
+            if self.selector is None:
+                self.selector = ToolSelector.from_tools(every, **self._options)
+            elif self._sync and dirty:
+                self.selector.sync([s for specs in dirty.values() for s in specs], servers=list(dirty))
+            with self._lock:
+                self._dirty.difference_update(dirty)
+            selector = self.selector
+        return selector.choose(message, tool_results=results, available=available)
+
+
+class _Enabled:
+    """A function tool's ``is_enabled`` asking the filter's choice (after the tool's own)."""
+
+    def __init__(self, owner: ContextSieveToolFilter, name: str, inner: Any) -> None:
+        self.owner = owner
+        self.name = name
+        self.inner = inner
+
+    async def __call__(self, run_context: RunContextWrapper[Any], agent: Any) -> bool:
+        if callable(self.inner):
+            own = self.inner(run_context, agent)
+            if inspect.isawaitable(own):
+                own = await own
+            if not own:
+                return False
+        turn = await self.owner._turn(run_context, agent)
+        return turn.names is None or self.name in turn.names
+
+
+def _result_text(result: object) -> str:
+    """The text of a tool's output: a str as it is, the ``text`` of text parts (``{"type": "input_text",
+    "text": ...}`` dicts, as MCP tools return, or ``ToolOutputText`` objects) joined by newlines, other
+    parts (images, files) left out; anything else as ``str``."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, (list, tuple)):
+        return "\n".join(t for t in (_result_text(r) for r in result) if t)
+    text = _field(result, "text")
+    if isinstance(text, str):
+        return text
+    if _field(result, "type") is not None:
+        return ""  # an image or file part
+    return str(result)
+
+
+def _server_named(agent: Any, name: str) -> Any:
+    for server in getattr(agent, "mcp_servers", None) or ():
+        if getattr(server, "name", None) == name:
+            return server
+    return None
+
+
+class ContextSieveHooks(RunHooks[Any]):
+    """Run hooks that hand each tool result to ``sieve`` (:meth:`ContextSieveToolFilter.add_tool_result`),
+    so the next model call's choice reads them: ``Runner.run(agent, input, hooks=ContextSieveHooks(sieve))``.
+    Subclass it (calling ``super().on_tool_end``) to add hooks of your own."""
+
+    def __init__(self, sieve: ContextSieveToolFilter) -> None:
+        if not isinstance(sieve, ContextSieveToolFilter):
+            raise InputError(f"sieve must be a ContextSieveToolFilter, got {brief(sieve)}")
+        self.sieve = sieve
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Any, tool: Any, result: object) -> None:
+        """Record the result of a tool call of the run."""
+        self.sieve.add_tool_result(context, result)
+
+
+# -- the stash as function tools ---------------------------------------------------------------------
+
+SegmentTypeName = Literal[
+    "message", "code_block", "file_content", "error_log", "debug_output", "task_state", "decision", "research"
+]
+
+
+class StashSegment(BaseModel):
+    """A segment the model stashes with ``stash_context``."""
+
+    text: str = Field(description="The content to keep, complete enough to be useful on its own.")
+    type: SegmentTypeName = Field("message", description="What it holds.")
+    topic: str | None = Field(None, description="A tag to filter by later (optional).")
+    source: str | None = Field(None, description="Where it came from: a file path, URL or message id (optional).")
+
+
+def stash_tools(
+    store: StashStore,
+    *,
+    session: str | Callable[[RunContextWrapper[Any]], str] = DEFAULT_SESSION,
+) -> list[FunctionTool]:
+    """The stash as three function tools for an ``Agent(tools=...)``: ``stash_context(segments)``,
+    ``retrieve_stashed_context(query, top_k=5)`` and ``merge_stashed_context(segment_ids, keep=True)``
+    (the names and answers of the stash's MCP tools). The store's work runs in a worker thread.
+
+    Args:
+        store: the stash store (``StashStore.open(path)``).
+        session: the stash session the tools read and write (default ``"default"``), or a function of
+            the run context giving it per run (e.g. ``lambda ctx: ctx.context.user_id``), so users of
+            one agent keep to their own segments.
+
+    A store error reaches the model as the tool's error message (the SDK's default for function tools).
+    """
+    if not isinstance(store, StashStore):
+        raise InputError(f"store must be a StashStore, got {brief(store)}")
+    if not callable(session):
+        check_session(session)
+
+    def where(ctx: RunContextWrapper[Any]) -> str:
+        return check_session(session(ctx) if callable(session) else session)
+
+    @function_tool
+    async def stash_context(ctx: RunContextWrapper[Any], segments: list[StashSegment]) -> str:
+        """Stash context segments (facts, decisions, findings, file excerpts) for later retrieval by meaning.
+
+        Args:
+            segments: the segments to keep; an already stashed text gets its existing id.
+
+        Returns JSON: segment_ids (one per segment), stashed_count, duplicates, tokens_stashed, secrets_redacted.
+        """
+        items = [{k: v for k, v in s.model_dump().items() if v is not None} for s in segments]
+        name = where(ctx)
+        r = await asyncio.to_thread(store.stash, items, session=name)
+        return json.dumps(
+            {
+                "segment_ids": list(r.segment_ids),
+                "stashed_count": r.stashed,
+                "duplicates": r.duplicates,
+                "tokens_stashed": r.tokens,
+                "secrets_redacted": dict(r.redacted),
+            },
+            ensure_ascii=False,
+        )
+
+    @function_tool
+    async def retrieve_stashed_context(ctx: RunContextWrapper[Any], query: str, top_k: int = 5) -> str:
+        """Find stashed segments relevant to a query (meaning, keywords and recency together), best first.
+
+        Args:
+            query: the current task, question or recent messages.
+            top_k: how many segments (1-1000, default 5).
+
+        Returns JSON: segments (segment_id, text preview, type, similarity, score, timestamp, topic,
+        source), total_found. Merge the ones you need with merge_stashed_context.
+        """
+        name = where(ctx)
+        found = await asyncio.to_thread(store.retrieve, query, session=name, top_k=top_k)
+        rows = [h.to_dict(store.config.preview_chars) for h in found]
+        return json.dumps({"segments": rows, "total_found": len(rows)}, ensure_ascii=False)
+
+    @function_tool
+    async def merge_stashed_context(ctx: RunContextWrapper[Any], segment_ids: list[str], keep: bool = True) -> str:
+        """The full texts of stashed segments, to bring back into the conversation.
+
+        Args:
+            segment_ids: ids from retrieve_stashed_context or stash_context.
+            keep: keep them in the stash (default true); false removes them once merged.
+
+        Returns JSON: merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
+        """
+        name = where(ctx)
+        m = await asyncio.to_thread(store.merge, segment_ids, session=name, keep=keep)
+        return json.dumps(m.to_dict(), ensure_ascii=False)
+
+    return [stash_context, retrieve_stashed_context, merge_stashed_context]
