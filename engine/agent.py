@@ -38,12 +38,20 @@ __all__ = [
     "UnknownItemError",
     "PRESETS",
     "DOMAIN_SETTINGS",
+    "OUTCOME_WEIGHT",
+    "MISS_SIMILARITY",
 ]
 
 #: Similarity under which an item needs keyword evidence to be selected (``context_min_score``);
 #: chosen with ``python -m benchmarks.small_talk`` (docs/selection.md): the highest floor that lowers
 #: recall on none of the catalogs.
 CONTEXT_MIN_SCORE = 0.15
+
+#: Default ``outcome_weight``: the most ranking score a tool loses for a request close to its
+#: recorded misses (chosen with ``python -m benchmarks.tool_outcomes``, docs/selection.md).
+OUTCOME_WEIGHT = 0.2
+#: Cosine between a request and a recorded miss from which the miss lowers the tool's score.
+MISS_SIMILARITY = 0.7
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
@@ -116,6 +124,7 @@ _NUMERIC_SETTINGS = (
     ("server_weight", 0.0, 10.0, False),
     ("prf_weight", 0.0, 1.0, False),
     ("prf_depth", 0, 50, False),
+    ("outcome_weight", 0.0, 1.0, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -153,6 +162,7 @@ DOMAIN_SETTINGS = frozenset(
         "query_split",
         "prf_weight",
         "prf_depth",
+        "outcome_weight",
     }
 )
 
@@ -196,6 +206,7 @@ class SettingsOverrides(TypedDict, total=False):
     tool_domain: ToolDomain
     prf_weight: float
     prf_depth: int
+    outcome_weight: float
 
 
 @dataclass(frozen=True)
@@ -257,6 +268,11 @@ class AgentSettings:
             weight (0-1) toward the mean of the ``prf_depth`` best chunks and the search runs again
             (default 0: off; ``benchmarks.tool_selection`` measures it).
         prf_depth: chunks the feedback step averages (0-50, default 3).
+        outcome_weight: learning from what the model did with an offer: a tool offered for earlier
+            requests and not called (its misses, recorded by :meth:`Session.record_outcome`) loses up
+            to this much ranking score (0-1; default :data:`OUTCOME_WEIGHT`) for a request as close to
+            one of them as :data:`MISS_SIMILARITY` cosine or closer, linearly from 0 there to all of it
+            at 1 (the same message). 0 turns it off; without recorded misses it changes nothing.
         tool_domain: ``"own"`` (default: tools are searched as a domain of their own, aiming for
             ``tool_top_n`` tools, with ``tool_settings`` applied; a long document cannot crowd the tools
             out) or ``"shared"`` (rules, references and tools compete for one ``context_top_n``, as the
@@ -306,6 +322,7 @@ class AgentSettings:
     tool_domain: ToolDomain = "own"
     prf_weight: float = 0.0
     prf_depth: int = 3
+    outcome_weight: float = OUTCOME_WEIGHT
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:

@@ -57,10 +57,10 @@ def _digest(model_id: str, key: str, payload: bytes) -> bytes:
     return h.digest()
 
 
-def connect_wal(path: Path, schema: str, what: str) -> sqlite3.Connection:
+def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3.Connection:
     """A connection to one of the project's shared SQLite files (created with its folder): WAL mode,
     a 30 s busy timeout, autocommit (writers open their own transactions), usable from any thread
-    under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...``) applied.
+    under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...`` statements) applied.
 
     Raises:
         EmbeddingCacheError: the file cannot be opened; the message names it as ``what`` and its path.
@@ -69,7 +69,8 @@ def connect_wal(path: Path, schema: str, what: str) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute(schema)
+        for statement in (schema,) if isinstance(schema, str) else schema:
+            db.execute(statement)
     except (sqlite3.Error, OSError) as e:
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db

@@ -116,6 +116,11 @@ def explain_item(
         reasons.append(
             f"its server's profile matches the message: adds {facts.server:.3f} (server_weight {s.server_weight})"
         )
+    if round(facts.outcome, 3):
+        reasons.append(
+            f"it was offered for requests like this one and not called: its recorded misses take "
+            f"{-facts.outcome:.3f} off (outcome_weight {s.outcome_weight})"
+        )
     if round(facts.keyword, 3):
         reasons.append(
             f"keyword match (BM25, weight {s.keyword_weight}) adds {facts.keyword:.3f} to its best chunk's score"

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from contextsieve.agent import AgentSettings, ItemTable
+from contextsieve.agent import MISS_SIMILARITY, AgentSettings, ItemTable
 from contextsieve.context import ContextEntry
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import query_scores, score_pool
@@ -83,6 +83,8 @@ class DomainTrace:
         chosen: the items the cut-offs kept (include score, then top-N).
         promoted: items added for unrepresented query sentences (minimum representation).
         boost: per chunk, what its tool's server profile added to the ranking score (``None``: nothing).
+        outcome: per chunk, what its tool's recorded misses took off the ranking score (a negative
+            number or 0; ``None``: nothing; see ``outcome_weight``).
         n_queries: how many of the trace's query chunks this domain searched with (the first ones;
             ``None``: all).
         queries: the query vectors this domain searched with when they differ from the trace's
@@ -102,6 +104,7 @@ class DomainTrace:
     chosen: list[Selected]
     promoted: list[Selected] = field(default_factory=list)
     boost: np.ndarray | None = None
+    outcome: np.ndarray | None = None
     n_queries: int | None = None
     words: tuple[str, ...] | None = None
     queries: np.ndarray | None = None
@@ -124,6 +127,7 @@ class ItemFacts:
         item_rank: 1-based rank among the items the top-K chunks grouped into (``None``: not among them).
         keyword: what the keyword term added to its best chunk's ranking score (weighted fusion).
         server: what its server's profile added to that score (``server_weight``; 0 without).
+        outcome: what its recorded misses took off that score (``outcome_weight``; 0 or negative).
     """
 
     domain: DomainTrace
@@ -134,6 +138,7 @@ class ItemFacts:
     item_rank: int | None
     keyword: float
     server: float = 0.0
+    outcome: float = 0.0
 
 
 @dataclass
@@ -171,6 +176,8 @@ class SearchTrace:
             ranking = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
             if d.boost is not None:
                 ranking += d.boost
+            if d.outcome is not None:
+                ranking += d.outcome
             self._ranking[key] = ranking
         return self._ranking[key]
 
@@ -198,8 +205,9 @@ class SearchTrace:
         similarity = float(pooled[int(np.flatnonzero(rows == best_row)[0])])
         item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
         server = float(domain.boost[best_row]) if domain.boost is not None else 0.0
+        outcome = float(domain.outcome[best_row]) if domain.outcome is not None else 0.0
         keyword = (
-            best_score - similarity - server
+            best_score - similarity - server - outcome
             if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight
             else 0.0
         )
@@ -212,6 +220,7 @@ class SearchTrace:
             item_rank,
             keyword,
             server,
+            outcome,
         )
 
 
@@ -314,6 +323,8 @@ def _search_synced(
             else None
         )
         boost = _server_boost(store, table, mask, owner, qvec, ds.server_weight)
+        outcome = _outcome_penalty(store, table, mask, owner, qvec, ds.outcome_weight)
+        total = boost if outcome is None else outcome if boost is None else boost + outcome
 
         def ranked_by(q: np.ndarray) -> Ranked:
             return rank_chunks(
@@ -326,7 +337,7 @@ def _search_synced(
                 keyword_weight=ds.keyword_weight,
                 fusion=ds.keyword_fusion,
                 rows=rows,
-                boost=boost,
+                boost=total,
             )
 
         ranked = ranked_by(qvec)
@@ -349,6 +360,7 @@ def _search_synced(
             name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
         )
         d.boost = boost
+        d.outcome = outcome
         d.words = words
         d.n_queries = n_queries
         d.queries = moved
@@ -395,6 +407,34 @@ def _server_boost(
     score = query_scores(profiles, qvec).max(axis=1)
     per_item = np.where(of_item >= 0, score[np.maximum(of_item, 0)], 0.0).astype(np.float32)
     return (np.float32(weight) * per_item)[owner]
+
+
+def _outcome_penalty(
+    store: ChunkStore,
+    table: ItemTable,
+    mask: np.ndarray,
+    owner: np.ndarray,
+    qvec: np.ndarray,
+    weight: float,
+) -> np.ndarray | None:
+    """Per chunk: minus ``weight`` x how close the request is to its tool's recorded misses
+    (``(cos - MISS_SIMILARITY) / (1 - MISS_SIMILARITY)``, clipped to 0..1, best pair of query chunk and
+    miss); ``None`` when the weight is 0 or no candidate tool has misses."""
+    if weight <= 0:
+        return None
+    vectors, of_item = store.miss_vectors(table.keys)
+    if not of_item.size:
+        return None
+    keep = mask[of_item]
+    if not keep.any():
+        return None
+    sims = query_scores(vectors[keep], qvec).max(axis=1)  # best query chunk per miss
+    closeness = np.clip((sims - MISS_SIMILARITY) / (1.0 - MISS_SIMILARITY), 0.0, 1.0)
+    per_item = np.zeros(len(table.keys), np.float32)
+    np.maximum.at(per_item, of_item[keep], closeness.astype(np.float32))
+    if not per_item.any():
+        return None
+    return (np.float32(-weight) * per_item)[owner]
 
 
 def rocchio(queries: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:

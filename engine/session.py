@@ -216,6 +216,7 @@ class Session:
             raise InputError(f"offer must be an OfferConfig, got {brief(offer)}")
         self.offer = offer or OfferConfig()
         self._offered: dict[str, int] = {}  # stable offer: tool prompt name -> the last request that selected it
+        self._outcomes: dict[str, dict[str, int]] = {}  # tool key -> offered / called / failed (record_outcome)
         self._requests = 0
         self.store = store
         self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
@@ -277,19 +278,101 @@ class Session:
             UnknownItemError: a call names no tool of the agent. InputError: a blank message or one with
             lone surrogates. Nothing is recorded then.
         """
+        keys = self._tool_keys(calls, "record_tool_calls")
+        if keys:
+            self.store.record_examples(message, keys)
+
+    def _tool_keys(self, calls: Iterable[ItemKey | str], what: str) -> list[ItemKey]:
+        """Tools named as :class:`ItemKey`, ``"tool:SERVER:NAME"``, ``"SERVER:NAME"`` or the offered
+        name ``"SERVER_NAME"``; :class:`UnknownItemError` for a tool the agent does not have."""
         if isinstance(calls, (str, ItemKey)):
-            raise InputError("record_tool_calls takes a list of tools, not one")
+            raise InputError(f"{what} takes a list of tools, not one")
+        offered = {f"{t.server}_{t.name}": t.key for t in self.agent.tools}
         keys: list[ItemKey] = []
         for c in calls:
+            if isinstance(c, str) and c in offered and ":" not in c:
+                keys.append(offered[c])
+                continue
             if isinstance(c, str) and c.count(":") == 1 and c.split(":")[0] not in {k.value for k in ItemKind}:
                 c = "tool:" + c  # SERVER:NAME
             key = ItemKey.parse(c) if isinstance(c, str) else c
             if not isinstance(key, ItemKey) or key.kind is not ItemKind.TOOL:
-                raise InputError(f"record_tool_calls takes tools, got {c!r:.80}")
+                raise InputError(f"{what} takes tools, got {c!r:.80}")
             self.agent.get(key)  # UnknownItemError when the agent has no such tool
             keys.append(key)
-        if keys:
-            self.store.record_examples(message, keys)
+        return list(dict.fromkeys(keys))
+
+    def record_outcome(
+        self, request: Request, called: Iterable[ItemKey | str], failed: Iterable[ItemKey | str] = ()
+    ) -> dict[str, list[str]]:
+        """Learning from what the model did with a request's offer (issue: tools offered and never
+        called crowd out the ones needed). For ``request`` (built by this session):
+
+        - each tool called and not failed becomes an example of it (as :meth:`record_tool_calls`:
+          similar requests find it again);
+        - each tool the request *selected* (include mode ``agent``) that the model did not call becomes
+          a miss of it: a later request this close to the message loses it up to ``outcome_weight`` of
+          ranking score (see :class:`~contextsieve.agent.AgentSettings`); a later call of the tool for
+          the same message removes the miss;
+        - failed calls are counted, neither examples nor misses.
+
+        Kept where the examples are (``usage.sqlite`` with ``remember_requests``, else memory), at
+        most ``ChunkConfig.max_examples`` of each kind per tool, newest first. :attr:`outcomes` counts
+        them per tool for this session; ``explain`` shows the effect; ``outcome_weight=0`` turns it
+        off; :meth:`forget_outcomes` deletes the misses.
+
+        Args:
+            called: the tools the model called after this request (any form :meth:`record_tool_calls`
+                takes, or the offered name ``SERVER_TOOL``).
+            failed: those of ``called`` whose call failed.
+
+        Returns:
+            ``{"examples": [...], "misses": [...], "failed": [...]}``: the tool keys recorded as each.
+
+        Raises:
+            InputError: ``failed`` names a tool not in ``called``, or ``request`` has no message.
+            UnknownItemError: a tool the agent does not have. Nothing is recorded then.
+        """
+        if not isinstance(request, Request):
+            raise InputError(f"record_outcome takes a Request, got {brief(request)}")
+        done = self._tool_keys(called, "called")
+        bad = self._tool_keys(failed, "failed")
+        if not set(bad) <= set(done):
+            raise InputError(f"failed names tools that were not called: {[str(k) for k in bad if k not in done]}")
+        message = request.message
+        if not message.strip():
+            raise InputError("record_outcome needs a request with a message")
+        selected = [
+            e.key for e in request.context.entries if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT
+        ]
+        good = [k for k in done if k not in bad]
+        missed = [k for k in selected if k not in done and self.agent.has(k)]
+        if good:
+            self.store.record_examples(message, good)
+        if missed:
+            self.store.record_examples(message, missed, "misses")
+        with self._lock:
+            offered = {t["name"] for t in request.tools}
+            for t in self.agent.tools:
+                name = f"{t.server}_{t.name}"
+                if name in offered or t.key in done:
+                    n = self._outcomes.setdefault(str(t.key), {"offered": 0, "called": 0, "failed": 0})
+                    n["offered"] += name in offered
+                    n["called"] += t.key in done
+                    n["failed"] += t.key in bad
+        return {"examples": [str(k) for k in good], "misses": [str(k) for k in missed], "failed": [str(k) for k in bad]}
+
+    @property
+    def outcomes(self) -> dict[str, dict[str, int]]:
+        """Per tool key, what :meth:`record_outcome` saw in this session: how many times it was
+        offered, called, and failed (a copy)."""
+        with self._lock:
+            return {k: dict(v) for k, v in self._outcomes.items()}
+
+    def forget_outcomes(self, key: ItemKey | str | None = None) -> int:
+        """Delete the recorded misses of one tool (or of every tool of the agent); returns how many."""
+        tool = None if key is None else self._tool_keys([key], "forget_outcomes")[0]
+        return self.store.forget_examples(tool, "misses")
 
     @_locked
     def replace_items(self, items: Iterable[tuple[ItemKey | str, IncludeMode | str]]) -> None:

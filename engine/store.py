@@ -145,6 +145,8 @@ class ChunkStore:
         self._usage: UsageLog | None = None
         self.usage_scope = usage_scope
         self.examples: dict[ItemKey, tuple[str, ...]] = {}  # recorded example requests per tool, newest first
+        self.misses: dict[ItemKey, tuple[str, ...]] = {}  # requests it was offered for and not called, newest first
+        self._miss_vectors: tuple[object, np.ndarray, np.ndarray] | None = None  # (order, vectors, owner)
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
@@ -268,23 +270,47 @@ class ChunkStore:
         self._examples_loaded = True
         if self.config.max_examples > 0 and self._usage_factory is not None:
             self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
+            self.misses = self.usage().examples(self.usage_scope, self.config.max_examples, "misses")
 
-    def record_examples(self, message: str, tools: Sequence[ItemKey]) -> None:
+    def _reload(self) -> None:
+        self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
+        self.misses = self.usage().examples(self.usage_scope, self.config.max_examples, "misses")
+        self._examples_loaded = True
+        self._miss_vectors = None
+        self._last = ([], {}, None)  # the next sync compares every item again
+
+    def record_examples(self, message: str, tools: Sequence[ItemKey], kind: str = "examples") -> None:
         """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.usage`); the
-        tools' chunks change at the next sync (their example chunks are embedded then)."""
+        tools' chunks change at the next sync (their example chunks are embedded then). With
+        ``kind="misses"``: as a request each was offered for and not called."""
         with self.lock:
-            self.usage().record(self.usage_scope, message, tools)
-            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
-            self._examples_loaded = True
-            self._last = ([], {}, None)  # the next sync compares every item again
+            self.usage().record(self.usage_scope, message, tools, kind)
+            self._reload()
 
-    def forget_examples(self, tool: ItemKey | None = None) -> int:
-        """Delete the recorded examples of one tool (or of every tool); returns how many were deleted."""
+    def forget_examples(self, tool: ItemKey | None = None, kind: str = "examples") -> int:
+        """Delete the recorded examples (or misses) of one tool (or of every tool); returns how many were deleted."""
         with self.lock:
-            n = self.usage().forget(self.usage_scope, tool)
-            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
-            self._last = ([], {}, None)
+            n = self.usage().forget(self.usage_scope, tool, kind)
+            self._reload()
             return n
+
+    def miss_vectors(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
+        """The recorded misses of the tools in ``order`` as unit vectors (one row per miss, from the
+        embedding cache where present) and the position in ``order`` of each row's tool."""
+        if not self._examples_loaded:
+            self._load_examples()
+        memo = self._miss_vectors
+        if memo is not None and memo[0] == tuple(order):
+            return memo[1], memo[2]
+        pos = {k: i for i, k in enumerate(order)}
+        rows = [(pos[k], text) for k, texts in self.misses.items() if k in pos for text in texts]
+        if rows:
+            vectors = self._embed_chunks([t for _, t in rows])
+            owner = np.array([p for p, _ in rows], np.int64)
+        else:
+            vectors, owner = np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
+        self._miss_vectors = (tuple(order), vectors, owner)
+        return vectors, owner
 
     def _item_id(self, key: ItemKey) -> int:
         return self._item_ids.setdefault(key, len(self._item_ids))

@@ -1,12 +1,14 @@
 """Learning from use (seeds 000/001: "track which context items are actually used ... learn from
 successful context selections"): the requests after which the LLM called a tool, kept as examples of
-that tool.
+that tool; and the requests for which a tool was offered and not called, kept as its misses.
 
-:meth:`contextsieve.session.Session.record_tool_calls` records them; the chunk store embeds each
-tool's recent examples as extra chunks of the tool (max-pooled with its own, and read by the keyword
-index), so a later request that resembles an earlier one finds the tool the LLM chose then. The
-examples persist in ``usage.sqlite`` beside the embedding cache (one SQLite file in WAL mode, safe for
-several processes; one transaction per record), or in memory when the cache is off.
+:meth:`contextsieve.session.Session.record_tool_calls` and ``record_outcome`` record them; the
+chunk store embeds each tool's recent examples as extra chunks of the tool (max-pooled with its own,
+and read by the keyword index), so a later request that resembles an earlier one finds the tool the
+LLM chose then; a request close to a tool's misses lowers that tool's score (``outcome_weight`` in
+:class:`~contextsieve.agent.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
+cache (one SQLite file in WAL mode, safe for several processes; one transaction per record), or in
+memory when the cache is off.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from contextsieve.embcache import connect_wal, text_key
 from contextsieve.errors import EmbeddingCacheError, InputError, check_text
 from contextsieve.items import ItemKey, ItemKind
 
-__all__ = ["UsageLog", "MAX_EXAMPLE_CHARS"]
+__all__ = ["UsageLog", "MAX_EXAMPLE_CHARS", "KINDS"]
+
+#: what the log keeps per tool: ``"examples"`` (requests after which the tool was called and
+#: succeeded) and ``"misses"`` (requests for which it was offered and not called); one table each
+KINDS = ("examples", "misses")
 
 #: Longest example kept (characters); a longer message is cut (the embedder reads 256 tokens anyway).
 MAX_EXAMPLE_CHARS = 2000
@@ -39,7 +45,7 @@ class UsageLog:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self._memory: dict[tuple[str, ItemKey], dict[str, tuple[float, str]]] = {}
+        self._memory: dict[tuple[str, str, ItemKey], dict[str, tuple[float, str]]] = {}  # (kind, agent, tool)
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -56,8 +62,11 @@ class UsageLog:
             return None
         self._db = connect_wal(
             self.path,
-            "CREATE TABLE IF NOT EXISTS examples (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
-            "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))",
+            tuple(
+                f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
+                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+                for kind in KINDS
+            ),
             "the usage log",
         )
         return self._db
@@ -73,12 +82,14 @@ class UsageLog:
                     "it held are lost)"
                 ) from e
 
-    def record(self, agent: str, message: str, tools: Iterable[ItemKey]) -> None:
-        """Keep ``message`` as an example of each tool (again: only its time is renewed).
+    def record(self, agent: str, message: str, tools: Iterable[ItemKey], kind: str = "examples") -> None:
+        """Keep ``message`` as an example of each tool (again: only its time is renewed); with
+        ``kind="misses"`` as a miss. An example of a tool removes a miss of it for the same message.
 
         Raises:
             InputError: a blank message, lone surrogates, or a key that is not a tool (nothing is written).
         """
+        _kind(kind)
         if not isinstance(message, str) or not message.strip():
             raise InputError("an example request must be a non-empty str")
         check_text(message, "the example request")
@@ -91,36 +102,44 @@ class UsageLog:
         if not self.persistent:
             with self._lock:
                 for k in keys:
-                    self._memory.setdefault((agent, k), {})[h] = (now, text)
+                    self._memory.setdefault((kind, agent, k), {})[h] = (now, text)
+                    if kind == "examples":
+                        self._memory.get(("misses", agent, k), {}).pop(h, None)
             return
         with self._guard(create=True) as db:
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
-                    "INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) "
+                    f"INSERT INTO {kind} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) "
                     "DO UPDATE SET at = excluded.at",
                     [(agent, k.server, k.name, h, text, now) for k in keys],
                 )
+                if kind == "examples":
+                    db.executemany(
+                        "DELETE FROM misses WHERE agent = ? AND server = ? AND tool = ? AND hash = ?",
+                        [(agent, k.server, k.name, h) for k in keys],
+                    )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
 
-    def examples(self, agent: str, per_tool: int) -> dict[ItemKey, tuple[str, ...]]:
-        """The ``per_tool`` most recent examples of each tool of ``agent``, newest first."""
+    def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
+        """The ``per_tool`` most recent examples (or misses) of each tool of ``agent``, newest first."""
+        _kind(kind)
         if per_tool <= 0:
             return {}
         out: dict[ItemKey, list[tuple[float, str]]] = {}
         if not self.persistent:
             with self._lock:
-                for (a, k), kept in self._memory.items():
-                    if a == agent:
+                for (c, a, k), kept in self._memory.items():
+                    if a == agent and c == kind:
                         out[k] = list(kept.values())
         else:
             with self._guard() as db:
                 rows = (
-                    db.execute("SELECT server, tool, message, at FROM examples WHERE agent = ?", (agent,)).fetchall()
+                    db.execute(f"SELECT server, tool, message, at FROM {kind} WHERE agent = ?", (agent,)).fetchall()
                     if db is not None
                     else []
                 )
@@ -128,20 +147,26 @@ class UsageLog:
                 out.setdefault(ItemKey(ItemKind.TOOL, str(tool), str(server)), []).append((float(at), str(message)))
         return {k: tuple(m for _, m in sorted(v, key=lambda r: (-r[0], r[1]))[:per_tool]) for k, v in out.items()}
 
-    def forget(self, agent: str, tool: ItemKey | None = None) -> int:
-        """Delete the examples of one tool (or all of ``agent``'s); returns how many were deleted."""
+    def forget(self, agent: str, tool: ItemKey | None = None, kind: str = "examples") -> int:
+        """Delete the examples (or misses) of one tool (or all of ``agent``'s); returns how many were deleted."""
+        _kind(kind)
         if not self.persistent:
             with self._lock:
-                gone = [k for k in self._memory if k[0] == agent and (tool is None or k[1] == tool)]
+                gone = [k for k in self._memory if k[0] == kind and k[1] == agent and (tool is None or k[2] == tool)]
                 n = sum(len(self._memory.pop(k)) for k in gone)
             return n
         with self._guard() as db:
             if db is None:
                 return 0
             if tool is None:
-                cur = db.execute("DELETE FROM examples WHERE agent = ?", (agent,))
+                cur = db.execute(f"DELETE FROM {kind} WHERE agent = ?", (agent,))
             else:
                 cur = db.execute(
-                    "DELETE FROM examples WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
+                    f"DELETE FROM {kind} WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
                 )
             return int(cur.rowcount)
+
+
+def _kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise InputError(f"kind must be one of {KINDS}, got {kind!r:.40}")
