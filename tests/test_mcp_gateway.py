@@ -83,6 +83,7 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
             first = {t.name for t in (await c.list_tools()).tools}
             assert first == {"set_task", "select_context", "search_tools", "files_list_allowed_directories"}
             offered = json.loads(text(await c.call_tool("set_task", {"message": TASK})))["tools"]
+            first_offer = list(offered)
             assert "time_get_current_time" in offered and "files_list_directory" in offered
             assert "files_write_file" not in offered
             await anyio.sleep(0.2)
@@ -120,6 +121,18 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
             assert "notes.txt" in text(
                 await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")})
             )
+            # the next task records the last one's outcome: the tools it selected and the host never
+            # called become misses of the task's message (learning from the outcome)
+            assert engine.store.usage().examples(engine.store.usage_scope, 50, "misses") == {}
+            await c.call_tool("set_task", {"message": "What time is it in Lisbon?"})
+            misses = engine.store.usage().examples(engine.store.usage_scope, 50, "misses")
+            never = set(first_offer) - {
+                "time_get_current_time",
+                "files_list_directory",
+                "files_list_allowed_directories",
+            }
+            assert {f"{k.server}_{k.name}" for k in misses} == never and never
+            assert all(v == (TASK,) for v in misses.values())
 
     anyio.run(main)
 

@@ -73,7 +73,9 @@ class ServeConfig:
         stash_cross_session: with a stash, retrieval searches every stash session (default False).
         max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
         learn_from_calls: the gateway records the current task's message as an example request of each
-            ``agent``-mode tool the host calls successfully (learning from use; default True).
+            ``agent``-mode tool the host calls successfully (learning from use), and when the next task
+            begins, the outcome of the last one (:meth:`Session.record_outcome`: the tools it selected
+            and the host never called become misses); default True.
         stable_offer: the gateway's offer only grows within a connection: each task adds the tools it
             selects instead of replacing the offer, so the host's tool list (and the provider's prompt
             cache) changes only when a task needs a tool not offered yet (default False).

@@ -29,7 +29,7 @@ from typing import Any
 
 from contextsieve.agent import McpServer
 from contextsieve.agentfile import server_tools
-from contextsieve.assembly import tool_definition
+from contextsieve.assembly import Request, tool_definition
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.items import IncludeMode, ItemKey, Tool
@@ -58,6 +58,8 @@ class _State:
     known: frozenset[ItemKey] = frozenset()  # the agent's tools when the session began
     last: dict[ItemKey, int] = field(default_factory=dict)  # stable offer: the task that last selected each tool
     turn: int = 0
+    request: Request | None = None  # the latest task's request (its outcome is recorded when the next begins)
+    called: dict[ItemKey, bool] = field(default_factory=dict)  # tools called for it -> whether a call failed
 
     @classmethod
     def new(cls, engine: Engine) -> _State:
@@ -251,8 +253,13 @@ class Gateway:
         return link is not None and link.client is None and link.starts >= 2
 
     def task(self, st: _State, message: str) -> dict[str, Any]:
+        if self.config.learn_from_calls and st.request is not None and st.request.message.strip():
+            called = dict(st.called)  # calls run on the event loop while this runs in a worker thread
+            done = [k for k in called if st.session.agent.has(k)]
+            failed = [k for k in done if called[k]]
+            st.session.record_outcome(st.request, done, failed)  # the last task's misses
         req = st.session.build_request(message)
-        st.task = message
+        st.task, st.request, st.called = message, req, {}
         st.session.record_reply(req, "")
         del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
         chosen = {e.key for e in req.context.entries if e.key.kind.value == "tool" and e.mode is IncludeMode.AGENT}
@@ -377,6 +384,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
             )
         result = await _forward(gw, key, args, _progress_relay(ctx))
+        st.called[key] = st.called.get(key, False) or bool(getattr(result, "is_error", False))
         if config.learn_from_calls and st.task and not getattr(result, "is_error", False):
             if engine.agent.include_mode(engine.agent.get(key)) is IncludeMode.AGENT:
                 await anyio.to_thread.run_sync(st.session.record_tool_calls, st.task, [key])
