@@ -235,3 +235,18 @@ def test_the_stash_as_a_langgraph_store(int8: Any, tmp_path: Path) -> None:
         again.put(ns, "t", {"a": 1}, ttl=5)
     assert again.get(ns, "bad") is None
     again.store.close()
+
+
+def test_a_choice_names_tools_as_the_framework_lists_them(int8: Any) -> None:
+    from contextsieve.integrations import ToolSpec
+
+    specs = [ToolSpec(n, d, server="travel") for n, d in CATALOG[:6]]
+    selector = ToolSelector.from_tools(specs, embedder=int8, cache_dir=False)
+    prefixed = [f"travel_{n}" for n, _ in CATALOG[:6]]  # a framework that prefixes the server
+    choice = selector.choose("Will it rain in Paris tomorrow?", available=prefixed)
+    assert "travel_get_weather" in choice.tools and set(choice.tools) <= set(prefixed)
+    assert [str(k) for k in choice.keys][choice.tools.index("travel_get_weather")] == "tool:travel:get_weather"
+    own = selector.choose("Will it rain in Paris tomorrow?", available=[n for n, _ in CATALOG[:6]])
+    assert "get_weather" in own.tools
+    with pytest.raises(InputError):
+        ToolSelector(selector.session, min_proposal=2.0)

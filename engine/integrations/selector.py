@@ -60,7 +60,8 @@ class Choice:
     """The tools chosen for one model call.
 
     Attributes:
-        tools: the framework's names of the tools to send, in offer order (``always_include`` tools
+        tools: the framework's names of the tools to send (the name it listed them under in
+            ``available``: the tool's own or ``<server>_<tool>``), in offer order (``always_include`` tools
             first, then by score; a stable offer keeps its order across calls).
         request: the contextsieve request behind the choice (its ``context`` says why each item is in:
             ``request.context.grouped_text()``; rules and references are in :attr:`instructions`).
@@ -116,11 +117,21 @@ class ToolSelector:
             as ``LLMToolSelectorMiddleware``'s argument of that name.
         max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
             session's own cut, ``tool_top_n`` and the score threshold).
+        min_proposal: least similarity of a tool a tool result proposes (default
+            0.3): short results ("230.00 EUR") otherwise pull in loosely related
+            tools at 0.15-0.2.
 
     Thread-safe: calls of one selector run one at a time.
     """
 
-    def __init__(self, session: Session, *, always_include: Iterable[str] = (), max_tools: int | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        always_include: Iterable[str] = (),
+        max_tools: int | None = None,
+        min_proposal: float = 0.3,
+    ) -> None:
         if not isinstance(session, Session):
             raise InputError(f"session must be a contextsieve Session, got {brief(session)}")
         if isinstance(always_include, str):
@@ -128,6 +139,9 @@ class ToolSelector:
         self.session = session
         self.always_include = tuple(always_include)
         self.max_tools = _positive(max_tools, "max_tools")
+        if isinstance(min_proposal, bool) or not isinstance(min_proposal, (int, float)) or not -1 <= min_proposal <= 1:
+            raise InputError(f"min_proposal must be a number from -1 to 1, got {brief(min_proposal)}")
+        self.min_proposal = float(min_proposal)
         self._lock = threading.RLock()
         for name in self.always_include:
             tool = self._tool(name)
@@ -275,15 +289,18 @@ class ToolSelector:
                 if not text.strip():
                     continue
                 for e in self.session.expand_from(text).entries:
-                    if e.key.kind is ItemKind.TOOL and e.key not in seen:
+                    if e.key.kind is ItemKind.TOOL and e.key not in seen and (e.score or 0.0) >= self.min_proposal:
                         tool = self.session.agent.get(e.key)
                         if isinstance(tool, Tool):
                             proposed.append(tool)
                             scores[e.key] = e.score or 0.0
                             seen.add(e.key)
             offered += proposed
+            named = {t.key: t.name for t in offered}  # the name the framework has it under
             if allowed is not None:
-                offered = [t for t in offered if t.name in allowed or f"{t.server}_{t.name}" in allowed]
+                for t in offered:
+                    named[t.key] = t.name if t.name in allowed else f"{t.server}_{t.name}"
+                offered = [t for t in offered if named[t.key] in allowed]
             dropped: list[Tool] = []
             if self.max_tools is not None:
                 ranked = sorted((t for t in offered if t.key not in always), key=lambda t: -scores.get(t.key, 0.0))
@@ -291,10 +308,10 @@ class ToolSelector:
                 dropped = [t for t in ranked if t.key not in keep]
                 offered = [t for t in offered if t.key in always or t.key in keep]
             return Choice(
-                tuple(t.name for t in offered),
+                tuple(named[t.key] for t in offered),
                 request,
-                tuple(t.name for t in proposed if t in offered),
-                tuple(t.name for t in dropped),
+                tuple(named[t.key] for t in proposed if t in offered),
+                tuple(named[t.key] for t in dropped),
                 tuple(t.key for t in offered),
             )
 

@@ -1,0 +1,417 @@
+"""contextsieve in Pydantic AI agents (extra ``pydantic-ai``: ``pydantic-ai-slim`` 2.68).
+
+:class:`SelectedToolset` wraps a toolset (a ``FunctionToolset``, an ``MCPToolset``, which needs
+``pydantic-ai-slim[mcp]``, a ``CombinedToolset`` of several) and offers, at each run step, only the
+tools contextsieve chooses for the conversation's latest user prompt and the tool returns since it
+(one contextsieve request per step, about 6 ms with the int8 model). The rules and
+references of a contextsieve agent chosen for the step are added to the instructions, and every
+step's :class:`~contextsieve.integrations.selector.Choice` is kept (:attr:`SelectedToolset.choices`).
+
+:func:`stash_toolset` offers a :class:`~contextsieve.stash.StashStore` as tools: stash context, find
+it again by meaning, merge it back (the MCP server's ``stash_context``,
+``retrieve_stashed_context`` and ``merge_stashed_context``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
+from contextsieve.integrations.selector import Choice, ToolSelector, ToolSpec
+from contextsieve.stash.segment import check_session
+from contextsieve.stash.store import DEFAULT_SESSION, StashStore
+
+try:
+    import anyio.to_thread
+    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.messages import (
+        InstructionPart,
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.tools import AgentDepsT, RunContext
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+    from typing_extensions import NotRequired, TypedDict
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    raise MissingExtraError(
+        "the Pydantic AI integration needs pydantic-ai-slim: pip install 'contextsieve[pydantic-ai]'"
+    ) from e
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from contextsieve.items import Reference, Rule
+    from contextsieve.retrieval.embedding import TextEmbedder
+    from contextsieve.session import OfferConfig
+
+__all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "StashSegment", "stash_toolset"]
+
+_T = TypeVar("_T")
+
+#: how many of the latest choices a :class:`SelectedToolset` keeps
+KEPT_CHOICES = 100
+#: characters of a tool return read for the query (the selection reads at most 16 sentences of 500)
+_RESULT_CHARS = 8000
+#: tool returns read per step (:meth:`ToolSelector.choose` reads the last 4)
+_RESULTS = 4
+
+
+class SelectorOptions(TypedDict, total=False):
+    """The options of :meth:`ToolSelector.from_tools` a :class:`SelectedToolset` passes on when it
+    builds its selector (see there; a test keeps these equal to its parameters)."""
+
+    rules: Iterable[Rule]
+    references: Iterable[Reference]
+    system_prompt: str
+    name: str
+    embedder: TextEmbedder | None
+    cache_dir: str | os.PathLike[str] | bool | None
+    offer: OfferConfig | None
+    stash: StashStore | None
+    stash_session: str | None
+    preset: str | None
+    server_descriptions: Mapping[str, str] | None
+
+
+#: from_tools parameters that are options (the others are SelectedToolset's own arguments)
+_OPTIONS = frozenset(inspect.signature(ToolSelector.from_tools).parameters) - {
+    "cls",
+    "tools",
+    "always_include",
+    "max_tools",
+}
+
+
+class _Selection:
+    """What every copy of one :class:`SelectedToolset` shares (Pydantic AI copies toolsets with
+    ``dataclasses.replace`` per run step): the selector, the tools it was last synced to, the choices."""
+
+    def __init__(
+        self,
+        selector: ToolSelector | None,
+        always_include: tuple[str, ...],
+        max_tools: int | None,
+        sync: bool,
+        options: dict[str, Any],
+    ) -> None:
+        self.selector = selector
+        self.always_include = always_include
+        self.max_tools = max_tools
+        self.sync = sync
+        self.options = options
+        self.specs: list[ToolSpec] | None = None
+        self.key: tuple[Any, ...] | None = None
+        self.choices: deque[Choice] = deque(maxlen=KEPT_CHOICES)
+        self.lock = threading.Lock()
+
+    def choose(self, specs: list[ToolSpec], message: str, results: list[str], key: tuple[Any, ...]) -> Choice:
+        """The choice for one step (runs in a worker thread: it embeds). A second call of the same step
+        with the same query and tools returns the first one's choice."""
+        with self.lock:
+            if key == self.key and self.choices:
+                return self.choices[-1]
+            if self.selector is None:
+                self.selector = ToolSelector.from_tools(
+                    specs, always_include=self.always_include, max_tools=self.max_tools, **self.options
+                )
+                self.specs = copy.deepcopy(specs)
+            elif self.sync and specs != self.specs:
+                self.selector.sync(specs)
+                self.specs = copy.deepcopy(specs)
+            choice = self.selector.choose(message, tool_results=results, available=[s.name for s in specs])
+            self.choices.append(choice)
+            self.key = key
+            return choice
+
+
+@dataclass(init=False)
+class SelectedToolset(WrapperToolset[AgentDepsT]):
+    """A toolset offering, per run step, only the tools of ``wrapped`` that contextsieve chooses.
+
+    The query of a step is the latest user prompt of ``ctx.messages`` (its text parts) and the
+    tool returns since it (the last 4 are read: they may point to more tools). Tools the model called
+    in a response still waiting for its tool returns (a run resumed from such a history) are offered
+    too. The rules and references chosen (:attr:`Choice.instructions`, empty without any) are added to
+    the wrapped toolset's instructions.
+
+    Args:
+        wrapped: the toolset whose tools are chosen from (function tools, MCP servers, a
+            ``CombinedToolset`` of several; its tool names are the ones the model sees).
+        selector: the :class:`ToolSelector` to choose with (default ``None``: one built on the first
+            step with :meth:`ToolSelector.from_tools` from the wrapped tools' names, descriptions and
+            parameter schemas, and the ``options``).
+        always_include: tool names always offered, not counted in ``max_tools`` (default none); only
+            without ``selector`` (a selector has its own).
+        max_tools: most tools chosen per step besides ``always_include`` (default ``None``: the
+            selection's own cut); only without ``selector``.
+        sync: keep the selector's tools equal to the wrapped toolset's when its tool list changes (an
+            MCP server's, a ``FunctionToolset`` added to; checked every step, re-embedded only when
+            changed). Default ``None``: on for a selector built here, off for a given one, whose
+            tools the wrapped ones are matched to by name (a wrapped tool it does not know is never
+            offered).
+        **options: :meth:`ToolSelector.from_tools`'s other arguments (:class:`SelectorOptions`),
+            e.g. ``embedder=``, ``cache_dir=False``, ``offer=OfferConfig(mode="stable")`` (the offer
+            only grows within a task, so the tools sent stay the same from step to step), ``rules=``.
+
+    One instance is one contextsieve session (its offer and history span runs): give each
+    conversation its own (``agent.run(..., toolsets=[SelectedToolset(...)])``). The choice runs in
+    a worker thread, so the event loop is not blocked while the query is embedded.
+
+    Raises:
+        InputError: a bad argument (an unknown option, ``max_tools`` < 1, ``options`` or
+            ``always_include`` with a ``selector``...). An ``always_include`` name the wrapped toolset
+            lacks is an :class:`InputError` at the first step.
+    """
+
+    _state: _Selection = field(repr=False)
+
+    def __init__(
+        self,
+        wrapped: AbstractToolset[AgentDepsT],
+        selector: ToolSelector | None = None,
+        *,
+        always_include: Iterable[str] = (),
+        max_tools: int | None = None,
+        sync: bool | None = None,
+        _state: _Selection | None = None,
+        **options: Unpack[SelectorOptions],
+    ) -> None:
+        if not isinstance(wrapped, AbstractToolset):
+            raise InputError(f"wrapped must be a Pydantic AI toolset, got {brief(wrapped)}")
+        self.wrapped = wrapped
+        if _state is not None:  # a copy made by dataclasses.replace: share the original's state
+            self._state = _state
+            return
+        if selector is not None and not isinstance(selector, ToolSelector):
+            raise InputError(f"selector must be a contextsieve ToolSelector, got {brief(selector)}")
+        always = () if isinstance(always_include, str) else tuple(always_include)
+        if isinstance(always_include, str) or not all(isinstance(n, str) for n in always):
+            raise InputError(f"always_include must be a list of tool names, got {brief(always_include)}")
+        if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
+            raise InputError(f"max_tools must be None or an int >= 1, got {brief(max_tools)}")
+        if sync is not None and not isinstance(sync, bool):
+            raise InputError(f"sync must be None, True or False, got {brief(sync)}")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise InputError(f"unknown option(s) {unknown}; ToolSelector.from_tools takes {sorted(_OPTIONS)}")
+        if selector is not None and (options or always or max_tools is not None):
+            raise InputError(
+                "always_include, max_tools and from_tools options build a selector: pass them to it, not with one"
+            )
+        self._state = _Selection(selector, always, max_tools, selector is None if sync is None else sync, dict(options))
+
+    @property
+    def selector(self) -> ToolSelector | None:
+        """The selector (``None`` until the first step when it is built from the wrapped tools)."""
+        return self._state.selector
+
+    @property
+    def choices(self) -> list[Choice]:
+        """The choices of the latest steps, oldest first (at most :data:`KEPT_CHOICES`)."""
+        return list(self._state.choices)
+
+    @property
+    def last_choice(self) -> Choice | None:
+        """The latest step's choice (``None`` before the first step)."""
+        return self._state.choices[-1] if self._state.choices else None
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        tools = await self.wrapped.get_tools(ctx)
+        if not tools and self._state.selector is None:
+            return {}
+        message, results, pending = _query(ctx.messages)
+        specs = [ToolSpec(n, t.tool_def.description or "", t.tool_def.parameters_json_schema) for n, t in tools.items()]
+        key = (ctx.run_id, ctx.run_step, message, tuple(results), tuple(tools))
+        choice = await anyio.to_thread.run_sync(self._state.choose, specs, message, results, key)
+        names = [*choice.tools, *(n for n in pending if n not in choice.tools)]
+        return {n: tools[n] for n in names if n in tools}
+
+    async def get_instructions(
+        self, ctx: RunContext[AgentDepsT]
+    ) -> str | InstructionPart | Sequence[str | InstructionPart] | None:
+        inner = await super().get_instructions(ctx)
+        choice = self.last_choice
+        extra = choice.instructions if choice is not None else ""
+        if not extra:
+            return inner
+        parts: list[str | InstructionPart] = (
+            [] if inner is None else [inner] if isinstance(inner, (str, InstructionPart)) else list(inner)
+        )
+        return [*parts, extra]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = [c if isinstance(c, str) else getattr(c, "content", None) for c in content]
+    return "\n".join(t for t in texts if isinstance(t, str) and t)
+
+
+def _clean(text: str, limit: int | None = None) -> str:
+    """Text the selection can read: cut at ``limit`` characters, lone surrogates replaced (the query
+    only; nothing is changed in the conversation)."""
+    text = text[:limit] if limit is not None else text
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _query(messages: Sequence[ModelMessage]) -> tuple[str, list[str], list[str]]:
+    """(the latest user prompt's text, the texts of the last tool returns after it, the tools called
+    by a final response whose returns are still to come)."""
+    pending: list[str] = []
+    if messages and isinstance(messages[-1], ModelResponse):
+        pending = [c.tool_name for c in messages[-1].tool_calls]
+    returns: list[ToolReturnPart] = []  # newest first
+    prompt = ""
+    for m in reversed(messages):
+        if isinstance(m, ModelRequest):
+            for p in reversed(m.parts):
+                if isinstance(p, UserPromptPart):
+                    prompt = _text(p.content)
+                    break
+                if isinstance(p, ToolReturnPart):
+                    returns.append(p)
+            else:
+                continue
+            break
+    texts = [_clean(r.model_response_str(), _RESULT_CHARS) for r in reversed(returns[:_RESULTS])]
+    return _clean(prompt), texts, pending
+
+
+# -- the stash ------------------------------------------------------------------------------------------
+
+
+_SegmentType = Literal[
+    "message", "code_block", "file_content", "error_log", "debug_output", "task_state", "decision", "research"
+]
+
+
+class StashSegment(TypedDict):
+    """A segment to stash, as the model writes it (see :class:`~contextsieve.stash.NewSegment`)."""
+
+    text: str
+    type: NotRequired[_SegmentType]
+    topic: NotRequired[str]
+    source: NotRequired[str]
+    references: NotRequired[list[str]]
+    supersedes: NotRequired[list[str]]
+    expires_in_days: NotRequired[float]
+    protected: NotRequired[bool]
+
+
+def _retry(call: Callable[[], _T]) -> _T:
+    """``call()``, with a bad argument of the model's (:class:`InputError`, an unknown segment id)
+    turned into :class:`ModelRetry` so the model sees why and can correct it."""
+    try:
+        return call()
+    except (InputError, UnknownSegmentError) as e:
+        raise ModelRetry(str(e)) from e
+
+
+def stash_toolset(
+    store: StashStore,
+    *,
+    session: str = DEFAULT_SESSION,
+    max_segments: int = 1000,
+    cross_session: bool = False,
+) -> FunctionToolset[Any]:
+    """The stash store as three tools: ``stash_context``, ``retrieve_stashed_context`` (previews, best
+    first) and ``merge_stashed_context`` (full texts), as ``contextsieve serve --stash`` offers them.
+
+    Args:
+        store: the store (:meth:`StashStore.open`); the caller closes it.
+        session: the stash session every call stashes to and retrieves from (default ``"default"``).
+        max_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        cross_session: retrieval searches every session of the store (default False).
+
+    A bad argument of the model's (a blank text, an unknown segment id...) is a ``ModelRetry`` with
+    the reason; a failing store raises its :class:`~contextsieve.errors.StashError`.
+
+    Raises:
+        InputError: ``store`` is not a :class:`StashStore`, a bad ``session`` or ``max_segments``.
+    """
+    if not isinstance(store, StashStore):
+        raise InputError(f"store must be a contextsieve StashStore, got {brief(store)}")
+    name = check_session(session)
+    if isinstance(max_segments, bool) or not isinstance(max_segments, int) or max_segments < 1:
+        raise InputError(f"max_segments must be an int >= 1, got {brief(max_segments)}")
+    if not isinstance(cross_session, bool):
+        raise InputError(f"cross_session must be True or False, got {brief(cross_session)}")
+
+    def stash_context(segments: list[StashSegment]) -> dict[str, Any]:
+        """Stash context segments for later retrieval by meaning (you hand their text).
+
+        Args:
+            segments: objects with text (required) and optional type (message, code_block, file_content,
+                error_log, debug_output, task_state, decision, research), topic, source, references (ids of
+                stashed segments it refers to), supersedes (ids of stashed segments this one replaces: a newer
+                fact or a corrected plan; retrieval then returns this one instead of them), expires_in_days,
+                protected.
+
+        Returns segment_ids (one per segment; an already stashed text gets its existing id), stashed_count,
+        duplicates, tokens_stashed, secrets_redacted (credentials replaced by a placeholder before storage).
+        """
+        if not segments:
+            raise ModelRetry("segments must be a non-empty list of objects with a text")
+        if len(segments) > max_segments:
+            raise ModelRetry(f"at most {max_segments} segments per call")
+        r = _retry(lambda: store.stash([dict(s) for s in segments], session=name))
+        return {
+            "segment_ids": list(r.segment_ids),
+            "stashed_count": r.stashed,
+            "duplicates": r.duplicates,
+            "tokens_stashed": r.tokens,
+            "secrets_redacted": dict(r.redacted),
+            **({"may_supersede": dict(r.may_supersede)} if r.may_supersede else {}),
+        }
+
+    def retrieve_stashed_context(
+        query: str, top_k: int = 5, min_similarity: float = 0.0, filters: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Find stashed segments relevant to a query (meaning, keywords and recency together), best first.
+
+        Args:
+            query: the current task, question or recent messages.
+            top_k: results (1-1000, default 5).
+            min_similarity: leave out segments whose cosine similarity is below this (default 0).
+            filters: any of type/types, topic/topics, source/sources, start_time, end_time (ISO 8601 with
+                offset), protected.
+
+        Returns segments (segment_id, text preview of at most 500 characters, type, similarity, score,
+        timestamp, topic, source...) and total_found. Merge the ones you need with merge_stashed_context.
+        """
+        found = _retry(
+            lambda: store.retrieve(
+                query,
+                session=name,
+                top_k=top_k,
+                min_similarity=min_similarity,
+                filters=filters,
+                cross_session=cross_session,
+            )
+        )
+        rows = [h.to_dict(store.config.preview_chars) for h in found]
+        return {"segments": rows, "total_found": len(rows)}
+
+    def merge_stashed_context(segment_ids: list[str], keep: bool = True) -> dict[str, Any]:
+        """The full texts of stashed segments, to put back into the active context.
+
+        Args:
+            segment_ids: ids from retrieve_stashed_context or stash_context.
+            keep: keep them in the stash (default true); false removes them once merged.
+
+        Returns merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
+        """
+        return _retry(lambda: store.merge(segment_ids, session=name, keep=keep)).to_dict()
+
+    return FunctionToolset([stash_context, retrieve_stashed_context, merge_stashed_context])
