@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
-__all__ = ["ContextEntry", "StashedEntry", "Dropped", "RequestContext"]
+__all__ = ["ContextEntry", "StashedEntry", "Dropped", "RequestContext", "shown_order"]
 
 _MODE_ORDER = {
     IncludeMode.ALWAYS: 0,
@@ -188,6 +189,21 @@ class Dropped:
         return cls(entry_from_dict(d), int(d["tokens"]), str(d["reason"]))
 
 
+def shown_order(entries: Iterable[ContextEntry]) -> list[ContextEntry]:
+    """Entries in the order the seed's "Context Used" view shows them: always, manual, then agent items
+    by score (then priority, server and name)."""
+    return sorted(
+        entries,
+        key=lambda e: (
+            _MODE_ORDER[e.mode],
+            -(e.score or 0.0),
+            e.priority if e.priority is not None else 0,
+            e.key.server,
+            e.key.name,
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class RequestContext:
     """The items of one request, in the order they are sent (session items, then agent items by score),
@@ -234,16 +250,7 @@ class RequestContext:
         """The seed's "Context Used" view: Rules / References / Tools, always, manual, then agent items by score."""
         lines = ["Context Used:"]
         for kind in ItemKind:
-            entries = sorted(
-                self.of_kind(kind),
-                key=lambda e: (
-                    _MODE_ORDER[e.mode],
-                    -(e.score or 0.0),
-                    e.priority if e.priority is not None else 0,
-                    e.key.server,
-                    e.key.name,
-                ),
-            )
+            entries = shown_order(self.of_kind(kind))
             lines.append(f"{_PLURAL[kind].capitalize()} ({len(entries)}):")
             for e in entries:
                 name = f"{e.key.server}:{e.key.name}" if kind is ItemKind.TOOL else e.key.name

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextsieve.assembly import Request
-from contextsieve.context import ContextEntry, RequestContext, StashedEntry
+from contextsieve.context import ContextEntry, RequestContext, StashedEntry, shown_order
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, UnknownItemError, check_text
 from contextsieve.explain import explain_item
@@ -63,13 +63,6 @@ STASH_HITS = 8
 #: Messages of the page's session history kept (the selection does not read the history; the payload does).
 MAX_HISTORY = 200
 
-_MODE_ORDER = {
-    IncludeMode.ALWAYS: 0,
-    IncludeMode.MANUAL: 1,
-    IncludeMode.AGENT: 2,
-    IncludeMode.EXPANSION: 3,
-    IncludeMode.STASH: 4,
-}
 _COLUMNS = {ItemKind.RULE: "rules", ItemKind.REFERENCE: "references", ItemKind.TOOL: "tools"}
 _PREVIEW = 300
 
@@ -444,16 +437,7 @@ def _shown(agent: Any, ctx: RequestContext, stash_texts: Any) -> dict[str, Any]:
     (always, then manual), then searched items by score; stashed segments; dropped items; notes."""
     columns: dict[str, list[dict[str, Any]]] = {name: [] for name in _COLUMNS.values()}
     for kind, name in _COLUMNS.items():
-        entries = sorted(
-            ctx.of_kind(kind),
-            key=lambda e: (
-                _MODE_ORDER[e.mode],
-                -(e.score or 0.0),
-                e.priority if e.priority is not None else 0,
-                e.key.server,
-                e.key.name,
-            ),
-        )
+        entries = shown_order(ctx.of_kind(kind))
         columns[name] = [
             {
                 **_describe(agent, e.key),

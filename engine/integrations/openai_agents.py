@@ -566,16 +566,7 @@ def stash_tools(
         items = [{k: v for k, v in s.model_dump().items() if v is not None} for s in segments]
         name = where(ctx)
         r = await asyncio.to_thread(store.stash, items, session=name)
-        return json.dumps(
-            {
-                "segment_ids": list(r.segment_ids),
-                "stashed_count": r.stashed,
-                "duplicates": r.duplicates,
-                "tokens_stashed": r.tokens,
-                "secrets_redacted": dict(r.redacted),
-            },
-            ensure_ascii=False,
-        )
+        return json.dumps(r.to_dict(), ensure_ascii=False)
 
     @function_tool
     async def retrieve_stashed_context(ctx: RunContextWrapper[Any], query: str, top_k: int = 5) -> str:

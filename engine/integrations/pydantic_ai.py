@@ -366,14 +366,7 @@ def stash_toolset(
         if len(segments) > max_segments:
             raise ModelRetry(f"at most {max_segments} segments per call")
         r = _retry(lambda: store.stash([dict(s) for s in segments], session=name))
-        return {
-            "segment_ids": list(r.segment_ids),
-            "stashed_count": r.stashed,
-            "duplicates": r.duplicates,
-            "tokens_stashed": r.tokens,
-            "secrets_redacted": dict(r.redacted),
-            **({"may_supersede": dict(r.may_supersede)} if r.may_supersede else {}),
-        }
+        return r.to_dict()
 
     def retrieve_stashed_context(
         query: str, top_k: int = 5, min_similarity: float = 0.0, filters: dict[str, Any] | None = None

@@ -90,17 +90,7 @@ def add_stash_tools(
         handle, name = where(ctx, session)
         progress = progress_reporter(ctx)
         r = run(lambda: stash.stash(segments, session=name, progress=progress))
-        return dumps(
-            {
-                "session": handle,
-                "segment_ids": list(r.segment_ids),
-                "stashed_count": r.stashed,
-                "duplicates": r.duplicates,
-                "tokens_stashed": r.tokens,
-                "secrets_redacted": dict(r.redacted),
-                **({"may_supersede": dict(r.may_supersede)} if r.may_supersede else {}),
-            }
-        )
+        return dumps({"session": handle, **r.to_dict()})
 
     def retrieve_stashed_context(
         query: str,

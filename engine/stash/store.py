@@ -248,6 +248,20 @@ class StashResult:
     redacted: Mapping[str, int] = field(default_factory=dict)
     may_supersede: Mapping[str, str] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, object]:
+        """What a stash tool returns (MCP and the framework integrations): segment_ids, stashed_count,
+        duplicates, tokens_stashed, secrets_redacted, and may_supersede when there is any."""
+        out: dict[str, object] = {
+            "segment_ids": list(self.segment_ids),
+            "stashed_count": self.stashed,
+            "duplicates": self.duplicates,
+            "tokens_stashed": self.tokens,
+            "secrets_redacted": dict(self.redacted),
+        }
+        if self.may_supersede:
+            out["may_supersede"] = dict(self.may_supersede)
+        return out
+
 
 @dataclass(frozen=True)
 class Retrieved:
