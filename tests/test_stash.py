@@ -871,6 +871,7 @@ EDGE_CASES = [
     ("offset past 64 bits", lambda s: s.list(offset=2**63), "offset must be"),
     ("min_similarity past a float", lambda s: s.retrieve("x", min_similarity=10**400), "min_similarity must be"),
     ("lone surrogate in a filter", lambda s: s.list(filters={"topics": ["a\udfff"]}), "lone surrogate"),
+    ("lone surrogate in a query", lambda s: s.retrieve("why \ud800"), "lone surrogate"),
     ("max_age of 1e308 days", lambda s: s.cleanup_old(1e308), "max_age must be"),
     ("max_age of timedelta.max", lambda s: s.cleanup_old(timedelta.max), "max_age must be"),
     ("max_age past a float", lambda s: s.cleanup_old(10**400), "max_age must be"),

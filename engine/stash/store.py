@@ -562,6 +562,7 @@ class StashStore:
     def _query(self, query: object, given: np.ndarray | None = None) -> np.ndarray:
         if not isinstance(query, str):
             raise InputError(f"query must be a string, got {type(query).__name__}")
+        check_text(query, "the query")  # a lone surrogate is refused as in stashed texts, not embedded
         chunks = query_chunks(query)
         if not chunks:
             raise InputError("query is empty")
