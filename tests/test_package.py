@@ -33,3 +33,28 @@ def test_collecting_no_test_is_a_failure() -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "no_test_has_this_name", str(tests)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 5, res.stdout[-500:]
+
+
+def test_the_top_layers_are_imported_by_nothing_below_them() -> None:
+    """Data flows one way: the framework integrations sit above everything (nothing in the engine
+    imports them), the inspect page is reached from the command line only, and the kernels never
+    import the engine."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    engine = root / "engine"
+
+    def importers(module: str, where: Path) -> set[str]:
+        pattern = re.compile(rf"^\s*(from|import)\s+{re.escape(module)}\b", re.MULTILINE)
+        return {str(p.relative_to(root)) for p in where.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))}
+
+    assert {
+        p for p in importers("contextsieve.integrations", engine) if not p.startswith("engine/integrations/")
+    } == set()
+    assert importers("contextsieve.inspect_page", engine) == {"engine/cli.py"}
+    kernels = root / "kernels"
+    assert not {
+        p
+        for m in ("contextsieve.engine", "contextsieve.session", "contextsieve.mcp", "contextsieve.stash")
+        for p in importers(m, kernels)
+    }
