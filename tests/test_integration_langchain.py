@@ -250,3 +250,32 @@ def test_a_choice_names_tools_as_the_framework_lists_them(int8: Any) -> None:
     assert "get_weather" in own.tools
     with pytest.raises(InputError):
         ToolSelector(selector.session, min_proposal=2.0)
+
+
+def test_the_async_agent_loop_chooses_in_a_worker_thread(int8: Any, tools: list[BaseTool]) -> None:
+    """awrap_model_call: the same choice through ainvoke (the CPU-bound choice runs off the event loop)."""
+    import asyncio
+    import threading
+
+    model = ScriptedModel(script={"rain": "get_weather"}, seen=[], systems=[])
+    mw = ContextSieveMiddleware(always_include=["calculator"], max_tools=3, embedder=int8, cache_dir=False)
+    agent = create_agent(model, tools=tools, middleware=[mw])
+
+    async def main() -> Any:
+        loop_thread = threading.get_ident()
+        seen_threads: list[int] = []
+        choose = mw._prepare
+
+        def spy(request: Any) -> Any:
+            seen_threads.append(threading.get_ident())
+            return choose(request)
+
+        mw._prepare = spy  # type: ignore[method-assign]
+        out = await agent.ainvoke({"messages": [{"role": "user", "content": "Will it rain in Paris tomorrow?"}]})
+        return out, loop_thread, seen_threads
+
+    out, loop_thread, seen_threads = asyncio.run(main())
+    assert CALLED == ["get_weather"] and len(model.seen) == 2
+    assert model.seen[0][0] == "calculator" and "get_weather" in model.seen[0]
+    assert [r["tools"] for r in out["contextsieve"]] == model.seen
+    assert seen_threads and loop_thread not in seen_threads  # chosen in worker threads, not on the loop
