@@ -299,6 +299,8 @@ class ChunkStore:
         embedding cache where present) and the position in ``order`` of each row's tool."""
         if not self._examples_loaded:
             self._load_examples()
+        if not self.misses:  # the common case: nothing recorded, nothing to build per request
+            return np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
         memo = self._miss_vectors
         if memo is not None and memo[0] == tuple(order):
             return memo[1], memo[2]

@@ -3,7 +3,7 @@
 :class:`SelectedToolset` wraps a toolset (a ``FunctionToolset``, an ``MCPToolset``, which needs
 ``pydantic-ai-slim[mcp]``, a ``CombinedToolset`` of several) and offers, at each run step, only the
 tools contextsieve chooses for the conversation's latest user prompt and the tool returns since it
-(one contextsieve request per step, about 6 ms with the int8 model). The rules and
+(one contextsieve request per step). The rules and
 references of a contextsieve agent chosen for the step are added to the instructions, and every
 step's :class:`~contextsieve.integrations.selector.Choice` is kept (:attr:`SelectedToolset.choices`).
 

@@ -57,11 +57,31 @@ def error_reply(exc: Exception) -> Any:
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
-class _AnsweringReader:
+class _Wrapped:
+    """A transport stream wrapped: entering, leaving and closing go to the stream inside."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Any:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result
+
+
+class _AnsweringReader(_Wrapped):
     """The transport's read stream, answering the exceptions it yields instead of passing them on."""
 
     def __init__(self, inner: Any, write: Any) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._write = write
 
     @property
@@ -88,19 +108,6 @@ class _AnsweringReader:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _AnsweringReader:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result
-
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -116,14 +123,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-class _EncodableWriter:
+class _EncodableWriter(_Wrapped):
     """The transport's write stream, sending only messages that can be written as UTF-8: a message
     holding a lone surrogate (a request ``id`` such as ``"\\udfff"`` is valid JSON that the reply
     echoes; so can a tool's text) made the SDK's writer raise, which ended the whole server process.
     Such a message is sent with U+FFFD in place of each lone surrogate instead."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
 
     async def send(self, item: Any) -> None:
         from mcp.shared.message import SessionMessage
@@ -139,16 +143,6 @@ class _EncodableWriter:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-    async def __aenter__(self) -> _EncodableWriter:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result
 
 
 async def run_stdio(lowlevel: Any, options: Any) -> None:
