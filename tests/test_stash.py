@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing as mp
 import os
@@ -278,6 +279,24 @@ def test_newer_segments_win_ties_by_the_decay_terms(store: StashStore) -> None:
         ranked = s2.retrieve("release notes draft", session="s", now=now, top_k=2)
         assert [h.segment.id for h in ranked] == [ids[1], ids[0]]
         assert ranked[0].score == pytest.approx(0.2 * 0.5 ** (1 / 30))
+
+
+def test_keyword_length_norm_sets_how_much_length_discounts_a_keyword_match(store: StashStore) -> None:
+    """``RankConfig.keyword_length_norm`` is BM25's b at retrieve time: at Okapi's 0.75 a short turn
+    naming the word once outranks a long one naming it twice; without length normalisation (0) the
+    long one ranks first. Out of [0, 1] it is an InputError."""
+    filler = " ".join(f"filler{i}" for i in range(40))
+    short, long = store.stash(["vault key", f"vault vault {filler}"], session="s").segment_ids
+    for b, first in ((0.75, short), (0.25, long), (0.0, long)):
+        rank = RankConfig(
+            similarity_weight=0.0, keyword_weight=1.0, created_weight=0.0, stashed_weight=0.0, keyword_length_norm=b
+        )
+        with StashStore.open(store.backend.location, fake(), StashConfig(rank=rank)) as s2:
+            got = s2.retrieve("vault", session="s", top_k=2, min_similarity=-1.0)
+            assert [h.segment.id for h in got][0] == first, b
+    for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
+        with pytest.raises(InputError, match="keyword_length_norm"):
+            RankConfig(keyword_length_norm=bad)  # type: ignore[arg-type]
 
 
 def test_long_segments_are_chunked_and_found_by_their_end(location: str, int8) -> None:  # noqa: ANN001
@@ -628,7 +647,8 @@ def test_expiry_masks_follow_the_retrieval_time(backend: str) -> None:
 
 def test_keyword_scores_equal_a_bm25_oracle(store: StashStore) -> None:
     """Both backends' BM25 (in memory for SQLite, in SQL for PostgreSQL) against ``bm25()`` computed
-    here over every stored segment, after batches that share terms, a delete and another session."""
+    here over every stored segment, after batches that share terms, a delete and another session, at
+    Okapi's length normalisation and at the weaker ones :class:`RankConfig` may set."""
     from collections import Counter
 
     from contextsieve.stash.backend import index_terms
@@ -643,18 +663,18 @@ def test_keyword_scores_equal_a_bm25_oracle(store: StashStore) -> None:
     everyone = [*texts[10:], "deploy vault vault elsewhere"]
     docs = [Counter(index_terms(t)) for t in everyone]
     avgdl = sum(sum(d.values()) for d in docs) / len(docs)
-    for query in ("deploy vault", "timeout w3 w3 rollback", "checkout"):
+    for query, b in itertools.product(("deploy vault", "timeout w3 w3 rollback", "checkout"), (0.75, 0.3, 0.0)):
         terms = list(dict.fromkeys(index_terms(query)))
         df = [sum(1 for d in docs if t in d) for t in terms]
         oracle = {}
         for i, text in live.items():
             tf = Counter(index_terms(text))
-            x = bm25([tf.get(t, 0) for t in terms], df, len(docs), sum(tf.values()), avgdl)
+            x = bm25([tf.get(t, 0) for t in terms], df, len(docs), sum(tf.values()), avgdl, b=b)
             if x > 0:
                 oracle[i] = x
-        got = store.backend.keyword(terms, 500, Filters(sessions=("a",)))
-        assert {h.id for h in got} == set(oracle), query
-        assert np.allclose([h.score for h in got], [oracle[h.id] for h in got], rtol=1e-6), query
+        got = store.backend.keyword(terms, 500, Filters(sessions=("a",)), b=b)
+        assert {h.id for h in got} == set(oracle), (query, b)
+        assert np.allclose([h.score for h in got], [oracle[h.id] for h in got], rtol=1e-6), (query, b)
         assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
 
 
@@ -719,7 +739,8 @@ def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path
     for query in [" ".join(rng.choice(words, size=3)) for _ in range(20)]:
         qv = s._query(query)
         sims = {h.id: h.score for h in s.backend.dense(qv, 1000, everything)}
-        bm = {h.id: h.score for h in s.backend.keyword(index_terms(query), 1000, everything)}
+        b = RankConfig().keyword_length_norm
+        bm = {h.id: h.score for h in s.backend.keyword(index_terms(query), 1000, everything, b=b)}
         best_s, best_k = max(sims.values()), max(bm.values(), default=0.0)
         oracle = sorted(
             sims,

@@ -181,7 +181,7 @@ class TermIndex:
         return np.concatenate(slot_parts), np.concatenate(tf_parts), offsets, idf
 
     def _run(
-        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int]
+        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int], b: float | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         n = len(self._length)
         if k <= 0 or not n or self._live <= 0:
@@ -202,17 +202,20 @@ class TermIndex:
             k,
             want,
             k1=self.config.k1,
-            b=self.config.b,
+            b=self.config.b if b is None else b,
         )
         return rows, scores, want, also_scores
 
     def search(
-        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int] = ()
+        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int] = (), b: float | None = None
     ) -> list[tuple[int, float]]:
         """The ``k`` best slots among ``allowed`` (a bool mask over slots, live ones only) holding any
         of ``terms``, by BM25, best first (ties by slot); then the scores of the slots in ``also``
-        that hold a term and are not among those ``k`` (in the order given)."""
-        got = self._run(terms, k, allowed, also)
+        that hold a term and are not among those ``k`` (in the order given). ``b``: the length
+        normalisation of this search (default: the index's :class:`Bm25Config`)."""
+        if b is not None and not 0 <= b <= 1:
+            raise InputError(f"BM25 needs b in [0, 1], got b={b}")
+        got = self._run(terms, k, allowed, also, b)
         if got is None:
             return []
         rows, scores, want, also_scores = got

@@ -262,8 +262,10 @@ class StashBackend(Protocol):
         """The ``k`` best segments by the best (query row, chunk) cosine."""
         ...
 
-    def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
-        """The ``k`` best segments by Okapi BM25 (k1 1.2, b 0.75) of ``terms`` (index terms), best
+    def keyword(
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+    ) -> list[Hit]:
+        """The ``k`` best segments by Okapi BM25 (k1 1.2, length normalisation ``b``) of ``terms`` (index terms), best
         first; then the scores of the segments among ``also`` (ids; passing ``filters``, holding a
         term) that are not among those ``k``: a dense candidate gets its keyword score even when it
         is not among the best keyword matches."""

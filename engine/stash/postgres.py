@@ -72,7 +72,8 @@ WITH c AS (SELECT max(df) FILTER (WHERE term = ' segments')::float8 AS n,
            FROM stash_terms t, c WHERE t.term = ANY(%s)),
      scored AS MATERIALIZED (
        SELECT s.id, s.row, sum(q.idf * u.tf * 2.2
-                               / (u.tf + 1.2 * (0.25 + 0.75 * s.nterms / greatest(c.total / greatest(c.n, 1), 1e-9))))
+                               / (u.tf + 1.2 * (1 - %s::float8 + %s::float8 * s.nterms
+                                                / greatest(c.total / greatest(c.n, 1), 1e-9))))
                            AS score
        FROM stash_segments s CROSS JOIN c
             CROSS JOIN LATERAL (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf FROM unnest(s.terms)) u
@@ -335,14 +336,16 @@ class PostgresBackend(SqlBackend):
         return out
 
     @reads
-    def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
+    def keyword(
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+    ) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:
             return []
         where, args = self._where(filters, "s.")  # BM25 in SQL over the GIN index's matches (see _BM25)
         with self.lock:
             found = self._db.execute(
-                _BM25.format(where=where), [uniq, " | ".join(uniq), *args, k, list(dict.fromkeys(also))]
+                _BM25.format(where=where), [uniq, b, b, " | ".join(uniq), *args, k, list(dict.fromkeys(also))]
             ).fetchall()
         hits = [Hit(i, float(x)) for i, x, extra in found if not extra and x > 0]
         taken = {h.id for h in hits}

@@ -524,14 +524,16 @@ class SqliteBackend(SqlBackend):
         return dict(zip(slots, scores))
 
     @guarded
-    def keyword(self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = ()) -> list[Hit]:
+    def keyword(
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+    ) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:
             return []
         with self.lock:  # BM25 over the in-memory term index
             table = self._sync()
             slots = [table.slot_of_id[i] for i in also if i in table.slot_of_id]
-            return [Hit(table.ids[s], score) for s, score in table.keyword(uniq, k, filters, slots)]
+            return [Hit(table.ids[s], score) for s, score in table.keyword(uniq, k, filters, slots, b)]
 
     @guarded
     def stale(self, model: str, limit: int) -> list[ContextSegment]:

@@ -911,7 +911,7 @@ class StashStore:
         n = max(rank.candidates, k)
         dense = {h.id: h.score for h in self.backend.dense(q, n, f)}
         kw = (
-            {h.id: h.score for h in self.backend.keyword(terms, n, f, also=list(dense))}
+            {h.id: h.score for h in self.backend.keyword(terms, n, f, also=list(dense), b=rank.keyword_length_norm)}
             if rank.keyword_weight > 0
             else {}
         )

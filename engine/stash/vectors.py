@@ -294,10 +294,13 @@ class VectorTable:
             return []
         return self.chunks.search(queries, k, mask=self._chunks_allowed(f))
 
-    def keyword(self, terms: Sequence[str], k: int, f: Filters, also: Sequence[int] = ()) -> list[tuple[int, float]]:
-        """The ``k`` best slots passing ``f`` by BM25 over their keyword terms, best first; then the
-        scores of the slots in ``also`` (passing ``f``, holding a term) that are not among them."""
-        return self._terms.search(terms, k, self.allowed(f), also)
+    def keyword(
+        self, terms: Sequence[str], k: int, f: Filters, also: Sequence[int] = (), b: float = 0.75
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best slots passing ``f`` by BM25 (length normalisation ``b``) over their keyword
+        terms, best first; then the scores of the slots in ``also`` (passing ``f``, holding a term) that
+        are not among them."""
+        return self._terms.search(terms, k, self.allowed(f), also, b)
 
     def scores(self, queries: np.ndarray, slots: list[int]) -> list[float]:
         """The dense score of each slot (its best chunk against the best query row), in one kernel call."""
