@@ -263,6 +263,11 @@ def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[di
         for name, rank, at_end in rows:
             r5, r10 = evaluate(store, questions, ids, rank, after if at_end else None)
             print(f"{name:<40} {r5:>6.3f} {r10:>6.3f}")
+        kinds = sorted({str(q["kind"]) for q in questions if "kind" in q})
+        for kind in kinds:  # the plays set labels its questions by kind
+            mine = [q for q in questions if q.get("kind") == kind]
+            r5, r10 = evaluate(store, mine, ids, RankConfig(), None)
+            print(f"{'default, ' + kind + f' ({len(mine)})':<40} {r5:>6.3f} {r10:>6.3f}")
         store.close()
 
 

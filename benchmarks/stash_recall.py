@@ -186,6 +186,7 @@ class Ranking:
     k1: float = 1.2
     b: float = RankConfig().keyword_length_norm
     idf: str = "floored"
+    query_stop: bool = False  # drop English function words from the query's keyword terms
     session_prior: float = 0.0  # each candidate gains this x the best score of its session's candidates
 
 
@@ -207,8 +208,21 @@ RANKINGS: dict[str, Ranking] = {
     "bm25 k1 2.0": Ranking(k1=2.0),
     "bm25 log1p idf": Ranking(idf="log1p"),
     "session prior 0.2": Ranking(session_prior=0.2),
+    "query function words out": Ranking(query_stop=True),
     "keyword 0.25": Ranking(keyword=0.25),
 }
+
+
+#: English function words beyond the tokenizer's stopwords (for the ``query_stop`` variant), as index terms.
+_FUNCTION_TERMS = frozenset(
+    index_terms(
+        "did done doe had having been being were am he him his she her hers they their theirs about above after "
+        "again against all also any because before below between both but could down during each few further "
+        "here into just more most much must no nor not now off once only other out over own same say said says "
+        "tell told some such than then these those through too under until up very would ever yet while one ones "
+        "thing things something anything get got make made like know think"
+    )
+)
 
 
 def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking) -> tuple[float, float, int]:
@@ -231,7 +245,10 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             continue
         n += 1
         qv = queries[qi]
-        kws = index.scores(index_terms(q.text))[:lim]
+        qterms = index_terms(q.text)
+        if rank.query_stop:
+            qterms = [t for t in qterms if t not in _FUNCTION_TERMS]
+        kws = index.scores(qterms)[:lim]
 
         def fuse(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cand = np.union1d(np.argsort(-sims)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
