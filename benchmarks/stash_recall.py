@@ -14,9 +14,11 @@ creation-time decay, 50 candidates per signal, pseudo-relevance feedback (the qu
 half-way towards the mean of the top 3 and searched again), neighbour smoothing (each turn's
 dense cosine raised by 0.2 x the better of its session neighbours' relevance), reciprocal rank
 fusion (k 60) instead of the weighted sum, BM25's length normalisation b and k1 and Lucene's idf,
-and a session prior (each candidate raised by a share of the best score among its session's
-candidates). ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or
-``type``, the store's default form).
+a session prior (each candidate raised by a share of the best score among its session's
+candidates), session diversity (the top 10 picked greedily, each pick lowering the later candidates
+of its session) and English function words left out of the query's keyword terms.
+``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or ``type``, the
+store's default form).
 
 Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
 whole query, the stash's BM25 over stemmed terms with FTS5's floored idf and the store's length
@@ -186,6 +188,7 @@ class Ranking:
     k1: float = 1.2
     b: float = RankConfig().keyword_length_norm
     idf: str = "floored"
+    diversity: float = 0.0  # greedy top 10: each pick costs later candidates of its session this much
     query_stop: bool = False  # drop English function words from the query's keyword terms
     session_prior: float = 0.0  # each candidate gains this x the best score of its session's candidates
 
@@ -209,6 +212,8 @@ RANKINGS: dict[str, Ranking] = {
     "bm25 log1p idf": Ranking(idf="log1p"),
     "session prior 0.2": Ranking(session_prior=0.2),
     "query function words out": Ranking(query_stop=True),
+    "session diversity 0.1": Ranking(diversity=0.1),
+    "session diversity 0.2": Ranking(diversity=0.2),
     "keyword 0.25": Ranking(keyword=0.25),
 }
 
@@ -291,7 +296,18 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             top = cand[np.argsort(-score, kind="stable")[:3]]
             moved = qv + rank.feedback * vectors[top].mean(axis=0)
             cand, score = fuse(vectors[:lim] @ (moved / np.linalg.norm(moved)))
-        found = [units[i] for i in cand[np.argsort(-score, kind="stable")[:10]]]
+        if rank.diversity:
+            left = dict(zip(cand.tolist(), score.tolist()))
+            picked: list[int] = []
+            taken: dict[str, int] = {}
+            while left and len(picked) < 10:
+                best = max(left, key=lambda i: (left[i] - rank.diversity * taken.get(same[i], 0), -i))
+                picked.append(best)
+                taken[same[best]] = taken.get(same[best], 0) + 1
+                del left[best]
+            found = [units[i] for i in picked]
+        else:
+            found = [units[i] for i in cand[np.argsort(-score, kind="stable")[:10]]]
         r5 += len(q.evidence & set(found[:5])) / len(q.evidence)
         r10 += len(q.evidence & set(found[:10])) / len(q.evidence)
     return r5, r10, n
