@@ -20,7 +20,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -181,7 +181,7 @@ class TermIndex:
         return np.concatenate(slot_parts), np.concatenate(tf_parts), offsets, idf
 
     def _run(
-        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int], b: float | None = None
+        self, terms: Sequence[str], k: int, allowed: np.ndarray, also: Sequence[int], config: Bm25Config
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         n = len(self._length)
         if k <= 0 or not n or self._live <= 0:
@@ -201,8 +201,8 @@ class TermIndex:
             allowed[:n],
             k,
             want,
-            k1=self.config.k1,
-            b=self.config.b if b is None else b,
+            k1=config.k1,
+            b=config.b,
         )
         return rows, scores, want, also_scores
 
@@ -213,9 +213,7 @@ class TermIndex:
         of ``terms``, by BM25, best first (ties by slot); then the scores of the slots in ``also``
         that hold a term and are not among those ``k`` (in the order given). ``b``: the length
         normalisation of this search (default: the index's :class:`Bm25Config`)."""
-        if b is not None and not 0 <= b <= 1:
-            raise InputError(f"BM25 needs b in [0, 1], got b={b}")
-        got = self._run(terms, k, allowed, also, b)
+        got = self._run(terms, k, allowed, also, self.config if b is None else replace(self.config, b=b))
         if got is None:
             return []
         rows, scores, want, also_scores = got
@@ -229,7 +227,7 @@ class TermIndex:
         """BM25 of every slot for ``terms`` (float32 ``[len(self)]``; 0 for slots holding none)."""
         n = len(self._length)
         out = np.zeros(n, dtype=np.float32)
-        got = self._run(terms, n, np.ones(n, dtype=np.bool_), ())
+        got = self._run(terms, n, np.ones(n, dtype=np.bool_), (), self.config)
         if got is not None:
             rows, scores, _, _ = got
             out[rows] = scores

@@ -21,7 +21,11 @@ import numpy as np
 
 from contextsieve.keyword import tokenize
 from contextsieve.models.registry import model_family
+from contextsieve.retrieval.bm25 import Bm25Config
 from contextsieve.stash.segment import ContextSegment, SegmentType
+
+#: Okapi BM25's length normalisation, the backends' default (``Bm25Config``'s); retrieval passes its own.
+OKAPI_B: float = Bm25Config().b
 
 __all__ = [
     "Filters",
@@ -263,9 +267,10 @@ class StashBackend(Protocol):
         ...
 
     def keyword(
-        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = OKAPI_B
     ) -> list[Hit]:
-        """The ``k`` best segments by Okapi BM25 (k1 1.2, length normalisation ``b``) of ``terms`` (index terms), best
+        """The ``k`` best segments by Okapi BM25 (k1 1.2, length normalisation ``b``; the store passes
+        ``RankConfig.keyword_length_norm``) of ``terms`` (index terms), best
         first; then the scores of the segments among ``also`` (ids; passing ``filters``, holding a
         term) that are not among those ``k``: a dense candidate gets its keyword score even when it
         is not among the best keyword matches."""

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from contextsieve.errors import InputError, MissingExtraError, StashError
-from contextsieve.stash.backend import FORMAT, Filters, Hit, SegmentRow, index_terms
+from contextsieve.stash.backend import FORMAT, OKAPI_B, Filters, Hit, SegmentRow, index_terms
 from contextsieve.stash.segment import ContextSegment
 from contextsieve.stash.sql import Dialect, SqlBackend, guarded, reads
 
@@ -337,7 +337,7 @@ class PostgresBackend(SqlBackend):
 
     @reads
     def keyword(
-        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = OKAPI_B
     ) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:

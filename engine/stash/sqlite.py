@@ -28,7 +28,7 @@ import numpy as np
 from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
-from contextsieve.stash.backend import FORMAT, UPGRADES, Filters, Hit, SegmentRow, vector_digest
+from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow, vector_digest
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import Dialect, SqlBackend, checked_fields, guarded
 from contextsieve.stash.vectors import TableRow, VectorTable
@@ -525,7 +525,7 @@ class SqliteBackend(SqlBackend):
 
     @guarded
     def keyword(
-        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = 0.75
+        self, terms: Sequence[str], k: int, filters: Filters, also: Sequence[str] = (), b: float = OKAPI_B
     ) -> list[Hit]:
         uniq = list(dict.fromkeys(terms))
         if not uniq or k <= 0:

@@ -14,7 +14,7 @@ import numpy as np
 
 from contextsieve.retrieval.bm25 import TermIndex
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.stash.backend import NEVER, Filters
+from contextsieve.stash.backend import NEVER, OKAPI_B, Filters
 from contextsieve.stash.segment import SegmentType
 
 __all__ = ["VectorTable", "TableRow"]
@@ -295,7 +295,7 @@ class VectorTable:
         return self.chunks.search(queries, k, mask=self._chunks_allowed(f))
 
     def keyword(
-        self, terms: Sequence[str], k: int, f: Filters, also: Sequence[int] = (), b: float = 0.75
+        self, terms: Sequence[str], k: int, f: Filters, also: Sequence[int] = (), b: float = OKAPI_B
     ) -> list[tuple[int, float]]:
         """The ``k`` best slots passing ``f`` by BM25 (length normalisation ``b``) over their keyword
         terms, best first; then the scores of the slots in ``also`` (passing ``f``, holding a term) that
