@@ -16,14 +16,21 @@ dense cosine raised by 0.2 x the better of its session neighbours' relevance), r
 fusion (k 60) instead of the weighted sum, BM25's length normalisation b and k1 and Lucene's idf,
 a session prior (each candidate raised by a share of the best score among its session's
 candidates), session diversity (the top 10 picked greedily, each pick lowering the later candidates
-of its session) and English function words left out of the query's keyword terms.
+of its session), which words of the query are keyword terms (the store leaves auxiliary verbs out:
+kept, or further English function words, pronouns, speech verbs or modals left out too), the
+signals scaled by min-max or z-score instead of their best, the keyword signal as the share of
+the query's idf mass matched (``kwabs``; ``abs`` also leaves the cosine unscaled), each turn raised
+by a share of the previous turn's fused score (``forward``) or BM25 (``kw forward``), a turn
+raised when the query names its speaker, and a second pass (the query plus the best hit, in both
+signals) filling places 6-10 (``hop``).
 ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or ``type``, the
 store's default form).
 
 Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
 whole query, the stash's BM25 over stemmed terms with FTS5's floored idf and the store's length
-normalisation (``RankConfig.keyword_length_norm``), each signal divided by its
-best among the top 20 candidates of each, plus ``0.2 x 0.5 ** (age / 30 days)``), over vectors
+normalisation (``RankConfig.keyword_length_norm``) and without auxiliary verbs in the query's terms,
+each signal divided by its best among the top 20 candidates of each, plus ``0.2 x 0.5 ** (age / 30
+days)``, one of identical texts shown), over vectors
 embedded once per variant, so many variants cost one embedding each; it follows the store within
 about 0.01 on RealMem (``stash_quality --realmem``: default 0.529 / 0.639, here 0.524 / 0.637). A
 variant that wins here is then measured through the store's API before it becomes a default.
@@ -56,7 +63,7 @@ from benchmarks.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.stash import RankConfig
-from contextsieve.stash.backend import index_terms
+from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 DAY = 86_400.0
@@ -189,8 +196,13 @@ class Ranking:
     b: float = RankConfig().keyword_length_norm
     idf: str = "floored"
     diversity: float = 0.0  # greedy top 10: each pick costs later candidates of its session this much
-    query_stop: bool = False  # drop English function words from the query's keyword terms
+    query_stop: str = "aux"  # query terms left out: aux (the store's QUERY_FUNCTION_TERMS), none, or a group below
     session_prior: float = 0.0  # each candidate gains this x the best score of its session's candidates
+    norm: str = "max"  # how each signal is scaled over the candidates: max, minmax, zscore
+    forward: float = 0.0  # each turn gains this x the fused score of the turn before it in its session
+    speaker: float = 0.0  # a turn whose speaker the query names gains this much
+    kw_forward: float = 0.0  # each turn's BM25 gains this x its previous turn's (same session)
+    hop: float = 0.0  # second pass (query + the best hit) fills places 6-10; its weight on the best hit
 
 
 RANKINGS: dict[str, Ranking] = {
@@ -211,10 +223,34 @@ RANKINGS: dict[str, Ranking] = {
     "bm25 k1 2.0": Ranking(k1=2.0),
     "bm25 log1p idf": Ranking(idf="log1p"),
     "session prior 0.2": Ranking(session_prior=0.2),
-    "query function words out": Ranking(query_stop=True),
+    "query auxiliaries kept": Ranking(query_stop="none"),
+    "query function words out": Ranking(query_stop="all"),
+    "query more auxiliaries out": Ranking(query_stop="more"),
+    "query pronouns out too": Ranking(query_stop="pron"),
+    "query speech verbs out too": Ranking(query_stop="speech"),
     "session diversity 0.1": Ranking(diversity=0.1),
     "session diversity 0.2": Ranking(diversity=0.2),
     "keyword 0.25": Ranking(keyword=0.25),
+    "minmax": Ranking(norm="minmax"),
+    "minmax keyword 0.3": Ranking(norm="minmax", keyword=0.3),
+    "zscore": Ranking(norm="zscore"),
+    "forward 0.1": Ranking(forward=0.1),
+    "forward 0.2": Ranking(forward=0.2),
+    "dense only": Ranking(keyword=0.0),
+    "keyword only": Ranking(similarity=0.0),
+    "kwabs 0.2": Ranking(norm="kwabs"),
+    "kwabs 0.4": Ranking(norm="kwabs", keyword=0.4),
+    "kwabs 0.6": Ranking(norm="kwabs", keyword=0.6),
+    "kwabs 1.0": Ranking(norm="kwabs", keyword=1.0),
+    "abs 0.4": Ranking(norm="abs", keyword=0.4),
+    "abs 0.8": Ranking(norm="abs", keyword=0.8),
+    "speaker 0.05": Ranking(speaker=0.05),
+    "speaker 0.1": Ranking(speaker=0.1),
+    "speaker 0.2": Ranking(speaker=0.2),
+    "kw forward 0.3": Ranking(kw_forward=0.3),
+    "kw forward 0.5": Ranking(kw_forward=0.5),
+    "hop 0.5": Ranking(hop=0.5),
+    "hop 1.0": Ranking(hop=1.0),
 }
 
 
@@ -229,13 +265,25 @@ _FUNCTION_TERMS = frozenset(
     )
 )
 
+#: The query terms each ``query_stop`` value leaves out.
+_GROUPS = {
+    "none": frozenset(),
+    "aux": QUERY_FUNCTION_TERMS,
+    "all": _FUNCTION_TERMS | QUERY_FUNCTION_TERMS,
+    "more": QUERY_FUNCTION_TERMS | frozenset(index_terms("am may might shall ought")),
+    "pron": QUERY_FUNCTION_TERMS | frozenset(index_terms("he him his she her hers they their theirs one ones")),
+    "speech": QUERY_FUNCTION_TERMS | frozenset(index_terms("say said says tell told think know")),
+}
+
 
 def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking) -> tuple[float, float, int]:
     """Summed R@5, R@10 and the number of questions scored, for one group."""
-    terms = [index_terms(doc_text(d, "plain")) for d in group.docs]
+    texts = [doc_text(d, "plain") for d in group.docs]
+    terms = [index_terms(t) for t in texts]
     units = [d.unit for d in group.docs]
     at = np.array([d.at for d in group.docs])
     same = np.array([d.session for d in group.docs])
+    who = [frozenset(index_terms(d.speaker)) if d.speaker else frozenset() for d in group.docs]
     index = TermIndex(Bm25Config(k1=rank.k1, b=rank.b, idf="log1p" if rank.idf == "log1p" else "floored"))
     added = 0
     r5 = r10 = 0.0
@@ -251,9 +299,12 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
         n += 1
         qv = queries[qi]
         qterms = index_terms(q.text)
-        if rank.query_stop:
-            qterms = [t for t in qterms if t not in _FUNCTION_TERMS]
+        qterms = [t for t in qterms if t not in _GROUPS[rank.query_stop]]
         kws = index.scores(qterms)[:lim]
+        if rank.kw_forward:
+            before = np.r_[0.0, kws[:-1]]
+            before[1:][same[1:lim] != same[: lim - 1]] = 0.0
+            kws = kws + rank.kw_forward * before
 
         def fuse(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cand = np.union1d(np.argsort(-sims)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
@@ -267,6 +318,19 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
                 k = 1.0 / (rank.rrf + 1 + rk[cand])
                 best = 1.0 / (rank.rrf + 1)
                 s, k = s / best, k / best
+            elif rank.norm == "minmax":
+                s, k = sims[cand], kws[cand]
+                s = (s - s.min()) / max(float(s.max() - s.min()), 1e-9)
+                k = (k - k.min()) / max(float(k.max() - k.min()), 1e-9)
+            elif rank.norm in ("kwabs", "abs"):  # keyword: the share of the query's idf mass matched
+                got = index._postings(qterms)
+                mass = sum(got[3]) if got else 1.0
+                s = sims[cand] if rank.norm == "abs" else sims[cand] / max(float(sims[cand].max()), 1e-9)
+                k = kws[cand] / max(mass, 1e-9)
+            elif rank.norm == "zscore":
+                s, k = sims[cand], kws[cand]
+                s = (s - s.mean()) / max(float(s.std()), 1e-9)
+                k = (k - k.mean()) / max(float(k.std()), 1e-9)
             else:
                 s = sims[cand] / max(float(sims[cand].max()), 1e-9)
                 k = kws[cand] / max(float(kws[cand].max()), 1e-9)
@@ -277,6 +341,15 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
                 for x, v in zip(sess, score):
                     best_of[x] = max(best_of.get(x, -np.inf), float(v))
                 score = score + rank.session_prior * np.array([best_of[x] for x in sess])
+            if rank.speaker:
+                named = set(qterms)
+                score = score + rank.speaker * np.array([1.0 if who[i] and who[i] <= named else 0.0 for i in cand])
+            if rank.forward:
+                full = np.zeros(lim)
+                full[cand] = score
+                before = np.r_[0.0, full[:-1]]
+                before[1:][same[1:lim] != same[: lim - 1]] = 0.0
+                score = score + rank.forward * before[cand]
             if rank.created and q.now:
                 age = np.maximum(q.now - at[cand], 0.0) / DAY
                 score = score + rank.created * 0.5 ** (age / rank.half_life_days)
@@ -296,18 +369,30 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             top = cand[np.argsort(-score, kind="stable")[:3]]
             moved = qv + rank.feedback * vectors[top].mean(axis=0)
             cand, score = fuse(vectors[:lim] @ (moved / np.linalg.norm(moved)))
-        if rank.diversity:
+        order = [int(i) for i in cand[np.argsort(-score, kind="stable")]]
+        if rank.hop:
+            moved = qv + rank.hop * vectors[order[0]]
+            kws_first = kws
+            kws = index.scores(qterms + terms[order[0]])[:lim]
+            cand2, score2 = fuse(vectors[:lim] @ (moved / np.linalg.norm(moved)))
+            kws = kws_first
+            second = [int(i) for i in cand2[np.argsort(-score2, kind="stable")] if int(i) not in order[:5]]
+            order = order[:5] + second + [i for i in order[5:] if i not in second]
+        elif rank.diversity:
             left = dict(zip(cand.tolist(), score.tolist()))
-            picked: list[int] = []
+            order = []
             taken: dict[str, int] = {}
-            while left and len(picked) < 10:
+            while left:
                 best = max(left, key=lambda i: (left[i] - rank.diversity * taken.get(same[i], 0), -i))
-                picked.append(best)
+                order.append(best)
                 taken[same[best]] = taken.get(same[best], 0) + 1
                 del left[best]
-            found = [units[i] for i in picked]
-        else:
-            found = [units[i] for i in cand[np.argsort(-score, kind="stable")[:10]]]
+        found = []
+        shown: set[str] = set()
+        for i in order:  # the store returns one of identical texts
+            if len(found) < 10 and texts[i] not in shown:
+                shown.add(texts[i])
+                found.append(units[i])
         r5 += len(q.evidence & set(found[:5])) / len(q.evidence)
         r10 += len(q.evidence & set(found[:10])) / len(q.evidence)
     return r5, r10, n

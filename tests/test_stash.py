@@ -26,7 +26,7 @@ from contextsieve.stash import (
     StashIntegrityWarning,
     StashStore,
 )
-from contextsieve.stash.backend import Filters
+from contextsieve.stash.backend import Filters, query_terms
 from contextsieve.stash.sqlite import SqliteBackend
 from contextsieve.stash.vectors import TableRow, VectorTable
 from tests.fake_embedder import FakeEmbedder
@@ -297,6 +297,32 @@ def test_keyword_length_norm_sets_how_much_length_discounts_a_keyword_match(stor
     for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
         with pytest.raises(InputError, match="keyword_length_norm"):
             RankConfig(keyword_length_norm=bad)  # type: ignore[arg-type]
+
+
+def test_a_querys_auxiliary_verbs_are_not_keywords(store: StashStore) -> None:
+    """``When did Maya ...``: the turn that only shares ``did`` with the question gains no keyword
+    score (``RankConfig.drop_query_auxiliaries``, default on), so the turn naming what was asked ranks
+    first by keywords; kept, ``did`` outweighs the common word. Stored terms are untouched: a query
+    for ``did`` alone still finds the turn when the option is off. Non-bool: an InputError."""
+    assert query_terms("When did Maya say she had been hiking?") == ["maya", "say", "she", "hike"]
+    assert query_terms("When did Maya say", drop_auxiliaries=False) == ["did", "maya", "say"]
+    turns = ["Maya: the hike was fun", "Maya: another hike soon", "Jonas: did you?"]
+    turns += [f"Maya: lunch on day {i}" for i in range(5)]
+    ids = store.stash(turns, session="s").segment_ids
+    keywords = dict(similarity_weight=0.0, created_weight=0.0, stashed_weight=0.0, keyword_weight=1.0)
+    for drop in (True, False):
+        rank = RankConfig(**keywords, keyword_length_norm=0.0, drop_query_auxiliaries=drop)  # type: ignore[arg-type]
+        with StashStore.open(store.backend.location, fake(), StashConfig(rank=rank)) as s2:
+            got = s2.retrieve("When did the hike happen?", session="s", top_k=3, min_similarity=-1.0)
+            if drop:  # "hike" alone: the two hike turns first, "did you?" has no keyword score
+                assert {h.segment.id for h in got[:2]} == set(ids[:2])
+                assert {h.segment.id: h.keyword for h in got}.get(ids[2], 0.0) == 0.0
+            else:  # "did" is rarer than "hike": the turn that only says "did" wins
+                assert got[0].segment.id == ids[2] and got[0].keyword == 1.0
+            alone = s2.retrieve("did", session="s", top_k=8, min_similarity=-1.0)
+            assert {h.segment.id: h.keyword for h in alone}[ids[2]] == (0.0 if drop else 1.0)
+    with pytest.raises(InputError, match="drop_query_auxiliaries"):
+        RankConfig(drop_query_auxiliaries="no")  # type: ignore[arg-type]
 
 
 def test_long_segments_are_chunked_and_found_by_their_end(location: str, int8) -> None:  # noqa: ANN001

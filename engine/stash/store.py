@@ -43,6 +43,7 @@ from contextsieve.stash.backend import (
     StashBackend,
     index_terms,
     model_family,
+    query_terms,
     to_epoch,
 )
 from contextsieve.stash.ranking import RankConfig, combined_scores, max_scaled
@@ -895,7 +896,8 @@ class StashStore:
         current = None if include_superseded else True  # the newest of each supersession chain only
         f = SegmentFilter.coerce(filters).resolve(self._sessions(session, cross_session), at, current)
         q = self._query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
-        terms = index_terms(query) if self.config.rank.keyword_weight > 0 else []
+        rank = self.config.rank
+        terms = query_terms(query, rank.drop_query_auxiliaries) if rank.keyword_weight > 0 else []
         with self.backend.reading():  # one state of the store for every search and read below
             found, trace = self._ranked(q, terms, k, float(min_similarity), f, at)
         shown = [dataclasses.replace(r, segment=_shown(r.segment)) for r in found]
