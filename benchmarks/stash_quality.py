@@ -78,6 +78,8 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     for b in (0.75, 0.5, 0.25, 0.1, 0.0):
         rows.append((f"default, BM25 b {b}", RankConfig(keyword_length_norm=b), False))
     rows.append(("default, query auxiliaries kept", RankConfig(drop_query_auxiliaries=False), False))
+    rows.append(("default, fixed weights (spread 0)", RankConfig(spread_power=0.0), False))
+    rows.append(("default, spread power 1", RankConfig(spread_power=1.0), False))
     for kw in (0.1, 0.2, 0.3, 0.4, 0.5):
         rows.append(
             (f"hybrid {1 - kw:.1f}/{kw:.1f}", RankConfig(similarity_weight=1 - kw, keyword_weight=kw, **flat), False)

@@ -29,11 +29,12 @@ store's default form).
 Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
 whole query, the stash's BM25 over stemmed terms with FTS5's floored idf and the store's length
 normalisation (``RankConfig.keyword_length_norm``) and without auxiliary verbs in the query's terms,
-each signal divided by its best among the top 20 candidates of each, plus ``0.2 x 0.5 ** (age / 30
-days)``, one of identical texts shown), over vectors
-embedded once per variant, so many variants cost one embedding each; it follows the store within
-about 0.01 on RealMem (``stash_quality --realmem``: default 0.529 / 0.639, here 0.524 / 0.637). A
-variant that wins here is then measured through the store's API before it becomes a default.
+each signal divided by its best among the top 20 candidates of each and weighted by its spread
+(:func:`contextsieve.retrieval.fusion.spread_weights`, the store's own function), plus
+``0.2 x 0.5 ** (age / 30 days)``, one of identical texts shown), over vectors embedded once per
+variant, so many variants cost one embedding each. It follows the store within a few hundredths
+(docs/stash.md compares the two); a variant that wins here is then measured through the store's API
+before it becomes a default.
 
 Sets: ``conv`` (this project's conversation set, benchmarks/data/conversations: short turns,
 factoid questions, one evidence turn; ages flat), ``plays`` (real dialogue: four Shakespeare plays,
@@ -62,6 +63,7 @@ from benchmarks.data.plays import build as plays
 from benchmarks.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
+from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash import RankConfig
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
 
@@ -198,7 +200,9 @@ class Ranking:
     diversity: float = 0.0  # greedy top 10: each pick costs later candidates of its session this much
     query_stop: str = "aux"  # query terms left out: aux (the store's QUERY_FUNCTION_TERMS), none, or a group below
     session_prior: float = 0.0  # each candidate gains this x the best score of its session's candidates
-    norm: str = "max"  # how each signal is scaled over the candidates: max, minmax, zscore
+    norm: str = "max"  # how each signal is scaled over the candidates: max, minmax, zscore, kwabs, abs
+    spread_power: float = RankConfig().spread_power  # the store's per-query weights (norm max only)
+    spread_top: int = RankConfig().spread_top
     forward: float = 0.0  # each turn gains this x the fused score of the turn before it in its session
     speaker: float = 0.0  # a turn whose speaker the query names gains this much
     kw_forward: float = 0.0  # each turn's BM25 gains this x its previous turn's (same session)
@@ -238,6 +242,11 @@ RANKINGS: dict[str, Ranking] = {
     "forward 0.2": Ranking(forward=0.2),
     "dense only": Ranking(keyword=0.0),
     "keyword only": Ranking(similarity=0.0),
+    "fixed weights": Ranking(spread_power=0.0),
+    "spread power 1": Ranking(spread_power=1.0),
+    "spread top 3": Ranking(spread_top=3),
+    "spread top 10": Ranking(spread_top=10),
+    "spread power 1 top 10": Ranking(spread_power=1.0, spread_top=10),
     "kwabs 0.2": Ranking(norm="kwabs"),
     "kwabs 0.4": Ranking(norm="kwabs", keyword=0.4),
     "kwabs 0.6": Ranking(norm="kwabs", keyword=0.6),
@@ -334,7 +343,10 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             else:
                 s = sims[cand] / max(float(sims[cand].max()), 1e-9)
                 k = kws[cand] / max(float(kws[cand].max()), 1e-9)
-            score = rank.similarity * s + rank.keyword * k
+            ws, wk = rank.similarity, rank.keyword
+            if rank.norm == "max" and not rank.rrf:  # the store's per-query weights
+                ws, wk = spread_weights([s, k], [ws, wk], rank.spread_top, rank.spread_power)
+            score = ws * s + wk * k
             if rank.session_prior:
                 sess = same[cand]
                 best_of: dict[str, float] = {}

@@ -21,7 +21,9 @@ with ``IndexConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``
 wheel, pgvector HNSW, started here) gets the same rows. Recall@10: the dense top 10 of HNSW (and
 pgvector) against the exact dense top 10 of the same query. The HNSW store is opened twice: first it
 builds its graph (and saves it beside the store), then it is closed and opened again with the saved
-graph; both times are printed (open + first retrieve).
+graph; both times are printed (open + first retrieve). ``sqlite exact, fixed weights``: the exact
+store with the ranking before the per-query weights (``RankConfig(spread_power=0,
+drop_query_auxiliaries=False)``), the cost of those two steps.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from benchmarks.workloads import sentences
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.stash import NewSegment, SqliteConfig, StashConfig, StashStore
+from contextsieve.stash import NewSegment, RankConfig, SqliteConfig, StashConfig, StashStore
 from contextsieve.stash.backend import Filters
 
 _TAG = re.compile(r"^syn(\d+) ")
@@ -205,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
             report("sqlite exact", store, filled)
+            before = RankConfig(spread_power=0.0, drop_query_auxiliaries=False)  # the ranking before per-query weights
+            fixed = StashStore.open(
+                path, syn, StashConfig(rank=before), backend_config=SqliteConfig(index=IndexConfig(backend="exact"))
+            )
+            report("sqlite exact, fixed weights", fixed, filled)
+            fixed.close()
             hnsw_cfg = SqliteConfig(index=IndexConfig(backend="hnsw"))
             hnsw = StashStore.open(path, syn, backend_config=hnsw_cfg)
             t = time.perf_counter()

@@ -18,6 +18,7 @@ import pytest
 
 from contextsieve.errors import InputError, StashError, StashModelError, UnknownSegmentError
 from contextsieve.retrieval.chunks import IndexConfig
+from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash import (
     NewSegment,
     RankConfig,
@@ -297,6 +298,67 @@ def test_keyword_length_norm_sets_how_much_length_discounts_a_keyword_match(stor
     for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
         with pytest.raises(InputError, match="keyword_length_norm"):
             RankConfig(keyword_length_norm=bad)  # type: ignore[arg-type]
+
+
+def _spread_oracle(values: list[float], top: int, power: float) -> float:
+    """How far a scaled signal's best stands out, written out plainly (0 when nothing matched)."""
+    best = sorted(values, reverse=True)[:top]
+    return (1.0 - sum(best) / len(best)) ** power if best and best[0] == 1.0 else 0.0
+
+
+def test_spread_weights_follow_each_signals_spread() -> None:
+    """A flat signal (five near ties) loses weight to one whose best stands alone; the weights keep
+    their sum; power 0, no spread anywhere, or one signal with no match behave as documented."""
+    sims = np.array([1.0, 0.9, 0.9, 0.9, 0.9, 0.1])
+    kws = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    cs, ck = _spread_oracle(list(sims), 5, 0.5), _spread_oracle(list(kws), 5, 0.5)
+    mean = (0.6 * cs + 0.2 * ck) / 0.8
+    got = spread_weights([sims, kws], [0.6, 0.2], 5, 0.5)
+    assert got == pytest.approx([0.6 * cs / mean, 0.2 * ck / mean], rel=1e-12)
+    assert sum(got) == pytest.approx(0.8) and got[1] > got[0]  # 0.389 / 0.411: the sharp keyword leads
+    assert spread_weights([sims, kws], [0.6, 0.2], 5, 0.0) == [0.6, 0.2]
+    assert spread_weights([np.ones(6), np.ones(6)], [0.6, 0.2], 5, 0.5) == [0.6, 0.2]  # nothing stands out
+    assert spread_weights([sims, np.zeros(6)], [0.6, 0.2], 5, 0.5) == pytest.approx([0.8, 0.0])  # no keyword hit
+    assert spread_weights([sims, kws], [0.0, 0.0], 5, 0.5) == [0.0, 0.0]
+    rng = np.random.default_rng(11)
+    for _ in range(200):  # random pools: the plain oracle and the sum kept
+        n, top, power = int(rng.integers(1, 40)), int(rng.integers(1, 8)), float(rng.choice([0.5, 1.0, 2.0]))
+        a, b = rng.random(n), rng.random(n) * (rng.random(n) < 0.3)
+        a, b = a / a.max(), (b / b.max() if b.max() > 0 else b)
+        w = [float(rng.random()), float(rng.random())]
+        c = [_spread_oracle(list(a), top, power), _spread_oracle(list(b), top, power)]
+        m = (w[0] * c[0] + w[1] * c[1]) / sum(w)
+        want = [w[0] * c[0] / m, w[1] * c[1] / m] if m > 0 else w
+        assert spread_weights([a, b], w, top, power) == pytest.approx(want, rel=1e-9)
+    for bad in (-0.5, 5.0, float("nan"), True):
+        with pytest.raises(InputError, match="spread_power"):
+            RankConfig(spread_power=bad)  # type: ignore[arg-type]
+    for bad_top in (0, 2.5, True):
+        with pytest.raises(InputError, match="spread_top"):
+            RankConfig(spread_top=bad_top)  # type: ignore[arg-type]
+
+
+def test_a_retrieve_weighs_its_signals_by_their_spread_and_says_so(store: StashStore) -> None:
+    """The parts a result reports are this query's weights (checked against the plain oracle over the
+    retrieve's own trace); with ``spread_power`` 0 they are the configured 0.6 / 0.2."""
+    texts = ["the harbour at sunset", "a zebra crossing downtown"] + [f"harbour walk number {i}" for i in range(6)]
+    store.stash(texts, session="s")
+    for power in (0.5, 0.0):
+        rank = RankConfig(spread_power=power, created_weight=0.0, stashed_weight=0.0)
+        with StashStore.open(store.backend.location, fake(), StashConfig(rank=rank)) as s2:
+            found, trace = s2.retrieve_traced("zebra harbour", session="s", top_k=8, min_similarity=-1.0)
+            best = max(c.similarity for c in trace.candidates)
+            sims = [c.similarity / best for c in trace.candidates]
+            kws = [c.keyword for c in trace.candidates]
+            cs, ck = _spread_oracle(sims, 5, power), _spread_oracle(kws, 5, power)
+            mean = (0.6 * cs + 0.2 * ck) / 0.8
+            ws, wk = (0.6 * cs / mean, 0.2 * ck / mean) if power and mean > 0 else (0.6, 0.2)
+            if power:
+                assert abs(wk - 0.2) > 0.01  # the weights did move for this query
+            for hit in found:
+                assert hit.parts["keyword"] == pytest.approx(hit.keyword * wk, abs=1e-9)
+                assert hit.parts["dense"] == pytest.approx(hit.similarity / best * ws, abs=1e-9)
+                assert hit.score == pytest.approx(hit.parts["dense"] + hit.parts["keyword"], abs=1e-9)
 
 
 def test_a_querys_auxiliary_verbs_are_not_keywords(store: StashStore) -> None:
@@ -748,9 +810,10 @@ def test_keyword_scores_of_dense_candidates_outside_the_top_k(store: StashStore)
 
 
 def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path: Path) -> None:
-    """retrieve's order equals the ranking formula computed over every segment by hand, and stays the
-    same with fewer candidates fetched (each signal is scaled by its best candidate, not by the
-    weakest one fetched)."""
+    """retrieve's order equals the ranking formula computed over every segment by hand (weights moved
+    by each signal's spread over its best five), and stays the same with fewer candidates fetched
+    (each signal is scaled by its best candidate, not by the weakest one fetched, and its best five
+    are fetched whatever the count)."""
     import dataclasses
 
     from contextsieve.stash.backend import index_terms
@@ -768,9 +831,14 @@ def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path
         b = RankConfig().keyword_length_norm
         bm = {h.id: h.score for h in s.backend.keyword(index_terms(query), 1000, everything, b=b)}
         best_s, best_k = max(sims.values()), max(bm.values(), default=0.0)
+        # this query's weights: each signal's spread over its best 5 (RankConfig.spread_power, spread_top)
+        cs = _spread_oracle([v / best_s for v in sims.values()], 5, 0.5)
+        ck = _spread_oracle([v / best_k for v in bm.values()] if best_k else [0.0], 5, 0.5)
+        mean = (0.6 * cs + 0.2 * ck) / 0.8
+        ws, wk = (0.6 * cs / mean, 0.2 * ck / mean) if mean > 0 else (0.6, 0.2)
         oracle = sorted(
             sims,
-            key=lambda i: (-(0.6 * sims[i] / best_s + 0.2 * (bm.get(i, 0.0) / best_k if best_k else 0.0)), -sims[i], i),
+            key=lambda i: (-(ws * sims[i] / best_s + wk * (bm.get(i, 0.0) / best_k if best_k else 0.0)), -sims[i], i),
         )
         orders = []
         for cand in (300, 100):

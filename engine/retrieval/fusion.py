@@ -4,7 +4,8 @@ one ranking score, for the agent's chunks and the stash alike.
 The two sides weigh different signals, each a setting, through the same functions: the agent's
 chunks add ``weight x keyword`` to the raw cosine (:func:`weighted_sum` in float32) or fuse ranks
 (:func:`reciprocal_rank`); the stash scales cosine and keyword score by their best
-(:func:`max_scaled`) and adds two recency decays (:func:`decay`), in float64
+(:func:`max_scaled`), weighs each by how far its best candidates stand out for this query
+(:func:`spread_weights`) and adds two recency decays (:func:`decay`), in float64
 (:func:`contextsieve.stash.ranking.combined_scores`).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["RRF_K", "weighted_sum", "max_scaled", "decay", "ranks", "reciprocal_rank"]
+__all__ = ["RRF_K", "weighted_sum", "max_scaled", "spread_weights", "decay", "ranks", "reciprocal_rank"]
 
 #: The constant of reciprocal-rank fusion (Cormack et al. 2009).
 RRF_K = 60
@@ -43,6 +44,26 @@ def max_scaled(values: np.ndarray) -> np.ndarray:
         return x
     hi = float(x.max())
     return x / hi if hi > 0 else x - hi
+
+
+def spread_weights(scaled: Sequence[np.ndarray], weights: Sequence[float], top: int, power: float) -> list[float]:
+    """This query's weights of signals already :func:`max_scaled` over the same candidates: each
+    weight times ``(1 - mean of the signal's best top values) ** power``, how far its best stands
+    out from the next ones (0 when ``top`` candidates tie at the best, towards 1 when one stands
+    alone; 0 for a signal whose best is not 1, i.e. nothing matched), then all rescaled so they keep
+    their sum. A signal that separates its candidates weighs more for this query, a flat one less.
+    ``power`` 0 returns ``weights`` unchanged, as does a query where no signal stands out."""
+    if power == 0 or not scaled or not scaled[0].size:
+        return list(weights)
+    spread: list[float] = []
+    for x in scaled:
+        best = np.sort(np.asarray(x, dtype=np.float64))[::-1][:top]
+        spread.append(float(1.0 - best.mean()) ** power if best[0] == 1.0 else 0.0)
+    total = float(sum(weights))
+    mean = sum(w * c for w, c in zip(weights, spread)) / total if total > 0 else 0.0
+    if mean <= 0:
+        return list(weights)
+    return [w * c / mean for w, c in zip(weights, spread)]
 
 
 def decay(age_seconds: np.ndarray, half_life_days: float) -> np.ndarray:

@@ -12,8 +12,12 @@ candidates happened to be fetched: min-max takes its minimum from the weakest ca
 keyword-only match with a low cosine, and moved recall@5 on the conversation set by up to 0.12 with
 the candidate count or tie order (0.48 at 50 candidates, 0.60 at 100); with max scaling recall@5 is
 the same within 0.003 from 10 to 200 candidates on both sets measured. Ages are taken at the retrieval
-time, in days (a segment from the future counts as age 0). The defaults were chosen with ``python -m
-benchmarks.stash_quality`` on two sets (see :class:`RankConfig`).
+time, in days (a segment from the future counts as age 0). The two relevance weights are this
+query's: each moved by how far its signal's best five candidates stand out from one another
+(:func:`relevance_weights`; their sum stays ``similarity_weight + keyword_weight``). The top five of
+each signal are among the candidates whatever their count, so this too does not depend on how many
+were fetched. The defaults were chosen with ``python -m benchmarks.stash_quality`` on four sets (see
+:class:`RankConfig` and docs/stash.md).
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.errors import InputError
-from contextsieve.retrieval.fusion import decay, max_scaled, weighted_sum
+from contextsieve.retrieval.fusion import decay, max_scaled, spread_weights, weighted_sum
 
-__all__ = ["RankConfig", "combined_scores", "max_scaled"]
+__all__ = ["RankConfig", "combined_scores", "relevance_weights", "max_scaled"]
 
 _DAY = 86_400.0
 
@@ -55,11 +59,20 @@ class RankConfig:
             within 0.013 of 0.1 on each but leaves a long file's repeated terms undiscounted in a store
             that mixes kinds (at 0.1 one occurrence in a segment 100 times the mean length scores about a
             sixth of one in a segment of mean length).
+        spread_power / spread_top: how much this query's similarity and keyword weights follow
+            the spread of their signal (see :func:`contextsieve.retrieval.fusion.spread_weights`: each
+            weight times ``(1 - mean of its best spread_top scaled scores) ** spread_power``, the two
+            rescaled to keep their sum 0.8); defaults 0.5 and 5; 0 turns it off (fixed weights). Where
+            a question's words pick out a few turns and its cosines are flat, keywords weigh more, and
+            the other way round. With ``benchmarks.stash_quality`` (R@5, 0 -> 0.5): the conversation
+            set 0.754 -> 0.742, the plays 0.388 -> 0.433, RealMem 0.544 -> 0.550, SciFact 0.797 -> 0.798
+            (R@10 0.853 -> 0.866); power 1 cost the conversation set 0.037 (docs/stash.md).
         drop_query_auxiliaries: leave auxiliary verbs (``did``, ``had``, ``were``, ``would``, ...: the
             stash's ``QUERY_FUNCTION_TERMS``) out of the query's keyword terms (default True; stored
             segments keep every term). In a question they are grammar: "When did Maya ..." gave keyword
             score to every turn that says "did". With ``benchmarks.stash_quality`` (R@5, kept -> left
-            out) the conversation set 0.721 -> 0.754; see docs/stash.md for every set.
+            out, fixed weights) the conversation set 0.721 -> 0.754, the plays 0.404 -> 0.388, RealMem
+            0.542 -> 0.544, SciFact unchanged (docs/stash.md).
         candidates: segments taken from each of dense and keyword search before the combined ranking
             (default 20; at least ``top_k``; recall@5 on both sets moved by at most 0.003 between 10
             and 200; 20 instead of 50 took 0.6 ms off a retrieve at 100,000 segments).
@@ -74,6 +87,8 @@ class RankConfig:
     keyword_length_norm: float = 0.1
     candidates: int = 20
     drop_query_auxiliaries: bool = True
+    spread_power: float = 0.5
+    spread_top: int = 5
 
     def __post_init__(self) -> None:
         for name in ("similarity_weight", "keyword_weight", "created_weight", "stashed_weight"):
@@ -87,6 +102,15 @@ class RankConfig:
         b = self.keyword_length_norm
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1:
             raise InputError(f"keyword_length_norm must be a number in [0, 1], got {b!r}")
+        p = self.spread_power
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 4:
+            raise InputError(f"spread_power must be a number in [0, 4], got {p!r}")
+        if (
+            not isinstance(self.spread_top, int)
+            or isinstance(self.spread_top, bool)
+            or not 1 <= self.spread_top <= 1000
+        ):
+            raise InputError(f"spread_top must be an int in 1..1000, got {self.spread_top!r}")
         if not isinstance(self.drop_query_auxiliaries, bool):
             raise InputError(f"drop_query_auxiliaries must be true or false, got {self.drop_query_auxiliaries!r}")
         if (
@@ -95,6 +119,15 @@ class RankConfig:
             or not 1 <= self.candidates <= 10_000
         ):
             raise InputError(f"candidates must be an int in 1..10000, got {self.candidates!r}")
+
+
+def relevance_weights(similarity: np.ndarray, keyword: np.ndarray, config: RankConfig) -> tuple[float, float]:
+    """This query's similarity and keyword weights for the candidates' :func:`max_scaled` cosines and
+    BM25 scores (``config``'s weights moved by the signals' spread, see :class:`RankConfig`)."""
+    s, k = spread_weights(
+        [similarity, keyword], [config.similarity_weight, config.keyword_weight], config.spread_top, config.spread_power
+    )
+    return s, k
 
 
 def combined_scores(
@@ -115,10 +148,12 @@ def combined_scores(
     """
     created_age = (now - np.asarray(created, dtype=np.int64)).astype(np.float64) / 1e6  # seconds, exact int difference
     stashed_age = (now - np.asarray(stashed, dtype=np.int64)).astype(np.float64) / 1e6
+    sim, kw = max_scaled(similarity), max_scaled(keyword)
+    sim_weight, kw_weight = relevance_weights(sim, kw, config)
     return weighted_sum(
         [
-            (max_scaled(similarity), config.similarity_weight),
-            (max_scaled(keyword), config.keyword_weight),
+            (sim, sim_weight),
+            (kw, kw_weight),
             (decay(created_age, config.created_half_life_days), config.created_weight),
             (decay(stashed_age, config.stashed_half_life_days), config.stashed_weight),
         ],
