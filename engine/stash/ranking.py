@@ -62,9 +62,9 @@ class RankConfig:
         spread_power / spread_top: how much this query's similarity and keyword weights follow
             the spread of their signal (see :func:`contextsieve.retrieval.fusion.spread_weights`: each
             weight times ``(1 - mean of its best spread_top scaled scores) ** spread_power``, the two
-            rescaled to keep their sum 0.8); defaults 0.5 and 5; 0 turns it off (fixed weights). Where
-            a question's words pick out a few turns and its cosines are flat, keywords weigh more, and
-            the other way round. With ``benchmarks.stash_quality`` (R@5, 0 -> 0.5): the conversation
+            rescaled to keep their sum, 0.8 by default); defaults 0.5 and 5; 0 turns it off (fixed
+            weights). Where a question's words pick out a few turns and its cosines are flat, keywords
+            weigh more, and the other way round. With ``benchmarks.stash_quality`` (R@5, 0 -> 0.5): the conversation
             set 0.754 -> 0.742, the plays 0.388 -> 0.433, RealMem 0.544 -> 0.550, SciFact 0.797 -> 0.798
             (R@10 0.853 -> 0.866); power 1 cost the conversation set 0.037 (docs/stash.md).
         drop_query_auxiliaries: leave auxiliary verbs (``did``, ``had``, ``were``, ``would``, ...: the
