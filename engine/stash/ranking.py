@@ -14,7 +14,7 @@ the candidate count or tie order (0.48 at 50 candidates, 0.60 at 100); with max 
 the same within 0.003 from 10 to 200 candidates on both sets measured. Ages are taken at the retrieval
 time, in days (a segment from the future counts as age 0). The two relevance weights are this
 query's: each moved by how far its signal's best five candidates stand out from one another
-(:func:`relevance_weights`; their sum stays ``similarity_weight + keyword_weight``). The top five of
+(:func:`combined_scores`; their sum stays ``similarity_weight + keyword_weight``). The top five of
 each signal are among the candidates whatever their count, so this too does not depend on how many
 were fetched. The defaults were chosen with ``python -m benchmarks.stash_quality`` on four sets (see
 :class:`RankConfig` and docs/stash.md).
@@ -30,7 +30,7 @@ import numpy as np
 from contextsieve.errors import InputError
 from contextsieve.retrieval.fusion import decay, max_scaled, spread_weights, weighted_sum
 
-__all__ = ["RankConfig", "combined_scores", "relevance_weights", "max_scaled"]
+__all__ = ["RankConfig", "Scores", "combined_scores", "max_scaled"]
 
 _DAY = 86_400.0
 
@@ -99,35 +99,29 @@ class RankConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
                 raise InputError(f"{name} must be a positive number of days, got {v!r}")
-        b = self.keyword_length_norm
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1:
-            raise InputError(f"keyword_length_norm must be a number in [0, 1], got {b!r}")
-        p = self.spread_power
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 4:
-            raise InputError(f"spread_power must be a number in [0, 4], got {p!r}")
-        if (
-            not isinstance(self.spread_top, int)
-            or isinstance(self.spread_top, bool)
-            or not 1 <= self.spread_top <= 1000
-        ):
-            raise InputError(f"spread_top must be an int in 1..1000, got {self.spread_top!r}")
+        for name, hi in (("keyword_length_norm", 1), ("spread_power", 4)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= hi:
+                raise InputError(f"{name} must be a number in [0, {hi}], got {v!r}")
+        for name, hi in (("spread_top", 1000), ("candidates", 10_000)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= hi:
+                raise InputError(f"{name} must be an int in 1..{hi}, got {v!r}")
         if not isinstance(self.drop_query_auxiliaries, bool):
             raise InputError(f"drop_query_auxiliaries must be true or false, got {self.drop_query_auxiliaries!r}")
-        if (
-            not isinstance(self.candidates, int)
-            or isinstance(self.candidates, bool)
-            or not 1 <= self.candidates <= 10_000
-        ):
-            raise InputError(f"candidates must be an int in 1..10000, got {self.candidates!r}")
 
 
-def relevance_weights(similarity: np.ndarray, keyword: np.ndarray, config: RankConfig) -> tuple[float, float]:
-    """This query's similarity and keyword weights for the candidates' :func:`max_scaled` cosines and
-    BM25 scores (``config``'s weights moved by the signals' spread, see :class:`RankConfig`)."""
-    s, k = spread_weights(
-        [similarity, keyword], [config.similarity_weight, config.keyword_weight], config.spread_top, config.spread_power
-    )
-    return s, k
+@dataclass(frozen=True)
+class Scores:
+    """The combined score of each candidate and its relevance parts (float64 arrays, candidate order):
+    ``dense`` and ``keyword`` are each signal's scaled value times this query's weight;
+    ``keyword_scaled`` the BM25 scores divided by their best (what a result reports as its keyword
+    score). The recency part is ``total - dense - keyword``."""
+
+    total: np.ndarray
+    dense: np.ndarray
+    keyword: np.ndarray
+    keyword_scaled: np.ndarray
 
 
 def combined_scores(
@@ -137,20 +131,23 @@ def combined_scores(
     stashed: np.ndarray,
     now: int,
     config: RankConfig,
-) -> np.ndarray:
-    """The score of each candidate.
+) -> Scores:
+    """The score of each candidate and its parts.
 
     Args:
         similarity: dense cosines. keyword: BM25 scores (0 where none). Both are scaled by
-            :func:`max_scaled` here.
+            :func:`max_scaled` here and weighted by this query's spread of each
+            (:func:`contextsieve.retrieval.fusion.spread_weights`, see :class:`RankConfig`).
         created / stashed: microseconds since 1970 (int64). now: the retrieval time (microseconds since
             1970). config: the weights.
     """
     created_age = (now - np.asarray(created, dtype=np.int64)).astype(np.float64) / 1e6  # seconds, exact int difference
     stashed_age = (now - np.asarray(stashed, dtype=np.int64)).astype(np.float64) / 1e6
     sim, kw = max_scaled(similarity), max_scaled(keyword)
-    sim_weight, kw_weight = relevance_weights(sim, kw, config)
-    return weighted_sum(
+    sim_weight, kw_weight = spread_weights(
+        [sim, kw], [config.similarity_weight, config.keyword_weight], config.spread_top, config.spread_power
+    )
+    total = weighted_sum(
         [
             (sim, sim_weight),
             (kw, kw_weight),
@@ -159,3 +156,4 @@ def combined_scores(
         ],
         np.float64,
     )
+    return Scores(total, sim * sim_weight, kw * kw_weight, kw)

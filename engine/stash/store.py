@@ -46,7 +46,7 @@ from contextsieve.stash.backend import (
     query_terms,
     to_epoch,
 )
-from contextsieve.stash.ranking import RankConfig, combined_scores, max_scaled, relevance_weights
+from contextsieve.stash.ranking import RankConfig, combined_scores
 from contextsieve.stash.redact import redact
 from contextsieve.stash.segment import (
     MAX_SEGMENT_CHARS,
@@ -931,11 +931,8 @@ class StashStore:
         key = np.array([kw.get(i, 0.0) for i in ids])
         created = np.array([facts[i][0] for i in ids], np.int64)
         stashed = np.array([facts[i][1] for i in ids], np.int64)
-        scores = combined_scores(sim, key, created, stashed, at, rank)
-        kw_norm = max_scaled(key)
-        sim_weight, kw_weight = relevance_weights(max_scaled(sim), kw_norm, rank)
-        dense_part = max_scaled(sim) * sim_weight
-        kw_part = kw_norm * kw_weight
+        parts = combined_scores(sim, key, created, stashed, at, rank)
+        scores, kw_norm, dense_part, kw_part = parts.total, parts.keyword_scaled, parts.dense, parts.keyword
         order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
         chosen: list[int] = []
         seen: set[str] = set()
