@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.terminate()
         proc.wait(timeout=10)
 
-    all_tools = [json.dumps(tool_definition(t)) for t in engine.agent.tools]
+    all_tools = [json.dumps(tool_definition(t, engine.agent.tool_names())) for t in engine.agent.tools]
     all_tokens = sum(emb.count_tokens(all_tools))
     offered = []
     for m in msgs:
@@ -180,7 +180,9 @@ def gateway_part(emb: Embedder, n: int) -> None:
                 return await timed_calls(lambda _m: c.call_tool("time_get_current_time", args), ["x"] * n)
 
         d, g = anyio.run(direct), anyio.run(gateway)
-        all_tokens = sum(emb.count_tokens([json.dumps(tool_definition(t)) for t in engine.agent.tools]))
+        all_tokens = sum(
+            emb.count_tokens([json.dumps(tool_definition(t, engine.agent.tool_names())) for t in engine.agent.tools])
+        )
         offered = []
         for task in GATEWAY_TASKS:
             req = engine.select(task)

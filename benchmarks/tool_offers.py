@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     emb = Embedder(variant=args.variant)
     engine = Engine(agent, embedder=emb, cache_dir=False)
     engine.index()
-    name_of = {f"{t.server}_{t.name}": f"{t.server}/{t.name}" for t in agent.tools}
+    name_of = {n: f"{k.server}/{k.name}" for n, k in agent.tool_names().items()}
     count = emb.count_tokens
     rows: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
 

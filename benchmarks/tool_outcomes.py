@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as cache:
             engine = Engine(agent, embedder=emb, cache_dir=cache)
             engine.index()
-            name_of = {f"{t.server}_{t.name}": f"{t.server}/{t.name}" for t in agent.tools}
+            name_of = {n: f"{k.server}/{k.name}" for n, k in agent.tool_names().items()}
             key_of = {f"{t.server}/{t.name}": t.key for t in agent.tools}
             configs: list[tuple[str, str | None, float]] = [
                 ("nothing recorded", None, 0.0),

@@ -28,6 +28,7 @@ from contextsieve.choices import (
 )
 from contextsieve.errors import InputError, UnknownItemError, brief
 from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.toolnames import ToolNames, tool_names
 
 __all__ = [
     "AgentSettings",
@@ -463,6 +464,7 @@ class Agent:
             self._by_key: dict[ItemKey, Item] = {it.key: it for it in self.all_items()}
             self._version = getattr(self, "_version", 0) + 1
             self._table: ItemTable | None = None
+            self._names: tuple[tuple[int, ...], ToolNames] | None = None
 
     def table(self) -> ItemTable:
         """All items with their effective include modes and permissions as arrays, for per-request
@@ -497,6 +499,16 @@ class Agent:
                 {it.key: i for i, it in enumerate(items)},
             )
         return self._table
+
+    def tool_names(self) -> ToolNames:
+        """The name a model sees for each tool, and the way back (:mod:`contextsieve.toolnames` has the
+        rule): what every payload, the gateway and the integrations name tools by. Rebuilt when the
+        tools change, as :meth:`table`."""
+        with self.lock:
+            table = self._current_table()
+            if self._names is None or self._names[0] != table.shape:
+                self._names = (table.shape, tool_names(t.key for t in self.tools))
+            return self._names[1]
 
     def _check_unique(self) -> None:
         seen: set[ItemKey] = set()

@@ -2,7 +2,8 @@
 
 The order follows the reference system (notes §4): the system prompt, the history, one
 ``"Reference: ..."`` user message per reference, then one ``"Rule: ..."`` per rule (each group in
-request-context order), then the user message. Tools are offered as ``<server>_<tool>``. Stashed
+request-context order), then the user message. Tools are offered under the agent's tool names
+(``<server>_<tool>`` where every provider accepts it: :mod:`contextsieve.toolnames`). Stashed
 segments a session retrieved (contextsieve's addition) come right after the history, oldest first, one
 ``"Stashed context (<type>, <time>): ..."`` user message each: they are earlier context brought back.
 """
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from contextsieve.agent import Agent
 from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.errors import InputError, brief
-from contextsieve.items import IncludeMode, Item, Reference, Rule, Tool
+from contextsieve.items import IncludeMode, Item, ItemKey, Reference, Rule, Tool
+from contextsieve.toolnames import ToolNames
 
 if TYPE_CHECKING:
     from contextsieve.search import SearchTrace
@@ -46,7 +48,7 @@ class Request:
         message: the user's message with ``@ref:`` / ``@rule:`` mentions removed.
         messages: system prompt, history, one ``"Reference: ..."`` and one ``"Rule: ..."`` user message per
             item (references first), then the user message: OpenAI chat shape.
-        tools: the tools offered, as ``{"name": "<server>_<tool>", "description", "input_schema"}``.
+        tools: the tools offered, as ``{"name", "description", "input_schema"}`` (:func:`tool_definition`).
         trace: what the search computed (``None`` for a request rebuilt from a stored context).
         stash_texts: the texts of the stashed segments sent (``context.stashed``), by segment id.
         stash_trace: what the stash's retrieve ranked (``None`` without a stash retrieve); ``explain``
@@ -55,6 +57,7 @@ class Request:
             list for every request of the session): what a deferred offer declares.
         always: names of the catalog's tools of include mode ``always`` (a deferred offer never defers
             them).
+        names: the agent's tool names when the request was built (:meth:`tool_key` reads a name back).
     """
 
     context: RequestContext
@@ -66,6 +69,12 @@ class Request:
     stash_trace: RetrieveTrace | None = field(default=None, compare=False, repr=False)
     catalog: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
     always: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    names: ToolNames = field(default_factory=lambda: ToolNames({}), compare=False, repr=False)
+
+    def tool_key(self, name: str) -> ItemKey:
+        """The agent's tool a model's tool ``name`` (from this request's payloads, or a call the model
+        made) means; :class:`~contextsieve.errors.UnknownItemError` for a name no tool had."""
+        return self.names.key(name)
 
     def openai(self) -> dict[str, Any]:
         """``{"messages": [...], "tools": [...]}`` for the OpenAI chat completions API."""
@@ -219,17 +228,20 @@ def openai_tool_search_output(call_id: str, tools: Sequence[Mapping[str, Any]]) 
     }
 
 
-def tool_definition(tool: Tool) -> dict[str, Any]:
-    """A tool as offered to the LLM: ``{"name": "<server>_<tool>", "description", "input_schema"}``; a tool
-    declared without a schema gets ``{"type": "object"}`` (an empty schema is refused by LLM APIs)."""
+def tool_definition(tool: Tool, names: ToolNames) -> dict[str, Any]:
+    """A tool as offered to the LLM: ``{"name", "description", "input_schema"}``, named by ``names``
+    (the agent's :meth:`~contextsieve.agent.Agent.tool_names`: ``<server>_<tool>`` where providers
+    accept it, see :mod:`contextsieve.toolnames`); a tool declared without a schema gets
+    ``{"type": "object"}`` (an empty schema is refused by LLM APIs)."""
     schema = tool.input_schema or {"type": "object"}
-    return {"name": f"{tool.server}_{tool.name}", "description": tool.description, "input_schema": schema}
+    return {"name": names.name(tool.key), "description": tool.description, "input_schema": schema}
 
 
-def item_text(item: Item) -> str:
-    """What an item adds to a request: its message text, or its tool definition as JSON (for token counts)."""
+def item_text(item: Item, names: ToolNames) -> str:
+    """What an item adds to a request: its message text, or its tool definition as JSON (for token
+    counts; ``names`` are the agent's tool names)."""
     if isinstance(item, Tool):
-        return json.dumps(tool_definition(item))
+        return json.dumps(tool_definition(item, names))
     return ("Reference: " if isinstance(item, Reference) else "Rule: ") + item.text
 
 
@@ -264,17 +276,20 @@ def assemble(
         if e.segment_id in texts
     ]
     items = [agent.get(e.key) for e in ctx.entries]
-    msgs += [{"role": "user", "content": item_text(r)} for r in items if isinstance(r, Reference)]
+    names = agent.tool_names()
+    msgs += [{"role": "user", "content": item_text(r, names)} for r in items if isinstance(r, Reference)]
     msgs += [
-        {"role": "user", "content": item_text(r)} for r in items if isinstance(r, Rule) and not isinstance(r, Reference)
+        {"role": "user", "content": item_text(r, names)}
+        for r in items
+        if isinstance(r, Rule) and not isinstance(r, Reference)
     ]
     msgs.append({"role": "user", "content": message})
-    tools = [tool_definition(t) for t in items if isinstance(t, Tool) and tool_available(t)]
+    tools = [tool_definition(t, names) for t in items if isinstance(t, Tool) and tool_available(t)]
     sent = {e.segment_id: texts[e.segment_id] for e in ctx.stashed if e.segment_id in texts}
     usable = [t for t in agent.tools if tool_available(t)]
-    catalog = tuple(sorted((tool_definition(t) for t in usable), key=lambda d: d["name"]))
-    always = frozenset(f"{t.server}_{t.name}" for t in usable if agent.include_mode(t) is IncludeMode.ALWAYS)
-    return Request(ctx, message, msgs, tools, trace, sent, stash_trace, catalog, always)
+    catalog = tuple(sorted((tool_definition(t, names) for t in usable), key=lambda d: d["name"]))
+    always = frozenset(names.name(t.key) for t in usable if agent.include_mode(t) is IncludeMode.ALWAYS)
+    return Request(ctx, message, msgs, tools, trace, sent, stash_trace, catalog, always, names)
 
 
 def fit_budget(

@@ -145,11 +145,13 @@ class OfferConfig:
 
 @dataclass(frozen=True)
 class ToolMatch:
-    """A tool :meth:`Session.search_tools` found: the tool and its ranking score (dense similarity plus
-    the keyword term, as selection ranks)."""
+    """A tool :meth:`Session.search_tools` found: the tool, its ranking score (dense similarity plus
+    the keyword term, as selection ranks) and its definition as offered to a model
+    (:func:`~contextsieve.assembly.tool_definition`: ``definition["name"]`` is the name a model calls)."""
 
     tool: Tool
     score: float
+    definition: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _query(message: str, steps: bool, cap: int) -> tuple[list[str], int, str]:
@@ -287,11 +289,11 @@ class Session:
         name ``"SERVER_NAME"``; :class:`UnknownItemError` for a tool the agent does not have."""
         if isinstance(calls, (str, ItemKey)):
             raise InputError(f"{what} takes a list of tools, not one")
-        offered = {f"{t.server}_{t.name}": t.key for t in self.agent.tools}
+        offered = self.agent.tool_names()
         keys: list[ItemKey] = []
         for c in calls:
-            if isinstance(c, str) and c in offered and ":" not in c:
-                keys.append(offered[c])
+            if isinstance(c, str) and ":" not in c:  # the name a model called it by
+                keys.append(offered.key(c))
                 continue
             if isinstance(c, str) and c.count(":") == 1 and c.split(":")[0] not in {k.value for k in ItemKind}:
                 c = "tool:" + c  # SERVER:NAME
@@ -352,14 +354,12 @@ class Session:
         if missed:
             self.store.record_examples(message, missed, "misses")
         with self._lock:
-            offered = {t["name"] for t in request.tools}
-            for t in self.agent.tools:
-                name = f"{t.server}_{t.name}"
-                if name in offered or t.key in done:
-                    n = self._outcomes.setdefault(str(t.key), {"offered": 0, "called": 0, "failed": 0})
-                    n["offered"] += name in offered
-                    n["called"] += t.key in done
-                    n["failed"] += t.key in bad
+            offered = {request.names[t["name"]] for t in request.tools if t["name"] in request.names}
+            for key in (k for k in dict.fromkeys([*offered, *done]) if self.agent.has(k)):
+                n = self._outcomes.setdefault(str(key), {"offered": 0, "called": 0, "failed": 0})
+                n["offered"] += key in offered
+                n["called"] += key in done
+                n["failed"] += key in bad
         return {"examples": [str(k) for k in good], "misses": [str(k) for k in missed], "failed": [str(k) for k in bad]}
 
     @property
@@ -520,11 +520,12 @@ class Session:
                     if isinstance(it, Tool) and not self._tool_available(it):
                         allowed[i] = False
                 entries, _ = search(self.store, table, allowed, settings, chunks, self.agent.server_descriptions())
+                names = self.agent.tool_names()
                 out = []
                 for e in entries[:limit]:
                     tool = self.agent.get(e.key)
                     if isinstance(tool, Tool):
-                        out.append(ToolMatch(tool, float(e.score or 0.0)))
+                        out.append(ToolMatch(tool, float(e.score or 0.0), tool_definition(tool, names)))
                 return out
 
     def _build_request(self, message: str) -> Request:
@@ -554,7 +555,8 @@ class Session:
         first = not self._offered
         chosen = [t["name"] for t in request.tools]
         if not first and self.offer.grow is not None:
-            score = {f"{e.key.server}_{e.key.name}": e.score or 0.0 for e in request.context.entries}
+            names = self.agent.tool_names()
+            score = {names.name(e.key): e.score or 0.0 for e in request.context.entries if e.key.kind is ItemKind.TOOL}
             fresh = sorted((n for n in chosen if n not in self._offered), key=lambda n: -score.get(n, 0.0))
             chosen = [n for n in chosen if n in self._offered or n in fresh[: self.offer.grow]]
         for t in request.tools:
@@ -564,7 +566,7 @@ class Session:
         if first and self.offer.prefill and request.message.strip():
             room = self.offer.budget - len(self._offered)
             for m in self.search_tools(request.message, limit=min(50, self.offer.prefill))[: max(0, room)]:
-                name = tool_definition(m.tool)["name"]
+                name = m.definition["name"]
                 if name in defs:
                     self._offered.setdefault(name, 0)  # 0: selected by no request yet, the first to go
         over = len(self._offered) - self.offer.budget
@@ -648,7 +650,7 @@ class Session:
         if memo is not None and memo[0] is item:
             return memo[1]
         counter = self._token_counter or self.store.embedder.count_tokens
-        n = int(counter([item_text(item)])[0])
+        n = int(counter([item_text(item, self.agent.tool_names())])[0])
         self._token_memo[key] = (item, n)
         return n
 

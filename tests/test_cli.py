@@ -178,10 +178,17 @@ def test_a_closed_pipe_ends_the_cli_quietly(model_cache: Path) -> None:
 def test_a_tool_without_a_schema_is_offered_as_an_object() -> None:
     from contextsieve.assembly import tool_definition
     from contextsieve.items import Tool
+    from contextsieve.toolnames import tool_names
 
-    assert tool_definition(Tool("ops", "restart", "restart it"))["input_schema"] == {"type": "object"}
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
-    assert tool_definition(Tool("ops", "scale", "scale it", schema))["input_schema"] == schema
+    restart, scale = Tool("ops", "restart", "restart it"), Tool("ops", "scale", "scale it", schema)
+    names = tool_names([restart.key, scale.key])
+    assert tool_definition(restart, names) == {
+        "name": "ops_restart",
+        "description": "restart it",
+        "input_schema": {"type": "object"},
+    }
+    assert tool_definition(scale, names)["input_schema"] == schema
 
 
 def test_stash_rebuild_of_a_current_store_shows_no_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextsieve.assembly import Request, tool_definition
+from contextsieve.assembly import Request
 from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
 from contextsieve.errors import (
@@ -151,7 +151,7 @@ def tool_match_result(match: ToolMatch) -> dict[str, Any]:
     """A :meth:`Session.search_tools` hit as ``search_tools`` returns it: the tool as offered to the LLM
     (name, description, input_schema), its server and MCP name, and its score."""
     tool = match.tool
-    return {**tool_definition(tool), "server": tool.server, "tool": tool.name, "similarity": match.score}
+    return {**match.definition, "server": tool.server, "tool": tool.name, "similarity": match.score}
 
 
 def progress_reporter(ctx: Any) -> Callable[[int, int], None]:

@@ -39,7 +39,6 @@ from contextsieve.session import Session
 
 __all__ = ["build_gateway", "run_gateway"]
 
-_OWN = ("set_task", "select_context", "search_tools")
 #: Seconds the gateway waits after a downstream ``tools/list_changed`` before listing again, so that a
 #: burst of notifications costs one listing.
 RELIST_AFTER_SECONDS = 0.2
@@ -188,28 +187,20 @@ class Gateway:
         self.default = _State.new(engine)
         self.tg: Any = None
         self._lock = threading.Lock()
-        self.names: dict[str, ItemKey] = {}
-        self.prompt_name: dict[ItemKey, str] = {}
-        self._name_tools()
 
-    def _name_tools(self) -> None:
-        """Prompt names ``server_tool`` of every tool, unique (a clash gets a trailing ``_``); names
-        already given are kept."""
-        for tool in self.engine.agent.tools:
-            if tool.key in self.prompt_name:
-                continue
-            name = tool_definition(tool)["name"]
-            while name in self.names or name in _OWN:
-                name += "_"
-            self.names[name] = tool.key
-            self.prompt_name[tool.key] = name
+    def prompt_name(self, key: ItemKey) -> str:
+        """The name the host sees for the agent's tool ``key`` (the agent's tool names, as every payload)."""
+        return self.engine.agent.tool_names().name(key)
+
+    def tool_key(self, name: str) -> ItemKey | None:
+        """The agent's tool the host's ``name`` means, or ``None``."""
+        return self.engine.agent.tool_names().get(name)
 
     async def apply_listing(self, server: str, entries: list[dict[str, Any]]) -> None:
         """A downstream server's new tool list: the agent's tools of that server are replaced (file
         overrides applied) and stateful host connections are told the tool list changed."""
         tools, listed = server_tools(self.engine.agent.servers[server], entries)
         self.engine.agent.set_server_tools(server, tools, listed)
-        self._name_tools()
         for key, session in list(self.hosts.items()):
             try:
                 await session.send_tool_list_changed()
@@ -325,15 +316,10 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         st = gw.state(ctx)
         tools = list(own_tools())
+        names = engine.agent.tool_names()
         for t in gw.offered(st):
-            d = tool_definition(t)
-            tools.append(
-                types.Tool(
-                    name=gw.prompt_name[t.key],
-                    description=d["description"],
-                    input_schema=d["input_schema"] or {"type": "object"},
-                )
-            )
+            d = tool_definition(t, names)
+            tools.append(types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"]))
         return types.ListToolsResult(tools=tools)
 
     def text_result(value: dict[str, Any]) -> types.CallToolResult:
@@ -360,7 +346,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 if [t.key for t in gw.offered(st)] != before:  # list_changed only when the list changed
                     await _tools_changed(ctx)
                 if name == "set_task":
-                    return text_result({"tools": [gw.prompt_name[t.key] for t in gw.offered(st)]})
+                    return text_result({"tools": [gw.prompt_name(t.key) for t in gw.offered(st)]})
                 return text_result(result)
             if name == "search_tools":
                 query = arg(args, "query")
@@ -372,12 +358,10 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 st.offered |= {m.tool.key for m in matches}
                 if [t.key for t in gw.offered(st)] != before:
                     await _tools_changed(ctx)
-                return text_result(
-                    {"tools": [{**tool_match_result(m), "name": gw.prompt_name[m.tool.key]} for m in matches]}
-                )
+                return text_result({"tools": [tool_match_result(m) for m in matches]})
         except ContextSieveError as e:
             raise MCPError(INVALID_PARAMS if isinstance(e, InputError) else types.INTERNAL_ERROR, str(e)) from e
-        key = gw.names.get(name)
+        key = gw.tool_key(name)
         if key is None or key not in {t.key for t in gw.offered(st)}:
             raise MCPError(
                 INVALID_PARAMS,
