@@ -29,6 +29,8 @@ __all__ = [
     "StashModelError",
     "StashIntegrityError",
     "UnknownSegmentError",
+    "ToolArgumentError",
+    "ToolChoiceError",
     "check_text",
     "brief",
 ]
@@ -56,6 +58,12 @@ class ModelCacheError(ModelError):
 
 class InputError(ContextSieveError, ValueError):
     """Input of the wrong type or shape was passed to a public function."""
+
+
+class ToolArgumentError(InputError):
+    """A tool call's argument a model can fix (wrong type, out of range, missing, unknown); the message
+    says how. Every adapter of :mod:`contextsieve.agent_tools` returns it to the model as an error
+    result (MCP ``isError``), not as a protocol error."""
 
 
 class MissingExtraError(ContextSieveError, ImportError):
@@ -115,6 +123,13 @@ class UnknownSegmentError(ContextSieveError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class ToolChoiceError(ContextSieveError):
+    """Choosing the tools of a model call failed in a framework integration made with
+    ``fail_open=False`` (by default the call gets every tool it was given instead); the message names
+    the integration and the cause, which is kept (``__cause__``: the embedder's own exception, an
+    :class:`EmbedderOutputError`, an :class:`InputError` naming a bad text...)."""
 
 
 def check_text(text: str, what: str) -> str:

@@ -6,10 +6,18 @@ an :class:`~contextsieve.Engine`'s agent, tools of an agent file and MCP servers
 answers, for the latest user turn and the tool results since, which of them to send
 (:meth:`ToolSelector.choose`). The framework modules (:mod:`.langchain`, :mod:`.pydantic_ai`,
 :mod:`.openai_agents`) only translate their tool objects and hooks to this.
+
+When a choice fails (the embedder raises or returns NaN, the cache folder cannot be opened, a tool
+description or message is not valid text...), every integration fails open through
+:func:`failed_choice`: the model call gets every tool the framework gave it (a :class:`FailedChoice`
+records it), one warning is logged (logger ``contextsieve.integrations``) and the error is kept in the
+integration's ``last_error``; made with ``fail_open=False`` it raises
+:class:`~contextsieve.errors.ToolChoiceError` instead, the error as its cause.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,16 +27,30 @@ from typing import Any
 from contextsieve.agent import Agent, McpServer
 from contextsieve.assembly import Request
 from contextsieve.engine import Engine
-from contextsieve.errors import InputError, brief
+from contextsieve.errors import InputError, ToolChoiceError, brief
 from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session import OfferConfig, Session
 from contextsieve.stash import StashStore
 
-__all__ = ["Choice", "ToolSpec", "ToolSelector", "DEFAULT_SERVER"]
+__all__ = [
+    "Choice",
+    "FailedChoice",
+    "ToolSpec",
+    "ToolSelector",
+    "DEFAULT_SERVER",
+    "check_fail_open",
+    "failed_choice",
+]
 
 #: the server name tools built from a framework's own tool objects are kept under
 DEFAULT_SERVER = "tools"
+
+#: the logger of the integrations' warnings (one per model call whose choice failed open)
+logger = logging.getLogger("contextsieve.integrations")
+
+#: most characters of an error's text kept in a :class:`FailedChoice` record
+_ERROR_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,16 @@ class Choice:
         ]
         return "\n\n".join(parts)
 
+    @property
+    def failed_open(self) -> bool:
+        """``False``: the tools were chosen (a :class:`FailedChoice` says ``True``)."""
+        return False
+
+    @property
+    def error(self) -> None:
+        """``None``: nothing failed (a :class:`FailedChoice` holds the exception)."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (what the integrations record on a framework's state)."""
         return {
@@ -96,9 +128,116 @@ class Choice:
             "keys": [str(k) for k in self.keys],
             "proposed": list(self.proposed),
             "dropped": list(self.dropped),
+            "failed_open": False,
             "summary": self.request.context.summary(),
             "context": self.request.context.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class FailedChoice:
+    """A model call whose choice failed and that got every tool it was given instead (failed open).
+
+    It reads like a :class:`Choice` (``tools``, ``proposed``, ``dropped``, ``keys``,
+    ``instructions``, ``to_dict``), so the integrations keep both in one record.
+
+    Attributes:
+        tools: the framework's names of every tool it gave for the call, in its order (all were sent).
+        error: the exception choosing raised (also the integration's ``last_error``).
+    """
+
+    tools: tuple[str, ...]
+    error: BaseException
+
+    @property
+    def failed_open(self) -> bool:
+        """``True``: the choice failed and every tool was sent."""
+        return True
+
+    @property
+    def request(self) -> None:
+        """``None``: no contextsieve request was made."""
+        return None
+
+    @property
+    def proposed(self) -> tuple[str, ...]:
+        """``()``: nothing was proposed."""
+        return ()
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """``()``: nothing was cut."""
+        return ()
+
+    @property
+    def keys(self) -> tuple[ItemKey, ...]:
+        """``()``: no agent tool was chosen."""
+        return ()
+
+    @property
+    def instructions(self) -> str:
+        """``""``: no rules or references are added to a call that failed open."""
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: :meth:`Choice.to_dict`'s keys, ``failed_open`` ``True``, ``error`` the exception's
+        type and text (at most 1,000 characters; a lone surrogate in it escaped), ``context`` ``None``."""
+        return {
+            "tools": list(self.tools),
+            "keys": [],
+            "proposed": [],
+            "dropped": [],
+            "failed_open": True,
+            "error": _error_text(self.error),
+            "summary": f"choice failed ({type(self.error).__name__}): all {len(self.tools)} tools sent",
+            "context": None,
+        }
+
+
+def _error_text(error: BaseException) -> str:
+    """``"Type: message"`` of ``error``, at most :data:`_ERROR_CHARS` characters, a lone surrogate in it
+    escaped (so a log handler or a JSON checkpoint can write it)."""
+    text = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_fail_open(value: object) -> bool:
+    """``value`` if it is a bool (an integration's ``fail_open`` argument); else :class:`InputError`."""
+    if not isinstance(value, bool):
+        raise InputError(f"fail_open must be True or False, got {brief(value)}")
+    return value
+
+
+def failed_choice(error: Exception, tools: Iterable[str], *, fail_open: bool, where: str) -> FailedChoice:
+    """What an integration does when choosing a model call's tools raised ``error`` (anywhere: reading
+    the conversation, building or syncing the selector, embedding, choosing).
+
+    Args:
+        error: the exception raised (the caller also keeps it as its ``last_error``).
+        tools: the framework's names of every tool it gave for the call.
+        fail_open: the integration's setting: ``True`` sends every tool, ``False`` raises.
+        where: the integration, for the messages (e.g. ``"LangChain ContextSieveMiddleware"``).
+
+    Returns:
+        the :class:`FailedChoice` offering ``tools``, after logging one warning (logger
+        ``contextsieve.integrations``) that names ``where``, the error and how many tools are sent.
+
+    Raises:
+        ToolChoiceError: with ``fail_open=False``, ``error`` as its cause (nothing is logged).
+    """
+    names = tuple(tools)
+    if not fail_open:
+        raise ToolChoiceError(
+            f"{where}: choosing the tools failed ({_error_text(error)}); with fail_open=True every tool "
+            "would have been sent instead"
+        ) from error
+    logger.warning(
+        "contextsieve: %s could not choose the tools (%s); sending all %d tools (fail_open)",
+        where,
+        _error_text(error),
+        len(names),
+    )
+    return FailedChoice(names, error)
 
 
 def _positive(value: int | None, what: str) -> int | None:
