@@ -22,7 +22,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E
 from agents.mcp import MCPServerStdio  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from contextsieve.errors import InputError, MissingExtraError  # noqa: E402
+from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError  # noqa: E402
 from contextsieve.integrations.openai_agents import (  # noqa: E402
     ContextSieveHooks,
     ContextSieveToolFilter,
@@ -403,7 +403,7 @@ def test_concurrent_runs_share_one_filter(int8: Any) -> None:
 
 def test_failed_choice_offers_every_tool_or_raises(int8: Any) -> None:
     """A choice that fails (here: an always-included tool nobody has) lets every tool through and
-    keeps the typed error; with ``fail_open=False`` the run fails with it."""
+    keeps the typed error; with ``fail_open=False`` the run fails with a ToolChoiceError caused by it."""
 
     @function_tool
     def get_weather(city: str) -> str:
@@ -421,14 +421,17 @@ def test_failed_choice_offers_every_tool_or_raises(int8: Any) -> None:
     asyncio.run(Runner.run(agent, "weather in Rome?"))
     assert _names(model.calls[0]) == {"get_weather", "refund_order"}
     assert isinstance(sieve.last_error, InputError) and "no_such_tool" in str(sieve.last_error)
-    assert sieve.last_choice is None
+    last = sieve.last_choice
+    assert last is not None and last.failed_open and last.error is sieve.last_error
+    assert set(last.tools) == {"get_weather", "refund_order"}
 
     strict = ContextSieveToolFilter(always_include=["no_such_tool"], embedder=int8, cache_dir=False, fail_open=False)
     agent = Agent(
         name="a", model=ScriptedModel([[assistant_message("ok")]]), tools=strict.function_tools([get_weather])
     )
-    with pytest.raises(InputError, match="no_such_tool"):
+    with pytest.raises(ToolChoiceError, match="no_such_tool") as raised:
         asyncio.run(Runner.run(agent, "weather in Rome?"))
+    assert isinstance(raised.value.__cause__, InputError) and strict.last_error is raised.value.__cause__
 
 
 def test_stash_tools_in_a_run(tmp_path: Path, int8: Any) -> None:

@@ -25,7 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
-from contextsieve.errors import InputError, MissingExtraError
+from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError
 from contextsieve.integrations.pydantic_ai import (
     SelectedToolset,
     SelectorOptions,
@@ -506,11 +506,19 @@ def test_bad_arguments_are_input_errors(int8, tmp_path: Path) -> None:  # noqa: 
         for kw in ({"session": ""}, {"max_segments": 0}, {"cross_session": "no"}):
             with pytest.raises(InputError):
                 stash_toolset(store, **kw)
-    # an always_include name the wrapped toolset lacks: at the first step, before the model is called
+    # an always_include name the wrapped toolset lacks fails the first step's choice: by default the
+    # step gets every tool (the InputError kept); with fail_open=False the run fails before the model
     model = Scripted()
     toolset = SelectedToolset(tools, always_include=["get_tiem"], embedder=int8, cache_dir=False)
-    with pytest.raises(InputError, match="get_tiem"):
-        Agent(FunctionModel(model), toolsets=[toolset]).run_sync("What time is it?")
+    Agent(FunctionModel(model), toolsets=[toolset]).run_sync("What time is it?")
+    assert model.sent == [list(tools.tools)]  # every tool, in its order
+    assert isinstance(toolset.last_error, InputError) and "get_tiem" in str(toolset.last_error)
+    assert toolset.last_choice is not None and toolset.last_choice.failed_open
+    model = Scripted()
+    strict = SelectedToolset(tools, always_include=["get_tiem"], embedder=int8, cache_dir=False, fail_open=False)
+    with pytest.raises(ToolChoiceError, match="get_tiem") as raised:
+        Agent(FunctionModel(model), toolsets=[strict]).run_sync("What time is it?")
+    assert isinstance(raised.value.__cause__, InputError)
     assert model.sent == []
 
 

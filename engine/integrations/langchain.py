@@ -8,6 +8,11 @@ and references of a contextsieve agent chosen for the call are added to the syst
 each call's choice is recorded on the agent's state under ``"contextsieve"`` (a list, one record
 per model call: the tools sent, the proposed and dropped ones, and the request context).
 
+A call whose choice fails (for any reason: the embedder, the cache, a text that is not valid Unicode)
+gets every tool the agent gave it, its record says ``"failed_open": True`` with the error, one warning
+is logged and :attr:`ContextSieveMiddleware.last_error` holds the exception; with ``fail_open=False``
+the call raises :class:`~contextsieve.errors.ToolChoiceError` instead.
+
 The stash as LangGraph's memory is :class:`contextsieve.integrations.langgraph_store.StashMemoryStore`
 (a ``BaseStore``: ``create_agent(..., store=...)``).
 """
@@ -21,7 +26,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 from contextsieve.errors import InputError, MissingExtraError, brief
-from contextsieve.integrations.selector import Choice, ToolSelector, ToolSpec
+from contextsieve.integrations.selector import (
+    Choice,
+    FailedChoice,
+    ToolSelector,
+    ToolSpec,
+    check_fail_open,
+    failed_choice,
+)
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session import OfferConfig
 
@@ -98,6 +110,10 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
             call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
         embedder / cache_dir: :class:`~contextsieve.Engine`'s (default MiniLM and the user's cache).
         instructions: add the chosen rules and references to the system message (default ``True``).
+        fail_open: when a call's choice fails (building or syncing the selector included), send that
+            call every tool it was given, record a ``"failed_open"`` record and log one warning
+            (default ``True``: never fewer tools than without contextsieve); ``False`` raises
+            :class:`~contextsieve.errors.ToolChoiceError` (the error as its cause), which ends the run.
 
     Tools that are provider dicts (server-side tools) are always passed through. A call with no user
     message passes every tool through unchanged.
@@ -115,6 +131,7 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
         embedder: TextEmbedder | None = None,
         cache_dir: Any = None,
         instructions: bool = True,
+        fail_open: bool = True,
     ) -> None:
         super().__init__()
         if selector is not None and not isinstance(selector, ToolSelector):
@@ -132,11 +149,15 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
         if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
             raise InputError(f"max_tools must be None or an int >= 1, got {brief(max_tools)}")
         self.instructions = instructions
+        self.fail_open = check_fail_open(fail_open)
         self._synced: tuple[Any, ...] | None = None  # the tools the built selector holds
         self._same: tuple[int, ...] = ()  # their objects' ids (a cheap check per call)
         self._lock = threading.Lock()
-        self.choices: list[Choice] = []
-        """The choices made so far by this middleware (newest last; the last 100)."""
+        self.choices: list[Choice | FailedChoice] = []
+        """The choices made so far by this middleware (newest last; the last 100); a call that failed
+        open has a :class:`FailedChoice` (``failed_open`` ``True``, every tool, the error)."""
+        self.last_error: Exception | None = None
+        """The error of the latest call whose choice failed (``None`` while none failed)."""
 
     def _selector_for(self, tools: list[BaseTool]) -> ToolSelector:
         with self._lock:
@@ -152,14 +173,24 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
             self._synced, self._same = shape, same
             return self.selector
 
-    def _prepare(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], Choice | None]:
+    def _prepare(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], Choice | FailedChoice | None]:
         base = [t for t in request.tools if isinstance(t, BaseTool)]
         provider = [t for t in request.tools if not isinstance(t, BaseTool)]
-        message, results = _turn(request.messages)
-        if not base or not message.strip():
-            return request, None
-        selector = self._selector_for(base)
-        choice = selector.choose(message, tool_results=results, available=[t.name for t in base])
+        try:
+            message, results = _turn(request.messages)
+            if not base or not message.strip():
+                return request, None
+            selector = self._selector_for(base)
+            choice = selector.choose(message, tool_results=results, available=[t.name for t in base])
+        except Exception as e:  # fail open: this call gets the request's tools as they are
+            with self._lock:
+                self.last_error = e
+            failed = failed_choice(
+                e, [t.name for t in base], fail_open=self.fail_open, where="LangChain ContextSieveMiddleware"
+            )
+            with self._lock:
+                self.choices = [*self.choices[-99:], failed]
+            return request, failed
         by_name = {t.name: t for t in base}
         tools: list[BaseTool | dict[str, Any]] = [by_name[n] for n in choice.tools if n in by_name]
         overrides: dict[str, Any] = {"tools": tools + provider}
@@ -173,7 +204,7 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
         return request.override(**overrides), choice
 
     @staticmethod
-    def _recorded(response: Any, choice: Choice | None) -> Any:
+    def _recorded(response: Any, choice: Choice | FailedChoice | None) -> Any:
         if choice is None or isinstance(response, ExtendedModelResponse):
             return response
         if isinstance(response, AIMessage):

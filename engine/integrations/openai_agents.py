@@ -39,7 +39,13 @@ What the SDK's hooks cannot express (see also the limits in :class:`ContextSieve
   server of the agent not listed yet is listed once ahead, and a server without ``cached_tools`` is
   known by the tools asked about so far.
 - The SDK catches a filter's exceptions and leaves the tool out (logged), so a failing selection
-  cannot surface as an error there: by default (``fail_open=True``) every tool is offered instead.
+  cannot surface as an error there: by default (``fail_open=True``) every tool is offered instead
+  (whatever failed: ``message_of``, listing, building or syncing the selector, choosing), the call is
+  recorded as a :class:`~contextsieve.integrations.selector.FailedChoice`, one warning is logged and
+  :attr:`ContextSieveToolFilter.last_error` holds the error. With ``fail_open=False`` a
+  :class:`~contextsieve.errors.ToolChoiceError` is raised: the SDK then drops every MCP tool (logging
+  each), while a function tool's ``is_enabled`` or :meth:`ContextSieveToolFilter.instructions` fails
+  the run with it.
 - A filter only says yes or no: the tools reach the model in the servers' order (MCP tools first,
   then function tools), not in the choice's order, and a tool cannot be renamed or re-described.
 """
@@ -58,8 +64,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextsieve.errors import InputError, MissingExtraError, brief
-from contextsieve.integrations.selector import DEFAULT_SERVER, Choice, ToolSelector, ToolSpec
+from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError, brief
+from contextsieve.integrations.selector import (
+    DEFAULT_SERVER,
+    Choice,
+    FailedChoice,
+    ToolSelector,
+    ToolSpec,
+    check_fail_open,
+    failed_choice,
+)
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session import OfferConfig
 from contextsieve.stash import StashStore
@@ -91,6 +105,8 @@ _PRIMING: contextvars.ContextVar[bool] = contextvars.ContextVar("contextsieve_op
 _HISTORY = 100
 #: tool results kept per run (the selection reads the last 4)
 _RESULTS = 8
+#: the integration's name in warnings and errors
+_WHERE = "OpenAI Agents SDK ContextSieveToolFilter"
 
 
 def latest_user_message(run_context: RunContextWrapper[Any]) -> str:
@@ -124,9 +140,11 @@ def _mcp_spec(tool: Any, server: str) -> ToolSpec:
 
 @dataclass(frozen=True)
 class _Turn:
-    """The answer for one model call of a run: ``names`` None lets every tool through."""
+    """The answer for one model call of a run: ``names`` None lets every tool through; ``error`` is
+    raised to every tool asked (``fail_open=False``). In ``key`` a message of ``None`` is a
+    ``message_of`` that failed."""
 
-    key: tuple[int, str, int]
+    key: tuple[int, str | None, int]
     version: int
     names: frozenset[str] | None
     choice: Choice | None
@@ -144,7 +162,7 @@ class _Run:
         self.results: list[str] = []
         self.count = 0
         self.turn: _Turn | None = None
-        self.pending: tuple[tuple[int, str, int], asyncio.Future[_Turn]] | None = None
+        self.pending: tuple[tuple[int, str | None, int], asyncio.Future[_Turn]] | None = None
 
 
 class ContextSieveToolFilter:
@@ -173,14 +191,18 @@ class ContextSieveToolFilter:
             call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
         embedder / cache_dir: :class:`~contextsieve.Engine`'s (default MiniLM and the user's cache).
         message_of: the message a model call's tools are chosen for, from the run context (default
-            :func:`latest_user_message`). A call without one lets every tool through.
+            :func:`latest_user_message`). A call without one lets every tool through; one that raises
+            or returns something else than a str fails the call's choice (see ``fail_open``).
         sync: keep the selector's tools equal to what the servers list (default ``True``: new tools
             are added, changed ones replaced, dropped ones removed); ``False`` leaves a given
             selector's agent as it is (tools it does not know are then never sent).
-        fail_open: when a choice fails (the error is logged and kept in :attr:`last_error`), let
-            every tool through for that call (default ``True``, as without contextsieve); ``False``
-            raises it: the SDK then leaves each MCP tool out (and logs), while a function tool's
-            ``is_enabled`` or :meth:`instructions` fails the run with it.
+        fail_open: when a choice fails for any reason (``message_of``, listing a server ahead,
+            building or syncing the selector, choosing), let every tool through for that call, record
+            a :class:`FailedChoice` in :attr:`choices`, log one warning and keep the error in
+            :attr:`last_error` (default ``True``, as without contextsieve); ``False`` raises
+            :class:`~contextsieve.errors.ToolChoiceError` (the error as its cause): the SDK then
+            leaves each MCP tool out (and logs), while a function tool's ``is_enabled`` or
+            :meth:`instructions` fails the run with it.
 
     Limits: one choice per (run, agent, message, tool results recorded); a server whose list changes
     in the middle of a model call makes a new choice, so servers asked before it answered from the
@@ -221,14 +243,13 @@ class ContextSieveToolFilter:
             raise InputError(f"with a selector, give {', '.join(named)} to the ToolSelector itself")
         if message_of is not None and not callable(message_of):
             raise InputError(f"message_of must be callable, got {brief(message_of)}")
-        for name, flag in (("sync", sync), ("fail_open", fail_open)):
-            if not isinstance(flag, bool):
-                raise InputError(f"{name} must be True or False, got {brief(flag)}")
+        if not isinstance(sync, bool):
+            raise InputError(f"sync must be True or False, got {brief(sync)}")
         self.selector = selector
         self._options: dict[str, Any] = {**given, "cache_dir": cache_dir}
         self._message_of = message_of or latest_user_message
         self._sync = sync
-        self.fail_open = fail_open
+        self.fail_open = check_fail_open(fail_open)
         self._lock = threading.RLock()  # the filter's state (taken briefly, also on the event loop)
         self._build = threading.Lock()  # building and syncing the selector (worker threads only)
         self._tools: dict[str, dict[str, ToolSpec]] = {}  # server -> name -> spec: what the selector should hold
@@ -236,15 +257,17 @@ class ContextSieveToolFilter:
         self._version = 0
         self._primed: set[str] = set()
         self._runs: dict[int, _Run] = {}
-        self.choices: list[Choice] = []
-        """The choices made so far (newest last; the last 100)."""
-        self.last_error: BaseException | None = None
-        """The latest error of a choice (``None`` while none failed)."""
+        self.choices: list[Choice | FailedChoice] = []
+        """The choices made so far (newest last; the last 100); a model call that failed open has a
+        :class:`FailedChoice` (``failed_open`` ``True``, every tool, the error)."""
+        self.last_error: Exception | None = None
+        """The error of the latest model call whose choice failed (``None`` while none failed)."""
 
     @property
-    def last_choice(self) -> Choice | None:
+    def last_choice(self) -> Choice | FailedChoice | None:
         """The latest choice made (``None`` before the first): ``.tools``, ``.proposed``, ``.dropped``,
-        ``.request.context.grouped_text()`` for why each item is in, ``.to_dict()``."""
+        ``.request.context.grouped_text()`` for why each item is in, ``.to_dict()``; a
+        :class:`FailedChoice` (``.failed_open``, ``.error``; ``.request`` ``None``) when it failed open."""
         with self._lock:
             return self.choices[-1] if self.choices else None
 
@@ -388,9 +411,14 @@ class ContextSieveToolFilter:
     async def _turn(self, run_context: RunContextWrapper[Any], agent: Any, skip: str | None = None) -> _Turn:
         """The run's answer for the current model call: made once, shared by every tool asked."""
         run = self._run(run_context)
-        message = self._message_of(run_context)
-        if not isinstance(message, str):
-            raise InputError(f"message_of must return a str, got {brief(message)}")
+        failure: Exception | None = None
+        message: str | None
+        try:
+            message = self._message_of(run_context)
+            if not isinstance(message, str):
+                raise InputError(f"message_of must return a str, got {brief(message)}")
+        except Exception as e:  # failed: the call's choice fails open in _compute (one warning, not one per tool)
+            message, failure = None, e
         with self._lock:
             key = (id(agent), message, run.count)
             turn = run.turn
@@ -398,7 +426,7 @@ class ContextSieveToolFilter:
                 return self._answer(turn)
             pending = run.pending
             if pending is None or pending[0] != key or pending[1].done():
-                task = asyncio.ensure_future(self._compute(run, run_context, agent, message, key, skip))
+                task = asyncio.ensure_future(self._compute(run, run_context, agent, message, key, skip, failure))
                 run.pending = pending = (key, task)
         return self._answer(await asyncio.shield(pending[1]))
 
@@ -412,9 +440,10 @@ class ContextSieveToolFilter:
         run: _Run,
         run_context: RunContextWrapper[Any],
         agent: Any,
-        message: str,
-        key: tuple[int, str, int],
+        message: str | None,
+        key: tuple[int, str | None, int],
         skip: str | None,
+        failure: Exception | None = None,
     ) -> _Turn:
         with self._lock:
             results = tuple(run.results)
@@ -422,7 +451,9 @@ class ContextSieveToolFilter:
             await self._refresh(run_context, agent, skip)
             with self._lock:
                 version = self._version
-            if not message.strip():
+            if failure is not None:
+                raise failure
+            if message is None or not message.strip():  # (None only with a failure)
                 turn = _Turn(key, version, None, None)
             else:
                 available = self._available(agent)
@@ -434,11 +465,27 @@ class ContextSieveToolFilter:
             with self._lock:
                 self.last_error = e
                 version = self._version
-            logger.warning("contextsieve: choosing the tools failed (%s: %s)", type(e).__name__, e)
-            turn = _Turn(key, version, None, None, None if self.fail_open else e)
+            every = self._every(agent)
+            try:
+                failed = failed_choice(e, every, fail_open=self.fail_open, where=_WHERE)
+            except ToolChoiceError as raised:  # fail_open=False: every tool asked gets it
+                turn = _Turn(key, version, None, None, raised)
+            else:
+                with self._lock:
+                    self.choices = [*self.choices[-(_HISTORY - 1) :], failed]
+                turn = _Turn(key, version, None, None)
         with self._lock:
             run.turn = turn
         return turn
+
+    def _every(self, agent: Any) -> list[str]:
+        """The names of every tool the call may get through this filter (those of ``agent``, or every
+        tool known without one), for the record of a call that failed open."""
+        names = self._available(agent)
+        if names is None:
+            with self._lock:
+                names = [n for group in self._tools.values() for n in group]
+        return names
 
     def _select(self, message: str, results: tuple[str, ...], available: list[str] | None) -> Choice:
         """Build or sync the selector, then choose (in a worker thread: it embeds on the CPU)."""

@@ -6,6 +6,11 @@ tools contextsieve chooses for the conversation's latest user prompt and the too
 (one contextsieve request per step). The rules and
 references of a contextsieve agent chosen for the step are added to the instructions, and every
 step's :class:`~contextsieve.integrations.selector.Choice` is kept (:attr:`SelectedToolset.choices`).
+A step whose choice fails (for any reason: the embedder, the cache, a tool description that is not
+valid Unicode) is offered every wrapped tool, recorded as a
+:class:`~contextsieve.integrations.selector.FailedChoice`, logged once (a warning) and its error kept
+in :attr:`SelectedToolset.last_error`; with ``fail_open=False`` the step raises
+:class:`~contextsieve.errors.ToolChoiceError` instead.
 
 :func:`stash_toolset` offers a :class:`~contextsieve.stash.StashStore` as tools: stash context, find
 it again by meaning, merge it back (the MCP server's ``stash_context``,
@@ -24,7 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
-from contextsieve.integrations.selector import Choice, ToolSelector, ToolSpec
+from contextsieve.integrations.selector import (
+    Choice,
+    FailedChoice,
+    ToolSelector,
+    ToolSpec,
+    check_fail_open,
+    failed_choice,
+)
 from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import DEFAULT_SESSION, StashStore
 
@@ -91,6 +103,8 @@ _OPTIONS = frozenset(inspect.signature(ToolSelector.from_tools).parameters) - {
     "always_include",
     "max_tools",
 }
+#: the integration's name in warnings and errors
+_WHERE = "Pydantic AI SelectedToolset"
 
 
 class _Selection:
@@ -104,34 +118,54 @@ class _Selection:
         max_tools: int | None,
         sync: bool,
         options: dict[str, Any],
+        fail_open: bool,
     ) -> None:
         self.selector = selector
         self.always_include = always_include
         self.max_tools = max_tools
         self.sync = sync
         self.options = options
+        self.fail_open = fail_open
         self.specs: list[ToolSpec] | None = None
         self.key: tuple[Any, ...] | None = None
-        self.choices: deque[Choice] = deque(maxlen=KEPT_CHOICES)
+        self.choices: deque[Choice | FailedChoice] = deque(maxlen=KEPT_CHOICES)
+        self.last_error: Exception | None = None
         self.lock = threading.Lock()
 
-    def choose(self, specs: list[ToolSpec], message: str, results: list[str], key: tuple[Any, ...]) -> Choice:
+    def choose(
+        self, specs: list[ToolSpec], message: str, results: list[str], key: tuple[Any, ...]
+    ) -> Choice | FailedChoice:
         """The choice for one step (runs in a worker thread: it embeds). A second call of the same step
-        with the same query and tools returns the first one's choice."""
+        with the same query and tools returns the first one's choice (or failure)."""
         with self.lock:
             if key == self.key and self.choices:
                 return self.choices[-1]
-            if self.selector is None:
-                self.selector = ToolSelector.from_tools(
-                    specs, always_include=self.always_include, max_tools=self.max_tools, **self.options
+            try:
+                if self.selector is None:
+                    self.selector = ToolSelector.from_tools(
+                        specs, always_include=self.always_include, max_tools=self.max_tools, **self.options
+                    )
+                    self.specs = copy.deepcopy(specs)
+                elif self.sync and specs != self.specs:
+                    self.selector.sync(specs)
+                    self.specs = copy.deepcopy(specs)
+                choice: Choice | FailedChoice = self.selector.choose(
+                    message, tool_results=results, available=[s.name for s in specs]
                 )
-                self.specs = copy.deepcopy(specs)
-            elif self.sync and specs != self.specs:
-                self.selector.sync(specs)
-                self.specs = copy.deepcopy(specs)
-            choice = self.selector.choose(message, tool_results=results, available=[s.name for s in specs])
+            except Exception as e:
+                self.last_error = e
+                choice = failed_choice(e, [s.name for s in specs], fail_open=self.fail_open, where=_WHERE)
             self.choices.append(choice)
             self.key = key
+            return choice
+
+    def failed(self, error: Exception, names: list[str]) -> FailedChoice:
+        """Record a step that failed before it reached :meth:`choose` (reading the messages or tools)."""
+        with self.lock:
+            self.last_error = error
+            choice = failed_choice(error, names, fail_open=self.fail_open, where=_WHERE)
+            self.choices.append(choice)
+            self.key = None
             return choice
 
 
@@ -163,6 +197,10 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
         **options: :meth:`ToolSelector.from_tools`'s other arguments (:class:`SelectorOptions`),
             e.g. ``embedder=``, ``cache_dir=False``, ``offer=OfferConfig(mode="stable")`` (the offer
             only grows within a task, so the tools sent stay the same from step to step), ``rules=``.
+        fail_open: when a step's choice fails (building or syncing the selector included), offer that
+            step every wrapped tool, record a :class:`FailedChoice` and log one warning (default
+            ``True``: never fewer tools than without contextsieve); ``False`` raises
+            :class:`~contextsieve.errors.ToolChoiceError` (the error as its cause), which ends the run.
 
     One instance is one contextsieve session (its offer and history span runs): give each
     conversation its own (``agent.run(..., toolsets=[SelectedToolset(...)])``). The choice runs in
@@ -171,7 +209,8 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
     Raises:
         InputError: a bad argument (an unknown option, ``max_tools`` < 1, ``options`` or
             ``always_include`` with a ``selector``...). An ``always_include`` name the wrapped toolset
-            lacks is an :class:`InputError` at the first step.
+            lacks fails the first step's choice (an :class:`InputError` in :attr:`last_error`, or the
+            cause of the :class:`~contextsieve.errors.ToolChoiceError` with ``fail_open=False``).
     """
 
     _state: _Selection = field(repr=False)
@@ -184,6 +223,7 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
         always_include: Iterable[str] = (),
         max_tools: int | None = None,
         sync: bool | None = None,
+        fail_open: bool = True,
         _state: _Selection | None = None,
         **options: Unpack[SelectorOptions],
     ) -> None:
@@ -209,7 +249,14 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
             raise InputError(
                 "always_include, max_tools and from_tools options build a selector: pass them to it, not with one"
             )
-        self._state = _Selection(selector, always, max_tools, selector is None if sync is None else sync, dict(options))
+        self._state = _Selection(
+            selector,
+            always,
+            max_tools,
+            selector is None if sync is None else sync,
+            dict(options),
+            check_fail_open(fail_open),
+        )
 
     @property
     def selector(self) -> ToolSelector | None:
@@ -217,23 +264,42 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
         return self._state.selector
 
     @property
-    def choices(self) -> list[Choice]:
-        """The choices of the latest steps, oldest first (at most :data:`KEPT_CHOICES`)."""
+    def choices(self) -> list[Choice | FailedChoice]:
+        """The choices of the latest steps, oldest first (at most :data:`KEPT_CHOICES`); a step that
+        failed open has a :class:`FailedChoice` (``failed_open`` ``True``, every tool, the error)."""
         return list(self._state.choices)
 
     @property
-    def last_choice(self) -> Choice | None:
+    def last_choice(self) -> Choice | FailedChoice | None:
         """The latest step's choice (``None`` before the first step)."""
         return self._state.choices[-1] if self._state.choices else None
+
+    @property
+    def fail_open(self) -> bool:
+        """Whether a step whose choice fails gets every tool (``True``) or raises (``False``)."""
+        return self._state.fail_open
+
+    @property
+    def last_error(self) -> Exception | None:
+        """The error of the latest step whose choice failed (``None`` while none failed)."""
+        return self._state.last_error
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         tools = await self.wrapped.get_tools(ctx)
         if not tools and self._state.selector is None:
             return {}
-        message, results, pending = _query(ctx.messages)
-        specs = [ToolSpec(n, t.tool_def.description or "", t.tool_def.parameters_json_schema) for n, t in tools.items()]
-        key = (ctx.run_id, ctx.run_step, message, tuple(results), tuple(tools))
+        try:
+            message, results, pending = _query(ctx.messages)
+            specs = [
+                ToolSpec(n, t.tool_def.description or "", t.tool_def.parameters_json_schema) for n, t in tools.items()
+            ]
+            key = (ctx.run_id, ctx.run_step, message, tuple(results), tuple(tools))
+        except Exception as e:  # the step's messages or tools cannot be read: fail open
+            self._state.failed(e, list(tools))
+            return dict(tools)
         choice = await anyio.to_thread.run_sync(self._state.choose, specs, message, results, key)
+        if choice.failed_open:
+            return dict(tools)
         names = [*choice.tools, *(n for n in pending if n not in choice.tools)]
         return {n: tools[n] for n in names if n in tools}
 
