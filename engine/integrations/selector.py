@@ -83,8 +83,9 @@ class Choice:
 
     Attributes:
         tools: the framework's names of the tools to send (the name it listed them under in
-            ``available``: the tool's own or ``<server>_<tool>``), in offer order (``always_include`` tools
-            first, then by score; a stable offer keeps its order across calls).
+            ``available``: the tool's own or the agent's tool name, :meth:`Agent.tool_names`), in offer
+            order (``always_include`` tools first, then by score; a stable offer keeps its order across
+            calls).
         request: the contextsieve request behind the choice (its ``context`` says why each item is in:
             ``request.context.grouped_text()``; rules and references are in :attr:`instructions`).
         proposed: tools the tool results pointed to (already in :attr:`tools`), by framework name.
@@ -345,15 +346,13 @@ class ToolSelector:
 
     def _tool(self, name: str) -> Tool | None:
         """The agent's tool a framework calls ``name``: by its own name (first server in order) or by
-        its offered name ``<server>_<tool>``."""
+        its offered name (:meth:`Agent.tool_names`, ``<server>_<tool>`` where valid)."""
         tools = self.session.agent.tools
         for t in tools:
             if t.name == name:
                 return t
-        for t in tools:
-            if f"{t.server}_{t.name}" == name:
-                return t
-        return None
+        key = self.session.agent.tool_names().get(name)
+        return None if key is None else next((t for t in tools if t.key == key), None)
 
     def name_of(self, key: ItemKey) -> str:
         """The framework's name of the agent's tool ``key`` (its own name)."""
@@ -418,10 +417,13 @@ class ToolSelector:
         allowed = None if available is None else set(available)
         with self._lock:
             request = self.session.build_request(message)
-            by_prompt = {f"{t.server}_{t.name}": t for t in self.session.agent.tools}
             always = {self._tool(n).key for n in self.always_include if self._tool(n) is not None}  # type: ignore[union-attr]
             scores = {e.key: (e.score if e.score is not None else float("inf")) for e in request.context.entries}
-            offered = [by_prompt[t["name"]] for t in request.tools if t["name"] in by_prompt]
+            offered = [
+                tool
+                for tool in (self.session.agent.get(request.tool_key(t["name"])) for t in request.tools)
+                if isinstance(tool, Tool)
+            ]
             proposed: list[Tool] = []
             seen = {t.key for t in offered}
             for text in list(tool_results)[-4:]:
@@ -438,7 +440,7 @@ class ToolSelector:
             named = {t.key: t.name for t in offered}  # the name the framework has it under
             if allowed is not None:
                 for t in offered:
-                    named[t.key] = t.name if t.name in allowed else f"{t.server}_{t.name}"
+                    named[t.key] = t.name if t.name in allowed else request.names.name(t.key)
                 offered = [t for t in offered if named[t.key] in allowed]
             dropped: list[Tool] = []
             if self.max_tools is not None:
