@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,12 @@ from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError
 from contextsieve.integrations.pydantic_ai import (
     SelectedToolset,
     SelectorOptions,
-    StashSegment,
     stash_toolset,
 )
 from contextsieve.integrations.selector import ToolSelector, ToolSpec
 from contextsieve.items import IncludeMode, Rule
 from contextsieve.session import OfferConfig
-from contextsieve.stash import SegmentType, StashStore
+from contextsieve.stash import StashStore
 
 # -- a realistic agent: 20 tools, each recording its calls ---------------------------------------------
 
@@ -460,25 +458,36 @@ def test_stash_toolset_stash_retrieve_merge(int8, tmp_path: Path) -> None:  # no
         store.close()
 
 
-def test_stash_tool_schema(tmp_path: Path, int8) -> None:  # noqa: ANN001
+def test_stash_tools_are_the_shared_definitions(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """Issue 37 item 2: the model reads the same names, descriptions and argument schemas as over MCP
+    (contextsieve.agent_tools), and an argument out of the schema's range is a retry that says why."""
+    from contextsieve.agent_tools import STASH_TOOLS
+
     with StashStore.open(tmp_path / "s.db", int8) as store:
         tools = stash_toolset(store)
         defs = {name: t.function_schema.json_schema for name, t in tools.tools.items()}
-    item = defs["stash_context"]["properties"]["segments"]["items"]
-    item = defs["stash_context"].get("$defs", {}).get("StashSegment", item)
-    assert item["required"] == ["text"]
-    assert set(item["properties"]) == {
-        "text",
-        "type",
-        "topic",
-        "source",
-        "references",
-        "supersedes",
-        "expires_in_days",
-        "protected",
-    }
-    assert "meaning" in (tools.tools["retrieve_stashed_context"].description or "")
-    assert defs["merge_stashed_context"]["required"] == ["segment_ids"]
+        shared = {t.name: t for t in STASH_TOOLS}
+        assert list(defs) == ["stash_context", "retrieve_stashed_context", "merge_stashed_context"]
+        for name, schema in defs.items():
+            assert schema == shared[name].input_schema()
+            assert tools.tools[name].description == shared[name].description
+        assert len(stash_toolset(store, tools=[t.name for t in STASH_TOOLS]).tools) == 6
+        with pytest.raises(InputError, match="stash tools"):
+            stash_toolset(store, tools=["drop_everything"])
+        calls: list[ModelRequest] = []
+
+        def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            last = messages[-1]
+            assert isinstance(last, ModelRequest)
+            calls.append(last)
+            if len(calls) == 1:
+                return ModelResponse(parts=[ToolCallPart("retrieve_stashed_context", {"query": "x", "top_k": 5000})])
+            return ModelResponse(parts=[TextPart("done")])
+
+        Agent(FunctionModel(model), toolsets=[tools]).run_sync("go")
+        retry = calls[1].parts[0]
+        assert isinstance(retry, ToolReturnPart) and retry.outcome == "retried"
+        assert "top_k must be from 1 to 1000" in str(retry.content)
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -536,5 +545,3 @@ def test_options_and_segment_types_match_the_library() -> None:
 
     params = set(inspect.signature(ToolSelector.from_tools).parameters) - {"tools", "always_include", "max_tools"}
     assert set(SelectorOptions.__annotations__) == params
-    kinds = typing.get_args(typing.get_type_hints(StashSegment)["type"])
-    assert set(kinds) == {t.value for t in SegmentType}

@@ -5,25 +5,19 @@ the registry itself: signed handles, session items kept in the store, eviction t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 
 from contextsieve.engine import Engine
 from contextsieve.mcp.common import STATELESS, ServeConfig, SessionRegistry
 from contextsieve.stash import StashStore
+from tests.mcp_results import refused, result
 from tests.servers import http_server
 
 TOKEN = "t0ken-for-the-test"
-
-
-def result(r: Any) -> dict[str, Any]:
-    assert not r.is_error, r.content
-    return json.loads(r.content[0].text)
 
 
 def client(url: str) -> Client:
@@ -75,8 +69,10 @@ def test_two_server_processes_on_one_postgres_answer_each_others_calls(
                 # a made-up or altered handle is still refused by both
                 for bad in (handle[:-2] + ("AA" if not handle.endswith("AA") else "BB"), "cs-made-up"):
                     for c in (ca, cb):
-                        with pytest.raises(MCPError, match="unknown or expired session handle"):
-                            await c.call_tool("select_context", {"message": "hi", "session": bad})
+                        await refused(
+                            c.call_tool("select_context", {"message": "hi", "session": bad}),
+                            "unknown or expired session handle",
+                        )
 
         anyio.run(main)
 

@@ -20,12 +20,14 @@ The stash as LangGraph's memory is :class:`contextsieve.integrations.langgraph_s
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any
 
-from contextsieve.errors import InputError, MissingExtraError, brief
+from contextsieve.agent_tools import AgentTool
+from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
 from contextsieve.integrations.selector import (
     Choice,
     FailedChoice,
@@ -34,8 +36,10 @@ from contextsieve.integrations.selector import (
     check_fail_open,
     failed_choice,
 )
+from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session import OfferConfig
+from contextsieve.stash.store import DEFAULT_SESSION, StashStore
 
 try:
     from langchain.agents.middleware.types import (
@@ -46,7 +50,7 @@ try:
         ModelResponse,
     )
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-    from langchain_core.tools import BaseTool
+    from langchain_core.tools import BaseTool, StructuredTool, ToolException
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
     from typing_extensions import NotRequired
@@ -55,7 +59,7 @@ except ImportError as e:  # pragma: no cover - exercised without the extra
         "the LangChain integration needs langchain and langgraph: pip install 'contextsieve[langchain]'"
     ) from e
 
-__all__ = ["ContextSieveMiddleware", "ContextSieveState", "tool_specs"]
+__all__ = ["ContextSieveMiddleware", "ContextSieveState", "stash_tools", "tool_specs"]
 
 #: the state key each model call's choice is recorded under
 STATE_KEY = "contextsieve"
@@ -228,3 +232,46 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
         """As :meth:`wrap_model_call`; the choice runs in a worker thread (it embeds on the CPU)."""
         new, choice = await asyncio.to_thread(self._prepare, request)
         return self._recorded(await handler(new), choice)
+
+
+def stash_tools(
+    store: StashStore,
+    *,
+    session: str = DEFAULT_SESSION,
+    max_segments: int = 1000,
+    cross_session: bool = False,
+    tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
+) -> list[StructuredTool]:
+    """The stash as LangChain tools for any LangChain or LangGraph agent (by default ``stash_context``,
+    ``retrieve_stashed_context`` and ``merge_stashed_context``): the definitions of
+    :mod:`contextsieve.agent_tools`, the same names, descriptions, argument schemas and results (JSON
+    text) as ``contextsieve serve --stash`` offers.
+
+    Args:
+        store: the stash store (:meth:`StashStore.open`); the caller closes it.
+        session: the stash session every call stashes to and retrieves from (default ``"default"``).
+        max_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        cross_session: retrieval searches every session of the store (default False).
+        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
+
+    A bad argument of the model's (a value out of range, an unknown segment id...) comes back to the
+    model as the tool's message (``ToolException``, ``handle_tool_error``); a failing store raises.
+    """
+    scope = stash_scope(store, session=session, max_segments=max_segments, cross_session=cross_session)
+
+    def make(tool: AgentTool) -> StructuredTool:
+        def call(**arguments: Any) -> str:
+            try:
+                return json.dumps(tool.call(scope, arguments), ensure_ascii=False)
+            except (InputError, UnknownSegmentError) as e:  # the model can fix it: it reads why
+                raise ToolException(str(e)) from e
+
+        return StructuredTool(
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.input_schema(),
+            func=call,
+            handle_tool_error=True,
+        )
+
+    return [make(t) for t in stash_tool_defs(tools)]

@@ -55,16 +55,25 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import dataclasses
 import inspect
 import json
 import logging
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError, brief
+from contextsieve.agent_tools import AgentTool
+from contextsieve.errors import (
+    ContextSieveError,
+    InputError,
+    MissingExtraError,
+    ToolArgumentError,
+    ToolChoiceError,
+    brief,
+)
 from contextsieve.integrations.selector import (
     DEFAULT_SERVER,
     Choice,
@@ -74,6 +83,7 @@ from contextsieve.integrations.selector import (
     check_fail_open,
     failed_choice,
 )
+from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session import OfferConfig
 from contextsieve.stash import StashStore
@@ -81,9 +91,8 @@ from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import DEFAULT_SESSION
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunHooks, function_tool
+    from agents import FunctionTool, RunContextWrapper, RunHooks
     from agents.mcp import ToolFilterContext
-    from pydantic import BaseModel, Field
 except ImportError as e:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(
         "the OpenAI Agents SDK integration needs openai-agents: pip install 'contextsieve[openai-agents]'"
@@ -92,7 +101,6 @@ except ImportError as e:  # pragma: no cover - exercised without the extra
 __all__ = [
     "ContextSieveToolFilter",
     "ContextSieveHooks",
-    "StashSegment",
     "latest_user_message",
     "stash_tools",
 ]
@@ -562,87 +570,58 @@ class ContextSieveHooks(RunHooks[Any]):
 
 # -- the stash as function tools ---------------------------------------------------------------------
 
-SegmentTypeName = Literal[
-    "message", "code_block", "file_content", "error_log", "debug_output", "task_state", "decision", "research"
-]
-
-
-class StashSegment(BaseModel):
-    """A segment the model stashes with ``stash_context``."""
-
-    text: str = Field(description="The content to keep, complete enough to be useful on its own.")
-    type: SegmentTypeName = Field("message", description="What it holds.")
-    topic: str | None = Field(None, description="A tag to filter by later (optional).")
-    source: str | None = Field(None, description="Where it came from: a file path, URL or message id (optional).")
-
 
 def stash_tools(
     store: StashStore,
     *,
     session: str | Callable[[RunContextWrapper[Any]], str] = DEFAULT_SESSION,
+    max_segments: int = 1000,
+    cross_session: bool = False,
+    tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
 ) -> list[FunctionTool]:
-    """The stash as three function tools for an ``Agent(tools=...)``: ``stash_context(segments)``,
-    ``retrieve_stashed_context(query, top_k=5)`` and ``merge_stashed_context(segment_ids, keep=True)``
-    (the names and answers of the stash's MCP tools). The store's work runs in a worker thread.
+    """The stash as function tools for an ``Agent(tools=...)`` (by default ``stash_context``,
+    ``retrieve_stashed_context`` and ``merge_stashed_context``): the definitions of
+    :mod:`contextsieve.agent_tools`, the same names, descriptions, argument schemas and results as
+    ``contextsieve serve --stash`` offers. The store's work runs in a worker thread.
 
     Args:
         store: the stash store (``StashStore.open(path)``).
         session: the stash session the tools read and write (default ``"default"``), or a function of
             the run context giving it per run (e.g. ``lambda ctx: ctx.context.user_id``), so users of
             one agent keep to their own segments.
+        max_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        cross_session: retrieval searches every session of the store (default False).
+        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
 
-    A store error reaches the model as the tool's error message (the SDK's default for function tools).
+    A bad argument or a store error reaches the model as the tool's output ``"Error: <why>"`` (as the
+    SDK answers a failing function tool).
     """
-    if not isinstance(store, StashStore):
-        raise InputError(f"store must be a StashStore, got {brief(store)}")
-    if not callable(session):
-        check_session(session)
+    base = stash_scope(
+        store,
+        session=DEFAULT_SESSION if callable(session) else session,
+        max_segments=max_segments,
+        cross_session=cross_session,
+    )
 
-    def where(ctx: RunContextWrapper[Any]) -> str:
-        return check_session(session(ctx) if callable(session) else session)
+    def make(tool: AgentTool) -> FunctionTool:
+        async def invoke(ctx: RunContextWrapper[Any], raw: str) -> str:
+            try:
+                try:
+                    arguments = json.loads(raw or "{}")
+                except ValueError as e:
+                    raise ToolArgumentError(f"{tool.name}: the arguments are not JSON ({e})") from e
+                name = check_session(session(ctx)) if callable(session) else base.session
+                result = await asyncio.to_thread(tool.call, dataclasses.replace(base, session=name), arguments)
+            except ContextSieveError as e:  # what the model reads, as the SDK does for a function tool's error
+                return f"Error: {e}"
+            return json.dumps(result, ensure_ascii=False)
 
-    @function_tool
-    async def stash_context(ctx: RunContextWrapper[Any], segments: list[StashSegment]) -> str:
-        """Stash context segments (facts, decisions, findings, file excerpts) for later retrieval by meaning.
+        return FunctionTool(
+            name=tool.name,
+            description=tool.description,
+            params_json_schema=tool.input_schema(),
+            on_invoke_tool=invoke,
+            strict_json_schema=False,
+        )
 
-        Args:
-            segments: the segments to keep; an already stashed text gets its existing id.
-
-        Returns JSON: segment_ids (one per segment), stashed_count, duplicates, tokens_stashed, secrets_redacted.
-        """
-        items = [{k: v for k, v in s.model_dump().items() if v is not None} for s in segments]
-        name = where(ctx)
-        r = await asyncio.to_thread(store.stash, items, session=name)
-        return json.dumps(r.to_dict(), ensure_ascii=False)
-
-    @function_tool
-    async def retrieve_stashed_context(ctx: RunContextWrapper[Any], query: str, top_k: int = 5) -> str:
-        """Find stashed segments relevant to a query (meaning, keywords and recency together), best first.
-
-        Args:
-            query: the current task, question or recent messages.
-            top_k: how many segments (1-1000, default 5).
-
-        Returns JSON: segments (segment_id, text preview, type, similarity, score, timestamp, topic,
-        source), total_found. Merge the ones you need with merge_stashed_context.
-        """
-        name = where(ctx)
-        found = await asyncio.to_thread(store.retrieve, query, session=name, top_k=top_k)
-        rows = [h.to_dict(store.config.preview_chars) for h in found]
-        return json.dumps({"segments": rows, "total_found": len(rows)}, ensure_ascii=False)
-
-    @function_tool
-    async def merge_stashed_context(ctx: RunContextWrapper[Any], segment_ids: list[str], keep: bool = True) -> str:
-        """The full texts of stashed segments, to bring back into the conversation.
-
-        Args:
-            segment_ids: ids from retrieve_stashed_context or stash_context.
-            keep: keep them in the stash (default true); false removes them once merged.
-
-        Returns JSON: merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
-        """
-        name = where(ctx)
-        m = await asyncio.to_thread(store.merge, segment_ids, session=name, keep=keep)
-        return json.dumps(m.to_dict(), ensure_ascii=False)
-
-    return [stash_context, retrieve_stashed_context, merge_stashed_context]
+    return [make(t) for t in stash_tool_defs(tools)]

@@ -24,10 +24,11 @@ import inspect
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from contextsieve.agent_tools import AgentTool
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
 from contextsieve.integrations.selector import (
     Choice,
@@ -37,7 +38,7 @@ from contextsieve.integrations.selector import (
     check_fail_open,
     failed_choice,
 )
-from contextsieve.stash.segment import check_session
+from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.stash.store import DEFAULT_SESSION, StashStore
 
 try:
@@ -51,10 +52,10 @@ try:
         ToolReturnPart,
         UserPromptPart,
     )
-    from pydantic_ai.tools import AgentDepsT, RunContext
+    from pydantic_ai.tools import AgentDepsT, RunContext, Tool
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
-    from typing_extensions import NotRequired, TypedDict
+    from typing_extensions import TypedDict
 except ImportError as e:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(
         "the Pydantic AI integration needs pydantic-ai-slim: pip install 'contextsieve[pydantic-ai]'"
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from contextsieve.retrieval.embedding import TextEmbedder
     from contextsieve.session import OfferConfig
 
-__all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "StashSegment", "stash_toolset"]
+__all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "stash_toolset"]
 
 _T = TypeVar("_T")
 
@@ -357,120 +358,40 @@ def _query(messages: Sequence[ModelMessage]) -> tuple[str, list[str], list[str]]
 # -- the stash ------------------------------------------------------------------------------------------
 
 
-_SegmentType = Literal[
-    "message", "code_block", "file_content", "error_log", "debug_output", "task_state", "decision", "research"
-]
-
-
-class StashSegment(TypedDict):
-    """A segment to stash, as the model writes it (see :class:`~contextsieve.stash.NewSegment`)."""
-
-    text: str
-    type: NotRequired[_SegmentType]
-    topic: NotRequired[str]
-    source: NotRequired[str]
-    references: NotRequired[list[str]]
-    supersedes: NotRequired[list[str]]
-    expires_in_days: NotRequired[float]
-    protected: NotRequired[bool]
-
-
-def _retry(call: Callable[[], _T]) -> _T:
-    """``call()``, with a bad argument of the model's (:class:`InputError`, an unknown segment id)
-    turned into :class:`ModelRetry` so the model sees why and can correct it."""
-    try:
-        return call()
-    except (InputError, UnknownSegmentError) as e:
-        raise ModelRetry(str(e)) from e
-
-
 def stash_toolset(
     store: StashStore,
     *,
     session: str = DEFAULT_SESSION,
     max_segments: int = 1000,
     cross_session: bool = False,
+    tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
 ) -> FunctionToolset[Any]:
-    """The stash store as three tools: ``stash_context``, ``retrieve_stashed_context`` (previews, best
-    first) and ``merge_stashed_context`` (full texts), as ``contextsieve serve --stash`` offers them.
+    """The stash store as tools (by default ``stash_context``, ``retrieve_stashed_context`` and
+    ``merge_stashed_context``): the definitions of :mod:`contextsieve.agent_tools`, the same names,
+    descriptions, argument schemas and results as ``contextsieve serve --stash`` offers.
 
     Args:
         store: the store (:meth:`StashStore.open`); the caller closes it.
         session: the stash session every call stashes to and retrieves from (default ``"default"``).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
+        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
 
-    A bad argument of the model's (a blank text, an unknown segment id...) is a ``ModelRetry`` with
-    the reason; a failing store raises its :class:`~contextsieve.errors.StashError`.
+    A bad argument of the model's (a value out of range, a blank text, an unknown segment id...) is a
+    ``ModelRetry`` with the reason; a failing store raises its :class:`~contextsieve.errors.StashError`.
 
     Raises:
-        InputError: ``store`` is not a :class:`StashStore`, a bad ``session`` or ``max_segments``.
+        InputError: ``store`` is not a :class:`StashStore`, a bad ``session``, ``max_segments`` or tool name.
     """
-    if not isinstance(store, StashStore):
-        raise InputError(f"store must be a contextsieve StashStore, got {brief(store)}")
-    name = check_session(session)
-    if isinstance(max_segments, bool) or not isinstance(max_segments, int) or max_segments < 1:
-        raise InputError(f"max_segments must be an int >= 1, got {brief(max_segments)}")
-    if not isinstance(cross_session, bool):
-        raise InputError(f"cross_session must be True or False, got {brief(cross_session)}")
+    scope = stash_scope(store, session=session, max_segments=max_segments, cross_session=cross_session)
 
-    def stash_context(segments: list[StashSegment]) -> dict[str, Any]:
-        """Stash context segments for later retrieval by meaning (you hand their text).
+    def make(tool: AgentTool) -> Tool[Any]:
+        def call(**arguments: Any) -> dict[str, Any]:
+            try:
+                return tool.call(scope, arguments)
+            except (InputError, UnknownSegmentError) as e:  # the model can fix it: it reads why
+                raise ModelRetry(str(e)) from e
 
-        Args:
-            segments: objects with text (required) and optional type (message, code_block, file_content,
-                error_log, debug_output, task_state, decision, research), topic, source, references (ids of
-                stashed segments it refers to), supersedes (ids of stashed segments this one replaces: a newer
-                fact or a corrected plan; retrieval then returns this one instead of them), expires_in_days,
-                protected.
+        return Tool.from_schema(call, name=tool.name, description=tool.description, json_schema=tool.input_schema())
 
-        Returns segment_ids (one per segment; an already stashed text gets its existing id), stashed_count,
-        duplicates, tokens_stashed, secrets_redacted (credentials replaced by a placeholder before storage).
-        """
-        if not segments:
-            raise ModelRetry("segments must be a non-empty list of objects with a text")
-        if len(segments) > max_segments:
-            raise ModelRetry(f"at most {max_segments} segments per call")
-        r = _retry(lambda: store.stash([dict(s) for s in segments], session=name))
-        return r.to_dict()
-
-    def retrieve_stashed_context(
-        query: str, top_k: int = 5, min_similarity: float = 0.0, filters: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """Find stashed segments relevant to a query (meaning, keywords and recency together), best first.
-
-        Args:
-            query: the current task, question or recent messages.
-            top_k: results (1-1000, default 5).
-            min_similarity: leave out segments whose cosine similarity is below this (default 0).
-            filters: any of type/types, topic/topics, source/sources, start_time, end_time (ISO 8601 with
-                offset), protected.
-
-        Returns segments (segment_id, text preview of at most 500 characters, type, similarity, score,
-        timestamp, topic, source...) and total_found. Merge the ones you need with merge_stashed_context.
-        """
-        found = _retry(
-            lambda: store.retrieve(
-                query,
-                session=name,
-                top_k=top_k,
-                min_similarity=min_similarity,
-                filters=filters,
-                cross_session=cross_session,
-            )
-        )
-        rows = [h.to_dict(store.config.preview_chars) for h in found]
-        return {"segments": rows, "total_found": len(rows)}
-
-    def merge_stashed_context(segment_ids: list[str], keep: bool = True) -> dict[str, Any]:
-        """The full texts of stashed segments, to put back into the active context.
-
-        Args:
-            segment_ids: ids from retrieve_stashed_context or stash_context.
-            keep: keep them in the stash (default true); false removes them once merged.
-
-        Returns merged_count, tokens_added, removed_from_stash, segments (segment_id, type, tokens, text).
-        """
-        return _retry(lambda: store.merge(segment_ids, session=name, keep=keep)).to_dict()
-
-    return FunctionToolset([stash_context, retrieve_stashed_context, merge_stashed_context])
+    return FunctionToolset([make(t) for t in stash_tool_defs(tools)])

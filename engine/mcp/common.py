@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextsieve.assembly import Request
 from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
 from contextsieve.errors import (
@@ -27,8 +26,7 @@ from contextsieve.errors import (
     UnknownSegmentError,
     brief,
 )
-from contextsieve.items import ItemKind, Reference, Rule
-from contextsieve.session import Session, StashSettings, ToolMatch
+from contextsieve.session import Session, StashSettings
 from contextsieve.stash.store import StashStore
 
 _log = logging.getLogger(__name__)
@@ -42,8 +40,6 @@ __all__ = [
     "handle_owner",
     "connection_state",
     "reference_item",
-    "context_result",
-    "tool_match_result",
     "mcp_error",
     "invalid_params",
 ]
@@ -103,32 +99,6 @@ def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
     return entry.to_dict()
 
 
-def context_result(engine: Engine, req: Request) -> dict[str, Any]:
-    """The JSON result of ``select_context``: items, texts of the selected rules and references (and
-    of stashed segments brought back, with a stash), the tools to offer (prompt names ``server_tool``),
-    and what was dropped and noted."""
-    ctx, tools = req.context, req.tools
-    texts = []
-    for e in ctx.entries:
-        if e.key.kind is not ItemKind.TOOL:
-            item = engine.agent.get(e.key)
-            assert isinstance(item, (Rule, Reference))
-            texts.append({"type": e.key.kind.value, "name": e.key.name, "text": item.text})
-    texts += [
-        {"type": "stash", "name": e.segment_id, "text": req.stash_texts[e.segment_id]}
-        for e in ctx.stashed
-        if e.segment_id in req.stash_texts
-    ]
-    return {
-        "items": [reference_item(e) for e in ctx.entries] + [reference_item(e) for e in ctx.stashed],
-        "texts": texts,
-        "tools": tools,
-        "dropped": [{**reference_item(d.entry), "tokens": d.tokens, "reason": d.reason} for d in ctx.dropped],
-        "notes": list(ctx.notes),
-        "summary": ctx.summary(),
-    }
-
-
 def mcp_error(e: ContextSieveError) -> Exception:
     """The MCP error a contextsieve error becomes: invalid params for bad input, internal error otherwise
     (the message is the error's own text; never a traceback)."""
@@ -145,13 +115,6 @@ def invalid_params(message: str) -> Exception:
     from mcp.types import INVALID_PARAMS
 
     return MCPError(INVALID_PARAMS, message)
-
-
-def tool_match_result(match: ToolMatch) -> dict[str, Any]:
-    """A :meth:`Session.search_tools` hit as ``search_tools`` returns it: the tool as offered to the LLM
-    (name, description, input_schema), its server and MCP name, and its score."""
-    tool = match.tool
-    return {**match.definition, "server": tool.server, "tool": tool.name, "similarity": match.score}
 
 
 def progress_reporter(ctx: Any) -> Callable[[int, int], None]:

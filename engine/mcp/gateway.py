@@ -19,7 +19,6 @@ the other servers keep working.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 from collections.abc import AsyncIterator
@@ -28,13 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.agent import McpServer
+from contextsieve.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
 from contextsieve.agentfile import server_tools
 from contextsieve.assembly import Request, tool_definition
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, brief
+from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
 from contextsieve.items import IncludeMode, ItemKey, Tool
 from contextsieve.mcp.client import ListConfig, describe_error, open_transport, require_sdk, server_kind, wire_entry
-from contextsieve.mcp.common import HISTORY_TURNS, ServeConfig, connection_state, context_result, tool_match_result
+from contextsieve.mcp.common import HISTORY_TURNS, ServeConfig, connection_state
+from contextsieve.mcp.tool_surface import error_result, json_result, mcp_tool
 from contextsieve.session import Session
 
 __all__ = ["build_gateway", "run_gateway"]
@@ -243,13 +244,17 @@ class Gateway:
         link = self.links.get(server)
         return link is not None and link.client is None and link.starts >= 2
 
-    def task(self, st: _State, message: str) -> dict[str, Any]:
+    def task(
+        self, st: _State, message: str, preset: str | None = None, settings: dict[str, Any] | None = None
+    ) -> Request:
+        """Select the tools of a new task (``set_task`` / ``select_context``): the last task's outcome
+        is recorded, the offer changes (or grows, with a stable offer); returns the task's request."""
         if self.config.learn_from_calls and st.request is not None and st.request.message.strip():
             called = dict(st.called)  # calls run on the event loop while this runs in a worker thread
             done = [k for k in called if st.session.agent.has(k)]
             failed = [k for k in done if called[k]]
             st.session.record_outcome(st.request, done, failed)  # the last task's misses
-        req = st.session.build_request(message)
+        req = st.session.build_request(message, preset=preset, **(settings or {}))
         st.task, st.request, st.called = message, req, {}
         st.session.record_reply(req, "")
         del st.session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
@@ -265,7 +270,7 @@ class Gateway:
                 st.offered -= set(stale[:over])
         else:
             st.offered = chosen
-        return context_result(self.engine, req)
+        return req
 
 
 def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> Any:
@@ -288,79 +293,49 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 for link in gw.links.values():
                     link.stop()
 
-    def own_tools() -> list[types.Tool]:
-        text = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
-        search = {
-            "type": "object",
-            "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
-            "required": ["query"],
-        }
-        return [
-            types.Tool(
-                name="set_task",
-                description="Select the tools for the user's current task (message); the offered tools change.",
-                input_schema=text,
-            ),
-            types.Tool(
-                name="select_context",
-                description="The request context for a message (rules, references, tools, why); also sets the task.",
-                input_schema=text,
-            ),
-            types.Tool(
-                name="search_tools",
-                description="Find tools by meaning; the tools found are offered from now on.",
-                input_schema=search,
-            ),
-        ]
+    own = {t.name: t for t in (SET_TASK, SELECT_CONTEXT, SEARCH_TOOLS)}
+    own_listed = [mcp_tool(t) for t in own.values()]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         st = gw.state(ctx)
-        tools = list(own_tools())
+        tools = list(own_listed)
         names = engine.agent.tool_names()
         for t in gw.offered(st):
             d = tool_definition(t, names)
             tools.append(types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"]))
         return types.ListToolsResult(tools=tools)
 
-    def text_result(value: dict[str, Any]) -> types.CallToolResult:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))]
+    async def call_own(ctx: Any, st: _State, tool: AgentTool, arguments: Any) -> types.CallToolResult:
+        """A call of the gateway's own tools: an error the model can act on is an ``isError`` result."""
+        scope = ContextScope(
+            st.session,
+            HISTORY_TURNS,
+            select=lambda message, preset, settings: gw.task(st, message, preset, settings),
+            offered=lambda: [gw.prompt_name(t.key) for t in gw.offered(st)],
         )
-
-    def arg(args: dict[str, Any], name: str) -> str:
-        v = args.get(name)
-        if not isinstance(v, str):
-            raise MCPError(INVALID_PARAMS, f"{name} must be a string")
-        if len(v) > config.max_message_chars:
-            raise MCPError(INVALID_PARAMS, f"{name} has {len(v)} characters; the limit is {config.max_message_chars}")
-        return v
+        before = [t.key for t in gw.offered(st)]
+        try:
+            args = tool.check(arguments)
+            text = args.get("message", args.get("query"))
+            if isinstance(text, str) and len(text) > config.max_message_chars:
+                raise ToolArgumentError(f"{tool.name}: {len(text)} characters; the limit is {config.max_message_chars}")
+            if tool is SEARCH_TOOLS and args["limit"] > config.max_limit:
+                raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
+            result = await anyio.to_thread.run_sync(tool.run, scope, args)
+        except ContextSieveError as e:
+            return error_result(str(e))
+        if tool is SEARCH_TOOLS:  # the tools found are offered from now on
+            names = engine.agent.tool_names()
+            st.offered |= {names[r["name"]] for r in result["tools"] if r["name"] in names}
+        if [t.key for t in gw.offered(st)] != before:  # list_changed only when the list changed
+            await _tools_changed(ctx)
+        return json_result(result)
 
     async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
         name, args = params.name, dict(params.arguments or {})
         st = gw.state(ctx)
-        try:
-            if name in ("set_task", "select_context"):
-                message = arg(args, "message")
-                before = [t.key for t in gw.offered(st)]
-                result = await anyio.to_thread.run_sync(gw.task, st, message)
-                if [t.key for t in gw.offered(st)] != before:  # list_changed only when the list changed
-                    await _tools_changed(ctx)
-                if name == "set_task":
-                    return text_result({"tools": [gw.prompt_name(t.key) for t in gw.offered(st)]})
-                return text_result(result)
-            if name == "search_tools":
-                query = arg(args, "query")
-                limit = args.get("limit", 5)
-                if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
-                    raise MCPError(INVALID_PARAMS, f"limit must be an int from 1 to {config.max_limit}")
-                matches = await anyio.to_thread.run_sync(st.session.search_tools, query, limit)
-                before = [t.key for t in gw.offered(st)]
-                st.offered |= {m.tool.key for m in matches}
-                if [t.key for t in gw.offered(st)] != before:
-                    await _tools_changed(ctx)
-                return text_result({"tools": [tool_match_result(m) for m in matches]})
-        except ContextSieveError as e:
-            raise MCPError(INVALID_PARAMS if isinstance(e, InputError) else types.INTERNAL_ERROR, str(e)) from e
+        if name in own:
+            return await call_own(ctx, st, own[name], params.arguments)
         key = gw.tool_key(name)
         if key is None or key not in {t.key for t in gw.offered(st)}:
             raise MCPError(

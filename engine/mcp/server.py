@@ -1,18 +1,15 @@
 """contextsieve as an MCP server: per-request context selection and tool search for any MCP host.
 
 ``contextsieve serve AGENT [--transport stdio|http]`` runs :func:`build_server` over stdio (default)
-or streamable HTTP. Tools (JSON results):
+or streamable HTTP. Its tools are :mod:`contextsieve.agent_tools`' (one definition each, shared with
+the gateway and the framework integrations; JSON results), registered by
+:mod:`contextsieve.mcp.tool_surface` with a ``session`` argument added:
 
-- ``select_context(message, settings?, preset?)``: the request context for ``message`` in this
-  connection's session, items in the reference shape plus contextsieve's extras, the selected rules'
-  and references' texts and the selected tools' names and schemas.
-- ``search_tools(query, limit=5)``: the agent's tools this session may use, best first.
-- ``explain(message, item)``: why an item is or is not selected (the selection's own trace).
-- ``add_to_session(item)`` / ``remove_from_session(item)``: manual session items.
-- ``record_tool_calls(message, tools)``: learning from use (the message becomes an example of each tool).
-
-With a stash store (``--stash PATH|URI``), the stash tools of :mod:`contextsieve.mcp.stash_tools`
-join them (``stash_context``, ``retrieve_stashed_context``, ``merge_stashed_context``, ...).
+- ``select_context``, ``search_tools``, ``explain``, ``add_to_session``, ``remove_from_session``,
+  ``record_tool_calls`` (:data:`~contextsieve.agent_tools.CONTEXT_TOOLS`);
+- with a stash store (``--stash PATH|URI``), ``stash_context``, ``retrieve_stashed_context``,
+  ``merge_stashed_context``, ``list_stashed_context``, ``delete_stashed_context``,
+  ``protect_stashed_context`` (:data:`~contextsieve.agent_tools.STASH_TOOLS`).
 
 Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``).
 
@@ -26,22 +23,28 @@ unguessable and never listed. A stateful connection's handles work on that conne
 another connection, not after it ended); a handle made over the stateless protocol is a capability
 any stateless request may present (over HTTP: whoever holds the token). Sessions idle for
 :attr:`ServeConfig.session_idle_seconds` are dropped, and at most :attr:`ServeConfig.max_sessions`
-are kept (the least recently used goes first). Bad input (unknown item, bad setting, oversize message) is a JSON-RPC
-``invalid params`` error naming the problem; other contextsieve errors are ``internal error`` with
-their message; the server keeps running.
+are kept (the least recently used goes first). Anything a model can act on (a bad argument, an unknown
+item or segment or handle, an oversize message, a store that cannot be read) is a tool result with
+``isError`` and a message saying what to do; only an unknown tool is a JSON-RPC ``invalid params``
+error; the server keeps running.
+
+Where stashed segments go: a call that passes a ``session`` handle uses that session's own namespace
+(its random handle; a client cannot name another session's segments), and so does a stateful connection
+without one; a call of the stateless protocol without a handle uses the agent's shared namespace
+``agent:<name>``, kept in the store. ``ServeConfig.stash_session`` puts every call into one named
+namespace instead, and ``ServeConfig.stash_cross_session`` lets retrieval search every namespace.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from contextsieve.agent_tools import CONTEXT_TOOLS, STASH_TOOLS, AgentTool, ContextScope, StashScope, context_result
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, brief
-from contextsieve.items import ItemKey, ItemKind, Reference, Rule
+from contextsieve.errors import ContextSieveError, InputError, ToolArgumentError, brief
+from contextsieve.items import Reference, Rule
 from contextsieve.mcp.client import require_sdk
 from contextsieve.mcp.common import (
     HISTORY_TURNS,
@@ -49,15 +52,15 @@ from contextsieve.mcp.common import (
     ServeConfig,
     SessionRegistry,
     connection_state,
-    context_result,
     handle_owner,
     invalid_params,
     log_notes,
     mcp_error,
+    progress_reporter,
     reference_item,
     set_log_level,
-    tool_match_result,
 )
+from contextsieve.mcp.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
 from contextsieve.session import Session
 from contextsieve.stash.store import StashStore
 
@@ -66,18 +69,19 @@ try:  # the tools' annotations are evaluated by the SDK, so Context must be a mo
 except ImportError:  # build_server raises MissingExtraError naming the extra
     Context = MCPServer = None  # type: ignore[assignment,misc]
 
-# ServeConfig, reference_item and context_result live in mcp.common (the gateway shares them); they
-# stay importable from here.
+# ServeConfig and reference_item live in mcp.common, context_result in agent_tools (the gateway and the
+# frameworks share them); they stay importable from here.
 __all__ = ["ServeConfig", "build_server", "reference_item", "context_result"]
 
 _T = TypeVar("_T")
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
     """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
     the stash tools when ``stash`` is given."""
     require_sdk()
+    from mcp import types
+
     agent = engine.agent
     from contextsieve import __version__
 
@@ -86,28 +90,23 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         version=__version__,
         instructions=(
             f"Context selection for the agent {agent.name!r}: call select_context with each user message to get "
-            "the rules, references and tools to put into the prompt; search_tools finds tools by meaning."
+            "the rules, references and tools to put into the prompt; search_tools finds tools by meaning. "
+            "Every result carries a session handle: pass it back as the session argument to stay in one session "
+            "(its items, history and own stashed segments). Without it, a connection of the handshake protocol "
+            "keeps one session, and a stateless call starts a new one whose stash is the agent's shared stash."
         ),
     )
     sessions = SessionRegistry(engine, config, stash)
-
-    def tool(fn: _F) -> _F:
-        """Register ``fn`` with its docstring, dedented, as the tool's description, and each argument's
-        line of the docstring's ``Args:`` as that argument's description in the input schema (what an
-        LLM reads when it fills the call in)."""
-        described(fn)
-        server.tool(description=inspect.cleandoc(fn.__doc__ or ""), structured_output=False)(fn)
-        return fn
 
     def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
         state = connection_state(ctx)
         owner = handle_owner(state)
         if handle is not None:
             if not isinstance(handle, str):
-                raise invalid_params("session must be a string handle from an earlier result")
+                raise ToolArgumentError("session must be a string handle from an earlier result")
             found = sessions.get(handle, owner)
             if found is None:
-                raise invalid_params(
+                raise ToolArgumentError(
                     "unknown or expired session handle (a connection's handles work on that connection only); "
                     "call without one to start a new session"
                 )
@@ -142,165 +141,75 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             raise invalid_params(f"{what} has {len(value)} characters; the limit is {config.max_message_chars}")
         return value
 
-    def key_of(item: Any) -> ItemKey:
-        if not isinstance(item, str):
-            raise invalid_params("item must be a string such as rule:NAME, reference:NAME or tool:SERVER:NAME")
-        key = run(lambda: ItemKey.parse(item))
-        if not agent.has(key):
-            raise invalid_params(f"the agent has no {brief(item)}")
-        return key
+    def stash_namespace(ctx: Any, session: str | None) -> tuple[str | None, str]:
+        """(the handle to answer with, the stash namespace): a handle's own namespace, a stateful
+        connection's, or, for a stateless call without a handle, the agent's shared one (no handle
+        is made for it: nothing to keep in memory, nothing to evict)."""
+        fixed = config.stash_session
+        if session is None and connection_state(ctx) is None:
+            return None, fixed or sessions.default_namespace()
+        handle, _ = session_of(ctx, session)
+        return handle, fixed or handle
 
-    @tool
-    def select_context(
-        message: str,
-        ctx: Context,
-        settings: dict[str, Any] | None = None,
-        preset: str | None = None,
-        session: str | None = None,
-    ) -> str:
-        """The request context for a user message: which rules, references and tools to put into the
-        prompt, and why.
+    tools: dict[str, AgentTool] = {t.name: t for t in (*CONTEXT_TOOLS, *(STASH_TOOLS if stash is not None else ()))}
+    listed = [mcp_tool(t, SESSION_ARGUMENT) for t in tools.values()]
 
-        Args:
-            message: the user's message (mentions @ref:NAME / @rule:NAME add items to the session).
-            settings: overrides for this request only, e.g. {"context_top_n": 8} (contextsieve names).
-            preset: "aggressive", "normal", "conservative" or "reference".
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
+    def work(tool: AgentTool, ctx: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+        """One call in a worker thread: the scope the tool works on, the tool, the session handle added."""
+        handle_arg = arguments.pop("session", None)
+        if handle_arg is not None and not isinstance(handle_arg, str):
+            raise ToolArgumentError(f"{tool.name}: session must be a handle from an earlier result")
+        if tool in STASH_TOOLS:
+            assert stash is not None
+            handle, name = stash_namespace(ctx, handle_arg)
+            scope = StashScope(
+                stash, name, config.stash_cross_session, config.max_stash_segments, progress_reporter(ctx)
+            )
+            return {"session": handle, **tool.run(scope, arguments)}
+        handle, s = session_of(ctx, handle_arg)
+        cscope = ContextScope(s, HISTORY_TURNS)
+        if tool.name in ("add_to_session", "remove_from_session"):  # kept in the store for stateless handles
+            out: dict[str, Any] = {}
+            sessions.change_items(handle, s, lambda: out.update(tool.run(cscope, arguments)))
+            return {"session": handle, **out}
+        result = {"session": handle, **tool.run(cscope, arguments)}
+        if tool.name == "select_context":
+            log_notes(ctx, result.get("notes", ()))  # also as log messages: hosts show those to the user
+        return result
 
-        Returns JSON: session (the handle), items (type, name, serverName, includeMode, similarityScore,
-        contextsieve extras), texts of the selected rules and references, tools (name, description,
-        input_schema), dropped, notes.
-        """
-        msg = text(message, "message")
-        if settings is not None and not isinstance(settings, dict):
-            raise invalid_params("settings must be an object")
-        handle, s = session_of(ctx, session)
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=listed)
 
-        def build() -> dict[str, Any]:
-            req = s.build_request(msg, preset=preset, **(settings or {}))
-            s.record_reply(req, "")
-            del s.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
-            return {"session": handle, **context_result(engine, req)}
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        import anyio
 
-        result = run(build)
-        log_notes(ctx, result.get("notes", ()))  # also as log messages: hosts show those to the user
-        return json.dumps(result, ensure_ascii=False)
-
-    @tool
-    def search_tools(query: str, ctx: Context, limit: int = 5, session: str | None = None) -> str:
-        """Find the agent's tools by meaning (every tool this session may use, whatever its include mode).
-
-        Args:
-            query: what the tool should do.
-            limit: how many tools to return (1-50, default 5).
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
-
-        Returns JSON: tools (name as offered to the LLM, server, tool, description, input_schema, similarity),
-        best first (ranked by similarity and keyword match together).
-        """
-        q = text(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= config.max_limit:
-            raise invalid_params(f"limit must be an int from 1 to {config.max_limit}")
-        handle, s = session_of(ctx, session)
-        found = run(lambda: [tool_match_result(m) for m in s.search_tools(q, limit)])
-        return json.dumps({"session": handle, "tools": found}, ensure_ascii=False)
-
-    @tool
-    def explain(message: str, item: str, ctx: Context, session: str | None = None) -> str:
-        """Why an item is or is not in the request context for a message (the selection's own trace).
-
-        Args:
-            message: the user's message.
-            item: rule:NAME, reference:NAME or tool:SERVER:NAME; with a stash, also stash:SEGMENT_ID.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
-        """
-        msg = text(message, "message")
-        key: ItemKey | str = (
-            item if stash is not None and isinstance(item, str) and item.startswith("stash:") else key_of(item)
+        tool = tools.get(params.name)
+        if tool is None:
+            raise unknown_tool(params.name, list(tools))
+        context = Context(
+            request_context=ctx,
+            mcp_server=server,
+            input_params=params,
+            subscriptions=getattr(server, "_subscriptions", None),
         )
-        handle, s = session_of(ctx, session)
-        ex = run(lambda: s.explain(msg, key))
-        return json.dumps({"session": handle, **ex.__dict__, "text": str(ex)}, ensure_ascii=False)
+        try:
+            arguments = tool.check(params.arguments, extra=("session",))
+            for name in ("message", "query"):
+                if isinstance(arguments.get(name), str) and len(arguments[name]) > config.max_message_chars:
+                    raise ToolArgumentError(
+                        f"{tool.name}: {name} has {len(arguments[name])} characters; "
+                        f"the limit is {config.max_message_chars}"
+                    )
+            limit = arguments.get("limit")
+            if tool.name == "search_tools" and isinstance(limit, int) and limit > config.max_limit:
+                raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
+            return json_result(await anyio.to_thread.run_sync(work, tool, context, arguments))
+        except ContextSieveError as e:
+            return error_result(str(e))
 
-    @tool
-    def add_to_session(item: str, ctx: Context, session: str | None = None) -> str:
-        """Add an item to this session as manual (it is in every request from now on).
+    server._lowlevel_server.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
+    server._lowlevel_server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
 
-        Args:
-            item: rule:NAME, reference:NAME or tool:SERVER:NAME.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
-        """
-        key = key_of(item)
-        handle, s = session_of(ctx, session)
-        run(lambda: sessions.change_items(handle, s, lambda: s.add(key)))
-        return json.dumps(
-            {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
-        )
-
-    @tool
-    def remove_from_session(item: str, ctx: Context, session: str | None = None) -> str:
-        """Remove an item from this session (an always item stays removed for this session).
-
-        Args:
-            item: rule:NAME, reference:NAME or tool:SERVER:NAME.
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
-        """
-        key = key_of(item)
-        handle, s = session_of(ctx, session)
-        run(lambda: sessions.change_items(handle, s, lambda: s.remove(key)))
-        return json.dumps(
-            {"session": handle, "items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
-        )
-
-    @tool
-    def record_tool_calls(message: str, tools: list[str], ctx: Context, session: str | None = None) -> str:
-        """Learning from use: the LLM called these tools after this message; keep the message as an example
-        request of each, so later requests like it select them (kept in the server's memory; on disk only when
-        the server runs with --remember-requests).
-
-        Args:
-            message: the user's message the calls answered.
-            tools: the tools called, as tool:SERVER:NAME (at most 50).
-            session: the session handle of an earlier result; pass it back on every call to stay in one
-                session (the default client protocol keeps no connection state: without it each call starts
-                a new session).
-        """
-        msg = text(message, "message")
-        if not isinstance(tools, list) or not tools or len(tools) > 50:
-            raise invalid_params("tools must be a list of 1 to 50 items such as tool:SERVER:NAME")
-        keys = [key_of(t) for t in tools]
-        if any(k.kind is not ItemKind.TOOL for k in keys):
-            raise invalid_params("only tools can be recorded as called")
-        handle, s = session_of(ctx, session)
-        run(lambda: s.record_tool_calls(msg, keys))
-        return json.dumps({"session": handle, "recorded": [str(k) for k in keys]})
-
-    if stash is not None:
-        from contextsieve.mcp.stash_tools import add_stash_tools
-
-        add_stash_tools(
-            tool,
-            stash,
-            session_of=session_of,
-            shared=sessions.default_namespace(),
-            state_of=connection_state,
-            run=run,
-            text=text,
-            invalid=invalid_params,
-            fixed_session=config.stash_session,
-            cross_session=config.stash_cross_session,
-            max_segments=config.max_stash_segments,
-        )
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
     _add_prompts(server, engine, sessions, run, text)
@@ -321,41 +230,6 @@ def _add_logging(server: Any) -> None:
         return types.EmptyResult()
 
     server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_level)
-
-
-def described(fn: Callable[..., Any]) -> None:
-    """Give each argument of ``fn`` its ``Args:`` docstring line as a schema description
-    (``Annotated[type, Field(description=...)]``), in place; arguments without a line are left as they are."""
-    import typing
-
-    from pydantic import Field
-
-    docs = _arg_docs(inspect.cleandoc(fn.__doc__ or ""))
-    hints = typing.get_type_hints(fn, globalns={**fn.__globals__, "Context": Context}, include_extras=True)
-    for name, text in docs.items():
-        if name in hints and name != "ctx":
-            fn.__annotations__[name] = typing.Annotated[hints[name], Field(description=text)]
-
-
-def _arg_docs(doc: str) -> dict[str, str]:
-    """``{argument: description}`` from a Google-style ``Args:`` section (continuation lines joined)."""
-    out: dict[str, str] = {}
-    inside, current = False, None
-    for line in doc.splitlines():
-        if line.strip() == "Args:":
-            inside = True
-            continue
-        if not inside:
-            continue
-        if not line.strip() or not line.startswith(" "):
-            break
-        head, sep, rest = line.strip().partition(": ")
-        if line.startswith("    ") and not line.startswith("     ") and sep and head.isidentifier():
-            current = head
-            out[current] = rest.strip()
-        elif current is not None:
-            out[current] += " " + line.strip()
-    return out
 
 
 def _add_prompts(
@@ -380,7 +254,7 @@ def _add_prompts(
 
         def build() -> str:
             _, s = sessions.new("prompt")  # never handed out
-            texts = context_result(engine, s.build_request(msg))["texts"]
+            texts = context_result(s.build_request(msg), engine.agent)["texts"]
             parts = [f"{t['type'].capitalize()} {t['name']}:\n{t['text']}" for t in texts]
             return "\n\n".join(parts) or "(no rules or references selected for this message)"
 

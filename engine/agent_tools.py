@@ -1,0 +1,578 @@
+"""The tools contextsieve gives a model, written once for MCP and every framework.
+
+Each tool is one :class:`AgentTool`: its name, title, model-facing description, argument schema with
+its limits, MCP annotations (``readOnlyHint`` / ``destructiveHint`` / ``idempotentHint`` /
+``openWorldHint`` as the MCP specification defines them) and a plain function of what it works on
+and the checked arguments, returning a JSON-ready dict. The MCP server (``serve``), the gateway and
+the framework integrations only register these (``contextsieve.mcp.tool_surface``,
+``contextsieve.integrations``): the text a model reads, the arguments it may pass and the result it
+gets back are the same everywhere.
+
+- Context tools (:data:`CONTEXT_TOOLS`) work on a :class:`~contextsieve.session.Session`
+  (:class:`ContextScope`).
+- Stash tools (:data:`STASH_TOOLS`) work on a :class:`~contextsieve.stash.StashStore` and one stash
+  namespace (:class:`StashScope`).
+
+A call's arguments are checked against the tool's schema first (:meth:`AgentTool.check`): a value a
+model can fix (a wrong type, a number out of range, a missing or unknown argument) is a
+:class:`~contextsieve.errors.ToolArgumentError` whose message says how, which every adapter returns
+to the model as an error result (MCP ``isError``), never as a protocol error the model cannot see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from contextsieve.errors import InputError, ToolArgumentError, brief
+from contextsieve.items import ItemKey, ItemKind, Reference, Rule
+from contextsieve.stash.segment import SegmentType
+
+if TYPE_CHECKING:
+    from contextsieve.agent import Agent
+    from contextsieve.assembly import Request
+    from contextsieve.session import Session, ToolMatch
+    from contextsieve.stash.store import StashStore
+
+__all__ = [
+    "AgentTool",
+    "ContextScope",
+    "StashScope",
+    "CONTEXT_TOOLS",
+    "STASH_TOOLS",
+    "SET_TASK",
+    "context_result",
+    "tool_match",
+    "tool_list_chars",
+]
+
+#: Longest message or query a tool takes (characters).
+MAX_TEXT = 100_000
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    """One tool a model can call.
+
+    Attributes:
+        name: the tool's name (valid for every provider).
+        title: a short human-readable title (MCP ``title``).
+        description: what the tool is for and when to call it, for a model.
+        properties: JSON-schema properties of its arguments (with their limits).
+        required: the arguments that must be given.
+        annotations: MCP tool annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
+            ``openWorldHint``).
+        run: ``run(scope, arguments) -> dict``: the work, on checked arguments (defaults filled in).
+    """
+
+    name: str
+    title: str
+    description: str
+    properties: Mapping[str, Mapping[str, Any]]
+    required: tuple[str, ...]
+    annotations: Mapping[str, bool]
+    run: Callable[[Any, dict[str, Any]], dict[str, Any]] = field(repr=False, compare=False)
+
+    def input_schema(self, extra: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        """The JSON schema of the arguments (``extra``: more properties an adapter adds, such as MCP's
+        session handle)."""
+        props = {**{k: dict(v) for k, v in self.properties.items()}, **{k: dict(v) for k, v in (extra or {}).items()}}
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if self.required:
+            schema["required"] = list(self.required)
+        return schema
+
+    def check(self, arguments: object, extra: Sequence[str] = ()) -> dict[str, Any]:
+        """``arguments`` checked against the schema, with defaults filled in (names in ``extra`` pass
+        through unchecked: an adapter's own arguments). :class:`ToolArgumentError` says what to fix."""
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentError(f"{self.name}: the arguments must be an object, got {brief(arguments)}")
+        unknown = [k for k in arguments if k not in self.properties and k not in extra]
+        if unknown:
+            raise ToolArgumentError(
+                f"{self.name}: unknown argument {brief(unknown[0])}; it takes {', '.join(self.properties)}"
+            )
+        out: dict[str, Any] = {}
+        for name, prop in self.properties.items():
+            if name in arguments and arguments[name] is not None:
+                out[name] = _checked(arguments[name], prop, f"{self.name}: {name}")
+            elif name in self.required:
+                raise ToolArgumentError(f"{self.name}: {name} is required")
+            else:
+                out[name] = prop.get("default")
+        for name in extra:
+            if name in arguments:
+                out[name] = arguments[name]
+        return out
+
+    def call(self, scope: Any, arguments: object) -> dict[str, Any]:
+        """Check ``arguments`` and run the tool on ``scope``."""
+        return self.run(scope, self.check(arguments))
+
+    def definition(self, extra: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        """The tool as MCP lists it: ``name``, ``title``, ``description``, ``inputSchema``, ``annotations``."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema(extra),
+            "annotations": dict(self.annotations),
+        }
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (Mapping,),
+}
+
+
+def _checked(value: Any, prop: Mapping[str, Any], where: str) -> Any:
+    """``value`` against one schema property (the subset the tools use); :class:`ToolArgumentError`."""
+    kind = prop.get("type")
+    if kind is not None:
+        ok = isinstance(value, _TYPES[kind]) and (kind == "boolean" or not isinstance(value, bool))
+        if kind == "integer" and isinstance(value, float) and value.is_integer():
+            value, ok = int(value), True
+        if not ok:
+            raise ToolArgumentError(f"{where} must be {_a(kind)}, got {brief(value)}")
+    if "enum" in prop and value not in prop["enum"]:
+        raise ToolArgumentError(f"{where} must be one of {', '.join(map(str, prop['enum']))}; got {brief(value)}")
+    if kind in ("integer", "number"):
+        lo, hi = prop.get("minimum"), prop.get("maximum")
+        if (lo is not None and value < lo) or (hi is not None and value > hi) or value != value:
+            raise ToolArgumentError(f"{where} must be from {lo} to {hi}, got {brief(value)}")
+    if kind == "string":
+        if "maxLength" in prop and len(value) > prop["maxLength"]:
+            raise ToolArgumentError(f"{where} has {len(value)} characters; the limit is {prop['maxLength']}")
+        if len(value) < prop.get("minLength", 0):
+            raise ToolArgumentError(f"{where} must not be empty")
+    if kind == "array":
+        n, lo, hi = len(value), prop.get("minItems", 0), prop.get("maxItems")
+        if n < lo or (hi is not None and n > hi):
+            raise ToolArgumentError(f"{where} must have {lo} to {hi} items, got {n}")
+        items = prop.get("items")
+        value = [_checked(v, items, f"{where}[{i}]") if items else v for i, v in enumerate(value)]
+    if kind == "object" and "properties" in prop:
+        inner = prop["properties"]
+        if prop.get("additionalProperties") is False:
+            unknown = [k for k in value if k not in inner]
+            if unknown:
+                raise ToolArgumentError(f"{where}: unknown field {brief(unknown[0])}; fields: {', '.join(inner)}")
+        for r in prop.get("required", ()):
+            if r not in value:
+                raise ToolArgumentError(f"{where}: {r} is required")
+        value = {
+            k: _checked(v, inner[k], f"{where}.{k}") if k in inner and v is not None else v for k, v in value.items()
+        }
+    return value
+
+
+def _a(kind: str) -> str:
+    return {"integer": "an integer", "object": "an object", "array": "an array"}.get(kind, f"a {kind}")
+
+
+def _hints(read_only: bool, destructive: bool = False, idempotent: bool = False) -> Mapping[str, bool]:
+    """MCP annotations: a read-only tool needs no more; a tool that writes says whether it may destroy
+    and whether repeating it changes more."""
+    if read_only:
+        return MappingProxyType({"readOnlyHint": True})
+    hints = {"destructiveHint": destructive}  # readOnlyHint false is the default (destructiveHint true)
+    if idempotent:  # false is the default
+        hints["idempotentHint"] = True
+    return MappingProxyType(hints)
+
+
+def _text(description: str = "") -> dict[str, Any]:
+    """A text argument (its name says what it is unless ``description``); its length limit is the
+    server's (``ServeConfig.max_message_chars``, checked by the adapter), not the schema's."""
+    return {"type": "string", **({"description": description} if description else {})}
+
+
+# -- context tools ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ContextScope:
+    """What the context tools work on: a session of an agent.
+
+    Attributes:
+        session: the contextsieve session.
+        history_turns: request contexts the session keeps (default 100; older ones are dropped).
+        select: the gateway's ``select(message, preset, settings) -> Request``: the request for a
+            message built its own way (the offer changes); default ``None``: :meth:`Session.build_request`.
+        offered: the gateway's tools on offer now, by name (what ``set_task`` returns).
+    """
+
+    session: Session
+    history_turns: int = 100
+    select: Callable[[str, str | None, dict[str, Any]], Request] | None = None
+    offered: Callable[[], list[str]] | None = None
+
+
+def context_result(req: Request, agent: Agent) -> dict[str, Any]:
+    """What ``select_context`` returns for a request: items (the reference shape), the texts of the
+    selected rules, references and stashed segments, the tools to offer, what was dropped and noted."""
+    ctx = req.context
+    texts = []
+    for e in ctx.entries:
+        if e.key.kind is not ItemKind.TOOL:
+            item = agent.get(e.key)
+            assert isinstance(item, (Rule, Reference))
+            texts.append({"type": e.key.kind.value, "name": e.key.name, "text": item.text})
+    texts += [
+        {"type": "stash", "name": e.segment_id, "text": req.stash_texts[e.segment_id]}
+        for e in ctx.stashed
+        if e.segment_id in req.stash_texts
+    ]
+    return {
+        "items": [e.to_dict() for e in ctx.entries] + [e.to_dict() for e in ctx.stashed],
+        "texts": texts,
+        "tools": req.tools,
+        "dropped": [{**d.entry.to_dict(), "tokens": d.tokens, "reason": d.reason} for d in ctx.dropped],
+        "notes": list(ctx.notes),
+        "summary": ctx.summary(),
+    }
+
+
+def _select(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    s = scope.session
+    if scope.select is not None:
+        req = scope.select(a["message"], a["preset"], a["settings"] or {})
+    else:
+        req = s.build_request(a["message"], preset=a["preset"], **(a["settings"] or {}))
+        s.record_reply(req, "")
+        del s.history[: -2 * scope.history_turns]
+    return context_result(req, s.agent)
+
+
+def tool_match(match: ToolMatch) -> dict[str, Any]:
+    """A :meth:`Session.search_tools` hit as ``search_tools`` returns it: the tool as offered to a model
+    (name, description, input_schema), its server and MCP name, and its score."""
+    return {**match.definition, "server": match.tool.server, "tool": match.tool.name, "similarity": match.score}
+
+
+def _search(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    return {"tools": [tool_match(m) for m in scope.session.search_tools(a["query"], a["limit"])]}
+
+
+def _key(item: str) -> ItemKey:
+    return ItemKey.parse(item)
+
+
+def _explain(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    item: ItemKey | str = a["item"] if a["item"].startswith("stash:") else _key(a["item"])
+    ex = scope.session.explain(a["message"], item)
+    return {**ex.__dict__, "text": str(ex)}
+
+
+def _items(s: Session) -> dict[str, Any]:
+    return {"items": [{"item": str(k), "includeMode": m.value} for k, m in s.items()]}
+
+
+def _add(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    scope.session.add(_key(a["item"]))
+    return _items(scope.session)
+
+
+def _remove(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    scope.session.remove(_key(a["item"]))
+    return _items(scope.session)
+
+
+def _record(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
+    names = scope.session.agent.tool_names()
+    keys = [_key(t) if ":" in t else names.key(t) for t in a["tools"]]
+    for k in keys:
+        if k.kind is not ItemKind.TOOL:
+            raise InputError(f"record_tool_calls: {k} is not a tool")
+    scope.session.record_tool_calls(a["message"], keys)
+    return {"recorded": [str(k) for k in dict.fromkeys(keys)]}
+
+
+_ITEM = {
+    "type": "string",
+    "description": "rule:NAME, reference:NAME or tool:SERVER:NAME",
+}
+
+SELECT_CONTEXT = AgentTool(
+    "select_context",
+    "Select context",
+    "Call with each user message: the rules, references and tools for its prompt, and why. Pass the returned "
+    "session back as session.",
+    {
+        "message": _text(),
+        "settings": {"type": "object", "description": 'e.g. {"context_top_n":8}'},
+        "preset": {"type": "string", "enum": ["aggressive", "normal", "conservative", "reference"]},
+    },
+    ("message",),
+    _hints(read_only=False, idempotent=True),
+    _select,
+)
+SEARCH_TOOLS = AgentTool(
+    "search_tools",
+    "Search tools",
+    "Find the agent's tools by what they do, best first.",
+    {
+        "query": _text("What the tool should do."),
+        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+    },
+    ("query",),
+    _hints(read_only=True),
+    _search,
+)
+EXPLAIN = AgentTool(
+    "explain",
+    "Explain",
+    "Why an item is or is not selected for a message.",
+    {
+        "message": _text(),
+        "item": {**_ITEM, "description": "rule:NAME, reference:NAME, tool:SERVER:NAME or stash:ID"},
+    },
+    ("message", "item"),
+    _hints(read_only=True),
+    _explain,
+)
+ADD_TO_SESSION = AgentTool(
+    "add_to_session",
+    "Add to session",
+    "Include an item in every later request.",
+    {"item": _ITEM},
+    ("item",),
+    _hints(read_only=False, idempotent=True),
+    _add,
+)
+REMOVE_FROM_SESSION = AgentTool(
+    "remove_from_session",
+    "Remove from session",
+    "Leave an item out of later requests.",
+    {"item": _ITEM},
+    ("item",),
+    _hints(read_only=False, destructive=True, idempotent=True),
+    _remove,
+)
+RECORD_TOOL_CALLS = AgentTool(
+    "record_tool_calls",
+    "Record tool calls",
+    "Record the tools called for a message; similar messages then select them.",
+    {
+        "message": _text(),
+        "tools": {
+            "type": "array",
+            "items": {**_ITEM, "description": "tool:SERVER:NAME or called name"},
+            "minItems": 1,
+            "maxItems": 50,
+        },
+    },
+    ("message", "tools"),
+    _hints(read_only=False),
+    _record,
+)
+SET_TASK = AgentTool(
+    "set_task",
+    "Set the task",
+    "Call with each new user message: the tools offered change to the ones this task needs. Returns their names.",
+    {"message": _text()},
+    ("message",),
+    _hints(read_only=False, idempotent=True),
+    lambda scope, a: _set(scope, a["message"]),
+)
+
+
+def _set(scope: ContextScope, message: str) -> dict[str, Any]:
+    if scope.select is None or scope.offered is None:
+        raise InputError("set_task is a gateway's tool")
+    scope.select(message, None, {})
+    return {"tools": scope.offered()}
+
+
+#: The context tools, in the order ``serve`` lists them.
+CONTEXT_TOOLS: tuple[AgentTool, ...] = (
+    SELECT_CONTEXT,
+    SEARCH_TOOLS,
+    EXPLAIN,
+    ADD_TO_SESSION,
+    REMOVE_FROM_SESSION,
+    RECORD_TOOL_CALLS,
+)
+
+
+# -- stash tools ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StashScope:
+    """What the stash tools work on: a store and one namespace in it.
+
+    Attributes:
+        store: the stash store.
+        session: the namespace the segments go to and come from.
+        cross_session: retrieval searches every namespace (default False).
+        max_segments: most segments one ``stash_context`` call may carry (default 1,000).
+        progress: ``progress(done, total)`` while stashing (default none).
+    """
+
+    store: StashStore
+    session: str
+    cross_session: bool = False
+    max_segments: int = 1000
+    progress: Callable[[int, int], None] | None = None
+
+
+def _stash(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    if len(a["segments"]) > scope.max_segments:
+        raise ToolArgumentError(f"stash_context: at most {scope.max_segments} segments per call")
+    return scope.store.stash(a["segments"], session=scope.session, progress=scope.progress).to_dict()
+
+
+def _retrieve(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    found = scope.store.retrieve(
+        a["query"],
+        session=scope.session,
+        top_k=a["top_k"],
+        min_similarity=0.0 if a["min_similarity"] is None else a["min_similarity"],
+        filters=a["filters"],
+        cross_session=scope.cross_session,
+        include_superseded=bool(a["include_superseded"]),
+    )
+    rows = [h.to_dict(scope.store.config.preview_chars) for h in found]
+    return {"segments": rows, "total_found": len(rows)}
+
+
+def _merge(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    return scope.store.merge(a["segment_ids"], session=scope.session, keep=a["keep"]).to_dict()
+
+
+def _list(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    segs = scope.store.list(session=scope.session, filters=a["filters"], limit=a["limit"], offset=a["offset"] or 0)
+    rows = [{**s.to_dict(text=False), "text": s.preview(scope.store.config.preview_chars)} for s in segs]
+    for row in rows:
+        row.pop("session", None)
+    return {"segments": rows}
+
+
+def _delete(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    return {"deleted": scope.store.delete(a["segment_ids"], session=scope.session)}
+
+
+def _protect(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
+    call = scope.store.protect if a["protected"] else scope.store.unprotect
+    return {"changed": call(a["segment_ids"], session=scope.session), "protected": a["protected"]}
+
+
+_TYPE = {"type": "string", "enum": [t.value for t in SegmentType]}
+_IDS = {"type": "array", "items": {"type": "string"}, "maxItems": 1000}
+_FILTERS = {
+    "type": "object",
+    "description": "types, topics, sources, start_time, end_time, protected",
+}
+_SEGMENT = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "type": _TYPE,
+        "topic": {"type": "string"},
+        "source": {"type": "string"},
+        "references": {"type": "array", "items": {"type": "string"}},
+        "supersedes": {"type": "array", "items": {"type": "string"}, "description": "Ids it replaces"},
+        "expires_in_days": {"type": "number"},
+        "protected": {"type": "boolean"},
+        "id": {"type": "string"},
+    },
+    "required": ["text"],
+}
+
+STASH_CONTEXT = AgentTool(
+    "stash_context",
+    "Stash context",
+    "Save context to drop from the prompt and find later. Returns segment_ids.",
+    {"segments": {"type": "array", "items": _SEGMENT, "minItems": 1, "maxItems": 1000}},
+    ("segments",),
+    _hints(read_only=False, idempotent=True),
+    _stash,
+)
+RETRIEVE_STASHED_CONTEXT = AgentTool(
+    "retrieve_stashed_context",
+    "Retrieve from stash",
+    "Search the stash by meaning, best first; previews only (full texts: merge_stashed_context).",
+    {
+        "query": _text("Task, question or recent messages"),
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 5},
+        "min_similarity": {"type": "number", "minimum": -1, "maximum": 1},
+        "filters": _FILTERS,
+        "include_superseded": {"type": "boolean"},
+    },
+    ("query",),
+    _hints(read_only=True),
+    _retrieve,
+)
+MERGE_STASHED_CONTEXT = AgentTool(
+    "merge_stashed_context",
+    "Merge from stash",
+    "Full texts of stashed segments; keep=false deletes them.",
+    {"segment_ids": _IDS, "keep": {"type": "boolean", "default": True}},
+    ("segment_ids",),
+    _hints(read_only=False, destructive=True, idempotent=False),
+    _merge,
+)
+LIST_STASHED_CONTEXT = AgentTool(
+    "list_stashed_context",
+    "List stash",
+    "Stashed segments, newest first, as previews.",
+    {
+        "filters": _FILTERS,
+        "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 20},
+        "offset": {"type": "integer", "minimum": 0},
+    },
+    (),
+    _hints(read_only=True),
+    _list,
+)
+DELETE_STASHED_CONTEXT = AgentTool(
+    "delete_stashed_context",
+    "Delete from stash",
+    "Delete stashed segments (protected ones too).",
+    {"segment_ids": _IDS},
+    ("segment_ids",),
+    _hints(read_only=False, destructive=True, idempotent=True),
+    _delete,
+)
+PROTECT_STASHED_CONTEXT = AgentTool(
+    "protect_stashed_context",
+    "Protect in stash",
+    "Keep segments from expiry and cleanup (protected=false undoes it).",
+    {"segment_ids": _IDS, "protected": {"type": "boolean", "default": True}},
+    ("segment_ids",),
+    _hints(read_only=False, idempotent=True),
+    _protect,
+)
+
+#: The stash tools, in the order ``serve`` lists them; the frameworks offer the first three by default.
+STASH_TOOLS: tuple[AgentTool, ...] = (
+    STASH_CONTEXT,
+    RETRIEVE_STASHED_CONTEXT,
+    MERGE_STASHED_CONTEXT,
+    LIST_STASHED_CONTEXT,
+    DELETE_STASHED_CONTEXT,
+    PROTECT_STASHED_CONTEXT,
+)
+
+
+def tool_list_chars(tools: Sequence[AgentTool], extra: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+    """Characters of the tools' MCP definitions as compact JSON (what a host puts into every prompt)."""
+    import json
+
+    return sum(len(json.dumps(t.definition(extra), ensure_ascii=False, separators=(",", ":"))) for t in tools)
+
+
+def replace_run(tool: AgentTool, run: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> AgentTool:
+    """``tool`` with another ``run`` (its name, text and schema unchanged)."""
+    return dataclasses.replace(tool, run=run)

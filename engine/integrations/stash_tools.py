@@ -1,0 +1,40 @@
+"""What every framework's stash tools share: the tools of :mod:`contextsieve.agent_tools` chosen by
+name, and the scope they work on (a store and one namespace), checked once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contextsieve.agent_tools import STASH_TOOLS, AgentTool, StashScope
+from contextsieve.errors import InputError, brief
+from contextsieve.stash.segment import check_session
+from contextsieve.stash.store import StashStore
+
+__all__ = ["FRAMEWORK_STASH_TOOLS", "stash_scope", "stash_tool_defs"]
+
+#: The stash tools a framework gets by default: stash, retrieve, merge (``serve`` offers all six).
+FRAMEWORK_STASH_TOOLS: tuple[str, ...] = ("stash_context", "retrieve_stashed_context", "merge_stashed_context")
+
+
+def stash_tool_defs(names: Sequence[str]) -> list[AgentTool]:
+    """The stash tools named ``names``, in that order; :class:`InputError` for a name there is none of."""
+    if isinstance(names, str):
+        raise InputError("tools must be a list of tool names, not one str")
+    by_name = {t.name: t for t in STASH_TOOLS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown or not names:
+        raise InputError(f"tools must name stash tools ({', '.join(by_name)}), got {brief(list(names))}")
+    return [by_name[n] for n in dict.fromkeys(names)]
+
+
+def stash_scope(
+    store: StashStore, *, session: str, max_segments: int = 1000, cross_session: bool = False
+) -> StashScope:
+    """The scope of a framework's stash tools, its arguments checked (:class:`InputError` names a bad one)."""
+    if not isinstance(store, StashStore):
+        raise InputError(f"store must be a contextsieve StashStore, got {brief(store)}")
+    if isinstance(max_segments, bool) or not isinstance(max_segments, int) or max_segments < 1:
+        raise InputError(f"max_segments must be an int >= 1, got {brief(max_segments)}")
+    if not isinstance(cross_session, bool):
+        raise InputError(f"cross_session must be True or False, got {brief(cross_session)}")
+    return StashScope(store, check_session(session), cross_session, max_segments)
