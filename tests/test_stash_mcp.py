@@ -76,11 +76,12 @@ def test_every_stash_tool(engine: Engine, stash: StashStore) -> None:
             assert [s["segment_id"] for s in only["segments"]] == [ids[2]]
             merged = result(await c.call_tool("merge_stashed_context", {"segment_ids": [ids[1], ids[0]]}))
             assert [s["text"] for s in merged["segments"]][0] == long_text
-            assert merged["tokens_added"] == sum(s.tokens for s in stash.get([ids[0], ids[1]], session=r["session"]))
+            ns = "agent:" + engine.agent.name  # a call without a handle: the agent's namespace, on either protocol
+            assert merged["tokens_added"] == sum(s.tokens for s in stash.get([ids[0], ids[1]], session=ns))
             listed = result(await c.call_tool("list_stashed_context", {"limit": 10}))
             assert {s["segment_id"] for s in listed["segments"]} == set(ids)
             prot = result(await c.call_tool("protect_stashed_context", {"segment_ids": [ids[2]]}))
-            assert prot["changed"] == 1 and stash.get([ids[2]], session=r["session"])[0].protected
+            assert prot["changed"] == 1 and stash.get([ids[2]], session=ns)[0].protected
             gone = result(await c.call_tool("delete_stashed_context", {"segment_ids": [ids[0]]}))
             assert gone["deleted"] == 1
             await refused(c.call_tool("merge_stashed_context", {"segment_ids": [ids[0]]}), "no segment")
@@ -97,11 +98,21 @@ def test_every_stash_tool(engine: Engine, stash: StashStore) -> None:
     anyio.run(main)
 
 
-def test_connections_cannot_read_each_others_stash(engine: Engine, stash: StashStore) -> None:
-    server = build_server(engine, stash=stash)
+def test_connections_share_the_agents_stash_unless_per_connection(engine: Engine, stash: StashStore) -> None:
+    """Issue 38 item 2: on the handshake protocol a call without a handle stashes into the agent's
+    namespace, so another connection of the same agent (a host's next process) finds it; with
+    ``stash_per_connection`` each connection keeps to its own, as before."""
 
     async def main() -> None:
+        server = build_server(engine, stash=stash)
         async with Client(server, mode="legacy") as a, Client(server, mode="legacy") as b:
+            ra = result(await a.call_tool("stash_context", {"segments": [{"text": "the deploy key is in the vault"}]}))
+            found = result(await b.call_tool("retrieve_stashed_context", {"query": "deploy key vault"}))["segments"]
+            assert [s["segment_id"] for s in found] == ra["segment_ids"]
+            merged = result(await b.call_tool("merge_stashed_context", {"segment_ids": ra["segment_ids"]}))
+            assert merged["merged_count"] == 1
+        isolated = build_server(engine, ServeConfig(stash_per_connection=True), stash=stash)
+        async with Client(isolated, mode="legacy") as a, Client(isolated, mode="legacy") as b:
             ra = result(await a.call_tool("stash_context", {"segments": [{"text": "alice's api key is in vault"}]}))
             assert result(await b.call_tool("retrieve_stashed_context", {"query": "api key vault"}))["segments"] == []
             await refused(b.call_tool("merge_stashed_context", {"segment_ids": ra["segment_ids"]}), "no segment")
@@ -171,7 +182,13 @@ def test_select_context_brings_back_the_connections_stashed_segments(engine: Eng
                 )
             )
             assert ex["included"] and ex["mode"] == "stash"
-        async with Client(build_server(engine, stash=stash), mode="legacy") as other:  # another connection
+        async with Client(build_server(engine, stash=stash), mode="legacy") as other:  # the host's next process
+            sel = result(
+                await other.call_tool("select_context", {"message": "was the refund for order 1042 approved?"})
+            )
+            assert [i["name"] for i in sel["items"] if i["type"] == "stash"] == [sid]
+        isolated = build_server(engine, ServeConfig(stash_per_connection=True), stash=stash)
+        async with Client(isolated, mode="legacy") as other:  # a connection that keeps to its own namespace
             sel = result(
                 await other.call_tool("select_context", {"message": "was the refund for order 1042 approved?"})
             )

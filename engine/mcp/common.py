@@ -64,9 +64,13 @@ class ServeConfig:
             answered 408 (default 30 s; HTTP only).
         max_sessions: sessions kept at once (default 1,000; the least recently used is dropped).
         session_idle_seconds: a session unused this long is dropped (default 3,600).
-        stash_session: with a stash, the stash session every connection uses (default None: each
-            connection's own session handle, so no client sees another's segments).
+        stash_session: with a stash, the stash session every call uses (default None: a call without a
+            handle uses the agent's namespace, on either protocol, so a host finds what it stashed after a
+            restart; a private handle of the stateless protocol uses its own).
         stash_cross_session: with a stash, retrieval searches every stash session (default False).
+        stash_per_connection: a connection of the handshake protocol stashes into a namespace of its
+            own (its session handle) instead of the agent's: isolation per connection, at the price that
+            a host's next process cannot find what this one stashed (default False).
         max_stash_segments: most segments one ``stash_context`` call may carry (default 1,000).
         learn_from_calls: the gateway records the current task's message as an example request of each
             ``agent``-mode tool the host calls successfully (learning from use), and when the next task
@@ -88,6 +92,7 @@ class ServeConfig:
     session_idle_seconds: float = 3600.0
     stash_session: str | None = None
     stash_cross_session: bool = False
+    stash_per_connection: bool = False
     max_stash_segments: int = 1000
     learn_from_calls: bool = True
     stable_offer: bool = False
@@ -218,6 +223,8 @@ def connection_state(ctx: Any) -> dict[str, Any] | None:
 HANDLE_KEY = "mcp:handle-key"
 #: Prefix of the store key holding a stateless handle's session items (followed by the handle's sha256).
 ITEMS_KEY = "mcp:session-items:"
+#: The registry's name of the agent session (:meth:`SessionRegistry.agent_session`); never a handle.
+AGENT_HANDLE = "agent"
 
 
 class SessionRegistry:
@@ -229,17 +236,21 @@ class SessionRegistry:
     it) checks the tag and takes it up under the same handle, with its stash namespace (the handle)
     and, from the store, its session items; only its request history (a record, not used in
     selection) is per process. So any process on one store answers any stateless call, and eviction
-    never loses a session's stashed segments or moves a client to another session. A stateless call
-    without a handle gets a session whose stash part is the agent's shared namespace; it is not kept
-    (nothing to evict), and the handle it answers with names a session of its own from the next call
-    on. A stateful connection's handles are plain random strings bound to that connection
-    (:func:`handle_owner`)."""
+    never loses a session's stashed segments or moves a client to another session.
+
+    A stateless call without a handle uses the **agent session**: one per agent and store, its stash
+    part the agent's namespace (:meth:`default_namespace`) and its session items kept in the store, so
+    what such a host stashes or pins it finds in its next process; the handle the call answers with
+    names a private session of its own (its own namespace) from the next call on. A stateful
+    connection's handles are plain random strings bound to that connection (:func:`handle_owner`); its
+    session's stash part is the agent's namespace too, unless ``ServeConfig.stash_per_connection``."""
 
     def __init__(self, engine: Engine, config: ServeConfig, stash: StashStore | None = None) -> None:
         self._engine, self._config, self._stash = engine, config, stash
         self._by_handle: OrderedDict[str, tuple[Session, float, str]] = OrderedDict()  # session, used, owner
         self._applied: dict[str, str | None] = {}  # stateless handle -> the stored items record last applied
         self._key: bytes | None = None
+        self._agent: Session | None = None  # the agent session: calls of the stateless protocol without a handle
         self._lock = threading.Lock()
         if stash is not None:  # read (or made) once, now: a store down later does not stop new sessions
             self._handle_key()
@@ -254,10 +265,20 @@ class SessionRegistry:
             self._applied.pop(handle, None)
 
     def default_namespace(self) -> str:
-        """The stash session of calls that name no handle over the stateless protocol: one per agent,
-        kept in the store, so what such a host stashed it finds again (an LLM does not reliably thread
-        a handle through its calls)."""
+        """The stash session of calls that name no handle (either protocol): one per agent, kept in the
+        store, so what a host stashed it finds again after a restart (an LLM does not reliably thread a
+        handle through its calls)."""
         return "agent:" + self._engine.agent.name
+
+    def agent_session(self) -> Session:
+        """The agent session (see the class docstring): made once, its items brought up to what the
+        store holds on every use (another process may have changed them)."""
+        with self._lock:
+            session = self._agent
+            if session is None:
+                session = self._agent = self._make(self.default_namespace())
+        self._sync_items(AGENT_HANDLE, session)
+        return session
 
     # -- signed stateless handles ---------------------------------------------------------------------
 
@@ -296,6 +317,8 @@ class SessionRegistry:
     # -- session items kept in the store ------------------------------------------------------------
 
     def _items_key(self, handle: str) -> str:
+        if handle == AGENT_HANDLE:  # one per agent in a store: its namespace names it
+            handle = self.default_namespace()
         return ITEMS_KEY + hashlib.sha256(handle.encode()).hexdigest()
 
     def _sync_items(self, handle: str, session: Session) -> None:
@@ -324,7 +347,11 @@ class SessionRegistry:
         the session's items are put back as they were and the error is raised: nothing changed."""
         before = session.items()
         change()
-        if self._stash is None or not self._valid(handle):
+        if session is self._agent:
+            handle = AGENT_HANDLE
+        elif self._stash is None or not self._valid(handle):
+            return
+        if self._stash is None:
             return
         record = json.dumps([{"key": str(k), "mode": m.value} for k, m in session.items()])
         try:
@@ -359,26 +386,30 @@ class SessionRegistry:
         self._sync_items(handle, session)
         return session
 
+    def _make(self, namespace: str) -> Session:
+        """A new session whose stash part is ``namespace`` (or ``ServeConfig.stash_session``)."""
+        if self._stash is None:
+            return self._engine.session()
+        return self._engine.session(  # select_context brings back the namespace's stashed segments
+            stash=self._stash,
+            stash_session=self._config.stash_session or namespace,
+            stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
+        )
+
     def new(self, owner: str, *, shared: bool = False, handle: str | None = None) -> tuple[str, Session]:
-        """A new session and its handle. ``shared``: its stash part is the agent's default namespace
-        (:meth:`default_namespace`; a call of the stateless protocol that names no handle), else its
-        own (the handle's; a stateful connection's). ``handle``: register it under this handle again
-        (a connection whose session was evicted keeps its handle, and with it its stashed segments).
-        ``owner``: who may use the handle (:func:`handle_owner`); a stateless owner's new handle is signed,
-        and a ``shared`` session is not kept (the handle takes up a session of its own when passed back)."""
+        """A session and its handle. ``shared`` (a call of the stateless protocol that names no handle):
+        the agent session (:meth:`agent_session`) with a new signed handle, which takes up a private
+        session of its own when passed back. Else a new session: a stateful connection's stashes into the
+        agent's namespace (its handle's with ``ServeConfig.stash_per_connection``), a stateless handle's
+        into the handle's own. ``handle``: register it under this handle again (a connection whose
+        session was evicted keeps its handle, and with it its stashed segments). ``owner``: who may use
+        the handle (:func:`handle_owner`); a stateless owner's new handle is signed."""
         if handle is None:
             handle = self._signed() if owner == STATELESS else "cs-" + secrets.token_urlsafe(16)
-        if self._stash is None:
-            session = self._engine.session()
-        else:  # select_context brings back this connection's stashed segments
-            own = self.default_namespace() if shared else handle
-            session = self._engine.session(
-                stash=self._stash,
-                stash_session=self._config.stash_session or own,
-                stash_settings=StashSettings(cross_session=self._config.stash_cross_session),
-            )
         if shared and owner == STATELESS:
-            return handle, session
+            return handle, self.agent_session()
+        agent_namespace = owner != STATELESS and not self._config.stash_per_connection
+        session = self._make(self.default_namespace() if agent_namespace else handle)
         now = time.monotonic()
         with self._lock:
             self._by_handle[handle] = (session, now, owner)

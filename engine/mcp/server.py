@@ -142,14 +142,15 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
         return value
 
     def stash_namespace(ctx: Any, session: str | None) -> tuple[str | None, str]:
-        """(the handle to answer with, the stash namespace): a handle's own namespace, a stateful
-        connection's, or, for a stateless call without a handle, the agent's shared one (no handle
-        is made for it: nothing to keep in memory, nothing to evict)."""
+        """(the handle to answer with, the stash namespace): the namespace of the call's session (the
+        agent's for a call without a handle on either protocol, a private handle's own; see
+        :class:`~contextsieve.mcp.common.SessionRegistry`). A stateless call without a handle answers
+        with none: no session is made for it."""
         fixed = config.stash_session
         if session is None and connection_state(ctx) is None:
             return None, fixed or sessions.default_namespace()
-        handle, _ = session_of(ctx, session)
-        return handle, fixed or handle
+        handle, s = session_of(ctx, session)
+        return handle, fixed or s.stash_session
 
     tools: dict[str, AgentTool] = {t.name: t for t in (*CONTEXT_TOOLS, *(STASH_TOOLS if stash is not None else ()))}
     listed = [mcp_tool(t, SESSION_ARGUMENT) for t in tools.values()]
