@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from contextsieve.items import IncludeMode, ItemKey
+from contextsieve.items import IncludeMode, Item, ItemKey, Tool
 from contextsieve.selection import names_nothing
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def explain_item(
     session_mode: IncludeMode | None,
     include_mode: IncludeMode,
     tool_available: bool,
+    item: Item | None = None,
 ) -> Explanation:
     """Why ``key`` is or is not in ``request``, from the request's own search trace.
 
@@ -65,7 +67,25 @@ def explain_item(
         session_mode: the item's mode in the session, if it is a session item.
         include_mode: the item's effective include mode in the agent.
         tool_available: for tools, whether the session may use it (autonomous sessions filter some).
+        item: the item itself (default ``None``: not given); a tool its server listed over the input
+            limits (:class:`~contextsieve.agentfile.ToolLimits`) gets a last reason saying what was cut.
     """
+    ex = _explain(key, request, session_mode, include_mode, tool_available)
+    if isinstance(item, Tool) and item.key == key and item.cut_note:
+        cut = (
+            f"its MCP server listed it over the input limits (ToolLimits): it is searched and sent cut, {item.cut_note}"
+        )
+        ex = dataclasses.replace(ex, reasons=(*ex.reasons, cut))
+    return ex
+
+
+def _explain(
+    key: ItemKey,
+    request: Request,
+    session_mode: IncludeMode | None,
+    include_mode: IncludeMode,
+    tool_available: bool,
+) -> Explanation:
     ctx, trace = request.context, request.trace
     k = str(key)
     if session_mode is not None:

@@ -162,6 +162,10 @@ class Tool:
         include: the tool's own include mode, or ``None`` to use the server default.
         permission_required: the tool's own setting, or ``None`` for the server default.
         summary: extra embedding context for the tool (default ``""``); never sent to the model.
+        cut_note: what the input limits cut from the tool as its MCP server listed it (default ``""``:
+            nothing), e.g. ``"description cut from 1,048,576 to 10,000 characters (limit 10,000)"``; set by
+            :func:`contextsieve.agentfile.server_tools` (see :class:`~contextsieve.agentfile.ToolLimits`),
+            shown by ``explain`` and the tool listing.
     """
 
     server: str
@@ -171,11 +175,12 @@ class Tool:
     include: IncludeMode | None = None
     permission_required: bool | None = None
     summary: str = ""
+    cut_note: str = field(default="", compare=False)
 
     kind = ItemKind.TOOL
 
     def __post_init__(self) -> None:
-        _check_strings(self, ("server", "name", "description", "summary"))
+        _check_strings(self, ("server", "name", "description", "summary", "cut_note"))
         if not self.server or not self.name:
             raise InputError(f"a tool needs a server and a name, got {self.server!r} / {self.name!r}")
         if self.include is not None:

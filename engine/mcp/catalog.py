@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import server_tools
+from contextsieve.agentfile import ToolLimits, server_tools
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.mcp.client import INTERNAL, ListConfig, Listing, list_tools, run_sync, server_kind
@@ -61,6 +61,8 @@ class ServerReport:
         found: tools it has now. added / changed / removed: against the tools the agent had before.
         seconds: listing time (0 from the cache). error: why live listing failed (``None`` if it did not).
         stderr: the tail of a failed stdio server's stderr. note: anything else worth saying.
+        cut: the tools the listing limits cut (:class:`~contextsieve.agentfile.ToolLimits`), one
+            ``"<tool>: <what was cut>"`` each.
     """
 
     server: str
@@ -73,6 +75,7 @@ class ServerReport:
     error: str | None = None
     stderr: str = ""
     note: str = ""
+    cut: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class ToolCatalog:
                     lines += ["  stderr: " + line for line in r.stderr.strip().splitlines()[-8:]]
             if r.note:
                 lines.append(f"{r.server}: {r.note}")
+            lines += [f"{r.server}: tool {c}" for c in r.cut]
         return "\n".join(lines)
 
 
@@ -195,7 +199,7 @@ def connect(
         return await list_tools(to_list, config)
 
     listings = run_sync(run, "connect_async(...) (Engine.connect_async)") if to_list else {}
-    return _apply(agent, cache, cached, skipped, listings)
+    return _apply(agent, cache, cached, skipped, listings, config.limits)
 
 
 async def connect_async(
@@ -210,7 +214,7 @@ async def connect_async(
     cache = ToolCache(cache_folder) if cache_folder is not None else None
     cached, to_list, skipped = _plan(agent, cache, refresh)
     listings = await list_tools(to_list, config) if to_list else {}
-    return _apply(agent, cache, cached, skipped, listings)
+    return _apply(agent, cache, cached, skipped, listings, config.limits)
 
 
 def _apply(
@@ -219,8 +223,9 @@ def _apply(
     cached: dict[str, tuple[list[dict[str, Any]], float]],
     skipped: dict[str, str],
     listings: dict[str, Listing],
+    limits: ToolLimits,
 ) -> ToolCatalog:
-    """Give the agent each server's tools (live, else cached) and report what changed."""
+    """Give the agent each server's tools (live, else cached), held to ``limits``, and report what changed."""
     servers = list(agent.servers.values())
     reports: list[ServerReport] = []
     applied: dict[str, list[dict[str, Any]]] = {}
@@ -256,7 +261,7 @@ def _apply(
         if entries is None:
             entries = []
         try:
-            tools, listed = server_tools(s, entries)
+            tools, listed = server_tools(s, entries, limits=limits)
         except ContextSieveError as e:
             reports.append(ServerReport(s.name, source, len(before), seconds=seconds, error=f"malformed tools: {e}"))
             continue
@@ -267,7 +272,10 @@ def _apply(
             for t in tools
         }
         added, changed, removed = _diff(before, after)
-        reports.append(ServerReport(s.name, source, len(tools), added, changed, removed, seconds, error, stderr, note))
+        cut = tuple(f"{t.name}: {t.cut_note}" for t in tools if t.cut_note)
+        reports.append(
+            ServerReport(s.name, source, len(tools), added, changed, removed, seconds, error, stderr, note, cut)
+        )
     return ToolCatalog(tuple(reports), applied)
 
 

@@ -21,10 +21,11 @@ import math
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from contextsieve.agent import McpServer
+from contextsieve.agentfile import ToolLimits
 from contextsieve.errors import EventLoopError, InputError, MissingExtraError, brief
 
 T = TypeVar("T")
@@ -54,12 +55,16 @@ class ListConfig:
         max_pages: most ``tools/list`` pages followed per server (default 100; more is an error).
         max_tools: most tools accepted from one server (default 5,000; more is an error).
         stderr_chars: characters of a failed stdio server's stderr kept in its report (default 2,000).
+        limits: the most text kept of each listed tool (default :class:`~contextsieve.agentfile.ToolLimits`:
+            descriptions of 10,000 characters, input schemas of 24,000 characters of JSON); longer ones
+            are cut when the listing is applied to the agent, and the report says which.
     """
 
     timeout: float = 10.0
     max_pages: int = 100
     max_tools: int = 5000
     stderr_chars: int = 2000
+    limits: ToolLimits = field(default_factory=ToolLimits)
 
     def __post_init__(self) -> None:
         if (
@@ -72,6 +77,8 @@ class ListConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{name} must be a positive int, got {brief(v)}")
+        if not isinstance(self.limits, ToolLimits):
+            raise InputError(f"limits must be a ToolLimits, got {type(self.limits).__name__}")
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,9 @@ def open_transport(server: McpServer, kind: str, errlog: Any) -> Any:
 
 
 def wire_entry(tool: Any) -> dict[str, Any]:
-    """A ``tools/list`` entry in the wire format's field names."""
+    """A ``tools/list`` entry in the wire format's field names, as the server sent it (the
+    :class:`ListConfig` ``limits`` apply when a listing becomes the agent's tools:
+    :func:`contextsieve.agentfile.server_tools`)."""
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
     return {"name": tool.name, "description": tool.description or "", "inputSchema": schema}
 
