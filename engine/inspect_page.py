@@ -337,6 +337,7 @@ class Inspector:
                     session_mode=in_session.get(key),
                     include_mode=agent.include_mode(item),
                     tool_available=True,  # grouped items were candidates: usable in this session
+                    item=item,
                 )
                 out.append(
                     {

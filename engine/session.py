@@ -712,6 +712,7 @@ class Session:
             session_mode=in_session,
             include_mode=self.agent.include_mode(item),
             tool_available=available,
+            item=item,
         )
 
     def _explain_stashed(self, message: str, segment_id: str) -> Explanation:

@@ -566,3 +566,23 @@ def test_an_agent_built_in_code_keeps_its_own_text() -> None:
     text = "word " * 5_000
     agent = Agent("a", servers={"s": McpServer("s", {})}, tools=[Tool("s", "t", text)])
     assert agent.tools[0].description == text and agent.tools[0].cut_note == ""
+
+
+def test_a_framework_tool_is_held_to_the_limits_and_explain_says_so() -> None:
+    """A framework's tools often come from MCP servers too: ToolSelector ranks them cut to ToolLimits
+    (the framework still sends its own definition), and Session.explain names the cut."""
+    from contextsieve.integrations.selector import ToolSelector, ToolSpec
+    from tests.fake_embedder import FakeEmbedder
+
+    huge = "fetch a page and return its text " * 40_000  # 1.3 MB without a sentence break
+    selector = ToolSelector.from_tools(
+        [ToolSpec("fetch_page", huge), ToolSpec("get_time", "the current time")],
+        embedder=FakeEmbedder(),
+        cache_dir=False,
+    )
+    tool = selector.session.agent.get("tool:tools:fetch_page")
+    assert isinstance(tool, Tool) and len(tool.description) <= ToolLimits().description_chars
+    assert tool.cut_note.startswith("description cut from")
+    assert selector.choose("fetch the page text").keys[0] == tool.key
+    reasons = selector.session.explain("fetch the page text", tool.key).reasons
+    assert "over the input limits" in reasons[-1]

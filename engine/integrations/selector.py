@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.agent import Agent, McpServer
+from contextsieve.agentfile import limit_tool
 from contextsieve.assembly import Request
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, ToolChoiceError, brief
@@ -468,13 +469,19 @@ def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:
 
 
 def _tool(spec: ToolSpec, include: IncludeMode | None = None) -> Tool:
+    """The agent's tool for a framework's tool, its description and schema held to
+    :class:`~contextsieve.agentfile.ToolLimits` (a framework's tools often come from MCP servers: a 1 MB
+    description would stall every choice). Only what contextsieve ranks by is cut: the framework still
+    sends its own definition."""
+    description, schema, note = limit_tool(spec.description, dict(spec.input_schema))
     return Tool(
         spec.server,
         spec.name,
-        spec.description,
-        dict(spec.input_schema),
+        description,
+        schema,
         include=include,
         permission_required=False,
+        cut_note=note,
     )
 
 
@@ -487,4 +494,5 @@ def _with_include(tool: Tool, include: IncludeMode) -> Tool:
         include=include,
         permission_required=tool.permission_required,
         summary=tool.summary,
+        cut_note=tool.cut_note,
     )

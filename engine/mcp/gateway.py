@@ -200,7 +200,7 @@ class Gateway:
     async def apply_listing(self, server: str, entries: list[dict[str, Any]]) -> None:
         """A downstream server's new tool list: the agent's tools of that server are replaced (file
         overrides applied) and stateful host connections are told the tool list changed."""
-        tools, listed = server_tools(self.engine.agent.servers[server], entries)
+        tools, listed = server_tools(self.engine.agent.servers[server], entries, limits=self.listing.limits)
         self.engine.agent.set_server_tools(server, tools, listed)
         for key, session in list(self.hosts.items()):
             try:
