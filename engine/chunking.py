@@ -28,6 +28,7 @@ says why).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -96,6 +97,11 @@ class ChunkConfig:
         max_schema_tokens: longest parameter text used (default 96 tokens; cut at a word boundary).
         max_examples: most recorded example requests per tool embedded as extra chunks of the tool
             (newest first; default 50; 0 ignores them; see :mod:`contextsieve.usage`).
+        max_tool_chars: longest part of a tool's description that is chunked and embedded (default
+            10,000 characters, as :class:`~contextsieve.agentfile.ToolLimits` holds what servers list: a
+            tool is found by what its description says first; a tool written in the agent file or in
+            code keeps its whole description in what is sent, only its embedding stops here, so its
+            first request stays in seconds).
     """
 
     max_chars: int = 500
@@ -109,13 +115,21 @@ class ChunkConfig:
     tool_schema: ToolSchema = "none"
     max_schema_tokens: int = 96
     max_examples: int = 50
+    max_tool_chars: int = 10_000
 
     def __post_init__(self) -> None:
         if self.tool_context not in TOOL_CONTEXTS:
             raise InputError(f"tool_context must be one of {TOOL_CONTEXTS}, got {self.tool_context!r}")
         if self.tool_schema not in TOOL_SCHEMAS:
             raise InputError(f"tool_schema must be one of {TOOL_SCHEMAS}, got {self.tool_schema!r}")
-        for name in ("max_chars", "max_tokens", "max_header_tokens", "max_summary_tokens", "max_schema_tokens"):
+        for name in (
+            "max_chars",
+            "max_tokens",
+            "max_header_tokens",
+            "max_summary_tokens",
+            "max_schema_tokens",
+            "max_tool_chars",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{name} must be a positive int, got {v!r}")
@@ -404,6 +418,8 @@ def chunk_item(
             chunk of its own, ``"example request: ..."`` shown, the request as it was embedded (cut to
             the token window), after the tool's own chunks; at most ``config.max_examples``.
     """
+    if isinstance(item, Tool) and len(item.description) > config.max_tool_chars:
+        item = dataclasses.replace(item, description=item.description[: config.max_tool_chars])
     header = _header(item)
     summary = _cap(getattr(item, "summary", "").strip(), config.max_summary_tokens, count_tokens)
     reserve = min(config.max_summary_tokens, config.max_tokens // 4) if summarizer is not None else 0

@@ -586,3 +586,25 @@ def test_a_framework_tool_is_held_to_the_limits_and_explain_says_so() -> None:
     assert selector.choose("fetch the page text").keys[0] == tool.key
     reasons = selector.session.explain("fetch the page text", tool.key).reasons
     assert "over the input limits" in reasons[-1]
+
+
+def test_a_long_tool_written_in_code_is_sent_whole_and_embedded_up_to_max_tool_chars() -> None:
+    from tests.fake_embedder import FakeEmbedder
+
+    huge = "fetch a page and return its text " * 30_000  # ~1 MB, the user's own text: never cut in what is sent
+    agent = Agent(name="code")
+    agent.add_server(McpServer("web", {}, IncludeMode.AGENT))
+    agent.upsert(Tool("web", "fetch_page", huge))
+    tool = agent.get("tool:web:fetch_page")
+    assert isinstance(tool, Tool)
+
+    def words(texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]
+
+    chunks = chunk_item(tool, ChunkConfig(), words)
+    assert 1 < len(chunks) and sum(len(c.text) for c in chunks) <= ChunkConfig().max_tool_chars + 100
+    assert len(chunk_item(tool, ChunkConfig(max_tool_chars=10**7), words)) > 50 * len(chunks)
+    request = Engine(agent, embedder=FakeEmbedder(), cache_dir=False).session().build_request("fetch the page text")
+    assert [t["description"] for t in request.tools] == [huge]
+    with pytest.raises(InputError, match="max_tool_chars"):
+        ChunkConfig(max_tool_chars=0)
