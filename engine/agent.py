@@ -6,6 +6,8 @@ The agent is the source of truth; sessions copy its settings and may override th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -448,6 +450,9 @@ class Agent:
     autonomous: bool = False
     document: dict[str, Any] = field(default_factory=dict, repr=False)  # the file as read, for round trips
     catalog: Mapping[ItemKey, tuple[str, str]] = field(default_factory=dict, repr=False)  # tools a catalog described
+    source: str = field(default="", compare=False)
+    """Where the agent was loaded from (the agent file, resolved; ``""``: made in code): part of its
+    :attr:`identity`."""
     loaded_keys: frozenset[ItemKey] = field(default=frozenset(), init=False, repr=False)  # the items it was made with
     lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
     """Held while the agent changes and while a request reads it (see :class:`contextsieve.Session`)."""
@@ -499,6 +504,19 @@ class Agent:
                 {it.key: i for i, it in enumerate(items)},
             )
         return self._table
+
+    @property
+    def identity(self) -> str:
+        """What keeps this agent's data apart from every other agent's: its default stash store, its stash
+        namespace (``agent:<identity>``) and its usage log are named by it. The declared name made
+        file-safe (at most 60 characters), then, for an agent loaded from a file, ``-`` and 10 hex
+        digits of the SHA-256 of the file's resolved path: two agents named alike (every ``agent.yaml``
+        is "agent" without a declared name) in two folders never share data unless the user points them
+        at one store and namespace on purpose. An agent made in code is its name alone."""
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", self.name).strip(".-")[:60] or "agent"
+        if not self.source:
+            return stem
+        return f"{stem}-{hashlib.sha256(self.source.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
 
     def tool_names(self) -> ToolNames:
         """The name a model sees for each tool, and the way back (:mod:`contextsieve.toolnames` has the

@@ -573,9 +573,10 @@ def _from_document(
     if not isinstance(prompt, str):
         raise _fail(path, "systemPrompt", "must be a string")
     servers, tools, from_catalog = _servers_and_tools(doc.get("mcpServers"), path, catalog)
+    name = _name(doc, meta, path)
     try:
         return Agent(
-            name=_string(meta, "name", path, "metadata") or path.stem,
+            name=name,
             system_prompt=prompt,
             settings=_settings(doc.get("settings"), path, legacy),
             rules=[_item(Rule, r, path, f"rules[{i}]", legacy) for i, r in enumerate(rules)],
@@ -586,11 +587,32 @@ def _from_document(
             autonomous=bool(_flag(meta.get("autonomous"), path, "metadata.autonomous")),
             document=doc,
             catalog=from_catalog,
+            source=_source(path),
         )
     except AgentFileError:
         raise
     except ContextSieveError as e:
         raise _fail(path, "items", str(e)) from e
+
+
+def _name(doc: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
+    """The agent's declared name: the top-level ``name:`` (as contextsieve's examples write it) or
+    ``metadata.name`` (the reference format); both given must agree; neither: the file's stem."""
+    top = doc.get("name")
+    if top is not None and (not isinstance(top, str) or not top.strip()):
+        raise _fail(path, "name", f"must be a non-empty string, got {brief(top)}")
+    declared = _string(meta, "name", path, "metadata")
+    if top is not None and declared and top != declared:
+        raise _fail(path, "name", f"{brief(top)} differs from metadata.name {brief(declared)}: give the name once")
+    return top or declared or path.stem
+
+
+def _source(path: Path) -> str:
+    """Where an agent was loaded from, resolved (part of its identity: :attr:`Agent.identity`)."""
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):  # a link loop: the path as given still tells two files apart
+        return str(path.absolute())
 
 
 def _read_text(path: Path, folder: Path, where: str) -> str:
@@ -794,7 +816,8 @@ def to_document(agent: Agent) -> dict[str, Any]:
     """
     loaded = agent.document
     meta = copy.deepcopy(agent.metadata)
-    meta["name"] = agent.name
+    if "name" not in loaded or "name" in meta:  # the name goes where the file had it (metadata by default)
+        meta["name"] = agent.name
     if agent.autonomous:
         meta["autonomous"] = True
     elif "autonomous" in (loaded.get("metadata") or {}):
@@ -809,6 +832,7 @@ def to_document(agent: Agent) -> dict[str, Any]:
         if isinstance(r, dict)
     }
     built: dict[str, Any] = {
+        "name": agent.name,
         "metadata": meta,
         "settings": _settings_doc(agent, loaded_settings or {}),
         "systemPrompt": agent.system_prompt,

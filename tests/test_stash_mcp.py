@@ -76,7 +76,7 @@ def test_every_stash_tool(engine: Engine, stash: StashStore) -> None:
             assert [s["segment_id"] for s in only["segments"]] == [ids[2]]
             merged = result(await c.call_tool("merge_stashed_context", {"segment_ids": [ids[1], ids[0]]}))
             assert [s["text"] for s in merged["segments"]][0] == long_text
-            ns = "agent:" + engine.agent.name  # a call without a handle: the agent's namespace, on either protocol
+            ns = "agent:" + engine.agent.identity  # a call without a handle: the agent's namespace, either protocol
             assert merged["tokens_added"] == sum(s.tokens for s in stash.get([ids[0], ids[1]], session=ns))
             listed = result(await c.call_tool("list_stashed_context", {"limit": 10}))
             assert {s["segment_id"] for s in listed["segments"]} == set(ids)

@@ -268,7 +268,7 @@ class SessionRegistry:
         """The stash session of calls that name no handle (either protocol): one per agent, kept in the
         store, so what a host stashed it finds again after a restart (an LLM does not reliably thread a
         handle through its calls)."""
-        return "agent:" + self._engine.agent.name
+        return "agent:" + self._engine.agent.identity
 
     def agent_session(self) -> Session:
         """The agent session (see the class docstring): made once, its items brought up to what the
