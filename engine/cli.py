@@ -35,6 +35,26 @@ DEMO_MESSAGES = (
 )
 
 
+#: When to use ``serve`` and when ``gateway``, with the host configuration of each (both commands' --help).
+SERVE_CONFIG = '{"mcpServers": {"contextsieve": {"command": "contextsieve", "args": ["serve", "/path/agent.yaml"]}}}'
+GATEWAY_CONFIG = '{"mcpServers": {"tools": {"command": "contextsieve", "args": ["gateway", "/path/agent.yaml"]}}}'
+_WHICH = f"""\
+serve or gateway?
+  serve    for a host that calls select_context itself: context selection (rules,
+           references, the tools to offer, and why), tool search and the stash, as MCP
+           tools. serve does not call the agent's MCP tools: the host offers the tools
+           select_context names through its own connections to those servers.
+           {SERVE_CONFIG}
+  gateway  for a host that should just see the right tools of the agent's MCP servers:
+           configure the gateway instead of those servers; it offers the tools the
+           current task needs (set_task) and forwards their calls.
+           {GATEWAY_CONFIG}
+"""
+_LOG_HELP = (
+    "log records of this level and above go to stderr, the MCP SDK's and uvicorn's included "
+    "(default warning; info and debug show each request)"
+)
+
 _REMEMBER_HELP = (
     "keep the requests that learning from use records (record_tool_calls) on disk beside the embedding cache "
     "(default: in this process's memory only, so no message text is written)"
@@ -86,16 +106,37 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--refresh", action="store_true", help="list every server live (default: cached listings first)")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds per server (default 10)")
-    v = sub.add_parser("serve", help="serve context selection and tool search to MCP hosts (stdio or HTTP)")
+    v = sub.add_parser(
+        "serve",
+        help="serve context selection and tool search to MCP hosts (stdio or HTTP)",
+        description="Serve context selection and tool search to an MCP host, over stdio (default) or\n"
+        "streamable HTTP (http://HOST:PORT/mcp).",
+        epilog=_WHICH + "\nexit codes: 0 the host disconnected or the server was stopped, 1 a contextsieve\n"
+        "error (e.g. the port is taken), 2 usage (e.g. a --host other machines can reach\n"
+        "without --token-env), 130 Ctrl-C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     v.add_argument("agent", type=Path)
     v.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    v.add_argument("--host", default="127.0.0.1", help="HTTP only (default 127.0.0.1)")
-    v.add_argument("--port", type=int, default=8000, help="HTTP only (default 8000)")
+    v.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP only (default 127.0.0.1); an address other machines can reach needs --token-env",
+    )
+    v.add_argument("--port", type=_port, default=8000, help="HTTP only (default 8000; 0: any free port)")
     v.add_argument(
         "--token-env",
         metavar="VAR",
         help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
     )
+    v.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="HTTP only: serve a --host other machines can reach without a token (when something in front of "
+        "the server authenticates); refused otherwise",
+    )
+    v.add_argument("--log-level", choices=_LOG_LEVELS, default="warning", help=_LOG_HELP)
+    v.set_defaults(usage_error=v.error)
     v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     v.add_argument(
         "--stash",
@@ -139,9 +180,15 @@ def _parser() -> argparse.ArgumentParser:
         "settings then checks a sample and writes them instead of embedding)",
     )
     g = sub.add_parser(
-        "gateway", help="one MCP server (stdio) in front of the agent's servers, offering the task's tools"
+        "gateway",
+        help="one MCP server (stdio) in front of the agent's servers, offering the task's tools",
+        description="One MCP server (stdio) in front of the agent's MCP servers: it offers the host the\n"
+        "tools the current task needs and forwards their calls to the server that owns each.",
+        epilog=_WHICH + "\nexit codes: 0 the host disconnected, 1 a contextsieve error, 2 usage, 130 Ctrl-C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("agent", type=Path)
+    g.add_argument("--log-level", choices=_LOG_LEVELS, default="warning", help=_LOG_HELP)
     g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
     g.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
     g.add_argument(
@@ -307,16 +354,38 @@ def _tools(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+_LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def _log_to_stderr(level: str) -> None:
+    """Log records of ``level`` (a name of :data:`_LOG_LEVELS`) and above to stderr, one line each.
+    Done before the MCP SDK's server object is made: that calls ``logging.basicConfig(level=INFO)``,
+    which does nothing once the root logger has a handler, so the SDK's and uvicorn's INFO lines (a
+    line per request, session manager start and stop) stay out of the host's log by default."""
+    import logging
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level.upper())
+
+
 def _serve(args: argparse.Namespace) -> None:
     import os
 
-    from contextsieve.mcp.server import serve
+    from contextsieve.mcp.server import bind, check_exposure, serve
 
+    _log_to_stderr(args.log_level)
     token = None
     if args.token_env:
         token = os.environ.get(args.token_env)
         if not token:
             raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
+    if args.transport == "http":  # before the agent is loaded: a refused host or a taken port fails at once
+        try:
+            check_exposure(args.host, token, args.allow_unauthenticated)
+        except InputError as e:
+            args.usage_error(str(e))  # exit code 2
+        for sock in bind(args.host, args.port):
+            sock.close()
     engine = _engine(args.agent, None, args.offline, remember=args.remember_requests)
     from contextsieve.mcp.server import ServeConfig
 
@@ -332,7 +401,16 @@ def _serve(args: argparse.Namespace) -> None:
 
         location = args.stash or _default_stash(engine.agent.name)
         stash = StashStore.open(location, engine.embedder)
-    serve(engine, transport=args.transport, host=args.host, port=args.port, token=token, config=config, stash=stash)
+    serve(
+        engine,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        token=token,
+        config=config,
+        stash=stash,
+        allow_unauthenticated=args.allow_unauthenticated,
+    )
 
 
 def _port(text: str) -> int:
@@ -491,6 +569,7 @@ def _run(args: argparse.Namespace) -> int:
             from contextsieve.mcp.client import ListConfig
             from contextsieve.mcp.gateway import run_gateway
 
+            _log_to_stderr(args.log_level)
             engine = _engine(args.agent, None, offline=False, remember=args.remember_requests)
             from contextsieve.mcp.common import ServeConfig
 
