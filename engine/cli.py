@@ -384,7 +384,7 @@ def _serve(args: argparse.Namespace) -> None:
             check_exposure(args.host, token, args.allow_unauthenticated)
         except InputError as e:
             args.usage_error(str(e))  # exit code 2
-        for sock in bind(args.host, args.port):
+        for sock in bind(args.host, args.port, listen=False):
             sock.close()
     engine = _engine(args.agent, None, args.offline, remember=args.remember_requests)
     from contextsieve.mcp.server import ServeConfig

@@ -477,9 +477,11 @@ def check_exposure(host: str, token: str | None, allow_unauthenticated: bool = F
         )
 
 
-def bind(host: str, port: int) -> list[Any]:
+def bind(host: str, port: int, *, listen: bool = True) -> list[Any]:
     """Listening TCP sockets on every address of ``host`` at ``port`` (``0``: a free port, the same on
     every address), before anything is announced, so that a taken port is an error of this call.
+    ``listen=False``: bound only (a check that accepts no connection; the CLI makes it before loading
+    the agent).
 
     Raises:
         ContextSieveError: the address cannot be listened on (the port is taken, a privileged port, a
@@ -505,7 +507,8 @@ def bind(host: str, port: int) -> list[Any]:
             if port == 0 and len(sockets) > 1:  # the port the first address got
                 address = (address[0], sockets[0].getsockname()[1], *address[2:])
             sock.bind(address)
-            sock.listen(2048)
+            if listen:
+                sock.listen(2048)
     except OSError as e:
         for sock in sockets:
             sock.close()
