@@ -210,17 +210,22 @@ class ContextScope:
         select: the gateway's ``select(message, preset, settings) -> Request``: the request for a
             message built its own way (the offer changes); default ``None``: :meth:`Session.build_request`.
         offered: the gateway's tools on offer now, by name (what ``set_task`` returns).
+        calling_tools: ``serve``'s note on how a host calls the tools ``select_context`` returns (serve
+            does not forward tool calls; the gateway does): with it, the result has ``calling_tools``,
+            the note and each tool's route (server and MCP tool name). Default ``None``: no such field.
     """
 
     session: Session
     history_turns: int = 100
     select: Callable[[str, str | None, dict[str, Any]], Request] | None = None
     offered: Callable[[], list[str]] | None = None
+    calling_tools: str | None = None
 
 
-def context_result(req: Request, agent: Agent) -> dict[str, Any]:
+def context_result(req: Request, agent: Agent, calling_tools: str | None = None) -> dict[str, Any]:
     """What ``select_context`` returns for a request: items (the reference shape), the texts of the
-    selected rules, references and stashed segments, the tools to offer, what was dropped and noted."""
+    selected rules, references and stashed segments, the tools to offer, what was dropped and noted;
+    with ``calling_tools`` (see :class:`ContextScope`), how a host calls the tools and each one's route."""
     ctx = req.context
     texts = []
     for e in ctx.entries:
@@ -233,7 +238,7 @@ def context_result(req: Request, agent: Agent) -> dict[str, Any]:
         for e in ctx.stashed
         if e.segment_id in req.stash_texts
     ]
-    return {
+    out: dict[str, Any] = {
         "items": [e.to_dict() for e in ctx.entries] + [e.to_dict() for e in ctx.stashed],
         "texts": texts,
         "tools": req.tools,
@@ -241,6 +246,13 @@ def context_result(req: Request, agent: Agent) -> dict[str, Any]:
         "notes": list(ctx.notes),
         "summary": ctx.summary(),
     }
+    if calling_tools and req.tools:
+        routes = {t["name"]: req.tool_key(t["name"]) for t in req.tools}
+        out["calling_tools"] = {
+            "how": calling_tools,
+            "routes": {n: {"server": k.server, "tool": k.name} for n, k in routes.items()},
+        }
+    return out
 
 
 def _select(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +263,7 @@ def _select(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
         req = s.build_request(a["message"], preset=a["preset"], **(a["settings"] or {}))
         s.record_reply(req, "")
         del s.history[: -2 * scope.history_turns]
-    return context_result(req, s.agent)
+    return context_result(req, s.agent, scope.calling_tools)
 
 
 def tool_match(match: ToolMatch) -> dict[str, Any]:

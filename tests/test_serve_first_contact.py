@@ -306,11 +306,6 @@ def test_http_answers_them_as_stdio_does_on_both_protocol_eras(model_cache: Path
 # -- select_context's tools ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the serve-only calling_tools field in select_context's result: a change of "
-    "agent_tools.ContextScope/context_result and of build_server (not this change's files; issue 38 item 7 report)",
-)
 def test_select_context_says_how_a_host_calls_the_tools_serve_does_not_call(model_cache: Path, int8) -> None:  # noqa: ANN001
     from mcp import Client, MCPError, StdioServerParameters
 

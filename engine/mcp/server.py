@@ -75,6 +75,14 @@ __all__ = ["ServeConfig", "build_server", "reference_item", "context_result"]
 
 _T = TypeVar("_T")
 
+#: What ``select_context``'s result says of its tools on ``serve`` (see :class:`ContextScope`).
+SERVE_CALLING_TOOLS = (
+    "This server does not call these tools. Offer them to the model, and send each call to its server over "
+    "your own connection to that server (routes: each name's server and MCP tool name). To have the tools "
+    "offered and their calls forwarded for you, configure contextsieve gateway with the same agent file "
+    "instead of serve."
+)
+
 
 def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
     """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
@@ -168,7 +176,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             )
             return {"session": handle, **tool.run(scope, arguments)}
         handle, s = session_of(ctx, handle_arg)
-        cscope = ContextScope(s, HISTORY_TURNS)
+        cscope = ContextScope(s, HISTORY_TURNS, calling_tools=SERVE_CALLING_TOOLS)
         if tool.name in ("add_to_session", "remove_from_session"):  # kept in the store for stateless handles
             out: dict[str, Any] = {}
             sessions.change_items(handle, s, lambda: out.update(tool.run(cscope, arguments)))
