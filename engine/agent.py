@@ -453,6 +453,10 @@ class Agent:
     source: str = field(default="", compare=False)
     """Where the agent was loaded from (the agent file, resolved; ``""``: made in code): part of its
     :attr:`identity`."""
+    load_warnings: tuple[str, ...] = field(default=(), compare=False)
+    """What loading the agent file warned about, one message per problem (each also issued as an
+    :class:`~contextsieve.errors.AgentFileWarning`): keys nobody reads, with their likely meaning;
+    ``()`` for an agent made in code or a file without such problems."""
     loaded_keys: frozenset[ItemKey] = field(default=frozenset(), init=False, repr=False)  # the items it was made with
     lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
     """Held while the agent changes and while a request reads it (see :class:`contextsieve.Session`)."""

@@ -33,6 +33,7 @@ __all__ = [
     "ToolChoiceError",
     "check_text",
     "brief",
+    "AgentFileWarning",
 ]
 
 
@@ -152,3 +153,11 @@ def brief(value: object) -> str:
     r = reprlib.Repr()
     r.maxlevel, r.maxstring, r.maxother, r.maxlist, r.maxdict = 2, 60, 60, 4, 4
     return r.repr(value)
+
+
+class AgentFileWarning(UserWarning):
+    """An agent file loaded, but holds something nobody reads: a key that neither contextsieve nor the
+    reference format defines (a typo such as ``rulez:`` or ``settings.contextTopn``). The message names
+    the file, the place and the key's likely meaning ("did you mean ..."); the key is kept in the file
+    (saves write it back) but has no effect. Issued with :func:`warnings.warn` once per problem at load,
+    and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
