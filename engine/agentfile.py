@@ -18,14 +18,26 @@ Other contextsieve extensions: ``summary`` on a rule or reference and on
 ``mcpServers.<server>.tools.<tool>``, and ``description`` on ``mcpServers.<server>`` (contextual
 embeddings); ``settings.contextsieve`` (a mapping of :class:`AgentSettings` field names, e.g.
 ``keyword_weight`` or ``tool_settings``, written back only where they differ from the defaults).
+
+Mistakes are named. A key in a place where neither this library nor the reference format defines it
+(``rulez:``, ``settings.contextTopn``) is kept but read by nobody: the load issues an
+:class:`~contextsieve.errors.AgentFileWarning` with its likely meaning ("did you mean 'rules'?") and
+keeps it in :attr:`Agent.load_warnings <contextsieve.Agent.load_warnings>`; keys the reference format
+defines but this library does not use (``providers``, ``supervisors``, ``theme``, ...) load silently.
+An empty file, an unknown MCP server ``type`` or include mode is an :class:`AgentFileError` listing
+the valid values; every error names the file and the place once, YAML errors the line and column.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
+import os
 import stat
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -35,9 +47,9 @@ from typing import Any, TypeVar
 import yaml
 
 from contextsieve.agent import Agent, AgentSettings, McpServer
-from contextsieve.errors import AgentFileError, ContextSieveError, InputError, brief
+from contextsieve.errors import AgentFileError, AgentFileWarning, ContextSieveError, InputError, brief
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool, include_setting
+from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 
 __all__ = [
     "load_agent",
@@ -49,6 +61,8 @@ __all__ = [
     "limit_tool",
     "CUT_MARK",
     "SETTING_NAMES",
+    "SERVER_TYPES",
+    "INCLUDE_MODES",
 ]
 
 #: agent-file setting name -> AgentSettings field
@@ -67,6 +81,65 @@ _INTS = {"maxChatTurns", "maxOutputTokens", "contextTopK", "contextTopN"}
 _FLOATS = {"temperature", "topP", "contextIncludeScore"}
 _ITEM_FIELDS = {"name", "description", "priorityLevel", "text", "include", "summary"}
 
+#: MCP server ``type`` values (the reference format's); the MCP client also takes ``transport`` for
+#: ``type`` and the spellings in :data:`_SERVER_TYPE_ALIASES` for ``streamable-http``.
+SERVER_TYPES = ("stdio", "streamable-http", "sse", "internal")
+_SERVER_TYPE_ALIASES = ("http", "streamableHttp", "streamable_http")
+#: Include modes an item, a tool or a server's ``serverToolDefaults`` may be set to.
+INCLUDE_MODES = ("always", "manual", "agent")
+
+#: Keys each place of an agent file may hold: the reference format's (``tsagent-notes.md`` §1; read
+#: here or only kept, such as ``providers``, ``theme`` or ``embeddings``) and contextsieve's own
+#: (``name``, ``summary``, ``settings.contextsieve``, a server's ``description`` and ``transport``, a
+#: tool's ``description`` and ``inputSchema``). Any other key is kept but read by nobody: a load
+#: warning (:class:`~contextsieve.errors.AgentFileWarning`) names it with its likely meaning.
+_TOP_KEYS = (
+    "name",
+    "metadata",
+    "settings",
+    "systemPrompt",
+    "rules",
+    "references",
+    "providers",
+    "mcpServers",
+    "supervisors",
+)
+_SETTING_KEYS = (*SETTING_NAMES, "theme", "systemPath", "mostRecentModel", "contextsieve")
+_METADATA_KEYS = (
+    "name",
+    "version",
+    "description",
+    "iconUrl",
+    "documentationUrl",
+    "provider",
+    "autonomous",
+    "skills",
+    "tools",
+    "created",
+    "lastAccessed",
+)
+_ITEM_KEYS = ("name", "description", "priorityLevel", "text", "include", "embeddings", "summary")
+_FRONT_MATTER_KEYS = ("name", "description", "priorityLevel", "include", "summary", "enabled")
+_SERVER_KEYS = (
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "tool",
+    "serverToolDefaults",
+    "tools",
+    "toolInclude",
+    "toolPermissionRequired",
+    "toolEmbeddings",
+    "description",
+    "transport",
+)
+_DEFAULTS_KEYS = ("permissionRequired", "include")
+_TOOL_KEYS = ("permissionRequired", "include", "embeddings", "hash", "description", "inputSchema", "summary")
+
 
 def example_agent_path() -> Path:
     """The bundled example agent (``contextsieve/data/example_agent.yaml``): a support and engineering
@@ -81,8 +154,135 @@ def _fail(path: Path, where: str, why: str) -> AgentFileError:
     return AgentFileError(f"{path}: {where}: {why}")
 
 
+def _close(word: object, choices: Sequence[str]) -> str | None:
+    """The choice ``word`` most likely misspells (case aside; ``difflib`` ratio >= 0.6), or ``None``."""
+    lowered = {c.lower(): c for c in choices}
+    got = difflib.get_close_matches(str(word).lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[got[0]] if got else None
+
+
+def _one_of(value: object, what: str, valid: Sequence[str]) -> str:
+    """``"'stdoi' is not a server type (did you mean 'stdio'?); valid: stdio, sse"``."""
+    near = _close(value, valid) if isinstance(value, str) else None
+    mean = f" (did you mean {near!r}?)" if near else ""
+    return f"{brief(value)} is not {what}{mean}; valid: {', '.join(valid)}"
+
+
+def _include(value: Any, path: Path, where: str) -> IncludeMode | None:
+    """An include mode (``None``: not set); :class:`AgentFileError` listing the valid ones otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value in INCLUDE_MODES:
+        return IncludeMode(value)
+    raise _fail(path, where, _one_of(value, "an include mode", INCLUDE_MODES))
+
+
+def _check_server_type(cfg: Mapping[str, Any], path: Path, where: str) -> None:
+    """A server's ``type`` (or ``transport``), when given, is one the MCP client can start."""
+    for key in ("type", "transport"):
+        value = cfg.get(key)
+        if value is not None and not (isinstance(value, str) and value in (*SERVER_TYPES, *_SERVER_TYPE_ALIASES)):
+            raise _fail(path, f"{where}.{key}", _one_of(value, "an MCP server type", SERVER_TYPES))
+
+
+#: What a key unknown in one place likely means, beyond a close spelling: place -> key -> hint (a key
+#: of another place, a snake_case name of a reference setting, a word other formats use).
+_MEANT: dict[str, dict[str, str]] = {
+    "": {
+        **{k: "it belongs under settings" for k in _SETTING_KEYS},
+        **{k: "it belongs under metadata" for k in _METADATA_KEYS if k not in _TOP_KEYS},
+        "tools": "tools belong under mcpServers.<server>.tools",
+        "refs": "did you mean 'references'?",
+        "instructions": "did you mean 'systemPrompt'?",
+    },
+    "settings": {
+        **{
+            f.name: "it belongs under settings.contextsieve"
+            for f in dataclasses.fields(AgentSettings)
+            if f.name not in SETTING_NAMES.values()
+        },
+        **{field_name: f"did you mean {key!r}?" for key, field_name in SETTING_NAMES.items() if field_name != key},
+    },
+    "server": {k: "it belongs under serverToolDefaults" for k in _DEFAULTS_KEYS},
+}
+
+
+def _unknown(path: Path, raw: Mapping[Any, Any], where: str, known: Sequence[str], place: str = "") -> list[str]:
+    """A warning for each key of ``raw`` not in ``known``, saying what it likely means: the tail of a
+    text a comma cut short in a flow mapping, what it means elsewhere (:data:`_MEANT`), the
+    closest known key, or else the known keys."""
+    out = []
+    for key in raw:
+        if key in known:
+            continue
+        meant = _MEANT.get(place, {}).get(key) if isinstance(key, str) else None
+        near = _close(key, known)
+        if raw[key] is None and isinstance(key, str) and " " in key.strip():  # `{text: a, b}` reads `b` as a key
+            hint = "a key without a value: the rest of a text cut at a comma inside {...}? put the text in quotes"
+        elif meant or near:
+            hint = meant or f"did you mean {near!r}?"
+        else:
+            hint = f"known here: {', '.join(known)}"
+        shown = key if isinstance(key, str) and key.isprintable() and len(key) <= 80 else brief(key)
+        at = f"{where}.{shown}" if where else shown
+        out.append(f"{path}: {at}: unknown key ({hint}); it is kept in the file but not read")
+    return out
+
+
+def _unknown_keys(doc: Mapping[Any, Any], path: Path, legacy: bool) -> list[str]:
+    """Warnings for every key of the document that nobody reads (see :data:`_TOP_KEYS`); the items of a
+    legacy folder are checked where they are read (their ``.mdt`` front matter)."""
+    out = _unknown(path, doc, "", _TOP_KEYS)
+    if isinstance(doc.get("settings"), dict):
+        out += _unknown(path, doc["settings"], "settings", _SETTING_KEYS, "settings")
+    if isinstance(doc.get("metadata"), dict):
+        out += _unknown(path, doc["metadata"], "metadata", _METADATA_KEYS)
+    for kind in ("rules", "references"):
+        if not legacy and isinstance(doc.get(kind), list):
+            for i, item in enumerate(doc[kind]):
+                if isinstance(item, dict):
+                    out += _unknown(path, item, f"{kind}[{i}]", _ITEM_KEYS)
+    servers = doc.get("mcpServers")
+    for name, cfg in (servers if isinstance(servers, dict) else {}).items():
+        if not isinstance(cfg, dict):
+            continue
+        where = f"mcpServers.{name}"
+        out += _unknown(path, cfg, where, _SERVER_KEYS, "server")
+        if isinstance(cfg.get("serverToolDefaults"), dict):
+            out += _unknown(path, cfg["serverToolDefaults"], f"{where}.serverToolDefaults", _DEFAULTS_KEYS)
+        tools = cfg.get("tools")
+        for tool_name, o in (tools if isinstance(tools, dict) else {}).items():
+            if isinstance(o, dict):
+                out += _unknown(path, o, f"{where}.tools.{tool_name}", _TOOL_KEYS)
+    return out
+
+
+#: Most load warnings kept and issued for one file (the last says how many more there were).
+MAX_LOAD_WARNINGS = 20
+
+
+def _warn(messages: Sequence[str]) -> None:
+    """Issue each message once as an :class:`AgentFileWarning`, attributed to the first caller outside
+    contextsieve (so Python's default filter shows each once per place in the caller's code)."""
+    here = Path(__file__).parent
+    package = tuple({str(here) + os.sep, str(here.resolve()) + os.sep})
+    level, frame = 2, sys._getframe(1)  # level 2: _warn's caller
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    for message in dict.fromkeys(messages):
+        warnings.warn(message, AgentFileWarning, stacklevel=level)
+
+
 def load_agent(path: str | Path, *, tools: Mapping[str, list[dict[str, Any]]] | None = None) -> Agent:
-    """Load an agent file or folder (see the module docstring); :class:`AgentFileError` names what is wrong."""
+    """Load an agent file or folder (see the module docstring).
+
+    Raises :class:`AgentFileError` naming the file, the place and what is wrong (an empty file, a
+    malformed field, an unknown MCP server type or include mode with the valid ones, YAML that does
+    not parse with its line and column). Keys that nobody reads (neither contextsieve nor the
+    reference format defines them, e.g. ``rulez:``) do not stop the load: each is issued as an
+    :class:`~contextsieve.errors.AgentFileWarning` with its likely meaning and kept in
+    :attr:`Agent.load_warnings <contextsieve.Agent.load_warnings>`.
+    """
     path = Path(path)
     if path.is_dir():
         for name in ("tsagent.yaml", "tsagent.yml"):
@@ -116,11 +316,15 @@ class _Loader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
+                raise yaml.MarkedYAMLError(
+                    problem=f"more than {MAX_YAML_ALIASES} aliases", problem_mark=self.peek_event().start_mark
+                )
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                raise yaml.YAMLError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+                raise yaml.MarkedYAMLError(
+                    problem=f"nested more than {MAX_YAML_DEPTH} levels deep", problem_mark=self.peek_event().start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -130,32 +334,55 @@ class _Loader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str) and key in seen:
-                raise yaml.YAMLError(
-                    f"duplicate key {key[:80]!r} at line {key_node.start_mark.line + 1} (the last would win)"
+                raise yaml.MarkedYAMLError(
+                    problem=f"duplicate key {key[:80]!r} (the last would win)", problem_mark=key_node.start_mark
                 )
             if isinstance(key, str):
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
-def _load_yaml(text: str) -> Any:
-    """YAML through :class:`_Loader` (safe types only)."""
+def _load_yaml(text: str, name: str) -> Any:
+    """YAML through :class:`_Loader` (safe types only); ``name`` (the file) is what its errors' marks name."""
     loader = _Loader(text)
+    loader.name = name  # else PyYAML's marks say "<unicode string>"
     try:
         return loader.get_single_data()
     finally:
         loader.dispose()
 
 
+def _yaml_problem(e: yaml.YAMLError | RecursionError) -> str:
+    """What is wrong with a YAML text, where: ``line 3, column 1: expected ',' or '}', but got '<stream
+    end>' (while parsing a flow mapping at line 2, column 3)`` (lines and columns from 1)."""
+    if not isinstance(e, yaml.MarkedYAMLError) or e.problem_mark is None:
+        return str(e)[:300] or type(e).__name__
+    mark = e.problem_mark
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {str(e.problem)[:300]}"
+    if e.context:
+        started = e.context_mark
+        at = f" at line {started.line + 1}, column {started.column + 1}" if started is not None else ""
+        text += f" ({e.context}{at})"
+    return text
+
+
+#: What the error for an empty agent file says it needs.
+_EMPTY = (
+    "is empty: an agent file needs at least one of name, systemPrompt, rules, references or mcpServers "
+    "(e.g. `rules: [{name: tone, text: Be brief., include: always}]`; the bundled example: "
+    "contextsieve.example_agent_path())"
+)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        doc = _load_yaml(path.read_text(encoding="utf-8"))
+        doc = _load_yaml(path.read_text(encoding="utf-8"), str(path))
     except (OSError, UnicodeDecodeError) as e:
         raise AgentFileError(f"{path}: cannot read: {e}") from e
     except (yaml.YAMLError, RecursionError) as e:
-        raise AgentFileError(f"{path}: not valid YAML: {str(e)[:300]}") from e
-    if doc is None:
-        doc = {}
+        raise AgentFileError(f"{path}: not valid YAML: {_yaml_problem(e)}") from e
+    if doc is None or doc == {}:
+        raise AgentFileError(f"{path}: {_EMPTY}")
     if not isinstance(doc, dict):
         raise _fail(path, "top level", f"must be a mapping, got {type(doc).__name__}")
     return doc
@@ -189,6 +416,12 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
         clash = sorted(set(own) & set(SETTING_NAMES.values()))
         if clash:
             raise _fail(path, "settings.contextsieve", f"{clash} are reference settings: set them under settings")
+        names = [f.name for f in dataclasses.fields(AgentSettings) if f.name not in SETTING_NAMES.values()]
+        for key in own:
+            if key not in names:
+                near = _close(key, names)
+                hint = f"did you mean {near!r}?" if near else "contextsieve settings: " + ", ".join(names)
+                raise _fail(path, f"settings.contextsieve.{key}", f"unknown setting ({hint})")
         values.update(own)
     try:
         if own:
@@ -219,7 +452,12 @@ def _string(raw: Mapping[str, Any], key: str, path: Path, where: str, *, require
     value = raw.get(key)
     if value is None:
         if required:
-            raise _fail(path, f"{where}.{key}", "is required")
+            typo = [k for k in raw if isinstance(k, str) and k not in _ITEM_KEYS and _close(k, [key])]
+            raise _fail(
+                path,
+                f"{where}.{key}",
+                "is required" + (f" (the item has {typo[0]!r}: did you mean {key!r}?)" if typo else ""),
+            )
         return ""
     if not isinstance(value, str):
         raise _fail(path, f"{where}.{key}", f"must be a string, got {type(value).__name__}")
@@ -239,10 +477,12 @@ def _item(cls: type[_R], raw: Any, path: Path, where: str, legacy: bool = False)
             text=_string(raw, "text", path, where, required=True),
             description=_string(raw, "description", path, where),
             priority=int(prio) if isinstance(prio, str) else prio,
-            include=IncludeMode(raw.get("include") or "manual"),
+            include=_include(raw.get("include") or None, path, f"{where}.include") or IncludeMode.MANUAL,
             summary=_string(raw, "summary", path, where),
             extra=extra,
         )
+    except AgentFileError:
+        raise  # names the file and the field already
     except (ContextSieveError, ValueError, TypeError) as e:
         raise _fail(path, where, str(e)) from e
 
@@ -265,19 +505,15 @@ def _servers_and_tools(
             cfg = _migrate_server(cfg)
         except (AttributeError, TypeError) as e:
             raise _fail(path, where, f"legacy tool settings are malformed: {e}") from e
+        _check_server_type(cfg, path, where)
         defaults = _mapping(cfg.get("serverToolDefaults"), path, f"{where}.serverToolDefaults")
-        try:
-            servers[name] = McpServer(
-                name,
-                cfg,
-                include_setting(defaults["include"], f"{where}.serverToolDefaults")
-                if defaults.get("include")
-                else None,
-                _flag(defaults.get("permissionRequired"), path, f"{where}.serverToolDefaults.permissionRequired"),
-                _string(cfg, "description", path, where),
-            )
-        except ValueError as e:
-            raise _fail(path, f"{where}.serverToolDefaults.include", str(e)) from e
+        servers[name] = McpServer(
+            name,
+            cfg,
+            _include(defaults.get("include") or None, path, f"{where}.serverToolDefaults.include"),
+            _flag(defaults.get("permissionRequired"), path, f"{where}.serverToolDefaults.permissionRequired"),
+            _string(cfg, "description", path, where),
+        )
         got, described = server_tools(servers[name], (catalog or {}).get(name, []), path)
         tools += got
         from_catalog.update(described)
@@ -493,8 +729,7 @@ def server_tools(
         tw = f"{where}.tools.{tool_name}"
         _mapping(o, path, tw)  # `t1: agent` is no settings mapping
         _flag((o or {}).get("permissionRequired"), path, f"{tw}.permissionRequired")
-        if (o or {}).get("include") not in (None, "always", "manual", "agent"):
-            raise _fail(path, f"{tw}.include", f"must be always, manual or agent, got {brief(o['include'])}")
+        _include((o or {}).get("include"), path, f"{tw}.include")
     listed_by_name = {t["name"]: t for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str)}
     declared: set[str] = set()
     for tool_name, o in overrides.items():
@@ -521,13 +756,15 @@ def server_tools(
                 tool_name,
                 description,
                 schema,
-                IncludeMode(o["include"]) if o.get("include") else None,
+                _include(o.get("include"), path, f"{tw}.include"),
                 _flag(o.get("permissionRequired"), path, f"{tw}.permissionRequired"),
                 _string(o, "summary", path, tw),
                 note,
             )
+        except AgentFileError:
+            raise  # names the file and the field already
         except (ContextSieveError, ValueError) as e:
-            raise _fail(path, f"{where}.tools.{tool_name}", str(e)) from e
+            raise _fail(path, tw, str(e)) from e
         tools.append(tool)
         if tool_name not in declared:
             from_catalog[tool.key] = _describe(tool)
@@ -560,8 +797,14 @@ def _migrate_server(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_document(
-    doc: dict[str, Any], path: Path, catalog: Mapping[str, list[dict[str, Any]]] | None, legacy: bool = False
+    doc: dict[str, Any],
+    path: Path,
+    catalog: Mapping[str, list[dict[str, Any]]] | None,
+    legacy: bool = False,
+    notes: Sequence[str] = (),
 ) -> Agent:
+    """The agent of a document; ``notes``: load warnings found before (a legacy folder's front matter).
+    Issues every load warning (:func:`_warn`) once the agent is built."""
     rules = doc.get("rules") or []
     refs = doc.get("references") or []
     if not isinstance(rules, list) or not isinstance(refs, list):
@@ -574,8 +817,12 @@ def _from_document(
         raise _fail(path, "systemPrompt", "must be a string")
     servers, tools, from_catalog = _servers_and_tools(doc.get("mcpServers"), path, catalog)
     name = _name(doc, meta, path)
+    found = tuple(dict.fromkeys([*notes, *_unknown_keys(doc, path, legacy)]))
+    if len(found) > MAX_LOAD_WARNINGS:
+        more = len(found) - MAX_LOAD_WARNINGS + 1
+        found = (*found[: MAX_LOAD_WARNINGS - 1], f"{path}: {more} more keys that nobody reads (not listed)")
     try:
-        return Agent(
+        agent = Agent(
             name=name,
             system_prompt=prompt,
             settings=_settings(doc.get("settings"), path, legacy),
@@ -588,11 +835,14 @@ def _from_document(
             document=doc,
             catalog=from_catalog,
             source=_source(path),
+            load_warnings=found,
         )
     except AgentFileError:
         raise
     except ContextSieveError as e:
         raise _fail(path, "items", str(e)) from e
+    _warn(found)
+    return agent
 
 
 def _name(doc: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
@@ -634,18 +884,20 @@ def _read_text(path: Path, folder: Path, where: str) -> str:
         raise _fail(path, where, f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r})") from e
 
 
-def _read_mdt(path: Path, folder: Path) -> dict[str, Any]:
-    """A legacy ``.mdt``: split on ``'---\\n'``; part 1 is the front matter, the rest is the text."""
+def _read_mdt(path: Path, folder: Path, notes: list[str]) -> dict[str, Any]:
+    """A legacy ``.mdt``: split on ``'---\\n'``; part 1 is the front matter, the rest is the text.
+    Warnings for front-matter keys nobody reads are appended to ``notes``."""
     raw = _read_text(path, folder, "file")
     parts = raw.split("---\n")
     if len(parts) < 3:
         raise _fail(path, "front matter", "expected '---' lines around the metadata")
     try:
-        meta = _load_yaml(parts[1]) or {}  # the writer used JSON, which YAML reads too
+        meta = _load_yaml(parts[1], str(path)) or {}  # the writer used JSON, which YAML reads too
     except (yaml.YAMLError, RecursionError) as e:
-        raise _fail(path, "front matter", f"not YAML/JSON: {str(e)[:300]}") from e
+        raise _fail(path, "front matter", f"not YAML/JSON: {_yaml_problem(e)}") from e
     if not isinstance(meta, dict):
         raise _fail(path, "front matter", "must be a mapping")
+    notes += _unknown(path, meta, "front matter", _FRONT_MATTER_KEYS)
     meta = {k: v for k, v in meta.items() if k != "enabled"}  # removed from the format in f564ad9
     meta.setdefault("name", path.stem)
     if not meta.get("name"):
@@ -664,9 +916,10 @@ def _load_legacy(folder: Path, catalog: Mapping[str, list[dict[str, Any]]] | Non
         raise _fail(cfg_path, "top level", "must be an object")
     prompt = folder / "prompt.md"
     doc["systemPrompt"] = _read_text(prompt, folder, "file") if prompt.exists() or prompt.is_symlink() else ""
-    doc["rules"] = [_read_mdt(p, folder) for p in sorted((folder / "rules").glob("*.mdt"))]
-    doc["references"] = [_read_mdt(p, folder) for p in sorted((folder / "refs").glob("*.mdt"))]
-    return _from_document(doc, cfg_path, catalog, legacy=True)
+    notes: list[str] = []
+    doc["rules"] = [_read_mdt(p, folder, notes) for p in sorted((folder / "rules").glob("*.mdt"))]
+    doc["references"] = [_read_mdt(p, folder, notes) for p in sorted((folder / "refs").glob("*.mdt"))]
+    return _from_document(doc, cfg_path, catalog, legacy=True, notes=notes)
 
 
 class _Dumper(yaml.SafeDumper):
