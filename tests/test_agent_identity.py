@@ -5,6 +5,7 @@ points them at one store and namespace on purpose."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -94,3 +95,26 @@ def test_two_agents_named_alike_never_see_each_others_segments(
     anyio.run(stash)
     found, in_prompt = anyio.run(other)
     assert found == [] and in_prompt == []
+
+
+def test_a_store_an_earlier_version_shared_is_named_not_read(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    """The default store was stash/<name>.db, shared by every agent of that name: serve does not read it
+    now, and says on stderr how to (its own store is stash/<identity>.db)."""
+    from contextsieve.stash import StashStore
+
+    data = tmp_path / "data"
+    (data / "stash").mkdir(parents=True)
+    StashStore.open(data / "stash" / "agent.db", int8).close()
+    agent = _agent_file(tmp_path / "billing", None)
+    env = {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(data)}
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "serve", str(agent), "--offline"],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    identity = load_agent(agent).identity
+    assert (data / "stash" / f"{identity}.db").is_file()
+    assert f"--stash {data / 'stash' / 'agent.db'} --stash-session agent:agent" in done.stderr, done.stderr
