@@ -1,10 +1,16 @@
 """A small MCP server for the tests: its tools come from a JSON file, listed a few per page.
 
-    python mcp_test_server.py TOOLS.json [--http PORT] [--token TOKEN]
+    python mcp_test_server.py TOOLS.json [--http PORT] [--token TOKEN] [--linger PIDFILE] [--modern-only]
 
 The file holds MCP ``tools/list`` entries; it is read on every ``tools/list`` (so a test can change
 the list). Over stdio by default; ``--http PORT`` serves streamable HTTP on 127.0.0.1 (with
 ``--token``, requests without ``Authorization: Bearer TOKEN`` get 401).
+
+``--linger PIDFILE``: a stubborn child: writes its pid to PIDFILE, ignores SIGTERM, and keeps running
+after stdin closes (only SIGKILL ends it). ``--modern-only``: speaks the 2026-07-28 protocol only
+(``initialize`` is refused with -32022). A change of the tool list (``add_tool``, ``storm``) is
+announced as each protocol says: ``notifications/tools/list_changed`` on the handshake, an event on
+the ``subscriptions/listen`` streams on 2026-07-28.
 """
 
 from __future__ import annotations
@@ -14,13 +20,25 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+
+MODERN = "2026-07-28"
 
 PAGE = 4
 
 
-def make_server(path: Path) -> Server:
+def make_server(path: Path, modern_only: bool = False) -> Server:
+    bus = InMemorySubscriptionBus()
+
+    async def announce(ctx) -> None:  # noqa: ANN001
+        if ctx.protocol_version == MODERN:  # on subscriptions/listen streams (the 2026-07-28 way)
+            await bus.publish(ToolsListChanged())
+        else:  # the handshake's notification
+            await ctx.session.send_tool_list_changed()
+
     async def list_tools(ctx, params):  # noqa: ANN001, ANN202
         tools = json.loads(path.read_text(encoding="utf-8"))
         start = int(params.cursor) if params is not None and params.cursor else 0
@@ -60,22 +78,43 @@ def make_server(path: Path) -> Server:
             return types.CallToolResult.model_construct(content="not a list", is_error=False)
         if params.name == "storm":  # many tools/list_changed at once
             for _ in range(int(args.get("count", 500))):
-                await ctx.session.send_tool_list_changed()
+                await announce(ctx)
         if params.name == "add_tool":
             tools = json.loads(path.read_text(encoding="utf-8"))
             tools.append({"name": args["name"], "description": args.get("description", "")})
             path.write_text(json.dumps(tools), encoding="utf-8")
-            await ctx.session.send_tool_list_changed()
+            await announce(ctx)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps({"tool": params.name, **args}))]
         )
 
-    return Server("contextsieve-test", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(
+        "contextsieve-test",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(bus),
+    )
+    if not modern_only:
+        return server
+
+    async def refuse_handshake(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.method == "initialize":
+            raise MCPError(UNSUPPORTED_PROTOCOL_VERSION, "this server speaks 2026-07-28 only", {"supported": [MODERN]})
+        return await call_next(ctx)
+
+    server.middleware.append(refuse_handshake)
+    return server
 
 
 def main() -> None:
     path = Path(sys.argv[1])
-    server = make_server(path)
+    server = make_server(path, modern_only="--modern-only" in sys.argv)
+    if "--linger" in sys.argv:  # a stubborn child: ignores SIGTERM and outlives its stdin
+        import os
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        Path(sys.argv[sys.argv.index("--linger") + 1]).write_text(str(os.getpid()))
     if "--http" in sys.argv:
         import uvicorn
 
@@ -103,6 +142,11 @@ def main() -> None:
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(run)
+    if "--linger" in sys.argv:
+        import time
+
+        while True:
+            time.sleep(1)
 
 
 if __name__ == "__main__":
