@@ -2,12 +2,13 @@
 blocks everything after it, as in many small servers) and answers ``ping`` with -32601 (the
 2026-07-28 revision removed ping). No SDK: what it speaks is written out below.
 
-    python mcp_raw_server.py LOG.jsonl [--era legacy|modern|both] [--tools TOOLS.json]
+    python mcp_raw_server.py LOG.jsonl [--era legacy|modern|both] [--tools TOOLS.json] [--fail-if FILE]
 
 ``--era legacy``: the initialize handshake only (``server/discover`` is -32601); ``modern``: the
 2026-07-28 protocol only (``initialize`` is refused with -32022, ``tools/list`` carries
 ``ttlMs``/``cacheScope``, ``subscriptions/listen`` is served); ``both`` (default): whichever the
-client opens with. Every request is appended to LOG.jsonl as ``{"method", "name", "era"}`` (the
+client opens with; ``--fail-if FILE``: while FILE exists the server cannot start (it says so on
+stderr and exits with status 1). Every request is appended to LOG.jsonl as ``{"method", "name", "era"}`` (the
 tests read it: was a call sent twice, was a ping sent). Its tools (``TOOLS.json`` when given, read
 on every ``tools/list``, else the built-in ones):
 
@@ -67,6 +68,9 @@ def main() -> None:
     log = Path(sys.argv[1])
     era = sys.argv[sys.argv.index("--era") + 1] if "--era" in sys.argv else "both"
     tools_file = Path(sys.argv[sys.argv.index("--tools") + 1]) if "--tools" in sys.argv else None
+    if "--fail-if" in sys.argv and Path(sys.argv[sys.argv.index("--fail-if") + 1]).exists():
+        print("cannot start: the --fail-if file exists", file=sys.stderr, flush=True)
+        sys.exit(1)
     added: list[dict[str, Any]] = []
     listens: list[Any] = []  # ids of open subscriptions/listen streams (tools list_changed asked for)
     opened: str | None = None  # the era this connection opened with
