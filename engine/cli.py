@@ -21,11 +21,13 @@ import os
 import shlex
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 from contextsieve.agent import Agent
 from contextsieve.agentfile import example_agent_path
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.errors import AgentFileWarning, ContextSieveError, InputError
 
 __all__ = ["main", "DEMO_MESSAGES"]
 
@@ -559,6 +561,30 @@ def _demo() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 a contextsieve error, 2 usage)."""
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", AgentFileWarning)
+        previous = warnings.showwarning
+        warnings.showwarning = _show_warning(previous)
+        try:
+            return _main(args)
+        finally:
+            warnings.showwarning = previous
+
+
+def _show_warning(previous: Any) -> Any:
+    """``warnings.showwarning`` that prints an agent file's warning as ``contextsieve: warning: ...`` on
+    stderr (never stdout: ``serve``'s stdio protocol runs there); other warnings as Python would."""
+
+    def show(message: Any, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        if issubclass(category, AgentFileWarning):
+            print(f"contextsieve: warning: {message}", file=sys.stderr)
+        else:
+            previous(message, category, *rest, **kw)
+
+    return show
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; finished work (cached vectors) is kept

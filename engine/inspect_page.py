@@ -185,6 +185,7 @@ class Inspector:
             "turns": self._file_turns,
             "stash": stash,
             "limits": {"max_body_bytes": MAX_BODY_BYTES, "max_message_chars": MAX_MESSAGE_CHARS},
+            "load_warnings": list(agent.load_warnings),  # keys of the agent file nobody reads, and the like
         }
 
     def select(self, message: object) -> dict[str, Any]:

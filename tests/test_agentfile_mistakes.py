@@ -418,18 +418,9 @@ def _agent_files_in_the_repo() -> list[Path]:
     return found
 
 
-#: The bundled example's flow mappings hold descriptions with commas, so 7 tools lose the rest of their
-#: description to keys nobody reads (``get_payment: {description: Look up the payment of an order, its
-#: amount, method and status}``); quoting those descriptions fixes it (then drop this mark: it is strict).
-_EXAMPLE_TYPOS = pytest.mark.xfail(strict=True, reason="engine/data/example_agent.yaml: unquoted commas")
-
-
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(p, marks=_EXAMPLE_TYPOS) if p.resolve() == example_agent_path().resolve() else p
-        for p in _agent_files_in_the_repo()
-    ],
+    _agent_files_in_the_repo(),
     ids=lambda p: p.name,
 )
 def test_agent_files_in_the_repo_load_without_warnings(path: Path) -> None:

@@ -208,3 +208,18 @@ def test_the_bundled_example_is_quick_and_quiet_without_offline(capsys: pytest.C
     assert main(["select", str(example_agent_path()), "My parcel is late."]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "Context Used" in captured.out  # no server tried, no failure listed
+
+
+def test_a_key_nobody_reads_is_one_warning_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 3: `rulez:` loads (the key is kept), and the CLI says so once on stderr, with its likely
+    meaning; stdout is untouched (serve's stdio protocol runs there)."""
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("name: shop\nrulez:\n  - name: tone\n    text: Be brief.\n    include: always\n")
+    assert main(["select", str(agent), "hello", "--offline"]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if "warning" in line]
+    assert lines == [
+        f"contextsieve: warning: {agent}: rulez: unknown key (did you mean 'rules'?); "
+        "it is kept in the file but not read"
+    ]
+    assert "rulez" not in captured.out and "Rules (0)" in captured.out

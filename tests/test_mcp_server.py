@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from contextsieve.agentfile import example_agent_path
+from contextsieve.agentfile import example_agent_path, load_agent
 from contextsieve.engine import Engine
 from contextsieve.mcp.server import ServeConfig, build_server
 from tests.mcp_results import refused, result
@@ -168,8 +168,10 @@ def test_over_stdio(model_cache: Path, int8) -> None:  # noqa: ANN001 - int8 bui
             assert len((await c.list_tools()).tools) == 6  # --no-stash: the selection tools only
 
     anyio.run(main)
-    # the default store: one per agent in the data folder ($CONTEXTSIEVE_DATA here)
-    assert [p.name for p in (model_cache / "data" / "stash").glob("*.db")] == ["Acme-Shop-assistant.db"]
+    # the default store: one per agent (its identity: name and file) in the data folder ($CONTEXTSIEVE_DATA here)
+    identity = load_agent(example_agent_path()).identity
+    assert identity.startswith("Acme-Shop-assistant-")
+    assert [p.name for p in (model_cache / "data" / "stash").glob("*.db")] == [f"{identity}.db"]
 
 
 @pytest.fixture()
