@@ -124,7 +124,8 @@ def test_hosts_of_both_eras_call_servers_of_both_eras_without_ping(tmp_path: Pat
     assert [c["name"] for c in calls] == ["echo", "echo"] and {c["era"] for c in calls} == {"modern"}
 
 
-def test_a_slow_call_on_a_one_request_at_a_time_server_is_not_cut_or_probed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_slow_call_on_a_one_request_at_a_time_server_is_not_cut_or_probed(tmp_path: Path, mode: str) -> None:
     """Items 4 and 6: a 3 s call on a server that handles one request at a time, with a start-up
     limit of 1.5 s: it is not cut by that limit and its progress reaches the host; a second call sent
     meanwhile waits for the server and answers; the server is never probed, dropped or restarted,
@@ -144,7 +145,7 @@ def test_a_slow_call_on_a_one_request_at_a_time_server_is_not_cut_or_probed(tmp_
         steps.append(progress)
 
     async def main() -> None:
-        async with Client(gateway, mode="legacy") as c:
+        async with Client(gateway, mode=mode) as c:
             await until(all_up(gw))
 
             async def slow() -> None:

@@ -217,6 +217,54 @@ def test_faults_are_reported_the_others_indexed_and_no_child_left(tmp_path: Path
     assert processes_with(marker) == []
 
 
+def test_a_child_a_server_leaves_behind_ends_with_the_listing_and_both_eras_are_listed(tmp_path: Path) -> None:
+    """Issue 38: a stdio server runs in a process group of its own that ends with its connection, so
+    a process it started (here a sleeper that holds its stdout) goes too although the server itself
+    exits on stdin EOF (the SDK's transport only ended the tree of a server that did not exit, so the
+    sleeper lived on); and servers of either protocol era only are listed (the 2026-07-28 one by
+    ``server/discover``, the handshake one by ``initialize``)."""
+    marker = f"cs-left-{tmp_path.name}"
+    tools = tools_file(tmp_path, TOOLS[:2])
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(120)' {marker}"
+    raw = Path(__file__).parent / "data" / "mcp_raw_server.py"
+    servers = {
+        "leaves": {
+            "type": "stdio",
+            "command": "sh",
+            "args": ["-c", f"{sleeper} & exec {sys.executable} {SERVER} {tools}"],
+        },
+        "new": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": [str(raw), str(tmp_path / "n.log"), "--era", "modern"],
+        },
+        "old": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": [str(raw), str(tmp_path / "o.log"), "--era", "legacy"],
+        },
+    }
+    engine = Engine.from_file(write_agent(tmp_path, servers), embedder=FakeEmbedder(), cache_dir=False)
+    catalog = engine.connect(listing=ListConfig(timeout=20))
+    assert catalog.ok, catalog.summary()
+    found = {s: sorted(t.name for t in engine.agent.tools if t.server == s) for s in servers}
+    assert found == {
+        "leaves": ["create_issue", "no_description"],
+        "new": ["add_tool", "echo", "exit", "slow"],
+        "old": ["add_tool", "echo", "exit", "slow"],
+    }
+    sent = {
+        s: [json.loads(x)["method"] for x in (tmp_path / f"{s[0]}.log").read_text().splitlines()]
+        for s in ("new", "old")
+    }
+    assert sent["new"][0] == "server/discover" and "initialize" not in sent["new"]
+    assert "initialize" in sent["old"]
+    deadline = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == []
+
+
 def test_reference_servers_from_pypi_and_npm(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)

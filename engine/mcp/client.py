@@ -280,13 +280,17 @@ class StdioChild:
             self.argv, env=self.env, cwd=self.cwd, stderr=self.errlog, start_new_session=True
         )
         _GROUPS[self.process.pid] = self.name
-        # no await from here until the task group is entered: a cancellation there would leak the child
         read_send, read_recv = anyio.create_memory_object_stream[Any](0)
         write_send, write_recv = anyio.create_memory_object_stream[Any](0)
         self._streams = (read_send, read_recv, write_send, write_recv)
         self._writer_done = anyio.Event()
         self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        try:
+            await self._tg.__aenter__()
+        except BaseException:  # cancelled right after the start: the child must not outlive it
+            _signal_group(self.process.pid, signal.SIGKILL)
+            _GROUPS.pop(self.process.pid, None)
+            raise
         self._tg.start_soon(self._read_stdout, read_send)
         self._tg.start_soon(self._write_stdin, write_recv, read_send)
         self._tg.start_soon(self._watch_exit, read_send)

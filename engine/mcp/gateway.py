@@ -183,6 +183,7 @@ class _Link:
         self._wake: Any = None  # set when the current connection ends, on stop() and on retry()
         self._changed: Any = None  # set (and replaced) at every change of state
         self._conn_tg: Any = None  # the task group of the current connection (relists, listen stream)
+        self._scope: Any = None  # the cancel scope of the current connection (stop() ends a start at once)
 
     def _set(self, state: str) -> None:
         import anyio
@@ -238,6 +239,9 @@ class _Link:
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
             try:
                 with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    if self._stopping:
+                        scope.cancel()
                     scope.deadline = anyio.current_time() + self.config.timeout  # the start-up limit
                     transport = _Watched(open_transport(self.server, server_kind(self.server), errlog), self._end)
                     async with Client(
@@ -270,7 +274,7 @@ class _Link:
             except Exception as e:  # noqa: BLE001 - reported with the server's tools and calls
                 self.error = describe_error(e)
             finally:
-                self.client, self._conn_tg = None, None
+                self.client, self._conn_tg, self._scope = None, None, None
             if self._stopping:
                 return up
             inner = getattr(transport, "inner", None)
@@ -381,9 +385,12 @@ class _Link:
                 self._wake.set()
 
     def stop(self) -> None:
+        """End the connection (a start in progress at once; the server process is ended either way)."""
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._scope is not None and self.state != "up":
+            self._scope.cancel()
 
     def drop(self, client: Any) -> None:
         """End ``client``'s connection (it broke in a way its read stream did not show); a newer
@@ -675,18 +682,13 @@ async def _tools_changed(ctx: Any) -> None:
 
 
 def _progress_relay(ctx: Any) -> Any:
-    """A downstream progress callback that passes each notification on to the host, when the host's
-    call asked for progress (a ``progressToken``); else ``None``."""
-    meta = ctx.meta or {}
-    token = meta.get("progress_token") if isinstance(meta, dict) else getattr(meta, "progress_token", None)
-    if token is None:
-        return None
+    """A downstream progress callback that passes each notification on to the host's call (the SDK's
+    ``report_progress``: a no-op when the host's call did not ask for progress; over JSON-RPC a
+    ``notifications/progress`` with the host's token, in process the host's callback)."""
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
         try:
-            await ctx.session.send_progress_notification(
-                token, progress, total, message, related_request_id=str(ctx.request_id)
-            )
+            await ctx.session.report_progress(progress, total, message)
         except Exception:  # noqa: BLE001 - progress is best effort; the result still comes back
             pass
 
