@@ -194,6 +194,30 @@ def test_a_call_over_its_limit_fails_alone_and_the_server_stays(tmp_path: Path) 
     assert [r["name"] for r in requests(log) if r["method"] == "tools/call"] == ["slow", "echo"]
 
 
+def test_a_server_that_does_not_answer_the_probe_gets_the_handshake(tmp_path: Path) -> None:
+    """Item 3: a handshake server that leaves ``server/discover`` unanswered (no error, nothing) makes
+    the first start run out of its limit; the restart opens with the handshake at once, and calls go
+    through. The start-up limit is 1.5 s here."""
+    log = tmp_path / "old.jsonl"
+    engine = Engine.from_file(
+        write_agent(tmp_path, {"old": raw(log, "legacy", "--silent")}),
+        embedder=FakeEmbedder(),
+        cache_dir=tmp_path / "cache",
+    )
+    gateway = build_gateway(engine, listing=ListConfig(timeout=1.5))
+    gw = gateway._contextsieve_gateway
+
+    async def main() -> None:
+        async with Client(gateway, mode="auto") as c:
+            await until(all_up(gw))
+            assert text(await c.call_tool("old_echo", {"n": 1})) == {"tool": "echo", "n": 1}
+
+    anyio.run(main)
+    link = gw.links["old"]
+    assert (link.starts, link.mode) == (2, "legacy") and link.era in HANDSHAKE_PROTOCOL_VERSIONS
+    assert [r["method"] for r in requests(log)][:2] == ["server/discover", "initialize"]
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_every_change_of_the_offer_is_announced(tmp_path: Path, mode: str) -> None:
     """Item 5: a host on either protocol hears of each change of its offer (the handshake:

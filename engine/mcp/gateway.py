@@ -12,7 +12,9 @@ Both protocol eras, both ways. Toward the host: the ``initialize`` handshake (``
 a change of the offer is sent as ``notifications/tools/list_changed``) or the 2026-07-28 protocol
 (``tools/list`` carries ``ttlMs: 0`` and ``cacheScope: "private"``, ``subscriptions/listen`` is
 served and every change of the offer is announced on it). Toward each server: the 2026-07-28 protocol
-where the server speaks it, the handshake otherwise (the SDK's ``mode="auto"``); a server's own
+where the server speaks it, the handshake otherwise (the SDK's ``mode="auto"``; a server whose start
+runs out of its limit without an answer to ``server/discover`` gets the handshake at once on its
+restart); a server's own
 ``tools/list_changed`` (a notification, or an event on a ``subscriptions/listen`` stream the gateway
 opens) makes the gateway list it again.
 
@@ -170,6 +172,9 @@ class _Link:
         self.server, self.config, self.gateway = server, config, gateway
         self.client: Any = None
         self.era: str | None = None  # the protocol version of the connection
+        #: How the next start opens: ``auto`` (``server/discover``, the handshake when it is refused) or
+        #: ``legacy`` (the handshake at once, for a server that does not answer the probe at all).
+        self.mode = "auto"
         self.state = "idle"
         self.error: str | None = None
         self.starts = 0
@@ -178,6 +183,7 @@ class _Link:
         self._up_since = 0.0
         self._stopping = False
         self._lost = False  # the current connection ended (its read stream did)
+        self._timed_out = False  # the last start ran out of the start-up limit
         self._relisting = False
         self._again = False
         self._wake: Any = None  # set when the current connection ends, on stop() and on retry()
@@ -212,6 +218,8 @@ class _Link:
             was_up = await self._connect(back)
             if self._stopping:
                 break
+            if not was_up:  # a server that never answered server/discover gets the handshake next time
+                self.mode = "legacy" if self.mode == "auto" and self._timed_out else "auto"
             if was_up and time.monotonic() - self._up_since >= self.gateway.retry_seconds:
                 quick = True  # a connection that lasted earns another restart at once
             if quick:
@@ -234,7 +242,7 @@ class _Link:
 
         from contextsieve import __version__
 
-        self._wake, self._lost, up = anyio.Event(), False, False
+        self._wake, self._lost, self._timed_out, up = anyio.Event(), False, False, False
         transport: Any = None
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
             try:
@@ -246,7 +254,7 @@ class _Link:
                     transport = _Watched(open_transport(self.server, server_kind(self.server), errlog), self._end)
                     async with Client(
                         transport,
-                        mode="auto",  # the 2026-07-28 protocol where the server speaks it, else the handshake
+                        mode=self.mode,  # auto: the 2026-07-28 protocol where the server speaks it, else the handshake
                         read_timeout_seconds=None,  # a call's limit is ListConfig.call_timeout, set per call
                         message_handler=self._on_message,
                         cache=None,  # a re-listing must reach the server
@@ -268,6 +276,7 @@ class _Link:
                             await self._wake.wait()
                             tg.cancel_scope.cancel()
                 if scope.cancelled_caught and not up:
+                    self._timed_out = True
                     self.error = f"no connection and tool list within {self.config.timeout:g} s"
                 elif self._lost and not self._stopping:
                     self.error = "the connection closed"

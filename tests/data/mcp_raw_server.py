@@ -2,15 +2,17 @@
 blocks everything after it, as in many small servers) and answers ``ping`` with -32601 (the
 2026-07-28 revision removed ping). No SDK: what it speaks is written out below.
 
-    python mcp_raw_server.py LOG.jsonl [--era legacy|modern|both] [--tools TOOLS.json] [--fail-if FILE]
+    python mcp_raw_server.py LOG.jsonl [--era legacy|modern|both] [--tools TOOLS.json] [--fail-if FILE] [--silent]
 
 ``--era legacy``: the initialize handshake only (``server/discover`` is -32601); ``modern``: the
 2026-07-28 protocol only (``initialize`` is refused with -32022, ``tools/list`` carries
 ``ttlMs``/``cacheScope``, ``subscriptions/listen`` is served); ``both`` (default): whichever the
 client opens with; ``--fail-if FILE``: while FILE exists the server cannot start (it says so on
-stderr and exits with status 1). Every request is appended to LOG.jsonl as ``{"method", "name", "era"}`` (the
-tests read it: was a call sent twice, was a ping sent). Its tools (``TOOLS.json`` when given, read
-on every ``tools/list``, else the built-in ones):
+stderr and exits with status 1); ``--silent``: a request of a method it does not serve gets no
+answer at all (as some servers of the handshake era do with ``server/discover``). Every request is
+appended to LOG.jsonl as ``{"method", "name", "era"}`` (the tests read it: was a call sent twice,
+was a ping sent). Its tools (``TOOLS.json`` when given, read on every ``tools/list``, else the
+built-in ones):
 
 - ``echo(**args)``: the arguments back as JSON text;
 - ``slow(seconds)``: progress every half second (when the call asked for it), then ``{"slept": s}``;
@@ -71,6 +73,7 @@ def main() -> None:
     if "--fail-if" in sys.argv and Path(sys.argv[sys.argv.index("--fail-if") + 1]).exists():
         print("cannot start: the --fail-if file exists", file=sys.stderr, flush=True)
         sys.exit(1)
+    silent = "--silent" in sys.argv
     added: list[dict[str, Any]] = []
     listens: list[Any] = []  # ids of open subscriptions/listen streams (tools list_changed asked for)
     opened: str | None = None  # the era this connection opened with
@@ -110,7 +113,8 @@ def main() -> None:
             continue
         if method == "server/discover":
             if era == "legacy" or opened == "legacy":
-                error(rid, -32601, "Method not found")
+                if not silent:
+                    error(rid, -32601, "Method not found")
                 continue
             opened = "modern"
             reply(
@@ -174,7 +178,7 @@ def main() -> None:
             else:
                 text = json.dumps({"tool": name, **args})
             reply(rid, result({"content": [{"type": "text", "text": text}], "isError": False}))
-        else:
+        elif not silent:
             error(rid, -32601, "Method not found")
 
 
