@@ -14,9 +14,8 @@ a change of the offer is sent as ``notifications/tools/list_changed``) or the 20
 served and every change of the offer is announced on it). Toward each server: the 2026-07-28 protocol
 where the server speaks it, the handshake otherwise (the SDK's ``mode="auto"``; a server whose start
 runs out of its limit without an answer to ``server/discover`` gets the handshake at once on its
-restart); a server's own
-``tools/list_changed`` (a notification, or an event on a ``subscriptions/listen`` stream the gateway
-opens) makes the gateway list it again.
+restart); a server's own ``tools/list_changed`` (a notification, or an event on a
+``subscriptions/listen`` stream the gateway opens) makes the gateway list it again.
 
 Every server is started when the gateway starts (each under :attr:`ListConfig.timeout`) and listed
 then, so a tool it added since the cached listing is offered. ``tools/call`` of an offered tool is
@@ -28,6 +27,7 @@ by its transport (the read stream ends: the server process exited or closed stdo
 start fails or whose connection is lost is started again at once, once; when that fails too it is
 down: its tools leave the offer (announced), a call of one names the reason, and it is tried again
 when a host begins a new task :data:`RETRY_SECONDS` later or more (its tools return, announced).
+Stdio servers run in process groups of their own that end with the gateway (:func:`run_gateway`).
 """
 
 from __future__ import annotations
