@@ -202,7 +202,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("agent", type=Path)
     g.add_argument("--log-level", choices=_LOG_LEVELS, default="warning", help=_LOG_HELP)
-    g.add_argument("--timeout", type=float, default=30.0, help="seconds to start a downstream server (default 30)")
+    g.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds to start a downstream server and list its tools (default 30; not a limit on calls)",
+    )
+    g.add_argument(
+        "--call-timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="seconds a forwarded tool call may take (default: no limit; over it the call is cancelled on the "
+        "server and fails, the server stays connected)",
+    )
     g.add_argument("--remember-requests", action="store_true", help=_REMEMBER_HELP)
     g.add_argument(
         "--stable-offer",
@@ -622,7 +636,9 @@ def _run(args: argparse.Namespace) -> int:
             from contextsieve.mcp.common import ServeConfig
 
             run_gateway(
-                engine, listing=ListConfig(timeout=args.timeout), config=ServeConfig(stable_offer=args.stable_offer)
+                engine,
+                listing=ListConfig(timeout=args.timeout, call_timeout=args.call_timeout),
+                config=ServeConfig(stable_offer=args.stable_offer),
             )
         elif args.command == "inspect":
             _inspect(args)
