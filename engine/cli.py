@@ -1,6 +1,7 @@
 """The ``contextsieve`` command line.
 
-contextsieve select AGENT_FILE "message" [--json]   the request context for one message
+contextsieve select AGENT_FILE "message" [--json]   the request context for one message ("-": stdin)
+contextsieve example-agent                           print the path of the bundled example agent file
 contextsieve index AGENT_FILE                        embed and cache every item (progress bar)
 contextsieve tools AGENT_FILE [--refresh] [--json]   list the agent's MCP servers' tools, report changes
 contextsieve serve AGENT_FILE [--transport http]     serve select_context / search_tools over MCP
@@ -73,7 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("select", help="show the request context chosen for one message")
     s.add_argument("agent", type=Path, help="agent YAML file or agent folder")
-    s.add_argument("message")
+    s.add_argument(
+        "message",
+        nargs="?",
+        help='the user message; "-" reads it from standard input (or give --message-file)',
+    )
+    s.add_argument("--message-file", type=Path, metavar="FILE", help="read the message from FILE (UTF-8)")
     s.add_argument("--json", action="store_true", help="print the context and the OpenAI-shaped request as JSON")
     s.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
     s.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
@@ -257,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
     n.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
+    sub.add_parser("example-agent", help="print the path of the bundled example agent file (to copy or try)")
     b = sub.add_parser(
         "build",
         help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table)",
@@ -335,7 +342,29 @@ def _parse_settings(pairs: list[str]) -> dict[str, object]:
     return out
 
 
+def _message(args: argparse.Namespace) -> str:
+    """``select``'s message: the argument, standard input for ``-``, or ``--message-file`` (UTF-8); a long
+    message never meets the shell's argument limit this way."""
+    if args.message_file is not None:
+        if args.message is not None:
+            raise InputError("give the message as an argument or with --message-file, not both")
+        try:
+            return str(args.message_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"--message-file {args.message_file}: cannot read it as UTF-8 text ({e})") from e
+    if args.message is None:
+        raise InputError('select needs a message: an argument, "-" for standard input, or --message-file FILE')
+    if args.message == "-":
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"the message on standard input is not UTF-8 ({e})") from e
+    return str(args.message)
+
+
 def _select(args: argparse.Namespace) -> None:
+    message = _message(args)  # before the agent loads: a bad message costs nothing
+    args.message = message
     engine = _engine(args.agent, args.tools, args.offline)
     pairs = (
         ("context_top_k", args.top_k),
@@ -370,6 +399,16 @@ def _tools(args: argparse.Namespace) -> int:
     from contextsieve.mcp.client import ListConfig
 
     engine = Engine.from_file(args.agent)
+    if _is_example(args.agent):  # placeholders: npx/uvx packages and *.example.internal hosts of a fictional shop
+        print(
+            "contextsieve: the bundled example agent's MCP servers are placeholders of a fictional company "
+            "(nothing is started or resolved); its tools are declared in the file:",
+            file=sys.stderr,
+        )
+        for server in engine.agent.servers:
+            names = [t.name for t in engine.agent.tools if t.server == server]
+            print(f"{server}: {len(names)} tools ({', '.join(names)})")
+        return 0
     report = engine.connect(refresh=args.refresh, listing=ListConfig(timeout=args.timeout))
     if args.json:
         out = report.to_dict()
@@ -644,6 +683,8 @@ def _run(args: argparse.Namespace) -> int:
             _inspect(args)
         elif args.command == "demo":
             _demo()
+        elif args.command == "example-agent":
+            print(example_agent_path())
         elif args.command == "build":
             from contextsieve.models.embedder import Embedder
             from contextsieve.models.registry import Variant

@@ -223,3 +223,44 @@ def test_a_key_nobody_reads_is_one_warning_line_on_stderr(tmp_path: Path, capsys
         "it is kept in the file but not read"
     ]
     assert "rulez" not in captured.out and "Rules (0)" in captured.out
+
+
+def test_select_reads_the_message_from_stdin_or_a_file(tmp_path: Path) -> None:
+    """Issue 40 item 4: `select AGENT -` reads standard input and `--message-file` a file, so a long
+    message never meets the shell's argument limit (200 KB did: "Argument list too long")."""
+    import os
+    import subprocess
+    import sys
+
+    long = "My parcel is late and has not moved for a week. " * 4_000  # ~200 KB
+    cmd = [sys.executable, "-m", "contextsieve", "select", str(example_agent_path())]
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    piped = subprocess.run([*cmd, "-"], input=long, capture_output=True, text=True, env=env, timeout=300)
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    (tmp_path / "message.txt").write_text(long, encoding="utf-8")
+    filed = subprocess.run(
+        [*cmd, "--message-file", str(tmp_path / "message.txt")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert filed.returncode == 0, filed.stderr[-2000:]
+    first = [line for line in piped.stdout.splitlines() if "(" not in line or "ms)" not in line]
+    assert first == [line for line in filed.stdout.splitlines() if "(" not in line or "ms)" not in line]
+    assert "track_parcel" in piped.stdout and "shipping-delays" in piped.stdout  # the message was read whole
+
+
+def test_select_without_a_message_and_example_agent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["select", str(example_agent_path())]) == 1
+    assert "select needs a message" in capsys.readouterr().err
+    (tmp_path / "m.txt").write_text("hello")
+    assert main(["select", str(example_agent_path()), "hi", "--message-file", str(tmp_path / "m.txt")]) == 1
+    assert "not both" in capsys.readouterr().err
+    assert main(["example-agent"]) == 0
+    assert capsys.readouterr().out.strip() == str(example_agent_path())
+
+
+def test_tools_on_the_example_agent_starts_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its servers are a fictional company's (npx/uvx packages, *.example.internal hosts): `tools` says so
+    and lists the tools the file declares, offline, exit 0 (it used to start them and resolve the hosts)."""
+    assert main(["tools", str(example_agent_path())]) == 0
+    captured = capsys.readouterr()
+    assert "placeholders of a fictional company" in captured.err
+    assert "helpdesk: 5 tools (get_ticket, " in captured.out and "example.internal" not in captured.out

@@ -166,12 +166,12 @@ def _help(*args: str) -> str:
 def test_the_command_table_matches_the_cli() -> None:
     rows = [line for line in section("Command line").splitlines() if line.startswith("| `contextsieve ")]
     assert rows
-    usage = re.search(r"\{([a-z,]+)\}", _help())
+    usage = re.search(r"\{([a-z,-]+)\}", _help())
     assert usage, "no subcommand list in `contextsieve --help`"
     listed = usage.group(1).split(",")
     seen = set()
     for row in rows:
-        m = re.match(r"\| `contextsieve (\w+)", row)
+        m = re.match(r"\| `contextsieve ([\w-]+)", row)
         assert m, row
         command = m.group(1)
         assert command in listed, f"README's command table names `contextsieve {command}`, which does not exist"
