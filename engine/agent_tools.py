@@ -21,7 +21,6 @@ to the model as an error result (MCP ``isError``), never as a protocol error the
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -48,9 +47,6 @@ __all__ = [
     "tool_match",
     "tool_list_chars",
 ]
-
-#: Longest message or query a tool takes (characters).
-MAX_TEXT = 100_000
 
 
 @dataclass(frozen=True)
@@ -583,8 +579,3 @@ def tool_list_chars(tools: Sequence[AgentTool], extra: Mapping[str, Mapping[str,
     import json
 
     return sum(len(json.dumps(t.definition(extra), ensure_ascii=False, separators=(",", ":"))) for t in tools)
-
-
-def replace_run(tool: AgentTool, run: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> AgentTool:
-    """``tool`` with another ``run`` (its name, text and schema unchanged)."""
-    return dataclasses.replace(tool, run=run)
