@@ -42,17 +42,17 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.agentfile import example_agent_path, load_agent, save_agent
-from contextsieve.embcache import EmbeddingCache
+from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
+from contextsieve.agent.items import IncludeMode, Reference
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, Reference
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
-from contextsieve.session import Message
+from contextsieve.session.session import Message
 from contextsieve.stash import StashStore
 
 Ack = Callable[[int], None]
@@ -177,12 +177,12 @@ def w_stash(folder: Path, ack: Ack) -> None:
 
 def w_stash_mcp(folder: Path, ack: Ack) -> None:
     """The stash written through MCP: ``stash_context`` calls of the SDK's in-memory client to
-    :func:`~contextsieve.mcp.server.build_server` (acknowledged when the tool's result came back)."""
+    :func:`~contextsieve.mcp_server.server.build_server` (acknowledged when the tool's result came back)."""
     import anyio
     from mcp import Client
 
-    from contextsieve.mcp.common import ServeConfig
-    from contextsieve.mcp.server import build_server
+    from contextsieve.mcp_server.common import ServeConfig
+    from contextsieve.mcp_server.server import build_server
 
     embedder = HashEmbedder()
     engine = Engine(load_agent(example_agent_path()), embedder=embedder, cache_dir=folder / "engine-cache")

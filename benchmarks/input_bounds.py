@@ -3,25 +3,25 @@ an agent one of whose MCP servers lists a 1 MB tool description.
 
     python -m benchmarks.input_bounds                          # the table
     python -m benchmarks.input_bounds --uncut                  # also the 1 MB tool made in code (not cut)
-    git show <commit>:engine/chunking.py > /tmp/old_chunking.py
+    git show <commit>:engine/selection/chunking.py > /tmp/old_chunking.py
     python -m benchmarks.input_bounds --before /tmp/old_chunking.py   # chunking rows of that code too
 
 Texts are words drawn (seeded) from the standard library's docstrings (``benchmarks/workloads.py``),
 so no two chunks are alike: "no sentence breaks" is one run of words, "sentence breaks" ends a
 sentence every 8-25 words and a paragraph every 4-10 sentences. Chunking is
-:func:`~contextsieve.chunking.chunk_item` of a reference document with that text (the shown and embedded
+:func:`~contextsieve.selection.chunking.chunk_item` of a reference document with that text (the shown and embedded
 pieces, the token window of all-MiniLM-L6-v2's tokenizer), median of ``--runs`` runs (default 3).
 ``--before FILE`` times the same rows with the ``chunk_item`` of another copy of
-``engine/chunking.py`` (the code before the change), one run each, for the sizes in
+``engine/selection/chunking.py`` (the code before the change), one run each, for the sizes in
 ``--before-sizes`` (default ``100KB``; the old code took minutes for 1 MB without sentence breaks).
 
 First request: an :class:`~contextsieve.Engine` over an :class:`~contextsieve.Agent` built in code
 (one MCP server, 30 ordinary tools and the 1 MB one, all in ``agent`` mode), an empty temporary
 embedding cache, the model already loaded; timed is ``session.build_request`` of a first message
 (chunking, embedding every chunk, the keyword index, the search). "listed" gives the tools to the
-agent as a server's listing does (:func:`~contextsieve.agentfile.server_tools`, which holds them to
-:class:`~contextsieve.agentfile.ToolLimits`: the description is cut to 10,000 characters); "made in
-code" (``--uncut``) puts the 1 MB :class:`~contextsieve.items.Tool` into the agent as it is (its whole
+agent as a server's listing does (:func:`~contextsieve.agent.agentfile.server_tools`, which holds them to
+:class:`~contextsieve.agent.agentfile.ToolLimits`: the description is cut to 10,000 characters); "made in
+code" (``--uncut``) puts the 1 MB :class:`~contextsieve.agent.items.Tool` into the agent as it is (its whole
 description is sent; what is embedded stops at ``ChunkConfig.max_tool_chars``, 10,000 characters). The
 issue's goal: the first request within 15 s.
 """
@@ -42,13 +42,13 @@ from types import ModuleType
 from typing import Any
 
 from benchmarks import workloads
-from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import server_tools
-from contextsieve.chunking import ChunkConfig, chunk_item
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.agentfile import server_tools
+from contextsieve.agent.items import IncludeMode, Reference, Tool
 from contextsieve.engine import Engine
-from contextsieve.items import IncludeMode, Reference, Tool
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
+from contextsieve.selection.chunking import ChunkConfig, chunk_item
 
 SIZES = {"100KB": 100_000, "1MB": 1_000_000}
 MESSAGE = "Fetch the page at the docs site and summarise what it says about retries."
@@ -75,7 +75,7 @@ def text_of(size: int, breaks: bool, seed: int = 37) -> str:
 
 
 def load_chunking(path: Path) -> ModuleType:
-    """Another copy of ``engine/chunking.py`` as a module of its own."""
+    """Another copy of ``engine/selection/chunking.py`` as a module of its own."""
     spec = importlib.util.spec_from_file_location("old_chunking", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")
@@ -143,7 +143,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="runs per chunking row (median; default 3)")
     ap.add_argument("--uncut", action="store_true", help="also the first request with the 1 MB tool made in code")
-    ap.add_argument("--before", type=Path, help="another engine/chunking.py to time the chunking rows with")
+    ap.add_argument("--before", type=Path, help="another engine/selection/chunking.py to time the chunking rows with")
     ap.add_argument("--before-sizes", default="100KB", help="sizes for --before, comma-separated (default 100KB)")
     args = ap.parse_args()
 

@@ -33,11 +33,11 @@ import numpy as np
 
 from benchmarks.request_latency import messages as make_messages
 from contextsieve import Embedder
-from contextsieve.agentfile import example_agent_path
-from contextsieve.assembly import tool_definition
+from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine
-from contextsieve.mcp.server import build_server
+from contextsieve.mcp_server.server import build_server
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.session.assembly import tool_definition
 
 
 def pct(xs: list[float]) -> tuple[float, float]:
@@ -158,8 +158,8 @@ def gateway_part(emb: Embedder, n: int) -> None:
     from mcp import Client, StdioServerParameters
 
     from benchmarks.mcp_index import write_agent
-    from contextsieve.mcp.client import ListConfig
-    from contextsieve.mcp.gateway import build_gateway
+    from contextsieve.mcp_client.client import ListConfig
+    from contextsieve.mcp_server.gateway import build_gateway
 
     with tempfile.TemporaryDirectory(prefix="contextsieve-gw-bench-") as tmp:
         agent = write_agent(Path(tmp))

@@ -24,16 +24,16 @@ import numpy as np
 import yaml
 
 from benchmarks.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
-from contextsieve.agent import Agent
-from contextsieve.agentfile import example_agent_path, load_agent, save_agent, to_document
-from contextsieve.chunking import query_chunks
+from contextsieve.agent.agent import Agent
+from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent, to_document
+from contextsieve.agent.items import ItemKey
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError
-from contextsieve.items import ItemKey
 from contextsieve.kernels import scoring as K
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.session import Session
-from contextsieve.store import TextEmbedder
+from contextsieve.selection.chunk_store import TextEmbedder
+from contextsieve.selection.chunking import query_chunks
+from contextsieve.session.session import Session
 
 __all__ = ["Target", "TARGETS", "WrongResult", "hostile_text", "hostile_value", "make_state", "State"]
 

@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import workloads
-from contextsieve.agent import Agent, McpServer
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.items import IncludeMode, Reference, Rule, Tool
 from contextsieve.engine import Engine
-from contextsieve.items import IncludeMode, Reference, Rule, Tool
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.chunks import IndexConfig
 

@@ -22,10 +22,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", default="int8")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
-    from contextsieve.agent import Agent
-    from contextsieve.chunking import ChunkConfig, heading_sections
+    from contextsieve.agent.agent import Agent
+    from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode, Reference
+    from contextsieve.selection.chunking import ChunkConfig, heading_sections
 
     docs = [
         json.loads(line) for line in (args.data / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()

@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--floors", default="none,0.1,0.15,0.2,0.25,0.3")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
-    from contextsieve.agentfile import example_agent_path, load_agent
+    from contextsieve.agent.agentfile import example_agent_path, load_agent
+    from contextsieve.agent.items import IncludeMode
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode
     from contextsieve.models.cpu import cpu_summary
 
     emb = MemoEmbedder(Embedder(variant="int8"))

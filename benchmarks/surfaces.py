@@ -77,7 +77,7 @@ class Surfaces:
             from anyio.from_thread import start_blocking_portal
             from mcp import Client
 
-            from contextsieve.mcp.server import build_server
+            from contextsieve.mcp_server.server import build_server
 
             self.portal_cm = start_blocking_portal()
             self.portal = self.portal_cm.__enter__()
@@ -105,7 +105,7 @@ class Surfaces:
         if self.stdio is None or self.stdio.poll() is not None:
             if self.stdio is not None:
                 raise Untyped(f"the stdio server died (exit {self.stdio.returncode})")
-            from contextsieve.agentfile import example_agent_path
+            from contextsieve.agent.agentfile import example_agent_path
 
             cmd = [sys.executable, "-m", "contextsieve", "serve", str(example_agent_path()), "--offline"]
             self.stdio = subprocess.Popen(
@@ -171,7 +171,7 @@ class Surfaces:
         if self.http is not None and self.http.poll() is not None:
             raise Untyped(f"the HTTP server died (exit {self.http.returncode})")
         if self.http_port is None:
-            from contextsieve.agentfile import example_agent_path
+            from contextsieve.agent.agentfile import example_agent_path
 
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))

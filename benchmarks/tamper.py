@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.embcache import EmbeddingCache
 from contextsieve.errors import ContextSieveError
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
+from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
 

@@ -14,7 +14,7 @@ every request, so each request embeds its message as a new one would):
 
 Rounds alternate the kinds request by request, so a slow phase of the machine hits all of them.
 Reported per kind: request p50 / p99 (ms), the texts and padded tokens that go through the model per
-request (:func:`contextsieve.query_vectors.plan_query`; padded: rows x the longest), and
+request (:func:`contextsieve.retrieval.query_vectors.plan_query`; padded: rows x the longest), and
 recall of the tools each request needs (R@sel: share of the needed tools in the selection; n: tools
 selected). The ratio rows are the targets of the bounded-cost work (p50 <= 1.5x, p99 <= 3x the
 one-sentence request).
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.engine import Engine
-    from contextsieve.query_vectors import plan_query
+    from contextsieve.retrieval.query_vectors import plan_query
 
     tools, queries = load(DATA)
     server_desc = load_servers(DATA)

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.agent import Agent
-from contextsieve.chunking import query_chunks
-from contextsieve.keyword import BM25Index
+from contextsieve.agent.agent import Agent
+from contextsieve.retrieval.bm25 import BM25Index
+from contextsieve.selection.chunking import query_chunks
 
 KS = (1, 3, 5, 10)
 KEYWORD_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -85,8 +85,8 @@ def load_servers(folder: Path) -> dict[str, str]:
 
 def catalog_agent(tools: list[dict], server_desc: dict[str, str], name: str) -> Agent:
     """An agent whose tools are a catalog's (``tools.jsonl`` rows), every server in ``agent`` mode."""
-    from contextsieve.agent import McpServer
-    from contextsieve.items import IncludeMode, Tool
+    from contextsieve.agent.agent import McpServer
+    from contextsieve.agent.items import IncludeMode, Tool
 
     servers = {
         s: McpServer(s, default_include=IncludeMode.AGENT, description=server_desc.get(s, ""))
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
-    from contextsieve.chunking import ChunkConfig
     from contextsieve.engine import Engine
+    from contextsieve.selection.chunking import ChunkConfig
 
     tools, queries = load(args.data)
     server_desc = load_servers(args.data)
@@ -345,9 +345,9 @@ def tool_results(path: Path, engine: object) -> None:
 def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None) -> None:
     """Documents as agent-mode references (title = description); nDCG@10 of dense vs the pipeline."""
     from benchmarks.beir_quality import evaluate, load_beir
-    from contextsieve.agent import Agent
+    from contextsieve.agent.agent import Agent
+    from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode, Reference
 
     if isinstance(emb, MemoEmbedder):
         emb.enabled = False  # per-query latency below: embed every query for real

@@ -16,38 +16,38 @@ __version__ = "0.1.0"
 _LAZY = {
     "Engine": "contextsieve.engine",
     "IndexReport": "contextsieve.engine",
-    "Session": "contextsieve.session",
-    "Message": "contextsieve.session",
-    "StashSettings": "contextsieve.session",
-    "OfferConfig": "contextsieve.session",
+    "Session": "contextsieve.session.session",
+    "Message": "contextsieve.session.session",
+    "StashSettings": "contextsieve.session.session",
+    "OfferConfig": "contextsieve.session.session",
     "StashStore": "contextsieve.stash",
     "StashConfig": "contextsieve.stash",
     "NewSegment": "contextsieve.stash",
     "ContextSegment": "contextsieve.stash",
     "SegmentType": "contextsieve.stash",
-    "StashedEntry": "contextsieve.context",
-    "Request": "contextsieve.assembly",
-    "Agent": "contextsieve.agent",
-    "AgentSettings": "contextsieve.agent",
-    "McpServer": "contextsieve.agent",
-    "PRESETS": "contextsieve.agent",
-    "ChunkConfig": "contextsieve.chunking",
+    "StashedEntry": "contextsieve.selection.context",
+    "Request": "contextsieve.session.assembly",
+    "Agent": "contextsieve.agent.agent",
+    "AgentSettings": "contextsieve.agent.agent",
+    "McpServer": "contextsieve.agent.agent",
+    "PRESETS": "contextsieve.agent.agent",
+    "ChunkConfig": "contextsieve.selection.chunking",
     "IndexConfig": "contextsieve.retrieval.chunks",
-    "Rule": "contextsieve.items",
-    "Reference": "contextsieve.items",
-    "Tool": "contextsieve.items",
-    "IncludeMode": "contextsieve.items",
-    "ItemKey": "contextsieve.items",
-    "ItemKind": "contextsieve.items",
-    "RequestContext": "contextsieve.context",
-    "ContextEntry": "contextsieve.context",
-    "Dropped": "contextsieve.context",
-    "Explanation": "contextsieve.explain",
+    "Rule": "contextsieve.agent.items",
+    "Reference": "contextsieve.agent.items",
+    "Tool": "contextsieve.agent.items",
+    "IncludeMode": "contextsieve.agent.items",
+    "ItemKey": "contextsieve.agent.items",
+    "ItemKind": "contextsieve.agent.items",
+    "RequestContext": "contextsieve.selection.context",
+    "ContextEntry": "contextsieve.selection.context",
+    "Dropped": "contextsieve.selection.context",
+    "Explanation": "contextsieve.session.explain",
     "TextEmbedder": "contextsieve.retrieval.embedding",
     "Embedder": "contextsieve.models.embedder",
-    "load_agent": "contextsieve.agentfile",
-    "save_agent": "contextsieve.agentfile",
-    "example_agent_path": "contextsieve.agentfile",
+    "load_agent": "contextsieve.agent.agentfile",
+    "save_agent": "contextsieve.agent.agentfile",
+    "example_agent_path": "contextsieve.agent.agentfile",
     "ContextSieveError": "contextsieve.errors",
     "InputError": "contextsieve.errors",
     "AgentFileError": "contextsieve.errors",
@@ -121,11 +121,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from contextsieve.agent import PRESETS, Agent, AgentSettings, McpServer
-    from contextsieve.agentfile import example_agent_path, load_agent, save_agent
-    from contextsieve.assembly import Request
-    from contextsieve.chunking import ChunkConfig
-    from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
+    from contextsieve.agent.agent import PRESETS, Agent, AgentSettings, McpServer
+    from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
+    from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.engine import Engine, IndexReport
     from contextsieve.errors import (
         AgentFileError,
@@ -145,12 +143,14 @@ if TYPE_CHECKING:
         UnknownItemError,
         UnknownSegmentError,
     )
-    from contextsieve.explain import Explanation
-    from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
     from contextsieve.models.embedder import Embedder
     from contextsieve.retrieval.chunks import IndexConfig
     from contextsieve.retrieval.embedding import TextEmbedder
-    from contextsieve.session import Message, OfferConfig, Session, StashSettings
+    from contextsieve.selection.chunking import ChunkConfig
+    from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
+    from contextsieve.session.assembly import Request
+    from contextsieve.session.explain import Explanation
+    from contextsieve.session.session import Message, OfferConfig, Session, StashSettings
     from contextsieve.stash import ContextSegment, NewSegment, SegmentType, StashConfig, StashStore
 
 

@@ -26,8 +26,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from contextsieve.agent import Agent
-from contextsieve.agentfile import example_agent_path
+from contextsieve.agent.agent import Agent
+from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.errors import AgentFileWarning, ContextSieveError, InputError
 
 __all__ = ["main", "DEMO_MESSAGES"]
@@ -396,7 +396,7 @@ def _select(args: argparse.Namespace) -> None:
 def _tools(args: argparse.Namespace) -> int:
     """List the agent's servers' tools; exit code 0 when every server listed, 1 otherwise."""
     from contextsieve.engine import Engine
-    from contextsieve.mcp.client import ListConfig
+    from contextsieve.mcp_client.client import ListConfig
 
     engine = Engine.from_file(args.agent)
     if _is_example(args.agent):  # placeholders: npx/uvx packages and *.example.internal hosts of a fictional shop
@@ -437,7 +437,7 @@ def _log_to_stderr(level: str) -> None:
 def _serve(args: argparse.Namespace) -> None:
     import os
 
-    from contextsieve.mcp.server import bind, check_exposure, serve
+    from contextsieve.mcp_server.server import bind, check_exposure, serve
 
     _log_to_stderr(args.log_level)
     token = None
@@ -453,7 +453,7 @@ def _serve(args: argparse.Namespace) -> None:
         for sock in bind(args.host, args.port, listen=False):
             sock.close()
     engine = _engine(args.agent, None, args.offline, remember=args.remember_requests)
-    from contextsieve.mcp.server import ServeConfig
+    from contextsieve.mcp_server.server import ServeConfig
 
     config = ServeConfig(
         stash_session=args.stash_session,
@@ -492,7 +492,7 @@ def _port(text: str) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> None:
-    from contextsieve.inspect_page import Inspector, InspectServer
+    from contextsieve.inspect.page import Inspector, InspectServer
 
     if args.stash and "://" not in args.stash and not Path(args.stash).is_file():
         raise InputError(f"--stash {args.stash}: no stash store there (inspect does not create one)")
@@ -667,12 +667,12 @@ def _run(args: argparse.Namespace) -> int:
         elif args.command == "stash":
             _stash(args)
         elif args.command == "gateway":
-            from contextsieve.mcp.client import ListConfig
-            from contextsieve.mcp.gateway import run_gateway
+            from contextsieve.mcp_client.client import ListConfig
+            from contextsieve.mcp_server.gateway import run_gateway
 
             _log_to_stderr(args.log_level)
             engine = _engine(args.agent, None, offline=False, remember=args.remember_requests)
-            from contextsieve.mcp.common import ServeConfig
+            from contextsieve.mcp_server.common import ServeConfig
 
             run_gateway(
                 engine,

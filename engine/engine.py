@@ -11,22 +11,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from contextsieve.agent import Agent, SettingsOverrides
-from contextsieve.assembly import Request
-from contextsieve.chunking import ChunkConfig, Summarizer
-from contextsieve.embcache import EmbeddingCache
+from contextsieve.agent.agent import Agent, SettingsOverrides
+from contextsieve.agent.items import ItemKey
+from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import EventLoopError, InputError
-from contextsieve.items import ItemKey
+from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.session import OfferConfig, Session, StashSettings
-from contextsieve.store import ChunkStore, TextEmbedder
-from contextsieve.usage import UsageLog
+from contextsieve.selection.chunk_store import ChunkStore, TextEmbedder
+from contextsieve.selection.chunking import ChunkConfig, Summarizer
+from contextsieve.session.assembly import Request
+from contextsieve.session.session import OfferConfig, Session, StashSettings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from contextsieve.mcp.catalog import ToolCatalog
-    from contextsieve.mcp.client import ListConfig
+    from contextsieve.mcp_client.catalog import ToolCatalog
+    from contextsieve.mcp_client.client import ListConfig
     from contextsieve.models.embedder import Embedder
     from contextsieve.stash import StashStore
 
@@ -84,13 +84,14 @@ class Engine:
 
     Args:
         agent: the agent (see :func:`contextsieve.load_agent`).
-        embedder: a :class:`~contextsieve.store.TextEmbedder`; default :class:`contextsieve.Embedder`
+        embedder: a :class:`~contextsieve.selection.chunk_store.TextEmbedder`; default :class:`contextsieve.Embedder`
             (all-MiniLM-L6-v2, the variant measured fastest on this CPU), loaded on first need.
         cache_dir: folder of the persistent embedding cache (default: the model cache folder,
             ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``); ``False`` keeps vectors in memory only.
-        chunking: chunking settings (including contextual embeddings: see :class:`~contextsieve.chunking.ChunkConfig`).
+        chunking: chunking settings (including contextual embeddings: see
+            :class:`~contextsieve.selection.chunking.ChunkConfig`).
         summarizer: optional callable writing embedding context per chunk (see
-            :data:`contextsieve.chunking.Summarizer`); called only for new or changed items. Default
+            :data:`contextsieve.selection.chunking.Summarizer`); called only for new or changed items. Default
             ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
         index: how requests search the chunks (:class:`~contextsieve.retrieval.chunks.IndexConfig`; default:
             exact search, HNSW from 50,000 chunks when hnswlib is installed).
@@ -151,7 +152,7 @@ class Engine:
             refresh, listing: passed to :meth:`connect`.
             kwargs: as for :class:`Engine`.
         """
-        from contextsieve.agentfile import load_agent
+        from contextsieve.agent.agentfile import load_agent
 
         if connect:
             _no_running_loop("Engine.from_file(path) and then await engine.connect_async()")
@@ -165,15 +166,15 @@ class Engine:
     def connect(self, *, refresh: bool = False, listing: ListConfig | None = None) -> ToolCatalog:
         """Give the agent the tools of its MCP servers: cached listings where present (unless
         ``refresh``), live listings otherwise (concurrently, each under ``listing.timeout``, default
-        10 s); see :mod:`contextsieve.mcp.catalog`. Returns (and keeps as :attr:`tool_catalog`) what
+        10 s); see :mod:`contextsieve.mcp_client.catalog`. Returns (and keeps as :attr:`tool_catalog`) what
         was found, added, changed and removed per server.
 
         It runs its own event loop: on a thread running one (inside ``asyncio.run``) it raises
         :class:`~contextsieve.errors.EventLoopError`; ``await`` :meth:`connect_async` there (or call
         this from a worker thread).
         """
-        from contextsieve.mcp.catalog import connect
-        from contextsieve.mcp.client import ListConfig, require_sdk
+        from contextsieve.mcp_client.catalog import connect
+        from contextsieve.mcp_client.client import ListConfig, require_sdk
 
         require_sdk()
         self.tool_catalog = connect(
@@ -184,8 +185,8 @@ class Engine:
     async def connect_async(self, *, refresh: bool = False, listing: ListConfig | None = None) -> ToolCatalog:
         """:meth:`connect` for code running in an event loop (asyncio or trio): the servers are listed
         on the running loop. Arguments and result as :meth:`connect`."""
-        from contextsieve.mcp.catalog import connect_async
-        from contextsieve.mcp.client import ListConfig, require_sdk
+        from contextsieve.mcp_client.catalog import connect_async
+        from contextsieve.mcp_client.client import ListConfig, require_sdk
 
         require_sdk()
         self.tool_catalog = await connect_async(
@@ -214,7 +215,7 @@ class Engine:
 
     def record_tool_calls(self, message: str, calls: Iterable[ItemKey | str]) -> None:
         """Learning from use: keep ``message`` as an example request of each tool the LLM then called
-        (see :meth:`contextsieve.session.Session.record_tool_calls`)."""
+        (see :meth:`contextsieve.session.session.Session.record_tool_calls`)."""
         self.session().record_tool_calls(message, calls)
 
     def _open_cache(self) -> EmbeddingCache | None:
@@ -243,7 +244,7 @@ class Engine:
         offer: OfferConfig | None = None,
         **settings: Unpack[SettingsOverrides],
     ) -> Session:
-        """A new session (the arguments are :class:`~contextsieve.session.Session`'s: a preset, a token
+        """A new session (the arguments are :class:`~contextsieve.session.session.Session`'s: a preset, a token
         counter, a stash, how tools are offered across requests, and settings overriding the agent's
         for this session only)."""
         return Session(
@@ -292,7 +293,7 @@ class Engine:
 
     def select(self, message: str, *, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> Request:
         """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see
-        :class:`~contextsieve.agent.SettingsOverrides`)."""
+        :class:`~contextsieve.agent.agent.SettingsOverrides`)."""
         return self.session(preset=preset, **settings).build_request(message)
 
 

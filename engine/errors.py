@@ -63,7 +63,7 @@ class InputError(ContextSieveError, ValueError):
 
 class ToolArgumentError(InputError):
     """A tool call's argument a model can fix (wrong type, out of range, missing, unknown); the message
-    says how. Every adapter of :mod:`contextsieve.agent_tools` returns it to the model as an error
+    says how. Every adapter of :mod:`contextsieve.session.agent_tools` returns it to the model as an error
     result (MCP ``isError``), not as a protocol error."""
 
 

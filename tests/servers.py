@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextsieve.agentfile import example_agent_path
+from contextsieve.agent.agentfile import example_agent_path
 
 
 def free_port() -> int:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-from contextsieve.agent import Agent
-from contextsieve.agentfile import load_agent, save_agent
+from contextsieve.agent.agent import Agent
+from contextsieve.agent.agentfile import load_agent, save_agent
 from contextsieve.errors import AgentFileError
 from tests.mcp_results import result
 

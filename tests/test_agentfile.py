@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contextsieve.agentfile import load_agent, save_agent
+from contextsieve.agent.agentfile import load_agent, save_agent
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
 from contextsieve.errors import AgentFileError
-from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
 CURRENT = """\
 metadata:
@@ -238,8 +238,8 @@ def test_untouched_files_round_trip_to_the_same_document(tmp_path: Path) -> None
 
 def test_every_kind_of_edit_survives_save_and_load(tmp_path: Path) -> None:
     """Failed before the fix: the loaded document won over the agent's own fields on save."""
-    from contextsieve.agent import McpServer
-    from contextsieve.items import Reference, Rule, Tool
+    from contextsieve.agent.agent import McpServer
+    from contextsieve.agent.items import Reference, Rule, Tool
 
     agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
     agent.name, agent.autonomous, agent.system_prompt = "Renamed", True, "A new prompt."
@@ -284,7 +284,7 @@ def test_every_kind_of_edit_survives_save_and_load(tmp_path: Path) -> None:
 
 
 def test_changed_items_lose_stale_foreign_embeddings(tmp_path: Path) -> None:
-    from contextsieve.items import Reference
+    from contextsieve.agent.items import Reference
 
     agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
     _, doc = _saved_and_loaded(agent, tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contextsieve.agentfile import example_agent_path, load_agent, save_agent
+from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
 from contextsieve.errors import AgentFileError, AgentFileWarning
 
 ROOT = Path(__file__).resolve().parent.parent

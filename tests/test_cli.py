@@ -176,9 +176,9 @@ def test_a_closed_pipe_ends_the_cli_quietly(model_cache: Path) -> None:
 
 
 def test_a_tool_without_a_schema_is_offered_as_an_object() -> None:
-    from contextsieve.assembly import tool_definition
-    from contextsieve.items import Tool
-    from contextsieve.toolnames import tool_names
+    from contextsieve.agent.items import Tool
+    from contextsieve.agent.toolnames import tool_names
+    from contextsieve.session.assembly import tool_definition
 
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
     restart, scale = Tool("ops", "restart", "restart it"), Tool("ops", "scale", "scale it", schema)

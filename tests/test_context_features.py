@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import load_agent, save_agent
-from contextsieve.chunking import ChunkConfig, SummarizerError, chunk_item, heading_sections, split_identifier
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.agentfile import load_agent, save_agent
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.errors import InputError
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
-from contextsieve.keyword import tokenize
-from contextsieve.selection import RelationGraph, graph_expand
-from contextsieve.session import Session
-from contextsieve.store import ChunkStore
+from contextsieve.retrieval.bm25 import tokenize
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.chunking import ChunkConfig, SummarizerError, chunk_item, heading_sections, split_identifier
+from contextsieve.selection.ranking import RelationGraph, graph_expand
+from contextsieve.session.session import Session
 
 from .fake_embedder import FakeEmbedder
 
@@ -367,7 +367,7 @@ def test_server_context_only_when_it_tells_tools_apart() -> None:
 
 
 def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
-    from contextsieve.agent import AgentSettings
+    from contextsieve.agent.agent import AgentSettings
     from contextsieve.engine import Engine
 
     agent = graph_agent()
@@ -382,7 +382,7 @@ def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
 
 
 def test_conservative_preset_expands() -> None:
-    from contextsieve.agent import AgentSettings
+    from contextsieve.agent.agent import AgentSettings
 
     s = AgentSettings().with_overrides("conservative")
     assert (s.context_top_n, s.expansion_depth, s.expansion_threshold) == (8, 1, 0.75)
@@ -394,7 +394,7 @@ def test_conservative_preset_expands() -> None:
 
 
 def test_fuse_matches_plain_oracles() -> None:
-    from contextsieve.selection import RRF_K, fuse
+    from contextsieve.selection.ranking import RRF_K, fuse
 
     rng = np.random.default_rng(3)
     dense = rng.standard_normal(40).astype(np.float32)
@@ -499,7 +499,7 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
 
 def test_keyword_index_sees_the_chunk_context() -> None:
     """A section body that never names its parent is still found by the parent's name (heading path)."""
-    from contextsieve.agent import AgentSettings
+    from contextsieve.agent.agent import AgentSettings
 
     ref = Reference(
         "runbook", "# Redis\n\nStop the server and copy the snapshot.\n\n# Kafka\n\nFail over the consumers.", "ops"
@@ -516,9 +516,9 @@ def test_keyword_index_sees_the_chunk_context() -> None:
 def test_a_reference_request_context_loads_and_rebuilds_a_request() -> None:
     """The reference system's chat files keep ``requestContext`` ({items, timestamp}) on assistant
     messages; contextsieve reads that shape (and its own older one) and rebuilds the request."""
-    from contextsieve.agentfile import example_agent_path, load_agent
-    from contextsieve.context import ContextEntry, RequestContext
+    from contextsieve.agent.agentfile import example_agent_path, load_agent
     from contextsieve.engine import Engine
+    from contextsieve.selection.context import ContextEntry, RequestContext
 
     from .fake_embedder import FakeEmbedder
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.embcache import EmbeddingCache, text_key
+from contextsieve.agent.items import IncludeMode, Rule
 from contextsieve.engine import Engine
-from contextsieve.items import IncludeMode, Rule
+from contextsieve.retrieval.cache import EmbeddingCache, text_key
 
 from .fake_embedder import FakeEmbedder
 from .test_engine import make_agent
@@ -54,7 +54,7 @@ class CountingFake(NamedFake):
 
 
 def test_a_restart_reads_chunk_plans_instead_of_cutting_items_again(tmp_path: Path) -> None:
-    from contextsieve.chunking import ChunkConfig
+    from contextsieve.selection.chunking import ChunkConfig
 
     first = CountingFake()
     e1 = Engine(make_agent(), embedder=first, cache_dir=tmp_path)
@@ -79,7 +79,7 @@ def test_a_tampered_chunk_plan_is_cut_again(tmp_path: Path) -> None:
     import sqlite3
     import warnings
 
-    from contextsieve.embcache import CacheIntegrityWarning
+    from contextsieve.retrieval.cache import CacheIntegrityWarning
 
     e1 = Engine(make_agent(), embedder=CountingFake(), cache_dir=tmp_path)
     e1.index()
@@ -122,7 +122,7 @@ def test_cache_get_put_prune(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, numpy as np
-from contextsieve.embcache import EmbeddingCache, text_key
+from contextsieve.retrieval.cache import EmbeddingCache, text_key
 c = EmbeddingCache(sys.argv[1], "m")
 rng = np.random.default_rng(int(sys.argv[2]))
 for batch in range(20):
@@ -163,7 +163,7 @@ def test_every_flipped_byte_of_a_row_is_detected_and_reembedded_once(tmp_path: P
     import sqlite3
     import warnings
 
-    from contextsieve.embcache import CacheIntegrityWarning
+    from contextsieve.retrieval.cache import CacheIntegrityWarning
 
     db = tmp_path / "e.sqlite"
     v = _unit(2, 8, seed=3)
@@ -271,10 +271,10 @@ def test_bad_embedder_output_is_a_typed_error_and_nothing_is_cached(tmp_path: Pa
 def test_an_interrupted_indexing_keeps_the_parts_it_finished(tmp_path) -> None:  # noqa: ANN001
     """Issue 27 item 17: chunk vectors go into the cache part by part, so Ctrl-C (here: the embedder
     interrupted on its third call) loses only the part under way; the next run embeds the rest."""
-    from contextsieve.agent import Agent
+    from contextsieve.agent.agent import Agent
+    from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
-    from contextsieve.items import IncludeMode, Reference
-    from contextsieve.store import EMBED_PART
+    from contextsieve.selection.chunk_store import EMBED_PART
 
     from .fake_embedder import FakeEmbedder
 

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from contextsieve.agent import Agent, AgentSettings, McpServer, UnknownItemError
-from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, split_text
+from contextsieve.agent.agent import Agent, AgentSettings, McpServer, UnknownItemError
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, SessionFileError
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
-from contextsieve.selection import select_items
-from contextsieve.session import Session
-from contextsieve.store import ChunkStore
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.chunking import ChunkConfig, chunk_item, query_chunks, split_text
+from contextsieve.selection.ranking import select_items
+from contextsieve.session.session import Session
 
 from .fake_embedder import FakeEmbedder
 
@@ -272,7 +272,7 @@ def test_summary_grouped_view_and_json(agent: Agent, store: ChunkStore) -> None:
         req.context.summary()
         == "4 rules (2 agent, 1 always, 1 manual), 2 references (1 agent, 1 always), 2 tools (1 agent, 1 always)"
     )
-    from contextsieve.context import ContextEntry, RequestContext
+    from contextsieve.selection.context import ContextEntry, RequestContext
 
     hand = RequestContext(
         (
@@ -600,7 +600,7 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
 
 def test_index_with_progress_through_a_custom_embedder(capsys) -> None:  # noqa: ANN001
     """Failed before the fix: the store passed show_progress to an embedder whose protocol had none."""
-    from contextsieve.store import TextEmbedder
+    from contextsieve.selection.chunk_store import TextEmbedder
 
     emb = FakeEmbedder()
     assert isinstance(emb, TextEmbedder)

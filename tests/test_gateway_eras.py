@@ -25,8 +25,8 @@ from mcp.client.stdio import stdio_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from contextsieve.engine import Engine
-from contextsieve.mcp.client import ListConfig
-from contextsieve.mcp.gateway import build_gateway
+from contextsieve.mcp_client.client import ListConfig
+from contextsieve.mcp_server.gateway import build_gateway
 
 from .fake_embedder import FakeEmbedder
 

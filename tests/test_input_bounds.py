@@ -16,17 +16,24 @@ import jsonschema
 import pytest
 import yaml
 
-from contextsieve import chunking
-from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import CUT_MARK, ToolLimits, limit_tool, load_agent, save_agent, server_tools
-from contextsieve.chunking import ChunkConfig, chunk_item, heading_sections, split_identifier, split_text, token_windows
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.agentfile import CUT_MARK, ToolLimits, limit_tool, load_agent, save_agent, server_tools
+from contextsieve.agent.items import IncludeMode, Reference, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import AgentFileError, InputError
-from contextsieve.explain import explain_item
-from contextsieve.items import IncludeMode, Reference, Tool
-from contextsieve.mcp.client import ListConfig
+from contextsieve.mcp_client.client import ListConfig
 from contextsieve.models.registry import get_model, resolve_folder
 from contextsieve.models.tokenizer import TextTokenizer
+from contextsieve.selection import chunking
+from contextsieve.selection.chunking import (
+    ChunkConfig,
+    chunk_item,
+    heading_sections,
+    split_identifier,
+    split_text,
+    token_windows,
+)
+from contextsieve.session.explain import explain_item
 
 from .fake_embedder import FakeEmbedder
 
@@ -299,7 +306,7 @@ def test_long_heading_lines_and_capital_runs_finish() -> None:
     hashes, 200,000 capitals) are read in a child process that must finish (a guard against a hang,
     not a speed goal: the fixed code takes milliseconds)."""
     code = (
-        "from contextsieve.chunking import heading_sections, split_identifier\n"
+        "from contextsieve.selection.chunking import heading_sections, split_identifier\n"
         "assert heading_sections('# a' + ' ' * 100_000 + 'x\\nbody') == [(('a' + ' ' * 100_000 + 'x',), 'body')]\n"
         "assert heading_sections('# ' + '#' * 200_000 + ' x\\nbody') == [(('#' * 200_000 + ' x',), 'body')]\n"
         "assert split_identifier('A' * 200_000 + 'Bc') == 'A' * 200_000 + ' Bc'\n"

@@ -26,7 +26,7 @@ import pytest
 
 from contextsieve import Engine, StashStore, example_agent_path
 from contextsieve.cli import main
-from contextsieve.inspect_page import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, Inspector, InspectServer, prefix_digests
+from contextsieve.inspect.page import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, Inspector, InspectServer, prefix_digests
 from contextsieve.models.cache import CACHE_ENV
 
 MESSAGES = (

@@ -22,6 +22,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E
 from agents.mcp import MCPServerStdio  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 
+from contextsieve.agent.items import IncludeMode, Rule  # noqa: E402
 from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError  # noqa: E402
 from contextsieve.integrations.openai_agents import (  # noqa: E402
     ContextSieveHooks,
@@ -30,7 +31,6 @@ from contextsieve.integrations.openai_agents import (  # noqa: E402
     stash_tools,
 )
 from contextsieve.integrations.selector import ToolSelector, ToolSpec  # noqa: E402
-from contextsieve.items import IncludeMode, Rule  # noqa: E402
 from contextsieve.stash import StashStore  # noqa: E402
 
 set_tracing_disabled(True)

@@ -24,6 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
+from contextsieve.agent.items import IncludeMode, Rule
 from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError
 from contextsieve.integrations.pydantic_ai import (
     SelectedToolset,
@@ -31,8 +32,7 @@ from contextsieve.integrations.pydantic_ai import (
     stash_toolset,
 )
 from contextsieve.integrations.selector import ToolSelector, ToolSpec
-from contextsieve.items import IncludeMode, Rule
-from contextsieve.session import OfferConfig
+from contextsieve.session.session import OfferConfig
 from contextsieve.stash import StashStore
 
 # -- a realistic agent: 20 tools, each recording its calls ---------------------------------------------
@@ -460,8 +460,8 @@ def test_stash_toolset_stash_retrieve_merge(int8, tmp_path: Path) -> None:  # no
 
 def test_stash_tools_are_the_shared_definitions(tmp_path: Path, int8) -> None:  # noqa: ANN001
     """Issue 37 item 2: the model reads the same names, descriptions and argument schemas as over MCP
-    (contextsieve.agent_tools), and an argument out of the schema's range is a retry that says why."""
-    from contextsieve.agent_tools import STASH_TOOLS
+    (contextsieve.session.agent_tools), and an argument out of the schema's range is a retry that says why."""
+    from contextsieve.session.agent_tools import STASH_TOOLS
 
     with StashStore.open(tmp_path / "s.db", int8) as store:
         tools = stash_toolset(store)

@@ -427,7 +427,7 @@ def test_import_does_not_load_numba() -> None:
 
 
 def test_bm25_index_matches_the_oracle_on_words() -> None:
-    from contextsieve.keyword import BM25Index, tokenize
+    from contextsieve.retrieval.bm25 import BM25Index, tokenize
 
     docs = [
         "Read a file from disk",

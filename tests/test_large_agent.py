@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from contextsieve.agent import Agent, McpServer
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.items import IncludeMode, Tool
 from contextsieve.engine import Engine
-from contextsieve.items import IncludeMode, Tool
 from contextsieve.retrieval.chunks import HNSW_MIN_ROWS, IndexConfig
 
 DIM = 64

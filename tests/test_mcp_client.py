@@ -18,12 +18,12 @@ import anyio
 import pytest
 import yaml
 
-from contextsieve.agent import McpServer
-from contextsieve.agentfile import load_agent, save_agent
+from contextsieve.agent.agent import McpServer
+from contextsieve.agent.agentfile import load_agent, save_agent
+from contextsieve.agent.items import IncludeMode
 from contextsieve.engine import Engine
 from contextsieve.errors import MissingExtraError
-from contextsieve.items import IncludeMode
-from contextsieve.mcp.client import ListConfig, list_tools_sync, list_via
+from contextsieve.mcp_client.client import ListConfig, list_tools_sync, list_via
 
 from .fake_embedder import FakeEmbedder
 

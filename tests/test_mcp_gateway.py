@@ -19,8 +19,8 @@ import yaml
 from mcp import Client, MCPError, StdioServerParameters, types
 
 from contextsieve.engine import Engine
-from contextsieve.mcp.client import ListConfig
-from contextsieve.mcp.gateway import build_gateway
+from contextsieve.mcp_client.client import ListConfig
+from contextsieve.mcp_server.gateway import build_gateway
 
 from .fake_embedder import FakeEmbedder
 
@@ -296,7 +296,7 @@ def test_a_stable_offer_grows_and_list_changed_comes_only_with_a_change(agent_fi
     """Issue 29: with ``ServeConfig(stable_offer=True)`` each task adds its tools to the offer; the
     same task again sends no ``tools/list_changed`` (the list did not change), a task needing a new
     tool sends one and keeps the earlier tools."""
-    from contextsieve.mcp.common import ServeConfig
+    from contextsieve.mcp_server.common import ServeConfig
 
     engine = Engine.from_file(agent_file, embedder=FakeEmbedder(), cache_dir=agent_file.parent / "cache3")
     engine.connect(listing=ListConfig(timeout=120))

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from contextsieve.engine import Engine
-from contextsieve.mcp.common import STATELESS, ServeConfig, SessionRegistry
+from contextsieve.mcp_server.common import STATELESS, ServeConfig, SessionRegistry
 from contextsieve.stash import StashStore
 from tests.mcp_results import refused, result
 from tests.servers import http_server
@@ -79,7 +79,7 @@ def test_two_server_processes_on_one_postgres_answer_each_others_calls(
 
 @pytest.fixture
 def engine(int8, tmp_path: Path) -> Engine:  # noqa: ANN001
-    from contextsieve.agentfile import example_agent_path
+    from contextsieve.agent.agentfile import example_agent_path
 
     return Engine.from_file(example_agent_path(), embedder=int8, cache_dir=tmp_path / "cache")
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.agent import MISS_SIMILARITY, Agent, McpServer
+from contextsieve.agent.agent import MISS_SIMILARITY, Agent, McpServer
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, UnknownItemError
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
 
 from .fake_embedder import FakeEmbedder
 

@@ -13,7 +13,7 @@ def test_every_exported_name_resolves() -> None:
     for name in contextsieve.__all__:
         assert getattr(contextsieve, name) is not None, name
     assert issubclass(contextsieve.SessionFileError, contextsieve.ContextSieveError)
-    assert contextsieve.Request.__module__ == "contextsieve.assembly"
+    assert contextsieve.Request.__module__ == "contextsieve.session.assembly"
 
 
 def test_import_is_light() -> None:
@@ -51,10 +51,15 @@ def test_the_top_layers_are_imported_by_nothing_below_them() -> None:
     assert {
         p for p in importers("contextsieve.integrations", engine) if not p.startswith("engine/integrations/")
     } == set()
-    assert importers("contextsieve.inspect_page", engine) == {"engine/cli.py"}
+    assert importers("contextsieve.inspect.page", engine) == {"engine/cli.py"}
     kernels = root / "kernels"
     assert not {
         p
-        for m in ("contextsieve.engine", "contextsieve.session", "contextsieve.mcp", "contextsieve.stash")
+        for m in (
+            "contextsieve.engine",
+            "contextsieve.session.session",
+            "contextsieve.mcp_client",
+            "contextsieve.stash",
+        )
         for p in importers(m, kernels)
     }

@@ -66,9 +66,9 @@ TEXT = st.text(
 def test_any_unicode_text_reaches_every_text_entry_point_safely(message: str, key: str) -> None:
     """Plain Hypothesis text (lone surrogates included) into each place text enters the engine: a
     message with a lone surrogate is an InputError everywhere; any other text gets a result."""
-    from contextsieve.chunking import query_chunks
     from contextsieve.engine import Engine
     from contextsieve.errors import InputError, UnknownItemError
+    from contextsieve.selection.chunking import query_chunks
 
     from .fake_embedder import FakeEmbedder
     from .test_engine import make_agent
@@ -96,12 +96,12 @@ def test_cases_the_fuzz_found() -> None:
     """Each raised an untyped error before (found by ``python -m benchmarks.fuzz``)."""
     import numpy as np
 
-    from contextsieve.agent import AgentSettings
-    from contextsieve.chunking import query_chunks
+    from contextsieve.agent.agent import AgentSettings
+    from contextsieve.agent.items import ItemKey
     from contextsieve.errors import InputError
-    from contextsieve.items import ItemKey
     from contextsieve.kernels import scoring as K
     from contextsieve.retrieval.chunks import ChunkIndex
+    from contextsieve.selection.chunking import query_chunks
 
     from .test_engine import make_agent
 
@@ -127,7 +127,7 @@ def test_cases_the_fuzz_found() -> None:
 
 def test_a_float_setting_too_large_for_a_float_is_an_agent_file_error(tmp_path: Path) -> None:
     """Found by the fuzz: ``topP: 1e400`` written as an integer raised OverflowError."""
-    from contextsieve.agentfile import load_agent
+    from contextsieve.agent.agentfile import load_agent
     from contextsieve.errors import AgentFileError
 
     path = tmp_path / "a.yaml"

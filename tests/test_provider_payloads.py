@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from contextsieve.agentfile import example_agent_path
-from contextsieve.assembly import LOAD_CALL_ID, anthropic_tool_result, openai_tool_search_output
+from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError
+from contextsieve.session.assembly import LOAD_CALL_ID, anthropic_tool_result, openai_tool_search_output
 
 MESSAGES = [
     "Please open a pull request for the cart rounding fix.",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from contextsieve.query_vectors import MIN_COVERAGE, compose, embed_planned, plan_query
+from contextsieve.retrieval.query_vectors import MIN_COVERAGE, compose, embed_planned, plan_query
 
 
 def test_a_sentence_of_clauses_is_composed_from_them() -> None:
@@ -58,7 +58,7 @@ class Counting:
 
 
 def test_the_store_sends_only_the_leaves_through_the_model() -> None:
-    from contextsieve.agent import Agent
+    from contextsieve.agent.agent import Agent
     from contextsieve.engine import Engine
 
     emb = Counting()

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contextsieve.chunking import ChunkConfig, chunk_item, query_chunks, schema_text
+from contextsieve.agent.items import IncludeMode, Tool
 from contextsieve.errors import InputError
-from contextsieve.items import IncludeMode, Tool
 from contextsieve.kernels.scoring import Hits
-from contextsieve.keyword import BM25Index, tokenize
-from contextsieve.search import keyword_query
-from contextsieve.selection import Ranked, cut
+from contextsieve.retrieval.bm25 import BM25Index, tokenize
+from contextsieve.selection.chunking import ChunkConfig, chunk_item, query_chunks, schema_text
+from contextsieve.selection.ranking import Ranked, cut
+from contextsieve.selection.search import keyword_query
 
 
 def test_cjk_runs_become_character_bigrams() -> None:
@@ -25,7 +25,7 @@ def test_cjk_runs_become_character_bigrams() -> None:
 
 
 def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
-    from contextsieve.chunking import split_query
+    from contextsieve.selection.chunking import split_query
 
     msg = "Find the issue about the timeout and post a summary on Slack."
     assert split_query(msg) == ([msg], 1)
@@ -52,7 +52,7 @@ def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
 
 
 def test_documents_search_by_sentence_and_tools_by_step() -> None:
-    from contextsieve.agent import AgentSettings
+    from contextsieve.agent.agent import AgentSettings
 
     s = AgentSettings()
     assert (s.query_split, s.for_tools().query_split) == ("sentences", "steps")
@@ -120,7 +120,7 @@ def test_min_score_keeps_items_with_some_evidence_only() -> None:
 def test_small_talk_selects_nothing_beyond_always_items(int8, message: str) -> None:  # noqa: ANN001
     """Issue 27 item 15: "hi" selected 4 rules, 3 references and 9 tools (scores 0.05-0.16) before."""
     from contextsieve import Engine, example_agent_path
-    from contextsieve.items import IncludeMode
+    from contextsieve.agent.items import IncludeMode
 
     engine = Engine.from_file(example_agent_path(), embedder=int8, cache_dir=False)
     entries = engine.session().build_request(message).context.entries
@@ -185,10 +185,10 @@ def test_the_demo_messages_select_their_obvious_tools(int8, message: str, wanted
 
 
 def test_server_profile_breaks_ties_between_servers() -> None:
-    from contextsieve.agent import Agent, McpServer
-    from contextsieve.items import IncludeMode
-    from contextsieve.session import Session
-    from contextsieve.store import ChunkStore
+    from contextsieve.agent.agent import Agent, McpServer
+    from contextsieve.agent.items import IncludeMode
+    from contextsieve.selection.chunk_store import ChunkStore
+    from contextsieve.session.session import Session
 
     from .fake_embedder import FakeEmbedder
 
@@ -215,10 +215,10 @@ def test_server_profile_breaks_ties_between_servers() -> None:
 
 
 def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # noqa: ANN001
-    from contextsieve.agent import Agent, McpServer
+    from contextsieve.agent.agent import Agent, McpServer
+    from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
     from contextsieve.engine import Engine
     from contextsieve.errors import UnknownItemError
-    from contextsieve.items import IncludeMode, ItemKey, ItemKind
 
     from .fake_embedder import FakeEmbedder
 
@@ -265,7 +265,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
 def test_recorded_requests_stay_off_disk_unless_asked(tmp_path) -> None:  # noqa: ANN001
     """Issue 28: the usage log kept every recorded message's text on disk. By default learning from use
     now keeps them in the engine's memory: it still learns, and no file holds the text."""
-    from contextsieve.agent import Agent, McpServer
+    from contextsieve.agent.agent import Agent, McpServer
     from contextsieve.engine import Engine
 
     from .fake_embedder import FakeEmbedder
@@ -292,8 +292,8 @@ def test_recorded_requests_stay_off_disk_unless_asked(tmp_path) -> None:  # noqa
 
 
 def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_record(tmp_path) -> None:  # noqa: ANN001
-    from contextsieve.items import ItemKey, ItemKind
-    from contextsieve.usage import UsageLog
+    from contextsieve.agent.items import ItemKey, ItemKind
+    from contextsieve.agent.usage import UsageLog
 
     path = tmp_path / "u" / "usage.sqlite"
     log = UsageLog(path)
@@ -316,7 +316,7 @@ def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_recor
 
 
 def test_rocchio_moves_the_query_toward_the_feedback_and_keeps_unit_length() -> None:
-    from contextsieve.search import rocchio
+    from contextsieve.selection.search import rocchio
 
     rng = np.random.default_rng(5)
     q = rng.standard_normal((2, 8)).astype(np.float32)
@@ -334,7 +334,7 @@ def test_rocchio_moves_the_query_toward_the_feedback_and_keeps_unit_length() -> 
 def test_hostile_messages_split_without_hanging() -> None:
     import signal
 
-    from contextsieve.chunking import split_query
+    from contextsieve.selection.chunking import split_query
 
     def hung(*_: object) -> None:
         raise TimeoutError("split_query hung")

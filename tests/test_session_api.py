@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
+from contextsieve.agent.items import ItemKind
 from contextsieve.errors import InputError
-from contextsieve.items import ItemKind
-from contextsieve.session import Session, ToolMatch
-from contextsieve.store import ChunkStore
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.session.session import Session, ToolMatch
 
 from .fake_embedder import FakeEmbedder
 from .test_engine import make_agent

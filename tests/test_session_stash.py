@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from contextsieve.context import RequestContext, StashedEntry
+from contextsieve.agent.items import IncludeMode
 from contextsieve.errors import InputError, UnknownSegmentError
-from contextsieve.items import IncludeMode
-from contextsieve.session import Session, StashSettings
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.context import RequestContext, StashedEntry
+from contextsieve.session.session import Session, StashSettings
 from contextsieve.stash import StashStore
-from contextsieve.store import ChunkStore
 
 from .fake_embedder import FakeEmbedder
 from .test_engine import make_agent

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from contextsieve.agentfile import example_agent_path
+from contextsieve.agent.agentfile import example_agent_path
 from tests.mcp_results import result
 
 FACT = "The staging database password rotates every Tuesday at noon"

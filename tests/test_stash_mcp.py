@@ -11,9 +11,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from contextsieve.agentfile import example_agent_path
+from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine
-from contextsieve.mcp.server import ServeConfig, build_server
+from contextsieve.mcp_server.server import ServeConfig, build_server
 from contextsieve.stash import StashStore
 from tests.mcp_results import refused, result
 

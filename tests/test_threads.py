@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from contextsieve.agent.items import IncludeMode, Rule
 from contextsieve.engine import Engine
-from contextsieve.items import IncludeMode, Rule
-from contextsieve.session import Session
+from contextsieve.session.session import Session
 
 from .test_engine import make_agent
 

@@ -18,10 +18,10 @@ import yaml
 from mcp.client import Client
 
 from contextsieve import Engine
-from contextsieve.agent import Agent, McpServer
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
+from contextsieve.agent.toolnames import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN, tool_names
 from contextsieve.errors import UnknownItemError
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
-from contextsieve.toolnames import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN, tool_names
 from tests.fake_embedder import FakeEmbedder
 
 LONG = "x" * 128
@@ -85,8 +85,9 @@ def test_names_are_stable_whatever_the_order_and_the_process() -> None:
     assert {k: first.name(k) for k in keys} == {k: tool_names(shuffled).name(k) for k in keys}
     # another process (another hash seed) gives the same names
     code = (
-        "import json, sys; from contextsieve.items import ItemKey, ItemKind; from contextsieve.toolnames import "
-        "tool_names; ks=[ItemKey(ItemKind.TOOL, t, s) for s, t in json.loads(sys.stdin.read())]; "
+        "import json, sys; from contextsieve.agent.items import ItemKey, ItemKind; "
+        "from contextsieve.agent.toolnames import tool_names; "
+        "ks=[ItemKey(ItemKind.TOOL, t, s) for s, t in json.loads(sys.stdin.read())]; "
         "n=tool_names(ks); print(json.dumps([n.name(k) for k in ks]))"
     )
     out = subprocess.run(
@@ -179,7 +180,7 @@ def test_tool_selector_offers_the_tool_the_message_asks_for() -> None:
 def test_the_gateway_lists_valid_names_and_forwards_each_to_its_own_tool(tmp_path: Path) -> None:
     """Real downstream stdio servers (tests/data/mcp_test_server.py) whose tools have the awkward names;
     the host lists and calls them through the gateway."""
-    from contextsieve.mcp.gateway import build_gateway
+    from contextsieve.mcp_server.gateway import build_gateway
 
     server_py = Path(__file__).parent / "data" / "mcp_test_server.py"
     servers: dict[str, Any] = {}

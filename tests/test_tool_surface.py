@@ -1,4 +1,4 @@
-"""Issue 37 item 2: the agent-facing tools written once (contextsieve.agent_tools) and registered by thin
+"""Issue 37 item 2: the agent-facing tools written once (contextsieve.session.agent_tools) and registered by thin
 adapters: serve's list fits the budget and carries titles, annotations and limits; a bad argument comes
 back as an error the model reads (MCP isError, a framework's retry); every surface shows the model the
 same names, descriptions and argument schemas."""
@@ -14,7 +14,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from contextsieve.agent_tools import (
+from contextsieve.agent.agentfile import example_agent_path
+from contextsieve.engine import Engine
+from contextsieve.errors import ToolArgumentError
+from contextsieve.mcp_server.server import build_server
+from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT
+from contextsieve.session.agent_tools import (
     CONTEXT_TOOLS,
     RETRIEVE_STASHED_CONTEXT,
     SEARCH_TOOLS,
@@ -23,11 +28,6 @@ from contextsieve.agent_tools import (
     STASH_TOOLS,
     AgentTool,
 )
-from contextsieve.agentfile import example_agent_path
-from contextsieve.engine import Engine
-from contextsieve.errors import ToolArgumentError
-from contextsieve.mcp.server import build_server
-from contextsieve.mcp.tool_surface import SESSION_ARGUMENT
 from contextsieve.stash import StashStore
 from tests.fake_embedder import FakeEmbedder
 from tests.mcp_results import refused, result
@@ -143,7 +143,7 @@ def test_every_adapter_shows_the_model_the_same_tools(served: Any, tmp_path: Pat
     from contextsieve.integrations.langchain import stash_tools as langchain_tools
     from contextsieve.integrations.openai_agents import stash_tools as agents_tools
     from contextsieve.integrations.pydantic_ai import stash_toolset
-    from contextsieve.mcp.gateway import build_gateway
+    from contextsieve.mcp_server.gateway import build_gateway
 
     engine, stash = served
     names = [t.name for t in STASH_TOOLS]

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any
 
-from contextsieve.agent_tools import AgentTool
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
 from contextsieve.integrations.selector import (
     Choice,
@@ -38,7 +37,8 @@ from contextsieve.integrations.selector import (
 )
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
-from contextsieve.session import OfferConfig
+from contextsieve.session.agent_tools import AgentTool
+from contextsieve.session.session import OfferConfig
 from contextsieve.stash.store import DEFAULT_SESSION, StashStore
 
 try:
@@ -244,7 +244,7 @@ def stash_tools(
 ) -> list[StructuredTool]:
     """The stash as LangChain tools for any LangChain or LangGraph agent (by default ``stash_context``,
     ``retrieve_stashed_context`` and ``merge_stashed_context``): the definitions of
-    :mod:`contextsieve.agent_tools`, the same names, descriptions, argument schemas and results (JSON
+    :mod:`contextsieve.session.agent_tools`, the same names, descriptions, argument schemas and results (JSON
     text) as ``contextsieve serve --stash`` offers.
 
     Args:
@@ -252,7 +252,7 @@ def stash_tools(
         session: the stash session every call stashes to and retrieves from (default ``"default"``).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
 
     A bad argument of the model's (a value out of range, an unknown segment id...) comes back to the
     model as the tool's message (``ToolException``, ``handle_tool_error``); a failing store raises.

@@ -65,7 +65,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextsieve.agent_tools import AgentTool
 from contextsieve.errors import (
     ContextSieveError,
     InputError,
@@ -85,7 +84,8 @@ from contextsieve.integrations.selector import (
 )
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
-from contextsieve.session import OfferConfig
+from contextsieve.session.agent_tools import AgentTool
+from contextsieve.session.session import OfferConfig
 from contextsieve.stash import StashStore
 from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import DEFAULT_SESSION
@@ -581,7 +581,7 @@ def stash_tools(
 ) -> list[FunctionTool]:
     """The stash as function tools for an ``Agent(tools=...)`` (by default ``stash_context``,
     ``retrieve_stashed_context`` and ``merge_stashed_context``): the definitions of
-    :mod:`contextsieve.agent_tools`, the same names, descriptions, argument schemas and results as
+    :mod:`contextsieve.session.agent_tools`, the same names, descriptions, argument schemas and results as
     ``contextsieve serve --stash`` offers. The store's work runs in a worker thread.
 
     Args:
@@ -591,7 +591,7 @@ def stash_tools(
             one agent keep to their own segments.
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
 
     A bad argument or a store error reaches the model as the tool's output ``"Error: <why>"`` (as the
     SDK answers a failing function tool).

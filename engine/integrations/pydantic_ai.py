@@ -28,7 +28,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextsieve.agent_tools import AgentTool
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
 from contextsieve.integrations.selector import (
     Choice,
@@ -39,6 +38,7 @@ from contextsieve.integrations.selector import (
     failed_choice,
 )
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
+from contextsieve.session.agent_tools import AgentTool
 from contextsieve.stash.store import DEFAULT_SESSION, StashStore
 
 try:
@@ -64,9 +64,9 @@ except ImportError as e:  # pragma: no cover - exercised without the extra
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from contextsieve.items import Reference, Rule
+    from contextsieve.agent.items import Reference, Rule
     from contextsieve.retrieval.embedding import TextEmbedder
-    from contextsieve.session import OfferConfig
+    from contextsieve.session.session import OfferConfig
 
 __all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "stash_toolset"]
 
@@ -367,7 +367,7 @@ def stash_toolset(
     tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
 ) -> FunctionToolset[Any]:
     """The stash store as tools (by default ``stash_context``, ``retrieve_stashed_context`` and
-    ``merge_stashed_context``): the definitions of :mod:`contextsieve.agent_tools`, the same names,
+    ``merge_stashed_context``): the definitions of :mod:`contextsieve.session.agent_tools`, the same names,
     descriptions, argument schemas and results as ``contextsieve serve --stash`` offers.
 
     Args:
@@ -375,7 +375,7 @@ def stash_toolset(
         session: the stash session every call stashes to and retrieves from (default ``"default"``).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
 
     A bad argument of the model's (a value out of range, a blank text, an unknown segment id...) is a
     ``ModelRetry`` with the reason; a failing store raises its :class:`~contextsieve.errors.StashError`.

@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import limit_tool
-from contextsieve.assembly import Request
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.agentfile import limit_tool
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, ToolChoiceError, brief
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.retrieval.embedding import TextEmbedder
-from contextsieve.session import OfferConfig, Session
+from contextsieve.session.assembly import Request
+from contextsieve.session.session import OfferConfig, Session
 from contextsieve.stash import StashStore
 
 __all__ = [
@@ -470,7 +470,7 @@ def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:
 
 def _tool(spec: ToolSpec, include: IncludeMode | None = None) -> Tool:
     """The agent's tool for a framework's tool, its description and schema held to
-    :class:`~contextsieve.agentfile.ToolLimits` (a framework's tools often come from MCP servers: a 1 MB
+    :class:`~contextsieve.agent.agentfile.ToolLimits` (a framework's tools often come from MCP servers: a 1 MB
     description would stall every choice). Only what contextsieve ranks by is cut: the framework still
     sends its own definition."""
     description, schema, note = limit_tool(spec.description, dict(spec.input_schema))

@@ -1,12 +1,12 @@
-"""What every framework's stash tools share: the tools of :mod:`contextsieve.agent_tools` chosen by
+"""What every framework's stash tools share: the tools of :mod:`contextsieve.session.agent_tools` chosen by
 name, and the scope they work on (a store and one namespace), checked once."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contextsieve.agent_tools import STASH_TOOLS, AgentTool, StashScope
 from contextsieve.errors import InputError, brief
+from contextsieve.session.agent_tools import STASH_TOOLS, AgentTool, StashScope
 from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import StashStore
 

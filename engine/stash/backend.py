@@ -19,9 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from contextsieve.keyword import tokenize
 from contextsieve.models.registry import model_family
-from contextsieve.retrieval.bm25 import Bm25Config
+from contextsieve.retrieval.bm25 import Bm25Config, tokenize
 from contextsieve.stash.segment import ContextSegment, SegmentType
 
 #: Okapi BM25's length normalisation, the backends' default (``Bm25Config``'s); retrieval passes its own.
@@ -68,7 +67,7 @@ def _stem(word: str) -> str:
 
 
 def index_terms(text: str) -> list[str]:
-    """The keyword index's terms of ``text``: :func:`contextsieve.keyword.tokenize`'s words reduced to
+    """The keyword index's terms of ``text``: :func:`contextsieve.retrieval.bm25.tokenize`'s words reduced to
     their English Snowball stems (``named`` and ``name`` match; measured in ``benchmarks.stash_quality``),
     each non-ASCII term spelled as ``x`` + its UTF-8 hex so every backend's full-text tokenizer keeps
     it whole."""

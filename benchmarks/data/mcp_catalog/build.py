@@ -132,8 +132,8 @@ def _venv(path: Path, packages: list[str]) -> Path:
 def list_servers(venv: Path, timeout: float, only: list[str] | None = None) -> None:
     """List the servers (all, or ``only`` these, merged into the existing ``catalog.json``)."""
     sys.path.insert(0, str(HERE.parents[2]))
-    from contextsieve.agent import McpServer
-    from contextsieve.mcp.client import ListConfig, list_tools
+    from contextsieve.agent.agent import McpServer
+    from contextsieve.mcp_client.client import ListConfig, list_tools
 
     chosen = {k: v for k, v in SERVERS.items() if only is None or k in only}
     pypi = [p for reg, p, _, _ in chosen.values() if reg == "pypi"]

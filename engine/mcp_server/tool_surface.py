@@ -1,4 +1,4 @@
-"""The agent-facing tools (:mod:`contextsieve.agent_tools`) as MCP tools: the thin layer ``serve`` and
+"""The agent-facing tools (:mod:`contextsieve.session.agent_tools`) as MCP tools: the thin layer ``serve`` and
 the gateway share.
 
 A tool is listed with its name, title, description, input schema and annotations; a call's
@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextsieve.agent_tools import AgentTool
+from contextsieve.session.agent_tools import AgentTool
 
 __all__ = ["SESSION_ARGUMENT", "mcp_tool", "json_result", "error_result", "unknown_tool"]
 

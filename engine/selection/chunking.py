@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from contextsieve.agent.items import Item, Tool
 from contextsieve.choices import ToolContext, ToolSchema, allowed
 from contextsieve.errors import InputError, SummarizerError
-from contextsieve.items import Item, Tool
 
 __all__ = [
     "Chunk",
@@ -96,9 +96,9 @@ class ChunkConfig:
             tool's text) or ``"chunk"`` (the same as a second chunk of the tool, max-pooled with the first).
         max_schema_tokens: longest parameter text used (default 96 tokens; cut at a word boundary).
         max_examples: most recorded example requests per tool embedded as extra chunks of the tool
-            (newest first; default 50; 0 ignores them; see :mod:`contextsieve.usage`).
+            (newest first; default 50; 0 ignores them; see :mod:`contextsieve.agent.usage`).
         max_tool_chars: longest part of a tool's description that is chunked and embedded (default
-            10,000 characters, as :class:`~contextsieve.agentfile.ToolLimits` holds what servers list: a
+            10,000 characters, as :class:`~contextsieve.agent.agentfile.ToolLimits` holds what servers list: a
             tool is found by what its description says first; a tool written in the agent file or in
             code keeps its whole description in what is sent, only its embedding stops here, so its
             first request stays in seconds).
@@ -414,7 +414,7 @@ def chunk_item(
         server_context: ``False`` leaves the server out whatever ``tool_context`` says (the store
             does so while all tools come from one server: a prefix every tool shares tells none apart).
         summarizer: optional per-chunk context writer (see :data:`Summarizer`).
-        examples: a tool's recorded example requests (see :mod:`contextsieve.usage`): each becomes a
+        examples: a tool's recorded example requests (see :mod:`contextsieve.agent.usage`): each becomes a
             chunk of its own, ``"example request: ..."`` shown, the request as it was embedded (cut to
             the token window), after the tool's own chunks; at most ``config.max_examples``.
     """

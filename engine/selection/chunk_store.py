@@ -17,16 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contextsieve.agent.items import Item, ItemKey, ItemKind, Tool
+from contextsieve.agent.usage import UsageLog
 from contextsieve.choices import RelationPooling
-from contextsieve.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
-from contextsieve.embcache import EmbeddingCache
-from contextsieve.items import Item, ItemKey, ItemKind, Tool
-from contextsieve.keyword import BM25Index
-from contextsieve.query_vectors import compose, plan_query
+from contextsieve.retrieval.bm25 import BM25Index
+from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
-from contextsieve.selection import RelationGraph
-from contextsieve.usage import UsageLog
+from contextsieve.retrieval.query_vectors import compose, plan_query
+from contextsieve.selection.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
+from contextsieve.selection.ranking import RelationGraph
 
 __all__ = ["TextEmbedder", "ItemChunks", "ChunkStore", "IndexedChunks"]
 
@@ -56,7 +56,7 @@ def _digest(chunks: Sequence[Chunk]) -> str:
     return h.hexdigest()
 
 
-#: Bump when :func:`contextsieve.chunking.chunk_item` cuts the same input differently: stored plans of
+#: Bump when :func:`contextsieve.selection.chunking.chunk_item` cuts the same input differently: stored plans of
 #: another version are never read.
 PLAN_VERSION = 1
 
@@ -117,9 +117,9 @@ class ChunkStore:
         cache: persistent vectors by text (a restarted agent re-embeds nothing); ``None`` = memory only.
         cache_factory: called once, on the first embedding, to open the cache lazily (its key needs
             the model id, which needs the model loaded); ignored when ``cache`` is given.
-        summarizer: optional per-chunk embedding context writer (see :data:`contextsieve.chunking.Summarizer`),
-            called only for items whose content changed.
-        usage_factory: opens the log of recorded tool examples (:class:`~contextsieve.usage.UsageLog`)
+        summarizer: optional per-chunk embedding context writer (see
+            :data:`contextsieve.selection.chunking.Summarizer`), called only for items whose content changed.
+        usage_factory: opens the log of recorded tool examples (:class:`~contextsieve.agent.usage.UsageLog`)
             on first need; ``None`` keeps them in memory. usage_scope: whose examples they are in that
             log (the agent's name; :meth:`Engine.from_file` uses the agent file's path).
         index: when and how chunks are also kept in the chunk index
@@ -280,7 +280,7 @@ class ChunkStore:
         self._last = ([], {}, None)  # the next sync compares every item again
 
     def record_examples(self, message: str, tools: Sequence[ItemKey], kind: str = "examples") -> None:
-        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.usage`); the
+        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`); the
         tools' chunks change at the next sync (their example chunks are embedded then). With
         ``kind="misses"``: as a request each was offered for and not called."""
         with self.lock:
@@ -384,7 +384,7 @@ class ChunkStore:
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors, each token through the model about once: texts made of other query texts (a
         sentence and its clauses) get the mean of their parts' vectors (see
-        :mod:`contextsieve.query_vectors`). The last :data:`QUERY_CACHE_SIZE` embedded texts are kept in
+        :mod:`contextsieve.retrieval.query_vectors`). The last :data:`QUERY_CACHE_SIZE` embedded texts are kept in
         memory (an agent sends the same message again on every tool-call turn of one request), never on
         disk. Safe to call from several threads, without :attr:`lock`."""
         texts = list(texts)

@@ -6,11 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from contextsieve.items import IncludeMode, Item, ItemKey, Tool
-from contextsieve.selection import names_nothing
+from contextsieve.agent.items import IncludeMode, Item, ItemKey, Tool
+from contextsieve.selection.ranking import names_nothing
 
 if TYPE_CHECKING:
-    from contextsieve.assembly import Request
+    from contextsieve.session.assembly import Request
 
 __all__ = ["Explanation", "explain_item"]
 
@@ -68,7 +68,7 @@ def explain_item(
         include_mode: the item's effective include mode in the agent.
         tool_available: for tools, whether the session may use it (autonomous sessions filter some).
         item: the item itself (default ``None``: not given); a tool its server listed over the input
-            limits (:class:`~contextsieve.agentfile.ToolLimits`) gets a last reason saying what was cut.
+            limits (:class:`~contextsieve.agent.agentfile.ToolLimits`) gets a last reason saying what was cut.
     """
     ex = _explain(key, request, session_mode, include_mode, tool_available)
     if isinstance(item, Tool) and item.key == key and item.cut_note:

@@ -16,6 +16,8 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.agent.toolnames import ToolNames, tool_names
 from contextsieve.choices import (
     ExpansionSource,
     KeywordFusion,
@@ -29,8 +31,6 @@ from contextsieve.choices import (
     allowed,
 )
 from contextsieve.errors import InputError, UnknownItemError, brief
-from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
-from contextsieve.toolnames import ToolNames, tool_names
 
 __all__ = [
     "AgentSettings",
@@ -286,7 +286,7 @@ class AgentSettings:
         query_split: what of a message the search uses: ``"sentences"`` (default, as the reference) or
             ``"steps"`` (the sentences, then the steps of the task: pieces split at line breaks, list
             markers, semicolons and CJK punctuation, and clauses joined by "and", "then", "und dann",
-            "y luego", "然后"...; see :func:`contextsieve.chunking.split_query`). With tools in their own
+            "y luego", "然后"...; see :func:`contextsieve.selection.chunking.split_query`). With tools in their own
             domain this is for rules and references.
         tool_query_split: the same for the tools domain (default ``"steps"``: a task's steps often each
             need a tool; a ``query_split`` in ``tool_settings`` wins).
@@ -523,7 +523,7 @@ class Agent:
         return f"{stem}-{hashlib.sha256(self.source.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
 
     def tool_names(self) -> ToolNames:
-        """The name a model sees for each tool, and the way back (:mod:`contextsieve.toolnames` has the
+        """The name a model sees for each tool, and the way back (:mod:`contextsieve.agent.toolnames` has the
         rule): what every payload, the gateway and the integrations name tools by. Rebuilt when the
         tools change, as :meth:`table`."""
         with self.lock:
@@ -587,7 +587,7 @@ class Agent:
 
     def set_server_tools(self, server: str, tools: Sequence[Tool], listed: Mapping[ItemKey, tuple[str, str]]) -> None:
         """Replace every tool of ``server`` with ``tools`` (a live listing with the file's overrides
-        applied: :func:`contextsieve.agentfile.server_tools`); ``listed`` says which came from the
+        applied: :func:`contextsieve.agent.agentfile.server_tools`); ``listed`` says which came from the
         listing (they are not written into the agent file). The tools keep their place among the
         servers' tools."""
         with self.lock:

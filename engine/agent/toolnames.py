@@ -3,7 +3,7 @@
 Every surface that hands tools to a model (the request payloads and their ``tool_reference`` /
 ``tool_search_output`` items, the gateway's tool list, the framework integrations) and every surface that
 reads a name back (``Session.record_outcome``, the gateway's ``tools/call``, ``ToolSelector``) uses
-:meth:`Agent.tool_names() <contextsieve.agent.Agent.tool_names>`, built by :func:`tool_names`.
+:meth:`Agent.tool_names() <contextsieve.agent.agent.Agent.tool_names>`, built by :func:`tool_names`.
 
 The naming rule (deterministic: the same tools give the same names in every session, process and
 restart):
@@ -33,8 +33,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 
+from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import InputError, UnknownItemError, brief
-from contextsieve.items import ItemKey, ItemKind
 
 __all__ = ["TOOL_NAME_PATTERN", "RESERVED_TOOL_NAMES", "ToolNames", "tool_names", "valid_tool_name"]
 
@@ -68,7 +68,7 @@ class ToolNames(Mapping[str, ItemKey]):
     """The names of an agent's tools: a mapping name -> tool key, and :meth:`name` for key -> name.
 
     Built by :func:`tool_names`; read it through :meth:`Agent.tool_names()
-    <contextsieve.agent.Agent.tool_names>`, which keeps it up to date as tools change.
+    <contextsieve.agent.agent.Agent.tool_names>`, which keeps it up to date as tools change.
     """
 
     __slots__ = ("_by_key", "_by_name")

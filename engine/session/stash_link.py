@@ -2,7 +2,7 @@
 back and within what token cap, how old messages move into the stash to keep the history under its
 budget, and why a segment was or was not brought back, read from the request's retrieve trace.
 
-A :class:`~contextsieve.session.Session` owns one :class:`SessionStash` and delegates to it; the stash
+A :class:`~contextsieve.session.session.Session` owns one :class:`SessionStash` and delegates to it; the stash
 store itself (:class:`~contextsieve.stash.StashStore`) is shared by every session that names it.
 """
 
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contextsieve.chunking import query_chunks
-from contextsieve.context import Dropped, RequestContext, StashedEntry
+from contextsieve.agent.items import IncludeMode
 from contextsieve.errors import InputError, StashError, UnknownSegmentError, brief
-from contextsieve.explain import Explanation
-from contextsieve.items import IncludeMode
 from contextsieve.models.registry import model_family
+from contextsieve.selection.chunking import query_chunks
+from contextsieve.selection.context import Dropped, RequestContext, StashedEntry
+from contextsieve.session.explain import Explanation
 
 if TYPE_CHECKING:
     from contextsieve.stash import RetrieveTrace, StashResult, StashStore

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextsieve.context import ContextEntry, StashedEntry
 from contextsieve.engine import Engine
 from contextsieve.errors import (
     ContextSieveError,
@@ -26,7 +25,8 @@ from contextsieve.errors import (
     UnknownSegmentError,
     brief,
 )
-from contextsieve.session import Session, StashSettings
+from contextsieve.selection.context import ContextEntry, StashedEntry
+from contextsieve.session.session import Session, StashSettings
 from contextsieve.stash.store import StashStore
 
 _log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def set_log_level(state: dict[str, Any] | None, level: object) -> None:
 
 
 #: Key of the session handle in a stateful connection's state.
-STATE_KEY = "contextsieve.session"
+STATE_KEY = "contextsieve.session.session"
 #: Key of a stateful connection's random identity in its state (what its handles are bound to).
 CONNECTION_KEY = "contextsieve.connection"
 #: Owner of handles made by requests of the stateless protocol (usable by any such request).

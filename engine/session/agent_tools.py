@@ -4,11 +4,11 @@ Each tool is one :class:`AgentTool`: its name, title, model-facing description, 
 its limits, MCP annotations (``readOnlyHint`` / ``destructiveHint`` / ``idempotentHint`` /
 ``openWorldHint`` as the MCP specification defines them) and a plain function of what it works on
 and the checked arguments, returning a JSON-ready dict. The MCP server (``serve``), the gateway and
-the framework integrations only register these (``contextsieve.mcp.tool_surface``,
+the framework integrations only register these (``contextsieve.mcp_server.tool_surface``,
 ``contextsieve.integrations``): the text a model reads, the arguments it may pass and the result it
 gets back are the same everywhere.
 
-- Context tools (:data:`CONTEXT_TOOLS`) work on a :class:`~contextsieve.session.Session`
+- Context tools (:data:`CONTEXT_TOOLS`) work on a :class:`~contextsieve.session.session.Session`
   (:class:`ContextScope`).
 - Stash tools (:data:`STASH_TOOLS`) work on a :class:`~contextsieve.stash.StashStore` and one stash
   namespace (:class:`StashScope`).
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from contextsieve.agent.items import ItemKey, ItemKind, Reference, Rule
 from contextsieve.errors import InputError, ToolArgumentError, brief
-from contextsieve.items import ItemKey, ItemKind, Reference, Rule
 from contextsieve.stash.segment import SegmentType
 
 if TYPE_CHECKING:
-    from contextsieve.agent import Agent
-    from contextsieve.assembly import Request
-    from contextsieve.session import Session, ToolMatch
+    from contextsieve.agent.agent import Agent
+    from contextsieve.session.assembly import Request
+    from contextsieve.session.session import Session, ToolMatch
     from contextsieve.stash.store import StashStore
 
 __all__ = [

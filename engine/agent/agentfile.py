@@ -46,10 +46,10 @@ from typing import Any, TypeVar
 
 import yaml
 
-from contextsieve.agent import Agent, AgentSettings, McpServer
+from contextsieve.agent.agent import Agent, AgentSettings, McpServer
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.errors import AgentFileError, AgentFileWarning, ContextSieveError, InputError, brief
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 
 __all__ = [
     "load_agent",
@@ -264,7 +264,7 @@ MAX_LOAD_WARNINGS = 20
 def _warn(messages: Sequence[str]) -> None:
     """Issue each message once as an :class:`AgentFileWarning`, attributed to the first caller outside
     contextsieve (so Python's default filter shows each once per place in the caller's code)."""
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent  # the package contextsieve (this file is in contextsieve/agent/)
     package = tuple({str(here) + os.sep, str(here.resolve()) + os.sep})
     level, frame = 2, sys._getframe(1)  # level 2: _warn's caller
     while frame is not None and frame.f_code.co_filename.startswith(package):
@@ -553,7 +553,7 @@ class ToolLimits:
     embedded and sent with every request that offers the tool. :func:`server_tools` applies these
     limits to every listed tool (live listings, cached listings, catalogs, the gateway's re-listings),
     never to tools the agent file itself describes (they are the user's own text, and saving the
-    file must not cut them). A cut tool's :attr:`~contextsieve.items.Tool.cut_note` says what was cut.
+    file must not cut them). A cut tool's :attr:`~contextsieve.agent.items.Tool.cut_note` says what was cut.
 
     Attributes:
         description_chars: longest description kept, in characters (default 10,000: about twice the

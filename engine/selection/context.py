@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextsieve.items import IncludeMode, ItemKey, ItemKind
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
 
 __all__ = ["ContextEntry", "StashedEntry", "Dropped", "RequestContext", "shown_order"]
 
@@ -34,7 +34,7 @@ class ContextEntry:
         priority: the item's priority level (tools: ``None``).
         via: how a searched item got in: ``"query"`` (the max-pooled ranking), ``"min-representation"``
             (promoted for an unrepresented query sentence), ``"expansion"``, or ``"tool-result"``
-            (proposed by :meth:`~contextsieve.session.Session.expand_from`); ``None`` for session items.
+            (proposed by :meth:`~contextsieve.session.session.Session.expand_from`); ``None`` for session items.
         pulled_by: for expansion items, the selected item whose chunk matched.
     """
 

@@ -3,7 +3,7 @@
 The order follows the reference system (notes §4): the system prompt, the history, one
 ``"Reference: ..."`` user message per reference, then one ``"Rule: ..."`` per rule (each group in
 request-context order), then the user message. Tools are offered under the agent's tool names
-(``<server>_<tool>`` where every provider accepts it: :mod:`contextsieve.toolnames`). Stashed
+(``<server>_<tool>`` where every provider accepts it: :mod:`contextsieve.agent.toolnames`). Stashed
 segments a session retrieved (contextsieve's addition) come right after the history, oldest first, one
 ``"Stashed context (<type>, <time>): ..."`` user message each: they are earlier context brought back.
 """
@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contextsieve.agent import Agent
-from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
+from contextsieve.agent.agent import Agent
+from contextsieve.agent.items import IncludeMode, Item, ItemKey, Reference, Rule, Tool
+from contextsieve.agent.toolnames import ToolNames
 from contextsieve.errors import InputError, brief
-from contextsieve.items import IncludeMode, Item, ItemKey, Reference, Rule, Tool
-from contextsieve.toolnames import ToolNames
+from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
 
 if TYPE_CHECKING:
-    from contextsieve.search import SearchTrace
+    from contextsieve.selection.search import SearchTrace
     from contextsieve.stash import RetrieveTrace
 
 __all__ = [
@@ -230,8 +230,8 @@ def openai_tool_search_output(call_id: str, tools: Sequence[Mapping[str, Any]]) 
 
 def tool_definition(tool: Tool, names: ToolNames) -> dict[str, Any]:
     """A tool as offered to the LLM: ``{"name", "description", "input_schema"}``, named by ``names``
-    (the agent's :meth:`~contextsieve.agent.Agent.tool_names`: ``<server>_<tool>`` where providers
-    accept it, see :mod:`contextsieve.toolnames`); a tool declared without a schema gets
+    (the agent's :meth:`~contextsieve.agent.agent.Agent.tool_names`: ``<server>_<tool>`` where providers
+    accept it, see :mod:`contextsieve.agent.toolnames`); a tool declared without a schema gets
     ``{"type": "object"}`` (an empty schema is refused by LLM APIs)."""
     schema = tool.input_schema or {"type": "object"}
     return {"name": names.name(tool.key), "description": tool.description, "input_schema": schema}

@@ -32,7 +32,7 @@ class IncludeMode(str, Enum):
 
     ``EXPANSION`` only marks request items pulled in by another selected item (two-pass expansion),
     and ``STASH`` stashed segments a session retrieved for a request
-    (:class:`~contextsieve.context.StashedEntry`); neither is a setting an item can have.
+    (:class:`~contextsieve.selection.context.StashedEntry`); neither is a setting an item can have.
     """
 
     ALWAYS = "always"
@@ -164,7 +164,7 @@ class Tool:
         summary: extra embedding context for the tool (default ``""``); never sent to the model.
         cut_note: what the input limits cut from the tool as its MCP server listed it (default ``""``:
             nothing), e.g. ``"description cut from 1,048,576 to 10,000 characters (limit 10,000)"``; set by
-            :func:`contextsieve.agentfile.server_tools` (see :class:`~contextsieve.agentfile.ToolLimits`),
+            :func:`contextsieve.agent.agentfile.server_tools` (see :class:`~contextsieve.agent.agentfile.ToolLimits`),
             shown by ``explain`` and the tool listing.
     """
 

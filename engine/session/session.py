@@ -1,9 +1,9 @@
 """Sessions: their own context items, settings and history; requests are delegated.
 
 A :class:`Session` holds session state (items added or removed, settings overrides, history) and
-delegates the work: :func:`contextsieve.search.search` chooses agent-mode items (and records a trace),
-:mod:`contextsieve.assembly` builds the LLM request and fits the token budget, and
-:func:`contextsieve.explain.explain_item` reads the trace.
+delegates the work: :func:`contextsieve.selection.search.search` chooses agent-mode items (and records a trace),
+:mod:`contextsieve.session.assembly` builds the LLM request and fits the token budget, and
+:func:`contextsieve.session.explain.explain_item` reads the trace.
 
 A session given a :class:`~contextsieve.stash.StashStore` (seeds 000 + 004) can stash its messages
 and tool results, keep its history under a token budget by stashing the oldest ones, and brings
@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from contextsieve.agent import Agent, AgentSettings, SettingsOverrides
-from contextsieve.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
-from contextsieve.chunking import query_chunks, split_query
-from contextsieve.context import ContextEntry, Dropped, RequestContext, StashedEntry
+from contextsieve.agent.agent import Agent, AgentSettings, SettingsOverrides
+from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
-from contextsieve.explain import Explanation, explain_item
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.items import IncludeMode, Item, ItemKey, ItemKind, Tool
-from contextsieve.search import SearchTrace, context_settings, search
-from contextsieve.session_stash import SessionStash, StashedMessage, StashSettings
-from contextsieve.store import ChunkStore
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.chunking import query_chunks, split_query
+from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
+from contextsieve.selection.search import SearchTrace, context_settings, search
+from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
+from contextsieve.session.explain import Explanation, explain_item
+from contextsieve.session.stash_link import SessionStash, StashedMessage, StashSettings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -147,7 +147,7 @@ class OfferConfig:
 class ToolMatch:
     """A tool :meth:`Session.search_tools` found: the tool, its ranking score (dense similarity plus
     the keyword term, as selection ranks) and its definition as offered to a model
-    (:func:`~contextsieve.assembly.tool_definition`: ``definition["name"]`` is the name a model calls)."""
+    (:func:`~contextsieve.session.assembly.tool_definition`: ``definition["name"]`` is the name a model calls)."""
 
     tool: Tool
     score: float
@@ -155,7 +155,7 @@ class ToolMatch:
 
 
 def _query(message: str, steps: bool, cap: int) -> tuple[list[str], int, str]:
-    """The query chunks of a message (see :func:`contextsieve.chunking.split_query`), how many are
+    """The query chunks of a message (see :func:`contextsieve.selection.chunking.split_query`), how many are
     sentences, and a note when there were more than ``cap`` sentences (then the capped sentences are
     searched without steps) ; at most ``cap`` steps follow the sentences."""
     chunks, n = split_query(message, steps=steps)
@@ -189,7 +189,7 @@ class Session:
         agent: the agent (the source of truth for items).
         store: chunk vectors of the agent's items (shared by the agent's sessions).
         preset: ``"aggressive"``, ``"normal"``, ``"conservative"`` or ``"reference"`` (see
-            :data:`contextsieve.agent.PRESETS`).
+            :data:`contextsieve.agent.agent.PRESETS`).
         token_counter: counts the tokens of texts for ``token_budget`` and ``history_budget`` (default:
             the embedding model's tokenizer, a proxy for the LLM's; pass the provider's counter for exact
             budgets).
@@ -314,7 +314,7 @@ class Session:
           similar requests find it again);
         - each tool the request *selected* (include mode ``agent``) that the model did not call becomes
           a miss of it: a later request this close to the message loses it up to ``outcome_weight`` of
-          ranking score (see :class:`~contextsieve.agent.AgentSettings`); a later call of the tool for
+          ranking score (see :class:`~contextsieve.agent.agent.AgentSettings`); a later call of the tool for
           the same message removes the miss;
         - failed calls are counted, neither examples nor misses.
 
@@ -450,7 +450,7 @@ class Session:
 
     def query_chunks(self, message: str) -> list[str]:
         """The texts a request for ``message`` embeds: its sentences and, when a domain searches by
-        steps, the task's steps (see :func:`contextsieve.chunking.split_query`), at most
+        steps, the task's steps (see :func:`contextsieve.selection.chunking.split_query`), at most
         ``max_query_chunks`` of each (``@rule:`` / ``@ref:`` mentions are not removed here)."""
         return self._query(message)[0]
 

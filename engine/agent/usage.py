@@ -2,11 +2,11 @@
 successful context selections"): the requests after which the LLM called a tool, kept as examples of
 that tool; and the requests for which a tool was offered and not called, kept as its misses.
 
-:meth:`contextsieve.session.Session.record_tool_calls` and ``record_outcome`` record them; the
+:meth:`contextsieve.session.session.Session.record_tool_calls` and ``record_outcome`` record them; the
 chunk store embeds each tool's recent examples as extra chunks of the tool (max-pooled with its own,
 and read by the keyword index), so a later request that resembles an earlier one finds the tool the
 LLM chose then; a request close to a tool's misses lowers that tool's score (``outcome_weight`` in
-:class:`~contextsieve.agent.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
+:class:`~contextsieve.agent.agent.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
 cache (one SQLite file in WAL mode, safe for several processes; one transaction per record), or in
 memory when the cache is off.
 """
@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from contextsieve.embcache import connect_wal, text_key
+from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, check_text
-from contextsieve.items import ItemKey, ItemKind
+from contextsieve.retrieval.cache import connect_wal, text_key
 
 __all__ = ["UsageLog", "MAX_EXAMPLE_CHARS", "KINDS"]
 

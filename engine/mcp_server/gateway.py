@@ -43,15 +43,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextsieve.agent import McpServer
-from contextsieve.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
-from contextsieve.agentfile import server_tools
-from contextsieve.assembly import Request, tool_definition
+from contextsieve.agent.agent import McpServer
+from contextsieve.agent.agentfile import server_tools
+from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
-from contextsieve.items import IncludeMode, ItemKey, Tool
-from contextsieve.mcp.catalog import ToolCache, tool_hash
-from contextsieve.mcp.client import (
+from contextsieve.mcp_client.catalog import ToolCache, tool_hash
+from contextsieve.mcp_client.client import (
     ListConfig,
     StdioChild,
     describe_error,
@@ -61,9 +59,11 @@ from contextsieve.mcp.client import (
     server_kind,
     wire_entry,
 )
-from contextsieve.mcp.common import HISTORY_TURNS, ServeConfig, connection_state
-from contextsieve.mcp.tool_surface import error_result, json_result, mcp_tool
-from contextsieve.session import Session
+from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, connection_state
+from contextsieve.mcp_server.tool_surface import error_result, json_result, mcp_tool
+from contextsieve.session.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
+from contextsieve.session.assembly import Request, tool_definition
+from contextsieve.session.session import Session
 
 __all__ = ["build_gateway", "run_gateway", "RELIST_AFTER_SECONDS", "RETRY_SECONDS"]
 
@@ -755,7 +755,7 @@ def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: S
     then the gateway dies of the signal)."""
     import anyio
 
-    from contextsieve.mcp.stdio import run_stdio
+    from contextsieve.mcp_server.stdio import run_stdio
 
     server = build_gateway(engine, listing=listing, config=config)
     options = server.create_initialization_options()

@@ -3,7 +3,7 @@
 For a message typed on the page, or for each turn of a saved session (``--session FILE``), the page
 draws the request context as seed 001 does (rules, references, tools and stashed segments in
 columns, a badge per include mode, scores as bars with their numbers), the near misses (the best
-items below the cut, each with :func:`~contextsieve.explain.explain_item`'s reasons, which
+items below the cut, each with :func:`~contextsieve.session.explain.explain_item`'s reasons, which
 ``Session.explain`` gives too), the tool offer mode and whether the prompt-cache prefix stayed
 byte-identical to the previous message's, and, with a stash store, the stash's hits for the message.
 
@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextsieve.assembly import Request
-from contextsieve.context import ContextEntry, RequestContext, StashedEntry, shown_order
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, UnknownItemError, check_text
-from contextsieve.explain import explain_item
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
-from contextsieve.session import Message, OfferConfig, Session
+from contextsieve.selection.context import ContextEntry, RequestContext, StashedEntry, shown_order
+from contextsieve.session.assembly import Request
+from contextsieve.session.explain import explain_item
+from contextsieve.session.session import Message, OfferConfig, Session
 
 if TYPE_CHECKING:
     from contextsieve.stash.store import StashStore
@@ -109,7 +109,7 @@ class Inspector:
         stash_session: the page session's name in the stash when no session file names one
             (default ``"default"``, the stash's default session).
         offer: the tool offer mode of the page's session (``"request"`` or ``"stable"``, see
-            :class:`~contextsieve.session.OfferConfig`).
+            :class:`~contextsieve.session.session.OfferConfig`).
     """
 
     def __init__(
@@ -673,7 +673,7 @@ class InspectServer:
         app = build_app(inspector, max_body_bytes=max_body_bytes, body_seconds=body_seconds)
         import uvicorn
 
-        from contextsieve.mcp.server import header_deadline_protocol
+        from contextsieve.mcp_server.server import header_deadline_protocol
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from contextsieve.agent import McpServer
-from contextsieve.agentfile import ToolLimits
+from contextsieve.agent.agent import McpServer
+from contextsieve.agent.agentfile import ToolLimits
 from contextsieve.errors import EventLoopError, InputError, MissingExtraError, brief
 
 T = TypeVar("T")
@@ -77,7 +77,7 @@ class ListConfig:
         max_pages: most ``tools/list`` pages followed per server (default 100; more is an error).
         max_tools: most tools accepted from one server (default 5,000; more is an error).
         stderr_chars: characters of a failed stdio server's stderr kept in its report (default 2,000).
-        limits: the most text kept of each listed tool (default :class:`~contextsieve.agentfile.ToolLimits`:
+        limits: the most text kept of each listed tool (default :class:`~contextsieve.agent.agentfile.ToolLimits`:
             descriptions of 10,000 characters, input schemas of 24,000 characters of JSON); longer ones
             are cut when the listing is applied to the agent, and the report says which.
     """
@@ -392,7 +392,7 @@ class StdioChild:
 def wire_entry(tool: Any) -> dict[str, Any]:
     """A ``tools/list`` entry in the wire format's field names, as the server sent it (the
     :class:`ListConfig` ``limits`` apply when a listing becomes the agent's tools:
-    :func:`contextsieve.agentfile.server_tools`)."""
+    :func:`contextsieve.agent.agentfile.server_tools`)."""
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
     return {"name": tool.name, "description": tool.description or "", "inputSchema": schema}
 
@@ -566,4 +566,4 @@ def list_tools_sync(servers: Sequence[McpServer], config: ListConfig = ListConfi
     async def run() -> dict[str, Listing]:
         return await list_tools(servers, config)
 
-    return run_sync(run, "contextsieve.mcp.client.list_tools(...)")
+    return run_sync(run, "contextsieve.mcp_client.client.list_tools(...)")

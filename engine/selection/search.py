@@ -3,7 +3,7 @@
 :func:`search` is the only place the selection is computed. It returns the entries it chose and a
 :class:`SearchTrace` (per domain: the top-K chunks with their ranking and similarity scores, the
 items they grouped into, the cut-offs, promotions and expansions). Explanations read the trace
-(:func:`contextsieve.explain.explain_item`), so an explanation cannot disagree with a selection.
+(:func:`contextsieve.session.explain.explain_item`), so an explanation cannot disagree with a selection.
 
 Large agents are searched through the chunk store's HNSW index: the index proposes dense candidates
 (more than top-K, then more again while too few of them are candidates), the best keyword chunks
@@ -18,12 +18,13 @@ from typing import Literal
 
 import numpy as np
 
-from contextsieve.agent import MISS_SIMILARITY, AgentSettings, ItemTable
-from contextsieve.context import ContextEntry
-from contextsieve.items import IncludeMode, ItemKey, ItemKind, Tool
+from contextsieve.agent.agent import MISS_SIMILARITY, AgentSettings, ItemTable
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import query_scores, score_pool
-from contextsieve.keyword import tokenize
-from contextsieve.selection import (
+from contextsieve.retrieval.bm25 import tokenize
+from contextsieve.selection.chunk_store import ChunkStore, IndexedChunks
+from contextsieve.selection.context import ContextEntry
+from contextsieve.selection.ranking import (
     Expanded,
     Ranked,
     Selected,
@@ -37,7 +38,6 @@ from contextsieve.selection import (
     pooled_scores,
     rank_chunks,
 )
-from contextsieve.store import ChunkStore, IndexedChunks
 
 __all__ = [
     "search",
@@ -90,7 +90,7 @@ class DomainTrace:
         queries: the query vectors this domain searched with when they differ from the trace's
             (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
         words: the message's words that are not stopwords, as the keyword tokenizer writes them (the
-            evidence floor of :func:`~contextsieve.selection.cut` looks at short messages).
+            evidence floor of :func:`~contextsieve.selection.ranking.cut` looks at short messages).
     """
 
     name: str
@@ -243,7 +243,7 @@ def search(
     domains, each searched with its own settings.
 
     ``n_sentences``: how many of ``query_chunks`` are sentences (the rest are a task's steps, see
-    :func:`contextsieve.chunking.split_query`); a domain whose ``query_split`` is ``"sentences"``
+    :func:`contextsieve.selection.chunking.split_query`); a domain whose ``query_split`` is ``"sentences"``
     searches with those alone. ``None``: all chunks are sentences.
 
     Returns:

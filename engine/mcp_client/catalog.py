@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextsieve.agent import Agent, McpServer
-from contextsieve.agentfile import ToolLimits, server_tools
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.agentfile import ToolLimits, server_tools
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.fileio import atomic_write_bytes
-from contextsieve.mcp.client import INTERNAL, ListConfig, Listing, list_tools, run_sync, server_kind
+from contextsieve.mcp_client.client import INTERNAL, ListConfig, Listing, list_tools, run_sync, server_kind
 
 __all__ = ["ServerReport", "ToolCatalog", "ToolCache", "connect", "connect_async", "tool_hash", "server_key"]
 
@@ -61,7 +61,7 @@ class ServerReport:
         found: tools it has now. added / changed / removed: against the tools the agent had before.
         seconds: listing time (0 from the cache). error: why live listing failed (``None`` if it did not).
         stderr: the tail of a failed stdio server's stderr. note: anything else worth saying.
-        cut: the tools the listing limits cut (:class:`~contextsieve.agentfile.ToolLimits`), one
+        cut: the tools the listing limits cut (:class:`~contextsieve.agent.agentfile.ToolLimits`), one
             ``"<tool>: <what was cut>"`` each.
     """
 

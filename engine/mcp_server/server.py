@@ -1,20 +1,20 @@
 """contextsieve as an MCP server: per-request context selection and tool search for any MCP host.
 
 ``contextsieve serve AGENT [--transport stdio|http]`` runs :func:`build_server` over stdio (default)
-or streamable HTTP. Its tools are :mod:`contextsieve.agent_tools`' (one definition each, shared with
+or streamable HTTP. Its tools are :mod:`contextsieve.session.agent_tools`' (one definition each, shared with
 the gateway and the framework integrations; JSON results), registered by
-:mod:`contextsieve.mcp.tool_surface` with a ``session`` argument added:
+:mod:`contextsieve.mcp_server.tool_surface` with a ``session`` argument added:
 
 - ``select_context``, ``search_tools``, ``explain``, ``add_to_session``, ``remove_from_session``,
-  ``record_tool_calls`` (:data:`~contextsieve.agent_tools.CONTEXT_TOOLS`);
+  ``record_tool_calls`` (:data:`~contextsieve.session.agent_tools.CONTEXT_TOOLS`);
 - with a stash store (``--stash PATH|URI``), ``stash_context``, ``retrieve_stashed_context``,
   ``merge_stashed_context``, ``list_stashed_context``, ``delete_stashed_context``,
-  ``protect_stashed_context`` (:data:`~contextsieve.agent_tools.STASH_TOOLS`).
+  ``protect_stashed_context`` (:data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
 
 Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``).
 
 Sessions: every result carries ``session``, a random 128-bit handle of a contextsieve
-:class:`~contextsieve.session.Session` (session items, settings, history of request contexts). A
+:class:`~contextsieve.session.session.Session` (session items, settings, history of request contexts). A
 client of the stateful protocol (``initialize`` handshake, protocol 2025-11-25 and older: Claude
 Desktop, Cursor, stdio hosts) gets one session per connection without doing anything. The stateless
 protocol (2026-07-28) has no connections, so, as that revision prescribes, the client passes the
@@ -41,12 +41,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from contextsieve.agent_tools import CONTEXT_TOOLS, STASH_TOOLS, AgentTool, ContextScope, StashScope, context_result
+from contextsieve.agent.items import Reference, Rule
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError, ToolArgumentError, brief
-from contextsieve.items import Reference, Rule
-from contextsieve.mcp.client import require_sdk
-from contextsieve.mcp.common import (
+from contextsieve.mcp_client.client import require_sdk
+from contextsieve.mcp_server.common import (
     HISTORY_TURNS,
     STATE_KEY,
     ServeConfig,
@@ -60,8 +59,16 @@ from contextsieve.mcp.common import (
     reference_item,
     set_log_level,
 )
-from contextsieve.mcp.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
-from contextsieve.session import Session
+from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
+from contextsieve.session.agent_tools import (
+    CONTEXT_TOOLS,
+    STASH_TOOLS,
+    AgentTool,
+    ContextScope,
+    StashScope,
+    context_result,
+)
+from contextsieve.session.session import Session
 from contextsieve.stash.store import StashStore
 
 try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
@@ -152,7 +159,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
     def stash_namespace(ctx: Any, session: str | None) -> tuple[str | None, str]:
         """(the handle to answer with, the stash namespace): the namespace of the call's session (the
         agent's for a call without a handle on either protocol, a private handle's own; see
-        :class:`~contextsieve.mcp.common.SessionRegistry`). A stateless call without a handle answers
+        :class:`~contextsieve.mcp_server.common.SessionRegistry`). A stateless call without a handle answers
         with none: no session is made for it."""
         fixed = config.stash_session
         if session is None and connection_state(ctx) is None:
@@ -228,7 +235,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
 
 def _add_logging(server: Any) -> None:
     """The ``logging`` capability: ``logging/setLevel`` keeps a stateful connection's level (see
-    :func:`~contextsieve.mcp.common.log_notes`; an unknown level is invalid params)."""
+    :func:`~contextsieve.mcp_server.common.log_notes`; an unknown level is invalid params)."""
     from mcp import types
 
     async def on_set_level(ctx: Any, params: Any) -> Any:
@@ -309,7 +316,7 @@ def guarded_app(
 
     A JSON POST to ``jsonrpc_path`` (default ``/mcp``; ``None``: none) whose body is not one MCP message
     gets ``400`` with the JSON-RPC error stdio answers for the same line
-    (:func:`contextsieve.mcp.stdio.refusal`: ``-32600`` for a batch and for a request whose ``id`` is
+    (:func:`contextsieve.mcp_server.stdio.refusal`: ``-32600`` for a batch and for a request whose ``id`` is
     not a string or an integer). The SDK answered a batch with ``-32602`` and pydantic's text on the
     handshake protocol, and a request with an object ``id`` as a notification (``202``, no answer)."""
     import hmac
@@ -382,13 +389,13 @@ def guarded_app(
 
 def _refusal(body: bytes) -> bytes | None:
     """The JSON-RPC error (as JSON) owed to an HTTP POST body that is JSON but not one MCP message, the
-    same as stdio answers (:func:`contextsieve.mcp.stdio.refusal`); ``None`` for a message, and for a
+    same as stdio answers (:func:`contextsieve.mcp_server.stdio.refusal`); ``None`` for a message, and for a
     body that is not JSON (the SDK answers ``-32700`` for that itself)."""
     import json
 
     import pydantic_core
 
-    from contextsieve.mcp.stdio import refusal
+    from contextsieve.mcp_server.stdio import refusal
 
     try:
         decoded = pydantic_core.from_json(body)
@@ -565,7 +572,7 @@ def serve(
         server = build_server(engine, config, stash)
         import anyio
 
-        from contextsieve.mcp.stdio import run_stdio
+        from contextsieve.mcp_server.stdio import run_stdio
 
         low = server._lowlevel_server  # what the SDK's own run("stdio") serves
         anyio.run(run_stdio, low, low.create_initialization_options())

@@ -1,0 +1,2 @@
+"""A session: its state, the requests it builds and assembles, explanations, the stash link and the tools
+a model gets."""
