@@ -31,8 +31,8 @@ from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.kernels import scoring as K
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
+from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunk_store import TextEmbedder
-from contextsieve.selection.chunking import query_chunks
 from contextsieve.session.session import Session
 
 __all__ = ["Target", "TARGETS", "WrongResult", "hostile_text", "hostile_value", "make_state", "State"]

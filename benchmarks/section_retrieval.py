@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.agent.agent import Agent
     from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
-    from contextsieve.selection.chunking import ChunkConfig, heading_sections
+    from contextsieve.retrieval.text import heading_sections
+    from contextsieve.selection.chunking import ChunkConfig
 
     docs = [
         json.loads(line) for line in (args.data / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()

@@ -38,7 +38,7 @@ import numpy as np
 
 from contextsieve.agent.agent import Agent
 from contextsieve.retrieval.bm25 import BM25Index
-from contextsieve.selection.chunking import query_chunks
+from contextsieve.retrieval.text import query_chunks
 
 KS = (1, 3, 5, 10)
 KEYWORD_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5)

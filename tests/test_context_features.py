@@ -12,8 +12,9 @@ from contextsieve.agent.agentfile import load_agent, save_agent
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.errors import InputError
 from contextsieve.retrieval.bm25 import tokenize
+from contextsieve.retrieval.text import heading_sections
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.chunking import ChunkConfig, SummarizerError, chunk_item, heading_sections, split_identifier
+from contextsieve.selection.chunking import ChunkConfig, SummarizerError, chunk_item, split_identifier
 from contextsieve.selection.ranking import RelationGraph, graph_expand
 from contextsieve.session.session import Session
 

@@ -11,8 +11,9 @@ from contextsieve.agent.agent import Agent, AgentSettings, McpServer, UnknownIte
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, SessionFileError
+from contextsieve.retrieval.text import query_chunks, split_text
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.chunking import ChunkConfig, chunk_item, query_chunks, split_text
+from contextsieve.selection.chunking import ChunkConfig, chunk_item
 from contextsieve.selection.ranking import select_items
 from contextsieve.session.session import Session
 
@@ -73,7 +74,7 @@ def test_split_keeps_punctuation_and_packs_sentences() -> None:
 def test_token_limit_is_never_exceeded() -> None:
     count = FakeEmbedder().count_tokens
     long_sentence = "word " * 700  # one sentence, no punctuation, far over 256 tokens
-    chunks = split_text(long_sentence, ChunkConfig(), count)
+    chunks = split_text(long_sentence, ChunkConfig().text, count)
     assert len(chunks) == 3 and max(count(chunks)) <= 256
     assert " ".join(chunks).split() == long_sentence.split()
 

@@ -24,15 +24,10 @@ from contextsieve.errors import AgentFileError, InputError
 from contextsieve.mcp_client.client import ListConfig
 from contextsieve.models.registry import get_model, resolve_folder
 from contextsieve.models.tokenizer import TextTokenizer
+from contextsieve.retrieval import text as text_module
+from contextsieve.retrieval.text import TextSplit, heading_sections, split_text, token_windows
 from contextsieve.selection import chunking
-from contextsieve.selection.chunking import (
-    ChunkConfig,
-    chunk_item,
-    heading_sections,
-    split_identifier,
-    split_text,
-    token_windows,
-)
+from contextsieve.selection.chunking import ChunkConfig, chunk_item, split_identifier
 from contextsieve.session.explain import explain_item
 
 from .fake_embedder import FakeEmbedder
@@ -73,7 +68,7 @@ def oracle_fit(
     return pieces
 
 
-def oracle_split_text(text: str, config: ChunkConfig, count: Counter, limit: int) -> list[str]:
+def oracle_split_text(text: str, config: TextSplit, count: Counter, limit: int) -> list[str]:
     """The old ``split_text``: paragraphs, sentences packed to ``max_chars``, then :func:`oracle_fit`."""
     chunks: list[str] = []
     for paragraph in re.split(r"\n\s*\n", text):
@@ -172,8 +167,8 @@ def test_split_text_gives_the_old_pieces_with_the_real_tokenizer(bert: Counter, 
     for trial in range(6):
         text = random_text(rng, rng.randint(50, 1500), breaks)
         for limit in (16, 64, 254):
-            new = split_text(text, ChunkConfig(), bert, limit)
-            assert new == oracle_split_text(text, ChunkConfig(), bert, limit), (trial, limit)
+            new = split_text(text, TextSplit(), bert, limit)
+            assert new == oracle_split_text(text, TextSplit(), bert, limit), (trial, limit)
             assert new, "a non-blank text has pieces"
 
 
@@ -185,7 +180,10 @@ def test_split_text_gives_the_old_pieces_with_any_growing_counter(count: Counter
         text = random_text(rng, rng.randint(1, 600), breaks)
         for limit in (3, 16, 100):
             cfg = ChunkConfig(max_chars=rng.choice([40, 500]))
-            assert split_text(text, cfg, count, limit) == oracle_split_text(text, cfg, count, limit), (trial, limit)
+            assert split_text(text, cfg.text, count, limit) == oracle_split_text(text, cfg.text, count, limit), (
+                trial,
+                limit,
+            )
 
 
 def test_chunks_and_windows_equal_the_old_algorithms(bert: Counter, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,7 +212,8 @@ def test_chunks_and_windows_equal_the_old_algorithms(bert: Counter, monkeypatch:
         return out
 
     new = run()
-    monkeypatch.setattr(chunking, "_fit_tokens", oracle_fit)
+    monkeypatch.setattr(text_module, "fit_tokens", oracle_fit)
+    monkeypatch.setattr(chunking, "fit_tokens", oracle_fit)
     assert new == run()
 
 
@@ -223,7 +222,7 @@ def test_pieces_never_exceed_the_window(bert: Counter) -> None:
     for breaks in (False, True):
         text = random_text(rng, 20_000, breaks)
         for limit in (32, 254):
-            pieces = split_text(text, ChunkConfig(), bert, limit)
+            pieces = split_text(text, TextSplit(), bert, limit)
             sizes = bert(pieces)
             assert all(n <= limit or len(p.split()) == 1 for p, n in zip(pieces, sizes))
             assert any(n > limit for n in sizes) == any(n > limit for n in bert(text.split()))  # lone long words only
@@ -243,7 +242,7 @@ def test_chunking_counts_each_character_a_bounded_number_of_times(bert: Counter)
     text = random_text(rng, 16_000, breaks=False)
     assert len(text) > 100_000
     counting = Counting(bert)
-    pieces = split_text(text, ChunkConfig(), counting)
+    pieces = split_text(text, TextSplit(), counting)
     assert len(pieces) > 100
     assert counting.chars <= 5 * len(text), counting.chars / len(text)
     windows = Counting(bert)
@@ -255,7 +254,7 @@ def test_chunking_counts_each_character_a_bounded_number_of_times(bert: Counter)
     # a counter that does not add up per word: every end is searched, still a bounded multiple
     for count in (characters, half_words):
         other = Counting(count)
-        split_text(text, ChunkConfig(), other)
+        split_text(text, TextSplit(), other)
         assert other.chars <= 40 * len(text), (count.__name__, other.chars / len(text))
 
 
@@ -267,7 +266,7 @@ def test_headings_and_identifiers_give_the_old_results() -> None:
         text = f"intro\n{line}\nbody\n## Sub ##\nmore"
         m = OLD_HEADING.match(line)
         old = None if m is None else (len(m.group(1)), m.group(2))
-        assert chunking._heading(line) == old, repr(line)
+        assert text_module._heading(line) == old, repr(line)
         assert heading_sections(text) == old_sections(text)
     for _ in range(50_000):
         name = "".join(rng.choice("aAbBZz09_-. xY") for _ in range(rng.randint(0, 16)))
@@ -306,7 +305,8 @@ def test_long_heading_lines_and_capital_runs_finish() -> None:
     hashes, 200,000 capitals) are read in a child process that must finish (a guard against a hang,
     not a speed goal: the fixed code takes milliseconds)."""
     code = (
-        "from contextsieve.selection.chunking import heading_sections, split_identifier\n"
+        "from contextsieve.retrieval.text import heading_sections\n"
+        "from contextsieve.selection.chunking import split_identifier\n"
         "assert heading_sections('# a' + ' ' * 100_000 + 'x\\nbody') == [(('a' + ' ' * 100_000 + 'x',), 'body')]\n"
         "assert heading_sections('# ' + '#' * 200_000 + ' x\\nbody') == [(('#' * 200_000 + ' x',), 'body')]\n"
         "assert split_identifier('A' * 200_000 + 'Bc') == 'A' * 200_000 + ' Bc'\n"

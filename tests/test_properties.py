@@ -68,7 +68,7 @@ def test_any_unicode_text_reaches_every_text_entry_point_safely(message: str, ke
     message with a lone surrogate is an InputError everywhere; any other text gets a result."""
     from contextsieve.engine import Engine
     from contextsieve.errors import InputError, UnknownItemError
-    from contextsieve.selection.chunking import query_chunks
+    from contextsieve.retrieval.text import query_chunks
 
     from .fake_embedder import FakeEmbedder
     from .test_engine import make_agent
@@ -101,7 +101,7 @@ def test_cases_the_fuzz_found() -> None:
     from contextsieve.errors import InputError
     from contextsieve.kernels import scoring as K
     from contextsieve.retrieval.chunks import ChunkIndex
-    from contextsieve.selection.chunking import query_chunks
+    from contextsieve.retrieval.text import query_chunks
 
     from .test_engine import make_agent
 

@@ -10,7 +10,8 @@ from contextsieve.agent.items import IncludeMode, Tool
 from contextsieve.errors import InputError
 from contextsieve.kernels.scoring import Hits
 from contextsieve.retrieval.bm25 import BM25Index, tokenize
-from contextsieve.selection.chunking import ChunkConfig, chunk_item, query_chunks, schema_text
+from contextsieve.retrieval.text import query_chunks
+from contextsieve.selection.chunking import ChunkConfig, chunk_item, schema_text
 from contextsieve.selection.ranking import Ranked, cut
 from contextsieve.selection.search import keyword_query
 
@@ -25,7 +26,7 @@ def test_cjk_runs_become_character_bigrams() -> None:
 
 
 def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
-    from contextsieve.selection.chunking import split_query
+    from contextsieve.retrieval.text import split_query
 
     msg = "Find the issue about the timeout and post a summary on Slack."
     assert split_query(msg) == ([msg], 1)
@@ -334,7 +335,7 @@ def test_rocchio_moves_the_query_toward_the_feedback_and_keeps_unit_length() -> 
 def test_hostile_messages_split_without_hanging() -> None:
     import signal
 
-    from contextsieve.selection.chunking import split_query
+    from contextsieve.retrieval.text import split_query
 
     def hung(*_: object) -> None:
         raise TimeoutError("split_query hung")

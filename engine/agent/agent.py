@@ -286,7 +286,7 @@ class AgentSettings:
         query_split: what of a message the search uses: ``"sentences"`` (default, as the reference) or
             ``"steps"`` (the sentences, then the steps of the task: pieces split at line breaks, list
             markers, semicolons and CJK punctuation, and clauses joined by "and", "then", "und dann",
-            "y luego", "然后"...; see :func:`contextsieve.selection.chunking.split_query`). With tools in their own
+            "y luego", "然后"...; see :func:`contextsieve.retrieval.text.split_query`). With tools in their own
             domain this is for rules and references.
         tool_query_split: the same for the tools domain (default ``"steps"``: a task's steps often each
             need a tool; a ``query_split`` in ``tool_settings`` wins).

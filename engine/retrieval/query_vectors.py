@@ -1,7 +1,7 @@
 """Which of a request's query texts go through the model, and which are composed from the others.
 
 A request searches with its message's sentences and, for tasks, their steps and clauses
-(:func:`contextsieve.selection.chunking.split_query`), so a task's words appear in several query texts: "Find the
+(:func:`contextsieve.retrieval.text.split_query`), so a task's words appear in several query texts: "Find the
 failing test and post it on Slack." is searched as itself and as its two clauses. Embedding every text
 put each token through the model two or three times, and the batch was padded to the longest text:
 a 300-character task cost four to eight one-sentence requests (``benchmarks.task_cost``).

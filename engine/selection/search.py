@@ -243,7 +243,7 @@ def search(
     domains, each searched with its own settings.
 
     ``n_sentences``: how many of ``query_chunks`` are sentences (the rest are a task's steps, see
-    :func:`contextsieve.selection.chunking.split_query`); a domain whose ``query_split`` is ``"sentences"``
+    :func:`contextsieve.retrieval.text.split_query`); a domain whose ``query_split`` is ``"sentences"``
     searches with those alone. ``None``: all chunks are sentences.
 
     Returns:

@@ -29,8 +29,8 @@ from contextsieve.agent.agent import Agent, AgentSettings, SettingsOverrides
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
 from contextsieve.fileio import atomic_write_bytes
+from contextsieve.retrieval.text import query_chunks, split_query
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.chunking import query_chunks, split_query
 from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.selection.search import SearchTrace, context_settings, search
 from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
@@ -155,7 +155,7 @@ class ToolMatch:
 
 
 def _query(message: str, steps: bool, cap: int) -> tuple[list[str], int, str]:
-    """The query chunks of a message (see :func:`contextsieve.selection.chunking.split_query`), how many are
+    """The query chunks of a message (see :func:`contextsieve.retrieval.text.split_query`), how many are
     sentences, and a note when there were more than ``cap`` sentences (then the capped sentences are
     searched without steps) ; at most ``cap`` steps follow the sentences."""
     chunks, n = split_query(message, steps=steps)
@@ -450,7 +450,7 @@ class Session:
 
     def query_chunks(self, message: str) -> list[str]:
         """The texts a request for ``message`` embeds: its sentences and, when a domain searches by
-        steps, the task's steps (see :func:`contextsieve.selection.chunking.split_query`), at most
+        steps, the task's steps (see :func:`contextsieve.retrieval.text.split_query`), at most
         ``max_query_chunks`` of each (``@rule:`` / ``@ref:`` mentions are not removed here)."""
         return self._query(message)[0]
 

@@ -19,7 +19,7 @@ import numpy as np
 from contextsieve.agent.items import IncludeMode
 from contextsieve.errors import InputError, StashError, UnknownSegmentError, brief
 from contextsieve.models.registry import model_family
-from contextsieve.selection.chunking import query_chunks
+from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.context import Dropped, RequestContext, StashedEntry
 from contextsieve.session.explain import Explanation
 

@@ -36,7 +36,7 @@ from contextsieve.errors import (
     check_text,
 )
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
-from contextsieve.selection.chunking import query_chunks, token_windows
+from contextsieve.retrieval.text import query_chunks, token_windows
 from contextsieve.stash.backend import (
     Filters,
     SegmentRow,
@@ -876,7 +876,7 @@ class StashStore:
             cross_session: search every session's segments (default False).
             now: the time ages are measured at (aware; default: now). Expired unprotected segments
                 are never returned.
-            query_vectors: the vectors of ``query``'s sentences (:func:`contextsieve.selection.chunking.query_chunks`)
+            query_vectors: the vectors of ``query``'s sentences (:func:`contextsieve.retrieval.text.query_chunks`)
                 from an embedder of this store's model family, when the caller has them already (a
                 request passes the ones it searched its items with); default: embedded here.
             include_superseded: also return segments another one superseded (each says by which in
