@@ -28,9 +28,9 @@ _LAZY = {
     "StashedEntry": "contextsieve.selection.context",
     "Request": "contextsieve.session.assembly",
     "Agent": "contextsieve.agent.agent",
-    "AgentSettings": "contextsieve.agent.agent",
+    "AgentSettings": "contextsieve.agent.settings",
     "McpServer": "contextsieve.agent.agent",
-    "PRESETS": "contextsieve.agent.agent",
+    "PRESETS": "contextsieve.agent.settings",
     "ChunkConfig": "contextsieve.selection.chunking",
     "IndexConfig": "contextsieve.retrieval.chunks",
     "Rule": "contextsieve.agent.items",
@@ -121,9 +121,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from contextsieve.agent.agent import PRESETS, Agent, AgentSettings, McpServer
+    from contextsieve.agent.agent import Agent, McpServer
     from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
     from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+    from contextsieve.agent.settings import PRESETS, AgentSettings
     from contextsieve.engine import Engine, IndexReport
     from contextsieve.errors import (
         AgentFileError,

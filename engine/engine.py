@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from contextsieve.agent.agent import Agent, SettingsOverrides
+from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import ItemKey
+from contextsieve.agent.settings import SettingsOverrides
 from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import EventLoopError, InputError
 from contextsieve.retrieval.cache import EmbeddingCache

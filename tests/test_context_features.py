@@ -368,7 +368,7 @@ def test_server_context_only_when_it_tells_tools_apart() -> None:
 
 
 def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
-    from contextsieve.agent.agent import AgentSettings
+    from contextsieve.agent.settings import AgentSettings
     from contextsieve.engine import Engine
 
     agent = graph_agent()
@@ -383,7 +383,7 @@ def test_index_builds_the_graph_when_settings_expand_from_it() -> None:
 
 
 def test_conservative_preset_expands() -> None:
-    from contextsieve.agent.agent import AgentSettings
+    from contextsieve.agent.settings import AgentSettings
 
     s = AgentSettings().with_overrides("conservative")
     assert (s.context_top_n, s.expansion_depth, s.expansion_threshold) == (8, 1, 0.75)
@@ -500,7 +500,7 @@ def test_explanations_agree_with_the_selection_under_any_settings(seed: int) -> 
 
 def test_keyword_index_sees_the_chunk_context() -> None:
     """A section body that never names its parent is still found by the parent's name (heading path)."""
-    from contextsieve.agent.agent import AgentSettings
+    from contextsieve.agent.settings import AgentSettings
 
     ref = Reference(
         "runbook", "# Redis\n\nStop the server and copy the snapshot.\n\n# Kafka\n\nFail over the consumers.", "ops"

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from contextsieve.agent.agent import Agent, AgentSettings, McpServer, UnknownItemError
+from contextsieve.agent.agent import Agent, McpServer, UnknownItemError
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.agent.settings import AgentSettings
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, SessionFileError
 from contextsieve.retrieval.text import query_chunks, split_text

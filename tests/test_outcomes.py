@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.agent.agent import MISS_SIMILARITY, Agent, McpServer
+from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
+from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, UnknownItemError
 

@@ -96,8 +96,8 @@ def test_cases_the_fuzz_found() -> None:
     """Each raised an untyped error before (found by ``python -m benchmarks.fuzz``)."""
     import numpy as np
 
-    from contextsieve.agent.agent import AgentSettings
     from contextsieve.agent.items import ItemKey
+    from contextsieve.agent.settings import AgentSettings
     from contextsieve.errors import InputError
     from contextsieve.kernels import scoring as K
     from contextsieve.retrieval.chunks import ChunkIndex

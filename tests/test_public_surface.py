@@ -114,7 +114,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
 def test_settings_overrides_list_every_setting() -> None:
     import dataclasses
 
-    from contextsieve.agent.agent import AgentSettings, SettingsOverrides
+    from contextsieve.agent.settings import AgentSettings, SettingsOverrides
 
     assert set(SettingsOverrides.__annotations__) == {f.name for f in dataclasses.fields(AgentSettings)}
 

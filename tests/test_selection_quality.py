@@ -53,7 +53,7 @@ def test_steps_split_lists_semicolons_cjk_and_joined_clauses() -> None:
 
 
 def test_documents_search_by_sentence_and_tools_by_step() -> None:
-    from contextsieve.agent.agent import AgentSettings
+    from contextsieve.agent.settings import AgentSettings
 
     s = AgentSettings()
     assert (s.query_split, s.for_tools().query_split) == ("sentences", "steps")

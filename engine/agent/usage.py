@@ -6,7 +6,7 @@ that tool; and the requests for which a tool was offered and not called, kept as
 chunk store embeds each tool's recent examples as extra chunks of the tool (max-pooled with its own,
 and read by the keyword index), so a later request that resembles an earlier one finds the tool the
 LLM chose then; a request close to a tool's misses lowers that tool's score (``outcome_weight`` in
-:class:`~contextsieve.agent.agent.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
+:class:`~contextsieve.agent.settings.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
 cache (one SQLite file in WAL mode, safe for several processes; one transaction per record), or in
 memory when the cache is off.
 """

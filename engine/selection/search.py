@@ -18,8 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from contextsieve.agent.agent import MISS_SIMILARITY, AgentSettings, ItemTable
+from contextsieve.agent.agent import ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
+from contextsieve.agent.settings import MISS_SIMILARITY, AgentSettings
 from contextsieve.kernels.scoring import query_scores, score_pool
 from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.selection.chunk_store import ChunkStore, IndexedChunks

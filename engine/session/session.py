@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from contextsieve.agent.agent import Agent, AgentSettings, SettingsOverrides
+from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
+from contextsieve.agent.settings import AgentSettings, SettingsOverrides
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.retrieval.text import query_chunks, split_query

@@ -1,0 +1,381 @@
+"""An agent's settings: :class:`AgentSettings` (names, ranges and defaults), the selection presets
+(:data:`PRESETS`), what a session or a request may override (:class:`SettingsOverrides`) and what the
+tools domain may override (:data:`DOMAIN_SETTINGS`).
+
+Sessions copy the agent's settings and may override them for themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypedDict
+
+from contextsieve.choices import (
+    ExpansionSource,
+    KeywordFusion,
+    KeywordRole,
+    Preset,
+    QueryPooling,
+    QuerySplit,
+    RelationPooling,
+    ToolDomain,
+    ToolPermission,
+    allowed,
+)
+from contextsieve.errors import InputError, brief
+
+__all__ = [
+    "AgentSettings",
+    "SettingsOverrides",
+    "PRESETS",
+    "DOMAIN_SETTINGS",
+    "OUTCOME_WEIGHT",
+    "MISS_SIMILARITY",
+]
+
+#: Similarity under which an item needs keyword evidence to be selected (``context_min_score``);
+#: chosen with ``python -m benchmarks.small_talk`` (docs/selection.md): the highest floor that lowers
+#: recall on none of the catalogs.
+CONTEXT_MIN_SCORE = 0.15
+
+#: Default ``outcome_weight``: the most ranking score a tool loses for a request close to its
+#: recorded misses (chosen with ``python -m benchmarks.tool_outcomes``, docs/selection.md).
+OUTCOME_WEIGHT = 0.2
+#: Cosine between a request and a recorded miss from which the miss lowers the tool's score.
+MISS_SIMILARITY = 0.7
+
+#: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
+#: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
+#: "reference" selects as the reference system does (one shared top-5, similarity only, sentences).
+#: Explicit settings given with a preset win over it.
+PRESETS: dict[str, dict[str, Any]] = {
+    "aggressive": {
+        "context_top_k": 10,
+        "context_top_n": 3,
+        "tool_top_n": 5,
+        "context_min_ratio": 0.5,
+        "context_include_score": 0.8,
+        "expansion_depth": 0,
+    },
+    "normal": {
+        "context_top_k": 20,
+        "context_top_n": 5,
+        "tool_top_n": 10,
+        "context_min_ratio": 0.3,
+        "context_include_score": 0.7,
+        "expansion_depth": 0,
+    },
+    "conservative": {
+        "context_top_k": 40,
+        "context_top_n": 8,
+        "tool_top_n": 15,
+        "context_min_ratio": None,
+        "context_include_score": 0.6,
+        "expansion_depth": 1,
+        "expansion_threshold": 0.75,
+        "expansion_top_n": 3,
+    },
+    "reference": {
+        "context_top_k": 20,
+        "context_top_n": 5,
+        "context_include_score": 0.7,
+        "context_min_ratio": None,
+        "context_min_score": None,
+        "tool_domain": "shared",
+        "keyword_weight": 0.0,
+        "keyword_role": "rerank",
+        "query_split": "sentences",
+        "tool_query_split": "sentences",
+        "expansion_depth": 0,
+    },
+}
+
+
+#: (name, low, high, may be None) of every numeric setting; int bounds mean the value must be an int.
+_NUMERIC_SETTINGS = (
+    ("context_top_k", 1, 100, False),
+    ("context_top_n", 1, 50, False),
+    ("tool_top_n", 1, 50, False),
+    ("context_include_score", 0.0, 1.0, False),
+    ("temperature", 0.0, 1.0, False),
+    ("top_p", 0.0, 1.0, False),
+    ("max_chat_turns", 1, 10**6, False),
+    ("max_output_tokens", 1, 10**7, False),
+    ("token_budget", 0, 10**9, True),
+    ("min_representation_floor", -1.0, 1.0, True),
+    ("min_representation_cap", 0, 100, False),
+    ("expansion_depth", 0, 5, False),
+    ("expansion_threshold", -1.0, 1.0, False),
+    ("expansion_top_n", 0, 50, False),
+    ("max_query_chunks", 1, 1000, False),
+    ("expansion_chunk_cap", 1, 1000, False),
+    ("keyword_weight", 0.0, 10.0, False),
+    ("context_min_ratio", 0.0, 1.0, True),
+    ("context_min_score", -1.0, 1.0, True),
+    ("server_weight", 0.0, 10.0, False),
+    ("prf_weight", 0.0, 1.0, False),
+    ("prf_depth", 0, 50, False),
+    ("outcome_weight", 0.0, 1.0, False),
+)
+#: (name, allowed values) of every string choice setting.
+_CHOICE_SETTINGS = (
+    ("query_pooling", allowed(QueryPooling)),
+    ("tool_permission", allowed(ToolPermission)),
+    ("expansion_source", allowed(ExpansionSource)),
+    ("relation_pooling", allowed(RelationPooling)),
+    ("keyword_fusion", allowed(KeywordFusion)),
+    ("keyword_role", allowed(KeywordRole)),
+    ("query_split", allowed(QuerySplit)),
+    ("tool_query_split", allowed(QuerySplit)),
+    ("tool_domain", allowed(ToolDomain)),
+)
+#: Settings a domain (tools) may override through ``tool_settings``: everything that steers selection.
+DOMAIN_SETTINGS = frozenset(
+    {
+        "context_top_k",
+        "context_top_n",
+        "context_include_score",
+        "keyword_weight",
+        "query_pooling",
+        "min_representation_floor",
+        "min_representation_cap",
+        "expansion_depth",
+        "expansion_threshold",
+        "expansion_top_n",
+        "expansion_chunk_cap",
+        "expansion_source",
+        "relation_pooling",
+        "keyword_fusion",
+        "keyword_role",
+        "context_min_ratio",
+        "context_min_score",
+        "server_weight",
+        "query_split",
+        "prf_weight",
+        "prf_depth",
+        "outcome_weight",
+    }
+)
+
+
+class SettingsOverrides(TypedDict, total=False):
+    """The settings a session or one request may override, by name, typed as in :class:`AgentSettings`
+    (whose docstring gives each one's range and default). ``Session(...)``, ``Engine.session(...)``,
+    ``Engine.select(...)`` and ``Session.build_request(...)`` take them as keyword arguments; a test
+    keeps this list equal to :class:`AgentSettings`' fields."""
+
+    context_top_k: int
+    context_top_n: int
+    tool_top_n: int
+    context_include_score: float
+    max_chat_turns: int
+    max_output_tokens: int
+    temperature: float
+    top_p: float
+    tool_permission: ToolPermission
+    model: str | None
+    token_budget: int | None
+    min_representation_floor: float | None
+    min_representation_cap: int
+    expansion_depth: int
+    expansion_threshold: float
+    expansion_top_n: int
+    expansion_chunk_cap: int
+    query_pooling: QueryPooling
+    expansion_source: ExpansionSource
+    relation_pooling: RelationPooling
+    tool_settings: Mapping[str, Any] | None
+    keyword_weight: float
+    keyword_fusion: KeywordFusion
+    max_query_chunks: int
+    keyword_role: KeywordRole
+    context_min_ratio: float | None
+    context_min_score: float | None
+    query_split: QuerySplit
+    tool_query_split: QuerySplit
+    server_weight: float
+    tool_domain: ToolDomain
+    prf_weight: float
+    prf_depth: int
+    outcome_weight: float
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Settings an agent gives its sessions (names and defaults as in the reference system).
+
+    Attributes:
+        context_top_k: chunks kept from the semantic search before grouping by item (1-100, default 20).
+        context_top_n: items to aim for from semantic search (1-50, default 5); with tools in a domain
+            of their own (``tool_domain``, the default) the rules and references.
+        tool_top_n: tools to aim for when tools are a domain of their own (1-50, default 10; a
+            ``context_top_n`` in ``tool_settings`` wins). With ``context_min_ratio`` it is a cap.
+        context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
+        max_chat_turns: default 20. max_output_tokens: default 1000.
+        temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
+        tool_permission: ``"always"``, ``"never"`` or ``"tool"`` (ask per tool; default).
+        model: ``"provider:modelId"`` or ``None``.
+        token_budget: most tokens the request's rules, references and tools may take (``None``: no cap).
+            Agent-mode items are dropped, lowest score first, to fit; always/manual items never are.
+        min_representation_floor: when set, every query sentence whose best candidate scores at least
+            this much gets an item, even if the max-pooled ranking left it out (default ``None``: off).
+        min_representation_cap: most items added that way per request (default 2).
+        expansion_depth: passes of context expansion after the query search (default 0: off).
+        expansion_threshold: similarity an item needs to be pulled in by a selected item (default 0.75).
+        expansion_top_n: most items each pass adds (default 3).
+        expansion_chunk_cap: chunks of each selected item used as queries, best first (default 5).
+        expansion_source: where expansion finds related items: ``"pass2"`` (default; the selected items'
+            chunks search the others), ``"graph"`` (the item relationship graph, computed once per index
+            and looked up) or ``"hybrid"`` (both, the higher score wins).
+        relation_pooling: item-item similarity of the graph: ``"mean_embedding"`` (default),
+            ``"best_pair"`` or ``"mean_pairs"``.
+        query_pooling: how a chunk's scores against several query sentences combine: ``"max"``
+            (default, the reference) or ``"mean"``.
+        tool_settings: overrides for the tools domain (names from :data:`DOMAIN_SETTINGS`, e.g.
+            ``{"context_top_n": 8, "keyword_weight": 0.5}``). When given, tools are searched as a domain
+            of their own with these settings, rules + references with the others; expansion in each domain
+            may still be pulled by items of either. Default ``None``: one shared search, as the reference.
+        keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
+            added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
+            Chosen by ``python -m benchmarks.tool_selection`` (docs/selection.md).
+        keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
+            weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
+        max_query_chunks: most query sentences a message is searched with (1-1000, default 32), so a
+            request's cost is bounded whatever the message: a longer message is searched with its first
+            half and last half of that many sentences, and the request context notes it.
+        keyword_role: ``"add"`` (default: a keyword match alone can bring in an item the model scored
+            at or below 0) or ``"rerank"`` (a chunk needs a dense similarity above 0, as the reference;
+            the keyword term only re-ranks).
+        context_min_ratio: adaptive size: the items that fill up to top-N must score at least this share
+            of the best item's ranking score, so top-N is a cap (0-1, default 0.3; ``None``: always fill
+            up to top-N, as the reference).
+        context_min_score: absolute floor on the evidence: an item below the include score is kept
+            only if one of its top chunks matches a keyword of the message, or its similarity reaches
+            this (twice this when no item of the domain matches a keyword: the message names nothing
+            there). Default :data:`CONTEXT_MIN_SCORE`; ``None``: no floor, as the reference. Small
+            talk ("hi", "thanks!") then selects nothing beyond ``always`` items, while a request
+            that names a tool's words keeps it however low MiniLM scores it.
+        prf_weight: pseudo-relevance feedback: after a first search, each query vector moves by this
+            weight (0-1) toward the mean of the ``prf_depth`` best chunks and the search runs again
+            (default 0: off; ``benchmarks.tool_selection`` measures it).
+        prf_depth: chunks the feedback step averages (0-50, default 3).
+        outcome_weight: learning from what the model did with an offer: a tool offered for earlier
+            requests and not called (its misses, recorded by :meth:`Session.record_outcome`) loses up
+            to this much ranking score (0-1; default :data:`OUTCOME_WEIGHT`) for a request as close to
+            one of them as :data:`MISS_SIMILARITY` cosine or closer, linearly from 0 there to all of it
+            at 1 (the same message). 0 turns it off; without recorded misses it changes nothing.
+        tool_domain: ``"own"`` (default: tools are searched as a domain of their own, aiming for
+            ``tool_top_n`` tools, with ``tool_settings`` applied; a long document cannot crowd the tools
+            out) or ``"shared"`` (rules, references and tools compete for one ``context_top_n``, as the
+            reference; ``tool_settings`` still give tools their own domain).
+        server_weight: weight of the server profile score (a server's name, description and tool names,
+            embedded as one vector, against the best query sentence) added to its tools' ranking scores
+            (default 0: off), while the candidate tools come from two servers or more.
+        query_split: what of a message the search uses: ``"sentences"`` (default, as the reference) or
+            ``"steps"`` (the sentences, then the steps of the task: pieces split at line breaks, list
+            markers, semicolons and CJK punctuation, and clauses joined by "and", "then", "und dann",
+            "y luego", "然后"...; see :func:`contextsieve.retrieval.text.split_query`). With tools in their own
+            domain this is for rules and references.
+        tool_query_split: the same for the tools domain (default ``"steps"``: a task's steps often each
+            need a tool; a ``query_split`` in ``tool_settings`` wins).
+    """
+
+    context_top_k: int = 20
+    context_top_n: int = 5
+    tool_top_n: int = 10
+    context_include_score: float = 0.7
+    max_chat_turns: int = 20
+    max_output_tokens: int = 1000
+    temperature: float = 0.5
+    top_p: float = 0.5
+    tool_permission: ToolPermission = "tool"
+    model: str | None = None
+    token_budget: int | None = None
+    min_representation_floor: float | None = None
+    min_representation_cap: int = 2
+    expansion_depth: int = 0
+    expansion_threshold: float = 0.75
+    expansion_top_n: int = 3
+    expansion_chunk_cap: int = 5
+    query_pooling: QueryPooling = "max"
+    expansion_source: ExpansionSource = "pass2"
+    relation_pooling: RelationPooling = "mean_embedding"
+    tool_settings: Mapping[str, Any] | None = None
+    keyword_weight: float = 0.3
+    keyword_fusion: KeywordFusion = "weighted"
+    max_query_chunks: int = 32
+    keyword_role: KeywordRole = "add"
+    context_min_ratio: float | None = 0.3
+    context_min_score: float | None = CONTEXT_MIN_SCORE
+    query_split: QuerySplit = "sentences"
+    tool_query_split: QuerySplit = "steps"
+    server_weight: float = 0.0
+    tool_domain: ToolDomain = "own"
+    prf_weight: float = 0.0
+    prf_depth: int = 3
+    outcome_weight: float = OUTCOME_WEIGHT
+
+    def __post_init__(self) -> None:
+        for name, lo, hi, optional in _NUMERIC_SETTINGS:
+            v = getattr(self, name)
+            if v is None and optional:
+                continue
+            wrong_type = (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or (isinstance(lo, int) and not isinstance(v, int))
+            )
+            if wrong_type or not lo <= v <= hi:
+                kind = "an int" if isinstance(lo, int) else "a number"
+                raise InputError(
+                    f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {brief(v)}"
+                )
+        for name, values in _CHOICE_SETTINGS:
+            v = getattr(self, name)
+            if not isinstance(v, str) or v not in values:
+                raise InputError(f"setting {name} must be one of {', '.join(values)}, got {brief(v)}")
+        if self.tool_settings is not None:
+            if not isinstance(self.tool_settings, Mapping):
+                raise InputError(
+                    f"setting tool_settings must be a mapping or None, got {type(self.tool_settings).__name__}"
+                )
+            wrong = set(self.tool_settings) - DOMAIN_SETTINGS
+            if wrong:
+                raise InputError(f"tool_settings may set only {sorted(DOMAIN_SETTINGS)}; got {sorted(wrong)}")
+            object.__setattr__(self, "tool_settings", MappingProxyType(dict(self.tool_settings)))
+            try:
+                self.for_tools()  # validates the values
+            except InputError as e:
+                raise InputError(f"tool_settings: {e}") from e
+
+    @property
+    def own_tool_domain(self) -> bool:
+        """Whether tools are searched as a domain of their own (``tool_domain`` or ``tool_settings``)."""
+        return self.tool_domain == "own" or bool(self.tool_settings)
+
+    def for_tools(self) -> "AgentSettings":
+        """The settings the tools domain is searched with: these, aiming for ``tool_top_n`` tools, then
+        ``tool_settings`` (these settings as they are while tools share the search)."""
+        if not self.own_tool_domain:
+            return self
+        overrides = {
+            "context_top_n": self.tool_top_n,
+            "query_split": self.tool_query_split,
+            **(self.tool_settings or {}),
+        }
+        return dataclasses.replace(self, tool_settings=None, tool_domain="shared", **overrides)
+
+    def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
+        """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
+        if preset is not None:
+            if not isinstance(preset, str) or preset not in PRESETS:
+                raise InputError(f"unknown preset {brief(preset)}; presets: {sorted(PRESETS)}")
+            overrides = {**PRESETS[preset], **overrides}
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise InputError(f"unknown settings {sorted(unknown)}; known: {sorted(known)}")
+        return dataclasses.replace(self, **overrides)
