@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tool_selection import groups, load, load_servers
+from benchmarks.quality.tool_selection import groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
 DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"

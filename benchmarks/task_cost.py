@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tool_selection import catalog_agent, groups, load, load_servers
+from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
 DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"

@@ -60,14 +60,14 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.data.plays import build as plays
-from benchmarks.stash_quality import DATA, realmem_sessions
+from benchmarks.quality.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash import RankConfig
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
 
-EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"
 DAY = 86_400.0
 EMBEDDINGS = ("plain", "prev", "first", "date", "typedate", "type")
 
@@ -176,7 +176,7 @@ def realmem_groups(folder: Path, limit: int) -> list[Group]:
 
 
 def scifact_groups(folder: Path) -> list[Group]:
-    from benchmarks.beir_quality import load_beir
+    from benchmarks.quality.beir_quality import load_beir
 
     corpus, queries, qrels = load_beir(folder, "test")
     docs = [Doc(text, unit=i, kind="research", session=i) for i, text in corpus.items()]

@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tool_selection import catalog_agent, groups, load, load_servers
+from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-HERE = Path(__file__).resolve().parent / "data"
+HERE = Path(__file__).resolve().parents[1] / "data"
 
 
 def _run(engine: Any, qs: list[dict], name_of: dict[str, str], **settings: Any) -> tuple[float, float, list[Any]]:

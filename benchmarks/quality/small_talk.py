@@ -19,7 +19,7 @@ import argparse
 import random
 from pathlib import Path
 
-from benchmarks.tool_selection import MemoEmbedder, catalog_agent, load, load_servers, metrics
+from benchmarks.quality.tool_selection import MemoEmbedder, catalog_agent, load, load_servers, metrics
 
 #: Messages that ask for nothing: a floor should leave them with no agent-mode items.
 SMALL_TALK = (

@@ -35,7 +35,7 @@ from pathlib import Path
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.stash import NewSegment, RankConfig, StashConfig, StashStore
 
-DATA = Path(__file__).resolve().parent / "data" / "conversations"
+DATA = Path(__file__).resolve().parents[1] / "data" / "conversations"
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -89,7 +89,7 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
 
 def beir(folder: Path, split: str, fp32: bool, embed_type: bool = True) -> int:
     """The rankings of :func:`fusion_rows` on a BEIR-format set (see the module docstring)."""
-    from benchmarks.beir_quality import load_beir
+    from benchmarks.quality.beir_quality import load_beir
     from contextsieve.models.embedder import Embedder
 
     corpus, queries, qrels = load_beir(folder, split)

@@ -344,7 +344,7 @@ def tool_results(path: Path, engine: object) -> None:
 
 def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None) -> None:
     """Documents as agent-mode references (title = description); nDCG@10 of dense vs the pipeline."""
-    from benchmarks.beir_quality import evaluate, load_beir
+    from benchmarks.quality.beir_quality import evaluate, load_beir
     from contextsieve.agent.agent import Agent
     from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine

@@ -36,10 +36,10 @@ import re
 import statistics
 from pathlib import Path
 
-from benchmarks.tool_selection import catalog_agent, groups, load, load_servers
+from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
+DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _CLAUSE = re.compile(r",?\s+(?:and then|then|after that|afterwards|and)\s+|,\s+|;\s+", re.IGNORECASE)
 MODES = (
