@@ -1,5 +1,5 @@
 """``python -m contextsieve`` = the ``contextsieve`` command."""
 
-from contextsieve.cli import main
+from contextsieve.cli.main import main
 
 raise SystemExit(main())

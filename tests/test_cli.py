@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextsieve import example_agent_path
-from contextsieve.cli import DEMO_MESSAGES, main
+from contextsieve.cli.main import DEMO_MESSAGES, main
 from contextsieve.models.cache import CACHE_ENV
 
 
@@ -162,7 +162,7 @@ def test_a_closed_pipe_ends_the_cli_quietly(model_cache: Path) -> None:
 
     texts = [f"text number {i}" for i in range(400)]  # ~1.5 MB of JSON: more than a pipe buffer holds
     proc = subprocess.Popen(
-        [sys.executable, "-m", "contextsieve.cli", "embed", *texts],
+        [sys.executable, "-m", "contextsieve", "embed", *texts],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, CACHE_ENV: str(model_cache)},

@@ -305,7 +305,7 @@ def test_an_interrupted_indexing_keeps_the_parts_it_finished(tmp_path) -> None: 
 
 
 def test_ctrl_c_ends_the_cli_with_one_line_and_130(monkeypatch, capsys) -> None:  # noqa: ANN001
-    from contextsieve import cli
+    from contextsieve.cli import main as cli
 
     def interrupted(args):  # noqa: ANN001, ANN202
         raise KeyboardInterrupt

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from contextsieve import Engine, StashStore, example_agent_path
-from contextsieve.cli import main
+from contextsieve.cli.main import main
 from contextsieve.inspect.page import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, Inspector, InspectServer, prefix_digests
 from contextsieve.models.cache import CACHE_ENV
 

@@ -1,0 +1,1 @@
+"""The ``contextsieve`` command line (:func:`contextsieve.cli.main.main`)."""
