@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from contextsieve import example_agent_path
-from contextsieve.cli.main import DEMO_MESSAGES, main
+from contextsieve.cli.agent_commands import DEMO_MESSAGES
+from contextsieve.cli.main import main
 from contextsieve.models.cache import CACHE_ENV
 
 

@@ -1,0 +1,185 @@
+"""The commands on an agent file, and how every command loads one: ``select``, ``index``, ``tools`` and
+``demo`` (the bundled example agent); :func:`load_engine` is the engine of an agent file with its tools
+(a JSON catalog, the live tools of its MCP servers, or the file's own for the bundled example)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from contextsieve.agent.agentfile import example_agent_path
+from contextsieve.errors import ContextSieveError, InputError
+
+if TYPE_CHECKING:
+    from contextsieve.engine import Engine
+
+__all__ = ["DEMO_MESSAGES", "load_engine", "is_example", "select", "index", "tools", "demo"]
+
+DEMO_MESSAGES = (
+    "Hi, my parcel is late. It has not moved for a week. Can I get my money back?",
+    "Checkout is failing with 502 errors since the deploy ten minutes ago!",
+    "How many orders from Canada were refunded last month? Write the SQL for it.",
+    "@ref:style-guide Please open a pull request for the cart rounding fix.",
+)
+
+
+def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: bool = False) -> Engine:
+    """The engine for ``path``: with the ``tools`` catalog when given, else with the live tools of
+    the agent's MCP servers unless ``offline`` (a failed server is reported on stderr); ``remember``:
+    learning from use keeps its requests on disk (``Engine(remember_requests=True)``)."""
+    from contextsieve.engine import Engine
+
+    catalog = None
+    if tools is not None:
+        try:
+            catalog = json.loads(tools.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
+    engine = Engine.from_file(path, tools=catalog, remember_requests=remember)
+    if is_example(path):  # its servers are a fictional company's (hosts, paths): it declares its tools instead
+        offline = True
+    if catalog is None and not offline and _has_servers(engine.agent):
+        report = engine.connect()
+        if not report.ok:
+            print(report.summary(), file=sys.stderr)
+    return engine
+
+
+def is_example(path: Path) -> bool:
+    """Whether ``path`` is the bundled example agent (read offline: its servers cannot run anywhere)."""
+    try:
+        return path.resolve() == example_agent_path().resolve()
+    except OSError:
+        return False
+
+
+def _has_servers(agent: Any) -> bool:
+    return any(s.config.get("type") != "internal" for s in agent.servers.values())
+
+
+def _parse_settings(pairs: list[str]) -> dict[str, object]:
+    """``NAME=VALUE`` strings as settings (VALUE read as JSON when it parses, else as a string)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--set needs NAME=VALUE, got {pair!r}")
+        try:
+            out[name.strip()] = json.loads(raw)
+        except ValueError:
+            out[name.strip()] = raw
+    return out
+
+
+def _message(args: argparse.Namespace) -> str:
+    """``select``'s message: the argument, standard input for ``-``, or ``--message-file`` (UTF-8); a long
+    message never meets the shell's argument limit this way."""
+    if args.message_file is not None:
+        if args.message is not None:
+            raise InputError("give the message as an argument or with --message-file, not both")
+        try:
+            return str(args.message_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"--message-file {args.message_file}: cannot read it as UTF-8 text ({e})") from e
+    if args.message is None:
+        raise InputError('select needs a message: an argument, "-" for standard input, or --message-file FILE')
+    if args.message == "-":
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"the message on standard input is not UTF-8 ({e})") from e
+    return str(args.message)
+
+
+def select(args: argparse.Namespace) -> None:
+    """``contextsieve select``: the request context for one message, as text or JSON."""
+    message = _message(args)  # before the agent loads: a bad message costs nothing
+    args.message = message
+    engine = load_engine(args.agent, args.tools, args.offline)
+    pairs = (
+        ("context_top_k", args.top_k),
+        ("context_top_n", args.top_n),
+        ("tool_top_n", args.tool_top_n),
+        ("context_include_score", args.include_score),
+        ("token_budget", args.token_budget),
+        ("preset", args.preset),
+    )
+    overrides = {k: v for k, v in pairs if v is not None}
+    overrides.update(_parse_settings(args.settings))
+    session = engine.session(**overrides)
+    t = time.perf_counter()
+    req = session.build_request(args.message)
+    ms = (time.perf_counter() - t) * 1000
+    explanations = [session.explain(args.message, key) for key in args.explain]
+    if args.json:
+        out = {"context": req.context.to_dict(), "request": req.openai()}
+        if explanations:
+            out["explanations"] = [{**e.__dict__, "text": str(e)} for e in explanations]
+        print(json.dumps(out, indent=1))
+    else:
+        print(req.context.grouped_text())
+        print(f"{req.context.summary()}  ({ms:.0f} ms)")
+        for e in explanations:
+            print(f"\n{e}")
+
+
+def index(args: argparse.Namespace) -> None:
+    """``contextsieve index``: embed and cache every item of the agent (a progress bar), then one line."""
+    engine = load_engine(args.agent, args.tools, args.offline)
+    s = engine.index(show_progress=True)
+    print(
+        f"{s.items} items, {s.chunks} chunks, {s.embedded} embedded now ({s.chunks - s.embedded} from the "
+        f"cache), {s.seconds:.2f} s"
+    )
+
+
+def tools(args: argparse.Namespace) -> int:
+    """List the agent's servers' tools; exit code 0 when every server listed, 1 otherwise."""
+    from contextsieve.engine import Engine
+    from contextsieve.mcp_client.client import ListConfig
+
+    engine = Engine.from_file(args.agent)
+    if is_example(args.agent):  # placeholders: npx/uvx packages and *.example.internal hosts of a fictional shop
+        print(
+            "contextsieve: the bundled example agent's MCP servers are placeholders of a fictional company "
+            "(nothing is started or resolved); its tools are declared in the file:",
+            file=sys.stderr,
+        )
+        for server in engine.agent.servers:
+            names = [t.name for t in engine.agent.tools if t.server == server]
+            print(f"{server}: {len(names)} tools ({', '.join(names)})")
+        return 0
+    report = engine.connect(refresh=args.refresh, listing=ListConfig(timeout=args.timeout))
+    if args.json:
+        out = report.to_dict()
+        for r in out["servers"]:
+            r["tools"] = [t["name"] for t in report.tools.get(r["server"], [])]
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+    else:
+        print(report.summary())
+    return 0 if report.ok else 1
+
+
+def demo() -> None:
+    """``contextsieve demo``: :data:`DEMO_MESSAGES` in one session of the bundled example agent."""
+    from contextsieve.engine import Engine
+
+    engine = Engine.from_file(example_agent_path())
+    stats = engine.index()
+    print(
+        f"{engine.agent.name}: {stats.items} items, {stats.chunks} chunks ({stats.embedded} embedded now, "
+        f"{stats.seconds:.2f} s)\n"
+    )
+    session = engine.session()
+    for message in DEMO_MESSAGES:
+        t = time.perf_counter()
+        req = session.build_request(message)
+        ms = (time.perf_counter() - t) * 1000
+        print(f"> {message}")
+        print(req.context.grouped_text())
+        print(f"{req.context.summary()}; {len(req.messages)} messages, {len(req.tools)} tools  ({ms:.1f} ms)\n")
+        session.record_reply(req, "(reply)")

@@ -1,0 +1,64 @@
+"""The commands on the embedding model: ``build`` (build the graphs, measure the variants on this CPU and
+cache the choice, printing the table) and ``embed`` (one JSON vector per text)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from contextsieve.errors import InputError
+
+__all__ = ["build", "embed"]
+
+
+def build(args: argparse.Namespace) -> None:
+    """``contextsieve build``: build (or load) the graphs of ``--variant``; with ``auto``, measure the
+    candidates and cache the fastest that passes (``--force`` measures again)."""
+    from contextsieve.models.embedder import Embedder
+    from contextsieve.models.registry import Variant
+    from contextsieve.models.variants import candidates, choose_variant
+
+    if args.variant in ("auto", "all"):
+        names = [v.value for v in (list(Variant) if args.variant == "all" else candidates())]
+        if args.variant == "auto" and args.candidates:
+            names = [c.strip() for c in args.candidates.split(",") if c.strip()]
+    else:
+        names = [args.variant]
+    for variant in names:
+        t = time.perf_counter()
+        emb = Embedder(variant=variant, rebuild=args.rebuild)
+        how = "built" if emb.info.built else "loaded from cache"
+        print(f"{variant}: {how} in {time.perf_counter() - t:.2f} s -> {emb.info.onnx_path}")
+    if args.variant == "auto":
+        t = time.perf_counter()
+        cands = None
+        if args.candidates:
+            try:
+                cands = [Variant(c.strip()) for c in args.candidates.split(",") if c.strip()]
+            except ValueError:
+                raise InputError(
+                    f"--candidates must name variants among {', '.join(v.value for v in Variant)}"
+                ) from None
+        choice = choose_variant(force=args.force, candidate_variants=cands, progress=sys.stderr.isatty())
+        how = f"measured in {time.perf_counter() - t:.1f} s" if choice.measured_now else "cached choice"
+        print(f"\nvariant choice ({how}; `contextsieve build --force` measures again):\n")
+        print(choice.table())
+
+
+def embed(args: argparse.Namespace) -> None:
+    """``contextsieve embed``: one JSON line per text (text, model, vector rounded to ``--digits``)."""
+    from contextsieve.models.embedder import Embedder
+
+    emb = Embedder(variant=args.variant)
+    for text, vec in zip(args.texts, emb.embed(args.texts)):
+        print(
+            json.dumps(
+                {
+                    "text": text,
+                    "model": emb.info.model_id,
+                    "vector": [round(float(v), args.digits) for v in vec],
+                }
+            )
+        )

@@ -1,0 +1,143 @@
+"""The commands that run a server until stopped: ``serve`` (context selection over MCP, stdio or HTTP),
+``gateway`` (one MCP server in front of the agent's) and ``inspect`` (the local page); logging to stderr
+and the stash store ``serve`` opens by default."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from contextsieve.agent.agent import Agent
+from contextsieve.cli.agent_commands import load_engine
+from contextsieve.errors import InputError
+
+__all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
+
+#: The ``--log-level`` choices of ``serve`` and ``gateway``.
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def _log_to_stderr(level: str) -> None:
+    """Log records of ``level`` (a name of :data:`LOG_LEVELS`) and above to stderr, one line each.
+    Done before the MCP SDK's server object is made: that calls ``logging.basicConfig(level=INFO)``,
+    which does nothing once the root logger has a handler, so the SDK's and uvicorn's INFO lines (a
+    line per request, session manager start and stop) stay out of the host's log by default."""
+    import logging
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level.upper())
+
+
+def serve(args: argparse.Namespace) -> None:
+    """``contextsieve serve``: context selection, tool search and the stash over MCP (stdio or HTTP)."""
+    import os
+
+    from contextsieve.mcp_server.server import bind, check_exposure
+    from contextsieve.mcp_server.server import serve as run_server
+
+    _log_to_stderr(args.log_level)
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
+    if args.transport == "http":  # before the agent is loaded: a refused host or a taken port fails at once
+        try:
+            check_exposure(args.host, token, args.allow_unauthenticated)
+        except InputError as e:
+            args.usage_error(str(e))  # exit code 2
+        for sock in bind(args.host, args.port, listen=False):
+            sock.close()
+    engine = load_engine(args.agent, None, args.offline, remember=args.remember_requests)
+    from contextsieve.mcp_server.server import ServeConfig
+
+    config = ServeConfig(
+        stash_session=args.stash_session,
+        stash_cross_session=args.stash_cross_session,
+        stash_per_connection=args.stash_per_connection,
+        header_seconds=args.header_timeout,
+        body_seconds=args.body_timeout,
+    )
+    stash = None
+    if not args.no_stash:
+        from contextsieve.stash import StashStore
+
+        location = args.stash or _default_stash(engine.agent)
+        stash = StashStore.open(location, engine.embedder)
+    run_server(
+        engine,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        token=token,
+        config=config,
+        stash=stash,
+        allow_unauthenticated=args.allow_unauthenticated,
+    )
+
+
+def gateway(args: argparse.Namespace) -> None:
+    """``contextsieve gateway``: one MCP server (stdio) in front of the agent's, offering the task's tools."""
+    from contextsieve.mcp_client.client import ListConfig
+    from contextsieve.mcp_server.gateway import run_gateway
+
+    _log_to_stderr(args.log_level)
+    engine = load_engine(args.agent, None, offline=False, remember=args.remember_requests)
+    from contextsieve.mcp_server.common import ServeConfig
+
+    run_gateway(
+        engine,
+        listing=ListConfig(timeout=args.timeout, call_timeout=args.call_timeout),
+        config=ServeConfig(stable_offer=args.stable_offer),
+    )
+
+
+def inspect_page(args: argparse.Namespace) -> None:
+    """``contextsieve inspect``: the local page of request contexts, until Ctrl-C."""
+    from contextsieve.inspect.page import Inspector, InspectServer
+
+    if args.stash and "://" not in args.stash and not Path(args.stash).is_file():
+        raise InputError(f"--stash {args.stash}: no stash store there (inspect does not create one)")
+    if args.session is not None and not args.session.is_file():
+        raise InputError(f"--session {args.session}: no such file")
+    engine = load_engine(args.agent, args.tools, args.offline)
+    stash = None
+    if args.stash:
+        from contextsieve.stash import StashStore
+
+        stash = StashStore.open(args.stash, engine.embedder)
+    try:
+        engine.index(show_progress=sys.stderr.isatty())  # the first message is then as quick as the others
+        inspector = Inspector(
+            engine, session_file=args.session, stash=stash, stash_session=args.stash_session, offer=args.offer
+        )
+        server = InspectServer(inspector, port=args.port)
+        print(f"contextsieve: inspect page for {engine.agent.name} at {server.url} (Ctrl-C stops)", flush=True)
+        server.serve_forever()
+    finally:
+        if stash is not None:
+            stash.close()
+
+
+def _default_stash(agent: Agent) -> str:
+    """The embedded store ``serve`` uses without ``--stash``: one per agent (:attr:`Agent.identity`: its
+    name and its file) in the data folder. A store an earlier version kept under the name alone (shared
+    by every agent of that name) is not read; a note on stderr says how to use it."""
+    import re
+
+    from contextsieve.fileio import default_data_dir
+
+    folder = default_data_dir() / "stash"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{agent.identity}.db"
+    old = folder / f"{(re.sub(r'[^A-Za-z0-9._-]+', '-', agent.name).strip('.-') or 'agent')[:100]}.db"
+    if old != path and old.is_file() and not path.exists():
+        print(
+            f"contextsieve: note: an earlier version kept the stash of every agent named {agent.name!r} in {old}; "
+            f"this agent's own store is now {path}. To read the old one: --stash {old} "
+            f"--stash-session {shlex.quote('agent:' + agent.name)}",
+            file=sys.stderr,
+        )
+    return str(path)
