@@ -43,7 +43,7 @@ from typing import Any
 from benchmarks.quality.tool_selection import groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
+DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
