@@ -63,7 +63,7 @@ def messages(n: int = 200) -> list[str]:
 
 
 def large_agent(n_refs: int = 14_000, per_ref: int = 10) -> Agent:
-    from benchmarks.hnsw_table import docstring_sentences
+    from benchmarks.speed.hnsw_table import docstring_sentences
 
     sents = docstring_sentences(n_refs * (per_ref + 1))
     refs = [
