@@ -43,7 +43,7 @@ from typing import Any
 
 from benchmarks import workloads
 from contextsieve.agent.agent import Agent, McpServer
-from contextsieve.agent.agentfile import server_tools
+from contextsieve.agent.file_servers import server_tools
 from contextsieve.agent.items import IncludeMode, Reference, Tool
 from contextsieve.engine import Engine
 from contextsieve.models.cpu import cpu_summary

@@ -25,7 +25,8 @@ import yaml
 
 from benchmarks.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
 from contextsieve.agent.agent import Agent
-from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent, to_document
+from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
+from contextsieve.agent.file_writer import to_document
 from contextsieve.agent.items import ItemKey
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError

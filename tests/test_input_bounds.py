@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from contextsieve.agent.agent import Agent, McpServer
-from contextsieve.agent.agentfile import CUT_MARK, ToolLimits, limit_tool, load_agent, save_agent, server_tools
+from contextsieve.agent.agentfile import load_agent, save_agent
+from contextsieve.agent.file_servers import server_tools
 from contextsieve.agent.items import IncludeMode, Reference, Tool
+from contextsieve.agent.tool_limits import CUT_MARK, ToolLimits, limit_tool
 from contextsieve.engine import Engine
 from contextsieve.errors import AgentFileError, InputError
 from contextsieve.mcp_client.client import ListConfig

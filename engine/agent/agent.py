@@ -225,7 +225,7 @@ class Agent:
 
     def set_server_tools(self, server: str, tools: Sequence[Tool], listed: Mapping[ItemKey, tuple[str, str]]) -> None:
         """Replace every tool of ``server`` with ``tools`` (a live listing with the file's overrides
-        applied: :func:`contextsieve.agent.agentfile.server_tools`); ``listed`` says which came from the
+        applied: :func:`contextsieve.agent.file_servers.server_tools`); ``listed`` says which came from the
         listing (they are not written into the agent file). The tools keep their place among the
         servers' tools."""
         with self.lock:

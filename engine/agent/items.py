@@ -164,8 +164,8 @@ class Tool:
         summary: extra embedding context for the tool (default ``""``); never sent to the model.
         cut_note: what the input limits cut from the tool as its MCP server listed it (default ``""``:
             nothing), e.g. ``"description cut from 1,048,576 to 10,000 characters (limit 10,000)"``; set by
-            :func:`contextsieve.agent.agentfile.server_tools` (see :class:`~contextsieve.agent.agentfile.ToolLimits`),
-            shown by ``explain`` and the tool listing.
+            :func:`contextsieve.agent.file_servers.server_tools` (see
+            :class:`~contextsieve.agent.tool_limits.ToolLimits`), shown by ``explain`` and the tool listing.
     """
 
     server: str

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.agent.agent import Agent, McpServer
-from contextsieve.agent.agentfile import limit_tool
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
+from contextsieve.agent.tool_limits import limit_tool
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, ToolChoiceError, brief
 from contextsieve.retrieval.embedding import TextEmbedder

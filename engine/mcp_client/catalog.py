@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from contextsieve.agent.agent import Agent, McpServer
-from contextsieve.agent.agentfile import ToolLimits, server_tools
+from contextsieve.agent.file_servers import server_tools
+from contextsieve.agent.tool_limits import ToolLimits
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.mcp_client.client import INTERNAL, ListConfig, Listing, list_tools, run_sync, server_kind

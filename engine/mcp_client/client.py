@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from contextsieve.agent.agent import McpServer
-from contextsieve.agent.agentfile import ToolLimits
+from contextsieve.agent.tool_limits import ToolLimits
 from contextsieve.errors import EventLoopError, InputError, MissingExtraError, brief
 
 T = TypeVar("T")

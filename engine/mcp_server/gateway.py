@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.agent.agent import McpServer
-from contextsieve.agent.agentfile import server_tools
+from contextsieve.agent.file_servers import server_tools
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
