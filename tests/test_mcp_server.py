@@ -20,7 +20,8 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from contextsieve.agent.agentfile import example_agent_path, load_agent
 from contextsieve.engine import Engine
-from contextsieve.mcp_server.server import ServeConfig, build_server
+from contextsieve.mcp_server.common import ServeConfig
+from contextsieve.mcp_server.server import build_server
 from tests.mcp_results import refused, result
 
 PR = "Please open a pull request for the cart rounding fix."
@@ -314,7 +315,7 @@ def test_the_logging_capability_sends_a_requests_notes_at_the_level_asked(engine
 
 def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_app_never_runs() -> None:
     """A client that trickles its body holds nothing past ``body_seconds`` (issue 27 item 13)."""
-    from contextsieve.mcp_server.server import guarded_app
+    from contextsieve.mcp_server.http_transport import guarded_app
 
     ran: list[bool] = []
     sent: list[dict[str, Any]] = []

@@ -183,7 +183,7 @@ def test_a_host_other_machines_can_reach_is_refused_without_a_token(model_cache:
         assert done.returncode == 2, (host, done.returncode, done.stderr[-2000:])  # it served without a word
         assert "is reachable from other machines and no token is set: pass --token-env VAR" in done.stderr
         assert "serving" not in done.stderr
-    from contextsieve.mcp_server.server import check_exposure, is_loopback
+    from contextsieve.mcp_server.http_transport import check_exposure, is_loopback
 
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "", "nosuchhost.invalid"))

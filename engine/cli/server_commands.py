@@ -34,7 +34,7 @@ def serve(args: argparse.Namespace) -> None:
     """``contextsieve serve``: context selection, tool search and the stash over MCP (stdio or HTTP)."""
     import os
 
-    from contextsieve.mcp_server.server import bind, check_exposure
+    from contextsieve.mcp_server.http_transport import bind, check_exposure
     from contextsieve.mcp_server.server import serve as run_server
 
     _log_to_stderr(args.log_level)
@@ -51,7 +51,7 @@ def serve(args: argparse.Namespace) -> None:
         for sock in bind(args.host, args.port, listen=False):
             sock.close()
     engine = load_engine(args.agent, None, args.offline, remember=args.remember_requests)
-    from contextsieve.mcp_server.server import ServeConfig
+    from contextsieve.mcp_server.common import ServeConfig
 
     config = ServeConfig(
         stash_session=args.stash_session,

@@ -682,7 +682,7 @@ class InspectServer:
         app = build_app(inspector, max_body_bytes=max_body_bytes, body_seconds=body_seconds)
         import uvicorn
 
-        from contextsieve.mcp_server.server import header_deadline_protocol
+        from contextsieve.mcp_server.http_transport import header_deadline_protocol
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
