@@ -826,7 +826,7 @@ def test_combined_ranking_matches_an_oracle_and_not_the_candidate_count(tmp_path
     flat = dict(created_weight=0.0, stashed_weight=0.0)
     everything = Filters(sessions=("a",))
     for query in [" ".join(rng.choice(words, size=3)) for _ in range(20)]:
-        qv = s._query(query)
+        qv = s.embed_query(query)
         sims = {h.id: h.score for h in s.backend.dense(qv, 1000, everything)}
         b = RankConfig().keyword_length_norm
         bm = {h.id: h.score for h in s.backend.keyword(index_terms(query), 1000, everything, b=b)}

@@ -144,7 +144,7 @@ class Inspector:
             return s
         name = self._stash_session
         if name is None and self.stash is not None:
-            from contextsieve.stash.store import DEFAULT_SESSION
+            from contextsieve.stash.options import DEFAULT_SESSION
 
             name = DEFAULT_SESSION
         return self.engine.session(stash=self.stash, stash_session=name, offer=self.offer)

@@ -39,7 +39,8 @@ from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_s
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.session.session import OfferConfig
-from contextsieve.stash.store import DEFAULT_SESSION, StashStore
+from contextsieve.stash.options import DEFAULT_SESSION
+from contextsieve.stash.store import StashStore
 
 try:
     from langchain.agents.middleware.types import (

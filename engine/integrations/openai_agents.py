@@ -87,8 +87,8 @@ from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.session.session import OfferConfig
 from contextsieve.stash import StashStore
+from contextsieve.stash.options import DEFAULT_SESSION
 from contextsieve.stash.segment import check_session
-from contextsieve.stash.store import DEFAULT_SESSION
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunHooks

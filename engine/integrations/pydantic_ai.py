@@ -39,7 +39,8 @@ from contextsieve.integrations.selector import (
 )
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.session.agent_tools import AgentTool
-from contextsieve.stash.store import DEFAULT_SESSION, StashStore
+from contextsieve.stash.options import DEFAULT_SESSION
+from contextsieve.stash.store import StashStore
 
 try:
     import anyio.to_thread

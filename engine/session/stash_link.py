@@ -25,7 +25,7 @@ from contextsieve.session.explain import Explanation
 
 if TYPE_CHECKING:
     from contextsieve.stash import RetrieveTrace, StashResult, StashStore
-    from contextsieve.stash.store import Retrieved
+    from contextsieve.stash.results import Retrieved
 
 __all__ = ["StashSettings", "SessionStash", "StashedMessage", "budget_cut"]
 

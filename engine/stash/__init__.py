@@ -5,20 +5,13 @@ Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI 
 """
 
 from contextsieve.retrieval.graphfile import GraphFileWarning
+from contextsieve.stash.config import StashConfig
+from contextsieve.stash.options import DEFAULT_SESSION, SegmentFilter
 from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.results import Candidate, MergeResult, Retrieved, RetrieveTrace, StashResult
 from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
 from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
-from contextsieve.stash.store import (
-    DEFAULT_SESSION,
-    Candidate,
-    MergeResult,
-    Retrieved,
-    RetrieveTrace,
-    SegmentFilter,
-    StashConfig,
-    StashResult,
-    StashStore,
-)
+from contextsieve.stash.store import StashStore
 
 __all__ = [
     "StashStore",

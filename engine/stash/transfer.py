@@ -306,7 +306,7 @@ def _usable_vectors(
     have = [x for x in segs if x.id in vectors]
     step = max(1, len(have) // SPOT_CHECKS)
     sample = have[::step][:SPOT_CHECKS]
-    fresh, _ = store._segment_vectors([x.text for x in sample], [x.type for x in sample], False)
+    fresh, _ = store.segment_vectors([x.text for x in sample], [x.type for x in sample], False)
     for x, v in zip(sample, fresh):
         theirs = vectors[x.id]
         if theirs.shape != v.shape or float(np.min(np.sum(theirs * v, axis=1))) < 0.99:
