@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks import workloads
 from contextsieve.models.cpu import WEIGHTS_ENV, cpu_summary
 
-GOLDEN = Path(__file__).resolve().parent.parent / "models" / "data" / "golden_minilm.npz"
+GOLDEN = Path(__file__).resolve().parents[2] / "models" / "data" / "golden_minilm.npz"
 
 
 def best(f: object, rounds: int = 3) -> float:
