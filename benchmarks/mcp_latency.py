@@ -157,7 +157,7 @@ def gateway_part(emb: Embedder, n: int) -> None:
 
     from mcp import Client, StdioServerParameters
 
-    from benchmarks.mcp_index import write_agent
+    from benchmarks.speed.mcp_index import write_agent
     from contextsieve.mcp_client.client import ListConfig
     from contextsieve.mcp_server.gateway import build_gateway
 
