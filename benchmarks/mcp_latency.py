@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from benchmarks.request_latency import messages as make_messages
+from benchmarks.speed.request_latency import messages as make_messages
 from contextsieve import Embedder
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine

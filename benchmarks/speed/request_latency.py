@@ -134,7 +134,7 @@ _ENGINE = (
     "e = Engine.from_file(example_agent_path(), cache_dir={cache!r})\n"
     "s = e.session()\ns.build_request('Open a pull request for the retry fix.')\n"
     "first = time.perf_counter() - _t0\nafter, peak = _mem()\n"
-    "from benchmarks.request_latency import messages\n"
+    "from benchmarks.speed.request_latency import messages\n"
     "for m in messages():\n    s.build_request(m)\n"
     "print(first, peak, after, _mem()[0])"
 )
