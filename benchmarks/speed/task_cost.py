@@ -33,7 +33,7 @@ import numpy as np
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
+DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
 _FIRST_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
