@@ -96,10 +96,10 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
         data = got.path.read_bytes()
         return data[:64] + data[-64:]
 
-    from benchmarks.crash import HashEmbedder
     from contextsieve.stash import StashStore
     from contextsieve.stash.backend import Filters
     from contextsieve.stash.sqlite import SqliteConfig
+    from tests.helpers.crash import HashEmbedder
 
     store_path = folder / "stash.db"
     plain = SqliteConfig(save_graph=False)

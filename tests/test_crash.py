@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks.crash import run
+from tests.helpers.crash import run
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fork and SIGKILL")
