@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
 from contextsieve.agent.file_writer import to_document
@@ -35,6 +34,7 @@ from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunk_store import TextEmbedder
 from contextsieve.session.session import Session
+from tests.helpers.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
 
 __all__ = ["Target", "TARGETS", "WrongResult", "hostile_text", "hostile_value", "make_state", "State"]
 
