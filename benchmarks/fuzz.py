@@ -23,8 +23,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.properties import TARGETS, Target, make_state, outcome
 from contextsieve.models.cpu import cpu_summary
+from tests.helpers.properties import TARGETS, Target, make_state, outcome
 
 
 def main(argv: list[str] | None = None) -> int:

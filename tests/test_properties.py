@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.properties import TARGETS, State, make_state, outcome
+from tests.helpers.properties import TARGETS, State, make_state, outcome
 
 EXAMPLES = {
     "agent_file": 150,

@@ -300,7 +300,7 @@ def _count(store: Any) -> int:
 
 def t_stash_api(state: Any, rng: random.Random) -> None:
     """One hostile call to the stash API; a refused call changes nothing, an accepted stash is held."""
-    from benchmarks.properties import check, hostile_text, hostile_value
+    from tests.helpers.properties import check, hostile_text, hostile_value
 
     surf = surfaces(state)
     store = surf.stash()
@@ -403,7 +403,7 @@ def t_mcp_tools(state: Any, rng: random.Random) -> None:
     in-memory client: a result, or a JSON-RPC error with a standard code; never an unexpected error."""
     from mcp import MCPError
 
-    from benchmarks.properties import check, hostile_text, hostile_value
+    from tests.helpers.properties import check, hostile_text, hostile_value
 
     surf = surfaces(state)
     client = surf.mcp()
@@ -510,7 +510,7 @@ def _raw_body(rng: random.Random, hostile_text: Any, hostile_value: Any, tools: 
 def t_mcp_stdio(state: Any, rng: random.Random) -> None:
     """One hostile line to a real ``serve`` over stdio, then a ping: the server answers the line at
     once where it can (a JSON-RPC error is a typed refusal), answers the ping, writes no traceback."""
-    from benchmarks.properties import hostile_text, hostile_value
+    from tests.helpers.properties import hostile_text, hostile_value
 
     surf = surfaces(state)
     surf.stdio_server()
@@ -570,7 +570,7 @@ def t_mcp_http(state: Any, rng: random.Random) -> None:
     the default protocol with hostile tool arguments): an answer within the time, never a 5xx, an
     internal error, an unexpected-error tool result or a dropped connection, and no traceback in the
     server's log."""
-    from benchmarks.properties import hostile_text, hostile_value
+    from tests.helpers.properties import hostile_text, hostile_value
 
     surf = surfaces(state)
     port = surf.http_server()
