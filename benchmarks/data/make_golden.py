@@ -15,7 +15,7 @@ import numpy as np
 from benchmarks import workloads
 from contextsieve.models.registry import get_model, resolve_folder
 
-OUT = Path(__file__).resolve().parent.parent / "models" / "data" / "golden_minilm.npz"
+OUT = Path(__file__).resolve().parents[2] / "models" / "data" / "golden_minilm.npz"
 
 
 def golden_texts() -> list[str]:
