@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.data.plays import build as plays
+from tests.helpers import plays
 
 
 def _scene(turn_id: str) -> str:

@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.realmem is not None:
             realmem(args.realmem, args.fp32, args.limit, form == "type")
         elif args.plays:
-            from benchmarks.data.plays import build as plays
+            from tests.helpers import plays
 
             conversations(args.data, args.fp32, form == "type", (plays.turns(), plays.questions()))
         else:

@@ -59,13 +59,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.data.plays import build as plays
 from benchmarks.quality.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash import RankConfig
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
+from tests.helpers import plays
 
 EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"
 DAY = 86_400.0

