@@ -116,7 +116,7 @@ def select(args: argparse.Namespace) -> None:
     ms = (time.perf_counter() - t) * 1000
     explanations = [session.explain(args.message, key) for key in args.explain]
     if args.json:
-        out = {"context": req.context.to_dict(), "request": req.openai()}
+        out: dict[str, Any] = {"context": req.context.to_dict(), "request": req.openai()}
         if explanations:
             out["explanations"] = [{**e.__dict__, "text": str(e)} for e in explanations]
         print(json.dumps(out, indent=1))
