@@ -1,31 +1,13 @@
-"""Kill writers with SIGKILL at random moments and check what survived.
-
-    python -m benchmarks.crash --kills 1000 [--seed 1] [--writers agent_save,session_save]
-
-Each writer runs in a forked child that writes in a loop and acknowledges every write after the call
-returned (a line on a pipe); the parent kills it after a random delay, then opens what is on disk as
-a user would. Per writer it prints: kills, acknowledged writes, writes lost (the file holds an older
-version than the last acknowledged one, or nothing), corrupt files (the file does not open or fails
-verification), temp files found right after a kill, and temp files left once a new writer has
-written again (the next write removes a killed writer's temp files).
-
-Writers: ``agent_save`` (:func:`save_agent`, a ~100 KB agent file), ``embedding_cache``
-(:class:`EmbeddingCache.put`, 50 vectors a transaction), ``graph_save`` (:func:`save_graph`, the
-HNSW graph of a 500-3,000 group chunk index; the check rebuilds the acknowledged version's index and
-loads the saved graph into it, which must adopt it unchanged and without a warning),
-``session_save`` (:meth:`Session.save`, a growing history), ``model_build`` (:class:`Embedder` with
-``rebuild=True``: a graph build and its cache entry; fewer kills, each takes seconds), ``stash``
-(:meth:`StashStore.stash` of 5-segment batches into one SQLite stash, with a retrieval between
-batches; the check reads every acknowledged segment back, verifies its text and its vectors'
-checksum, and runs ``PRAGMA integrity_check``), ``stash_mcp`` (the same batches through MCP:
-``stash_context`` calls of the SDK's in-memory client to the server, acknowledged when the result
-came back; checked the same way). Targets: 0 writes lost and 0 corrupt
-files over >= 1,000 kills.
+"""The crash harness: writers that write in a loop in a forked child and acknowledge each write, the
+checks that open what a killed writer left as a user would, and :func:`run`, which forks, kills with
+SIGKILL at random moments and counts kills, acknowledged writes, writes lost, corrupt files and temp
+files. Shared by ``tests/test_crash.py`` (a short run) and ``python -m benchmarks.robustness.crash``
+(its docstring says what each writer writes and how it is checked); ``HashEmbedder`` also serves
+``benchmarks.robustness.tamper``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import select
@@ -48,7 +30,6 @@ from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models.cache import ModelCache
-from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
@@ -425,30 +406,3 @@ def run(kills: int, seed: int, names: list[str]) -> dict[str, Counter[str]]:
                 print(f"final write {name}: {e!r}"[:300], file=sys.stderr)
             stats[name]["temps left"] = _temps(folders[name])
     return stats
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--writers", default=",".join(WRITERS))
-    args = ap.parse_args(argv)
-    names = [n for n in args.writers.split(",") if n]
-    unknown = set(names) - set(WRITERS)
-    if unknown:
-        ap.error(f"unknown writers {sorted(unknown)}; known: {', '.join(WRITERS)}")
-    t0 = time.time()
-    stats = run(args.kills, args.seed, names)
-    print(f"# crash: {args.kills} kills, seed {args.seed}, {time.time() - t0:.0f} s; {cpu_summary()}")
-    cols = ["kills", "acked", "lost", "corrupt", "temps at kill", "temps left", "writer errors"]
-    print(f"{'writer':<16}" + "".join(f"{c:>15}" for c in cols))
-    total: Counter[str] = Counter()
-    for name in names:
-        total.update(stats[name])
-        print(f"{name:<16}" + "".join(f"{stats[name][c]:>15}" for c in cols))
-    print(f"{'all':<16}" + "".join(f"{total[c]:>15}" for c in cols))
-    return 1 if total["lost"] or total["corrupt"] or total["writer errors"] or total["temps left"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
