@@ -26,7 +26,9 @@ import pytest
 
 from contextsieve import Engine, StashStore, example_agent_path
 from contextsieve.cli.main import main
-from contextsieve.inspect.page import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, Inspector, InspectServer, prefix_digests
+from contextsieve.inspect.inspector import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, Inspector
+from contextsieve.inspect.server import InspectServer
+from contextsieve.inspect.views import prefix_digests
 from contextsieve.models.cache import CACHE_ENV
 
 MESSAGES = (

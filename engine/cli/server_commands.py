@@ -96,7 +96,8 @@ def gateway(args: argparse.Namespace) -> None:
 
 def inspect_page(args: argparse.Namespace) -> None:
     """``contextsieve inspect``: the local page of request contexts, until Ctrl-C."""
-    from contextsieve.inspect.page import Inspector, InspectServer
+    from contextsieve.inspect.inspector import Inspector
+    from contextsieve.inspect.server import InspectServer
 
     if args.stash and "://" not in args.stash and not Path(args.stash).is_file():
         raise InputError(f"--stash {args.stash}: no stash store there (inspect does not create one)")

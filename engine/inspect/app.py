@@ -1,0 +1,197 @@
+"""The inspect page's web app: the Starlette routes over an :class:`~.inspector.Inspector`.
+
+The page is static HTML with a little vanilla JavaScript that renders the JSON endpoints below (all
+text goes in as text nodes, never as markup); its files (``index.html``, ``inspect.css``,
+``inspect.js``) are package data of ``contextsieve.inspect``, read with :mod:`importlib.resources`. The
+HTTP stack is the one ``serve --transport http`` runs (Starlette under uvicorn, from the MCP SDK: the
+``mcp`` extra), bound to 127.0.0.1 only (by :class:`~.server.InspectServer`).
+
+Endpoints: ``GET /`` (the page), ``GET /api/info``, ``GET /api/turns`` (the saved session's turns,
+replayed), ``POST /api/select`` with ``{"message": "..."}`` (a turn of the page's session), ``POST
+/api/reset`` (a new page session). Bad input is a 4xx JSON ``{"error": "..."}``: an empty or
+oversize message, a body over :data:`~.inspector.MAX_BODY_BYTES` (413), a body that is not JSON (400),
+another content type than ``application/json`` (415), a request from another origin or host name (403).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from typing import Any
+
+from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, UnknownItemError
+from contextsieve.inspect.inspector import MAX_BODY_BYTES, Inspector
+
+__all__ = ["build_app", "page_file"]
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost")
+_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _require_stack() -> None:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise MissingExtraError(
+            "contextsieve inspect serves its page with the MCP SDK's web stack (starlette, uvicorn): "
+            "pip install 'contextsieve[mcp]'"
+        ) from e
+
+
+def page_file(name: str) -> bytes:
+    """One of the page's static files (``index.html``, ``inspect.css``, ``inspect.js``: package data of
+    ``contextsieve.inspect``), as the bytes served. Every text from the JSON goes into the page through
+    ``textContent``, never as markup."""
+    return resources.files("contextsieve.inspect").joinpath(name).read_bytes()
+
+
+def _host_name(value: str) -> str:
+    """The host name of a ``Host`` header value or an origin's authority (no port, no brackets)."""
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, body_seconds: float = 30.0) -> Any:
+    """The page's ASGI application (Starlette). Requests must name 127.0.0.1 or localhost as their
+    host and, when they carry an ``Origin``, come from the page itself (403 otherwise: no other web
+    site can read or drive it, also not through DNS rebinding); POST bodies must be
+    ``application/json`` (415), at most ``max_body_bytes`` (413) and arrive within ``body_seconds``
+    (408)."""
+    _require_stack()
+    import anyio
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request as HttpRequest
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    def error(status: int, message: str) -> Response:
+        return JSONResponse({"error": message}, status_code=status, headers=_HEADERS)
+
+    def asset(body: bytes, media_type: str) -> Any:
+        async def get(request: HttpRequest) -> Response:
+            return Response(body, media_type=media_type, headers=_HEADERS)
+
+        return get
+
+    async def read_json(request: HttpRequest) -> Any:
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise _HttpError(415, "send the body as application/json")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
+            raise _HttpError(413, f"request body over {max_body_bytes} bytes")
+        parts: list[bytes] = []
+        seen = 0
+        try:
+            with anyio.fail_after(body_seconds):
+                async for chunk in request.stream():
+                    seen += len(chunk)
+                    if seen > max_body_bytes:
+                        raise _HttpError(413, f"request body over {max_body_bytes} bytes")
+                    parts.append(chunk)
+        except TimeoutError:
+            raise _HttpError(408, f"request body not received within {body_seconds:g} s") from None
+        try:
+            return json.loads(b"".join(parts).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise _HttpError(400, f"the body is not valid JSON: {e}") from None
+        except RecursionError:
+            raise _HttpError(400, "the body is not valid JSON: nested too deeply") from None
+
+    def api(fn: Any) -> Any:
+        """An endpoint answering JSON: contextsieve's input errors as 400, others as 500, never a traceback."""
+
+        async def endpoint(request: HttpRequest) -> Response:
+            try:
+                result = await fn(request)
+            except _HttpError as e:
+                return error(e.status, e.message)
+            except (InputError, UnknownItemError) as e:
+                return error(400, str(e).strip("'\""))
+            except ContextSieveError as e:
+                return error(500, str(e))
+            except Exception as e:  # noqa: BLE001 - the page gets a message, the console one line
+                print(f"contextsieve inspect: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                return error(500, f"internal error ({type(e).__name__}); see the server's console")
+            return JSONResponse(result, headers=_HEADERS)
+
+        return endpoint
+
+    async def info(request: HttpRequest) -> Any:
+        return await run_in_threadpool(inspector.info)
+
+    async def turns(request: HttpRequest) -> Any:
+        return {"turns": await run_in_threadpool(inspector.turns)}
+
+    async def select(request: HttpRequest) -> Any:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise _HttpError(400, 'the body must be a JSON object: {"message": "..."}')
+        if "message" not in body:
+            raise _HttpError(400, 'the body has no "message"')
+        return await run_in_threadpool(inspector.select, body["message"])
+
+    async def reset(request: HttpRequest) -> Any:
+        await read_json(request)
+        return await run_in_threadpool(inspector.reset)
+
+    async def no_icon(request: HttpRequest) -> Response:
+        return Response(status_code=204, headers=_HEADERS)
+
+    async def http_error(request: HttpRequest, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        words = {404: "no such page", 405: "method not allowed"}
+        response = error(status, words.get(status, getattr(exc, "detail", "") or "error"))
+        response.headers.update(getattr(exc, "headers", None) or {})  # Allow, for a 405
+        return response
+
+    app = Starlette(
+        routes=[
+            Route("/", asset(page_file("index.html"), "text/html; charset=utf-8"), methods=["GET"]),
+            Route("/inspect.js", asset(page_file("inspect.js"), "text/javascript; charset=utf-8"), methods=["GET"]),
+            Route("/inspect.css", asset(page_file("inspect.css"), "text/css; charset=utf-8"), methods=["GET"]),
+            Route("/favicon.ico", no_icon, methods=["GET"]),
+            Route("/api/info", api(info), methods=["GET"]),
+            Route("/api/turns", api(turns), methods=["GET"]),
+            Route("/api/select", api(select), methods=["POST"]),
+            Route("/api/reset", api(reset), methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+    )
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            host = headers.get("host", "")
+            origin = headers.get("origin")
+            why = None
+            if _host_name(host) not in _LOCAL_HOSTS:
+                why = "this page answers requests for 127.0.0.1 or localhost only"
+            elif origin is not None and origin != f"http://{host}":
+                why = "requests from other origins are refused"
+            if why is not None:
+                await error(403, why)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
