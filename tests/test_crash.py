@@ -1,5 +1,5 @@
 """kill -9 at random moments loses no acknowledged write and corrupts no file (a short run of
-``python -m benchmarks.crash``; docs/reliability.md's figures come from the long one)."""
+``python -m benchmarks.robustness.crash``; docs/reliability.md's figures come from the long one)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Hypothesis property tests of the public API and the agent-file loader under hostile input.
 
-The targets live in :mod:`benchmarks.properties` (``python -m benchmarks.fuzz`` runs them at length);
+The targets live in :mod:`tests.helpers.properties` (``python -m benchmarks.robustness.fuzz`` runs them at length);
 here each runs a bounded number of examples: every call either returns a result that keeps its
 properties or raises a :class:`~contextsieve.errors.ContextSieveError`.
 """
@@ -93,7 +93,7 @@ def test_any_unicode_text_reaches_every_text_entry_point_safely(message: str, ke
 
 
 def test_cases_the_fuzz_found() -> None:
-    """Each raised an untyped error before (found by ``python -m benchmarks.fuzz``)."""
+    """Each raised an untyped error before (found by ``python -m benchmarks.robustness.fuzz``)."""
     import numpy as np
 
     from contextsieve.agent.items import ItemKey

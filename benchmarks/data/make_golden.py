@@ -2,7 +2,7 @@
 
 Needs the ``bench`` extra (torch 2.13 CPU + sentence-transformers); the tests only read the file.
 
-    python -m benchmarks.make_golden
+    python -m benchmarks.data.make_golden
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Retrieval quality on a BEIR-format data set (SciFact by default), the way MTEB scores it.
 
-    python -m benchmarks.beir_quality --data ../shared/eval/scifact [--variants fp32,int8] [--split test]
+    python -m benchmarks.quality.beir_quality --data ../shared/eval/scifact [--variants fp32,int8] [--split test]
 
 Documents are embedded as ``title + " " + text`` (MTEB's convention), queries as given; exact dot-
 product search over unit vectors. Prints nDCG@10 (MTEB's main score), Recall@10, Recall@100 and

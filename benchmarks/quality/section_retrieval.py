@@ -1,6 +1,6 @@
 """Heading paths in contextual embeddings: does the right section of a markdown reference win?
 
-    python -m benchmarks.section_retrieval [--data benchmarks/data/md_sections] [--variant int8]
+    python -m benchmarks.quality.section_retrieval [--data benchmarks/data/md_sections] [--variant int8]
 
 Data (written for this project, see its ``build.py``): three markdown references whose sections
 repeat sub-headings under different parents, and one question per section. Each reference is an

@@ -1,13 +1,13 @@
 """The absolute floor (``context_min_score``): what small talk selects, and recall on real requests.
 
-    python -m benchmarks.small_talk [--data benchmarks/data/mcp_catalog benchmarks/data/mcp_tasks
+    python -m benchmarks.quality.small_talk [--data benchmarks/data/mcp_catalog benchmarks/data/mcp_tasks
                                      ../shared/eval/metatool] [--sample 500] [--floors none,0.1,...]
 
-For each catalog (``tools.jsonl`` / ``queries.jsonl`` in the format of ``benchmarks.tool_selection``,
+For each catalog (``tools.jsonl`` / ``queries.jsonl`` in the format of ``benchmarks.quality.tool_selection``,
 every server in ``agent`` mode) and each floor, the default pipeline is run on the catalog's queries
 (a fixed sample of ``--sample`` with ``random.Random(0)`` when there are more) and on
 :data:`SMALL_TALK` (greetings, thanks, chit-chat: nothing in any catalog is asked for). Columns:
-R@sel and all@sel (as in ``benchmarks.tool_selection``), n = tools selected per query, and
+R@sel and all@sel (as in ``benchmarks.quality.tool_selection``), n = tools selected per query, and
 "small talk" = tools selected per small-talk message (the target is 0). The last table does the
 same on the bundled example agent (rules, references and tools; ``always`` items not counted) with
 the two messages of issue 27 item 15 that must keep their tool.

@@ -1,8 +1,8 @@
 """Stash retrieval quality on a long multi-session conversation set: recall@5/@10 of evidence turns.
 
-    python -m benchmarks.stash_quality [--data benchmarks/data/conversations] [--fp32]
-    python -m benchmarks.stash_quality --beir ../shared/eval/scifact [--split train|test]
-    python -m benchmarks.stash_quality --realmem ../shared/eval/realmem [--limit N]
+    python -m benchmarks.quality.stash_quality [--data benchmarks/data/conversations] [--fp32]
+    python -m benchmarks.quality.stash_quality --beir ../shared/eval/scifact [--split train|test]
+    python -m benchmarks.quality.stash_quality --realmem ../shared/eval/realmem [--limit N]
 
 Every turn of each conversation is stashed (one stash session per conversation) as
 ``"<Speaker>: <text>"`` with its session's date; each question retrieves from its conversation's

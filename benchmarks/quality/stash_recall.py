@@ -1,6 +1,6 @@
 """Recall experiments for the stash, every variant on every set in one table (issue 28).
 
-    python -m benchmarks.stash_recall [--sets conv,plays,realmem,scifact] [--embeddings plain,type,...]
+    python -m benchmarks.quality.stash_recall [--sets conv,plays,realmem,scifact] [--embeddings plain,type,...]
         [--rank-embedding type] [--rankings "default,bm25 b 0.25"] [--cache DIR] [--limit N]
 
 What a variant changes is either the text embedded for a segment (the stored text stays the turn)

@@ -1,6 +1,6 @@
 """Tool offers across an agent loop: what each request sends and what it keeps of the prompt cache.
 
-    python -m benchmarks.tool_offers [--tasks-per-session 5]
+    python -m benchmarks.quality.tool_offers [--tasks-per-session 5]
 
 The agent holds the 584 tools of ``benchmarks/data/mcp_catalog`` in ``agent`` mode (default
 settings, the default embedder). Each task of its 120 is split into steps (sentences, then clauses

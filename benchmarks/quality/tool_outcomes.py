@@ -1,7 +1,7 @@
 """Learning from the outcome: does recording what the model called (and what it was offered and did
 not call) raise tool recall at equal tools on a later pass over the same tasks?
 
-    python -m benchmarks.tool_outcomes [--data benchmarks/data/mcp_catalog ...] [--weights 0.1,0.2,0.3]
+    python -m benchmarks.quality.tool_outcomes [--data benchmarks/data/mcp_catalog ...] [--weights 0.1,0.2,0.3]
 
 Per data set (default: ``benchmarks/data/mcp_catalog`` and ``benchmarks/data/mcp_tasks``; MetaTool-
 format folders), one agent holds every tool in ``agent`` mode (default settings). The queries are

@@ -1,6 +1,6 @@
 """Tool-selection quality: BM25, dense, the reference pipeline and fusions, on MetaTool-format data.
 
-    python -m benchmarks.tool_selection --data ../shared/eval/metatool [--full] [--sample 2000]
+    python -m benchmarks.quality.tool_selection --data ../shared/eval/metatool [--full] [--sample 2000]
 
 Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jsonl`` lines ``{"id",
 "query", "relevant": ["server/name", ...]}`` (optional ``relevant_groups``: any member of a group

@@ -1,8 +1,8 @@
 """Fuzz the public API with hostile input for a while and count what escapes.
 
-    python -m benchmarks.fuzz --minutes 20 [--seed 1] [--targets request,agent_file]
+    python -m benchmarks.robustness.fuzz --minutes 20 [--seed 1] [--targets request,agent_file]
 
-Runs the targets of :mod:`benchmarks.properties` round-robin (each call from its own seed, so a case
+Runs the targets of :mod:`tests.helpers.properties` round-robin (each call from its own seed, so a case
 can be replayed with ``--replay TARGET:SEED``) against the real int8 MiniLM embedder and the bundled
 example agent, and prints per target: calls, typed refusals, untyped errors, hangs (a call over
 ``--hang`` seconds, default 10) and silent wrong results, with the first example of each failure.

@@ -1,10 +1,10 @@
 """Bounded work per input (issue 37, item 4): chunking time of long texts, and the first request over
 an agent one of whose MCP servers lists a 1 MB tool description.
 
-    python -m benchmarks.input_bounds                          # the table
-    python -m benchmarks.input_bounds --uncut                  # also the 1 MB tool made in code (not cut)
+    python -m benchmarks.robustness.input_bounds                          # the table
+    python -m benchmarks.robustness.input_bounds --uncut                  # also the 1 MB tool made in code (not cut)
     git show <commit>:engine/selection/chunking.py > /tmp/old_chunking.py
-    python -m benchmarks.input_bounds --before /tmp/old_chunking.py   # chunking rows of that code too
+    python -m benchmarks.robustness.input_bounds --before /tmp/old_chunking.py   # chunking rows of that code too
 
 Texts are words drawn (seeded) from the standard library's docstrings (``benchmarks/workloads.py``),
 so no two chunks are alike: "no sentence breaks" is one run of words, "sentence breaks" ends a

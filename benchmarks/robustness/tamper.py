@@ -1,6 +1,6 @@
 """Flip bytes in the files contextsieve writes for itself and check that each flip is detected or harmless.
 
-    python -m benchmarks.tamper [--flips 500] [--seed 1]
+    python -m benchmarks.robustness.tamper [--flips 500] [--seed 1]
 
 For each file kind, one byte at a random position gets a random bit flipped (a fresh copy of the file
 each time), then the file is opened as the library opens it. Outcomes: *detected* (a typed
@@ -15,7 +15,7 @@ serves what the untouched graph served, from a graph built again), a stash store
 segments read back and three retrievals; a flip in stored vectors counts as detected when their
 checksum leaves them out and every text and field still reads as written), the embedding cache (SQLite), the built
 model graph (``.onnx``) and its cache entry (``.json``). Agent and session files are the user's own
-text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.fuzz`` instead.
+text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.robustness.fuzz`` instead.
 """
 
 from __future__ import annotations

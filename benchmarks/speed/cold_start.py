@@ -1,6 +1,6 @@
 """What a fresh process pays before its first answer: imports, first small request, first Numba calls.
 
-    python -m benchmarks.cold_start
+    python -m benchmarks.speed.cold_start
 
 Each figure is the median of 3 fresh processes. "cold cache" runs with an empty ``NUMBA_CACHE_DIR``
 (every kernel compiles), "warm cache" reuses the one the cold runs filled.

@@ -1,7 +1,7 @@
 """Side-by-side: contextsieve (default ``auto``, fp32, int8) vs sentence-transformers (torch CPU) vs fastembed.
 
-    python -m benchmarks.compare_embedders            # needs the bench extra for the peers
-    python -m benchmarks.compare_embedders --engines contextsieve-auto,contextsieve-fp32,contextsieve-int8
+    python -m benchmarks.speed.compare_embedders            # needs the bench extra for the peers
+    python -m benchmarks.speed.compare_embedders --engines contextsieve-auto,contextsieve-fp32,contextsieve-int8
 
 ``contextsieve-auto`` is the default a user gets: the variants measured on this CPU, the fastest that
 passes the fidelity bars per use (``contextsieve build`` prints that table).

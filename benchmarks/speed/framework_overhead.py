@@ -1,7 +1,7 @@
 """contextsieve's LangChain middleware beside the framework's own tool selectors: overhead per turn,
 extra LLM calls, tools sent and recall, on the project's MCP catalog.
 
-    python -m benchmarks.framework_overhead [--queries 120] [--variant int8]
+    python -m benchmarks.speed.framework_overhead [--queries 120] [--variant int8]
 
 Every turn is one user message of ``benchmarks/data/mcp_catalog`` (its 584 tools as LangChain
 ``StructuredTool`` objects; the queries' needed tools as labelled there) sent through a middleware's

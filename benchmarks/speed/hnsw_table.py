@@ -1,6 +1,6 @@
 """HNSW vs exact search on real MiniLM vectors: recall@10, single-query latency, build time.
 
-    python -m benchmarks.hnsw_table [--n 100000] [--queries 200]
+    python -m benchmarks.speed.hnsw_table [--n 100000] [--queries 200]
 
 Texts: distinct docstring sentences (20-200 characters) of the standard library and then of the
 installed site-packages (so the corpus depends on what is installed), shuffled with seed 1234; the

@@ -1,6 +1,6 @@
 """Ablation of the int8 recipe: accuracy against fp32 and speed, one step at a time, in one run.
 
-    python -m benchmarks.int8_recipe
+    python -m benchmarks.speed.int8_recipe
 
 Accuracy: min / mean / 1st-percentile cosine against contextsieve fp32 on the ~300 varied texts of
 ``benchmarks/workloads.py`` (prose, code, lists, non-English, degenerate, over 256 tokens). Speed: the

@@ -1,6 +1,6 @@
 """int8 weight types on this CPU: fp32 against int8 with s8 and with u8 weights, speed and accuracy.
 
-    python -m benchmarks.int8_weights
+    python -m benchmarks.speed.int8_weights
 
 ONNX Runtime's u8 x s8 integer GEMM is exact where the CPU has VNNI (or AMX); without it, it adds
 pairs of products in saturating 16-bit lanes. contextsieve then builds its int8 graph with u8

@@ -1,6 +1,6 @@
 """Scoring kernels against the machine's memory bandwidth, in one run, one table.
 
-    python -m benchmarks.kernels_table [--sizes 1000,10000,100000,1000000] [--queries 1,2,4,8]
+    python -m benchmarks.speed.kernels_table [--sizes 1000,10000,100000,1000000] [--queries 1,2,4,8]
 
 For each corpus size N (random unit 384-d float32 rows) and query count M: numpy (``C @ Q.T``,
 ``max``, ``argpartition`` top-20), the fused Numba kernel (score + max-pool + top-20 in one pass), and

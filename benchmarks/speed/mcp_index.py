@@ -1,14 +1,14 @@
 """From an agent's MCP servers to its first request: cold (live listing + embedding every tool) and
 warm (cached listing, nothing to embed), in one run.
 
-    python -m benchmarks.mcp_index [--runs 3]
+    python -m benchmarks.speed.mcp_index [--runs 3]
 
 The agent declares the three reference servers over stdio: ``mcp-server-time`` and ``mcp-server-git``
 (PyPI) and ``@modelcontextprotocol/server-filesystem`` (npm, through ``npx -y``; its package is fetched
 once before timing). Cold: a fresh cache folder, ``Engine.connect(refresh=True)`` (what ``contextsieve
 tools --refresh`` does) then the first ``select`` (embeds the tools and the message). Warm: a new
 ``Engine`` on the same folder, ``connect()`` from the cached listings, then ``select``. The model
-graph is built and loaded before timing (its cost is in ``benchmarks.cold_start``). Also the wall
+graph is built and loaded before timing (its cost is in ``benchmarks.speed.cold_start``). Also the wall
 time of the CLI, ``contextsieve select AGENT MESSAGE`` in a new process, cold and warm. Medians.
 """
 

@@ -1,7 +1,7 @@
 """What MCP adds to a request: ``select_context`` in process, through the SDK's in-memory client, over
 stdio and over streamable HTTP (127.0.0.1), in one run; and the tool-definition tokens a host sends.
 
-    python -m benchmarks.mcp_latency [--messages 100]
+    python -m benchmarks.speed.mcp_latency [--messages 100]
 
 The bundled example agent (20 rules and references, 31 tools); messages are 1-3 docstring sentences
 (``benchmarks.workloads``). Each path runs the same messages after 5 warm-up calls, each message in a

@@ -1,7 +1,7 @@
 """Request-context latency of the engine on a 200-item agent (~1,000 chunks), in one run.
 
-    python -m benchmarks.request_latency            # the 200-item agent
-    python -m benchmarks.request_latency --large    # also a ~150,000-chunk agent, HNSW vs exact search
+    python -m benchmarks.speed.request_latency            # the 200-item agent
+    python -m benchmarks.speed.request_latency --large    # also a ~150,000-chunk agent, HNSW vs exact search
 
 The agent is built from standard-library docstrings (``benchmarks/workloads.py``): 60 references of
 13 chunks, 60 rules of 2 chunks and 80 tools of 1 chunk, all in ``agent`` mode (every item is
@@ -18,7 +18,7 @@ graph and embedding cache warm), then 200 more; a process that embeds 1,000 sent
 first request (caches warm, median of 3).
 
 ``--large``: 14,000 references of 10 docstring sentences each (one chunk per sentence plus the
-header chunk: 154,000 chunks; the sentences of ``benchmarks.hnsw_table``), all in ``agent`` mode,
+header chunk: 154,000 chunks; the sentences of ``benchmarks.speed.hnsw_table``), all in ``agent`` mode,
 searched by the same 200 messages through the default index (HNSW from 50,000 chunks) and with
 ``IndexConfig(backend="exact")``, in one run; vectors are cached in the temp folder for reruns. It
 reports request and selection latency (selection = request minus embedding the message) and how

@@ -1,7 +1,7 @@
 """Stash store speed: stash throughput, retrieve latency at 10k / 100k (/ 1M) segments, with and
 without a 1%-selective filter, embedded exact vs HNSW vs PostgreSQL; HNSW recall@10 against exact.
 
-    python -m benchmarks.stash_speed [--sizes 10000,100000] [--queries 100] [--rounds 5] [--no-postgres]
+    python -m benchmarks.speed.stash_speed [--sizes 10000,100000] [--queries 100] [--rounds 5] [--no-postgres]
 
 Throughput: 1,000 segments of about 100 model tokens (docstring sentences joined), and 1,000 of about
 12 (a sentence, as a conversation turn), stashed in batches of 100 with the real model (default

@@ -1,6 +1,6 @@
 """What a long task costs a request, against a one-sentence request, on the project's real MCP catalog.
 
-    python -m benchmarks.task_cost [--rounds 5]
+    python -m benchmarks.speed.task_cost [--rounds 5]
 
 The agent holds the 584 tools of ``benchmarks/data/mcp_catalog`` in ``agent`` mode (default settings,
 the default embedder: ``variant="auto"``). Three kinds of request, each built with

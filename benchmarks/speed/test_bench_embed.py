@@ -1,8 +1,8 @@
 """pytest-benchmark cases for the embedding hot paths (needs the bench extra's pytest-benchmark).
 
-    python -m pytest benchmarks/test_bench_embed.py --benchmark-only
+    python -m pytest benchmarks/speed/test_bench_embed.py --benchmark-only
 
-Speed goals are read from these tables and ``benchmarks/compare_embedders.py``; nothing here asserts
+Speed goals are read from these tables and ``benchmarks/speed/compare_embedders.py``; nothing here asserts
 a time.
 """
 

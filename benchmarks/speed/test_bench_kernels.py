@@ -1,6 +1,6 @@
 """pytest-benchmark cases for selection's hot paths at agent sizes (1k and 10k chunks).
 
-    python -m pytest benchmarks/test_bench_kernels.py --benchmark-only
+    python -m pytest benchmarks/speed/test_bench_kernels.py --benchmark-only
 
 Both backends are timed explicitly (the dispatch picks numpy below ``NUMBA_MIN_WORK``); nothing here
 asserts a time.

@@ -1,5 +1,5 @@
 """Properties of the public API under hostile input, shared by ``tests/test_properties.py`` (Hypothesis,
-a few hundred examples per target) and ``python -m benchmarks.fuzz`` (the same targets at length).
+a few hundred examples per target) and ``python -m benchmarks.robustness.fuzz`` (the same targets at length).
 
 A target makes one call (or a short sequence of calls) from a :class:`random.Random` and checks what
 came back. Outcomes: the call returned and its checks held; it raised a
@@ -136,7 +136,7 @@ class State:
     keys: list[str]
     sessions: list[Session] = field(default_factory=list)
     model_cache: Path | None = None  # where served processes find the built model (default: theirs)
-    surfaces: Any = None  # benchmarks.surfaces.Surfaces, made by the first target that needs it
+    surfaces: Any = None  # tests.helpers.surfaces.Surfaces, made by the first target that needs it
 
     def close(self) -> None:
         """End what the surface targets started (server processes, the MCP client, the stash)."""

@@ -1,10 +1,10 @@
 """Fuzz targets over the stash API and the MCP surfaces (issue 27): hostile calls to a real
 :class:`~contextsieve.stash.StashStore`, to the MCP tools through the SDK's in-memory client, raw lines
 to a real ``contextsieve serve`` over stdio and raw HTTP bodies to a real ``serve --transport http``
-on 127.0.0.1. Used by :mod:`benchmarks.properties` (its ``TARGETS``), so both ``python -m
-benchmarks.fuzz`` and ``tests/test_properties.py`` run them.
+on 127.0.0.1. Used by :mod:`tests.helpers.properties` (its ``TARGETS``), so both ``python -m
+benchmarks.robustness.fuzz`` and ``tests/test_properties.py`` run them.
 
-What counts (see :func:`benchmarks.properties.outcome`): a typed refusal is a
+What counts (see :func:`tests.helpers.properties.outcome`): a typed refusal is a
 :class:`~contextsieve.errors.ContextSieveError` from the API, a JSON-RPC error with a standard code
 from MCP, a 4xx from HTTP; an *untyped* error is any other exception, an MCP tool result that is an
 unexpected-error text ("Error executing tool"), a JSON-RPC internal error, a 5xx, a server process

@@ -1,4 +1,4 @@
-"""Build the long multi-session conversation set for ``python -m benchmarks.stash_quality``.
+"""Build the long multi-session conversation set for ``python -m benchmarks.quality.stash_quality``.
 
 Written for this project (no public data copied): six two-person conversations of 10 sessions each,
 weeks apart, about everyday life. Each session carries a few *events* (a new job, a trip, a pet, an
