@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import multiprocessing as mp
@@ -22,12 +23,14 @@ from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash import (
     NewSegment,
     RankConfig,
+    RetrieveOptions,
     SegmentType,
     StashConfig,
     StashIntegrityWarning,
     StashStore,
 )
 from contextsieve.stash.backend import Filters, query_terms
+from contextsieve.stash.options import RetrieveKeywords
 from contextsieve.stash.sqlite import SqliteBackend
 from contextsieve.stash.vectors import TableRow, VectorTable
 from tests.fake_embedder import FakeEmbedder
@@ -224,6 +227,30 @@ def test_bad_calls(store: StashStore) -> None:
 
 
 # -- retrieval ------------------------------------------------------------------------------------
+
+
+def test_retrieve_takes_one_options_object_or_its_keywords(store: StashStore) -> None:
+    """``retrieve(query, RetrieveOptions(...))`` and ``retrieve(query, **the same names)`` are one call;
+    both at once, or options of another type, are refused; the keywords' TypedDict is the dataclass."""
+    store.stash(["deploy the api on friday", "the cat sat on the mat", "rollback plan for the api"], session="s")
+    now = T0 + timedelta(days=1)
+    opts = RetrieveOptions(session="s", top_k=2, now=now)
+    by_options = store.retrieve_traced("api deploy", opts)
+    by_keywords = store.retrieve_traced("api deploy", session="s", top_k=2, now=now)
+    assert by_options == by_keywords and len(by_options[0]) == 2
+    assert store.retrieve("api deploy", opts) == by_options[0]
+    assert [r.segment.id for r in store.retrieve("api deploy", RetrieveOptions(session="s"))] == [
+        r.segment.id for r in store.retrieve("api deploy", session="s")
+    ]
+    with pytest.raises(InputError, match="not both"):
+        store.retrieve("api", opts, top_k=1)
+    with pytest.raises(InputError, match="RetrieveOptions"):
+        store.retrieve("api", {"top_k": 1})  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        store.retrieve("api", RetrieveOptions(session="s", top_k=0))
+    with pytest.raises(TypeError):
+        store.retrieve("api", topk=1)  # type: ignore[call-arg]
+    assert set(RetrieveKeywords.__annotations__) == {f.name for f in dataclasses.fields(RetrieveOptions)}
 
 
 def test_retrieve_ranks_filters_and_previews(store: StashStore) -> None:

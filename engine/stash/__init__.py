@@ -6,7 +6,7 @@ Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI 
 
 from contextsieve.retrieval.graphfile import GraphFileWarning
 from contextsieve.stash.config import StashConfig
-from contextsieve.stash.options import DEFAULT_SESSION, SegmentFilter
+from contextsieve.stash.options import DEFAULT_SESSION, RetrieveOptions, SegmentFilter
 from contextsieve.stash.ranking import RankConfig
 from contextsieve.stash.results import Candidate, MergeResult, Retrieved, RetrieveTrace, StashResult
 from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
@@ -24,6 +24,7 @@ __all__ = [
     "NewSegment",
     "SegmentType",
     "SegmentFilter",
+    "RetrieveOptions",
     "StashResult",
     "Retrieved",
     "RetrieveTrace",

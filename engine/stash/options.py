@@ -1,19 +1,22 @@
-"""What a caller asks the stash with: the session of calls that name none (:data:`DEFAULT_SESSION`)
-and what retrieval and listings filter by (:class:`SegmentFilter`, from itself or a mapping of seed
-004's names)."""
+"""What a caller asks the stash with: the session of calls that name none (:data:`DEFAULT_SESSION`),
+what retrieval and listings filter by (:class:`SegmentFilter`, from itself or a mapping of seed
+004's names) and what a retrieve is asked with (:class:`RetrieveOptions`, or the same names as keyword
+arguments, typed by :class:`RetrieveKeywords`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
+
+import numpy as np
 
 from contextsieve.errors import InputError, brief, check_text
 from contextsieve.stash.backend import Filters, to_epoch
 from contextsieve.stash.segment import SegmentType, aware
 
-__all__ = ["DEFAULT_SESSION", "SegmentFilter"]
+__all__ = ["DEFAULT_SESSION", "SegmentFilter", "RetrieveOptions", "RetrieveKeywords"]
 
 #: Session of calls that name none.
 DEFAULT_SESSION = "default"
@@ -99,3 +102,66 @@ class SegmentFilter:
             alive_at=alive_at,
             current=current,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieveOptions:
+    """What a retrieve is asked with: :meth:`StashStore.retrieve <contextsieve.stash.store.StashStore.retrieve>`
+    and :meth:`~contextsieve.stash.store.StashStore.retrieve_traced` take one, or the same names as
+    keyword arguments (not both). Values are checked when a retrieve uses them (:class:`InputError`).
+
+    Attributes:
+        session: the caller's session; only its segments are searched unless ``cross_session``
+            (default :data:`DEFAULT_SESSION`).
+        top_k: results (1-1000, default 5).
+        min_similarity: leave out segments whose dense cosine is below this (in [-1, 1], default 0.0).
+        filters: a :class:`SegmentFilter` or a mapping (see :meth:`SegmentFilter.coerce`); default None:
+            any segment.
+        cross_session: search every session's segments (default False).
+        now: the time ages are measured at (aware; default None: now). Expired unprotected segments
+            are never returned.
+        query_vectors: the vectors of the query's sentences (:func:`contextsieve.retrieval.text.query_chunks`,
+            float ``[sentences, dim]``) from an embedder of the store's model family, when the caller has
+            them already (a request passes the ones it searched its items with); default None: embedded
+            by the retrieve.
+        include_superseded: also return segments another one superseded (each says by which in
+            ``segment.superseded_by``); default False: only the newest of each chain competes.
+    """
+
+    session: str = DEFAULT_SESSION
+    top_k: int = 5
+    min_similarity: float = 0.0
+    filters: SegmentFilter | Mapping[str, object] | None = None
+    cross_session: bool = False
+    now: datetime | None = None
+    query_vectors: np.ndarray | None = None
+    include_superseded: bool = False
+
+    @classmethod
+    def given(cls, options: object, keywords: Mapping[str, Any]) -> "RetrieveOptions":
+        """The options of a call that passed ``options`` (a :class:`RetrieveOptions` or None) or
+        ``keywords`` (its field names); both at once, or ``options`` of another type, is an
+        :class:`InputError`. An unknown keyword is a TypeError, as for any call."""
+        if options is None:
+            return cls(**keywords)
+        if keywords:
+            raise InputError(
+                f"pass a RetrieveOptions or keyword arguments, not both (got options and {sorted(keywords)})"
+            )
+        if not isinstance(options, RetrieveOptions):
+            raise InputError(f"options must be a RetrieveOptions, got {type(options).__name__}")
+        return options
+
+
+class RetrieveKeywords(TypedDict, total=False):
+    """The fields of :class:`RetrieveOptions` as keyword arguments of a retrieve, typed the same (a
+    test keeps the two equal)."""
+
+    session: str
+    top_k: int
+    min_similarity: float
+    filters: SegmentFilter | Mapping[str, object] | None
+    cross_session: bool
+    now: datetime | None
+    query_vectors: np.ndarray | None
+    include_superseded: bool

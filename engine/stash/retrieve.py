@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from datetime import datetime
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from contextsieve.errors import InputError, brief
 from contextsieve.stash.backend import Filters, query_terms, to_epoch
 from contextsieve.stash.core import StashCore, check_count, utc_now
 from contextsieve.stash.ids import public_id, shown
-from contextsieve.stash.options import SegmentFilter
+from contextsieve.stash.options import RetrieveOptions, SegmentFilter
 from contextsieve.stash.ranking import combined_scores
 from contextsieve.stash.results import Candidate, Retrieved, RetrieveTrace
 from contextsieve.stash.segment import ContextSegment, aware, check_session
@@ -31,34 +30,25 @@ def _sessions(session: str, cross_session: bool) -> tuple[str, ...] | None:
     return None if cross_session else (session,)
 
 
-def retrieve_traced(
-    store: StashCore,
-    query: str,
-    *,
-    session: str,
-    top_k: int,
-    min_similarity: float,
-    filters: SegmentFilter | Mapping[str, object] | None,
-    cross_session: bool,
-    now: datetime | None,
-    query_vectors: np.ndarray | None,
-    include_superseded: bool,
-) -> tuple[list[Retrieved], RetrieveTrace]:
-    """See :meth:`StashStore.retrieve_traced <contextsieve.stash.store.StashStore.retrieve_traced>`."""
+def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> tuple[list[Retrieved], RetrieveTrace]:
+    """See :meth:`StashStore.retrieve_traced <contextsieve.stash.store.StashStore.retrieve_traced>`
+    (``options``: :meth:`RetrieveOptions.given`)."""
+    o = options
     store.check_usable()
-    session = check_session(session)
-    k = check_count(top_k, "top_k")
+    session = check_session(o.session)
+    k = check_count(o.top_k, "top_k")
+    min_similarity = o.min_similarity
     if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)):
         raise InputError(f"min_similarity must be a number, got {brief(min_similarity)}")
     if not -1 <= min_similarity <= 1:  # compared as given: float() of a huge int overflows
         raise InputError(f"min_similarity must be in [-1, 1], got {brief(min_similarity)}")
-    when = utc_now() if now is None else aware(now, "now")
+    when = utc_now() if o.now is None else aware(o.now, "now")
     at = to_epoch(when)
-    if not isinstance(include_superseded, bool):
-        raise InputError(f"include_superseded must be true or false, got {brief(include_superseded)}")
-    current = None if include_superseded else True  # the newest of each supersession chain only
-    f = SegmentFilter.coerce(filters).resolve(_sessions(session, cross_session), at, current)
-    q = store.embed_query(query, query_vectors)  # before the read scope: embedding never holds the store's lock
+    if not isinstance(o.include_superseded, bool):
+        raise InputError(f"include_superseded must be true or false, got {brief(o.include_superseded)}")
+    current = None if o.include_superseded else True  # the newest of each supersession chain only
+    f = SegmentFilter.coerce(o.filters).resolve(_sessions(session, o.cross_session), at, current)
+    q = store.embed_query(query, o.query_vectors)  # before the read scope: embedding never holds the store's lock
     rank = store.config.rank
     terms = query_terms(query, rank.drop_query_auxiliaries) if rank.keyword_weight > 0 else []
     with store.backend.reading():  # one state of the store for every search and read below

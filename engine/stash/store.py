@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,9 +30,12 @@ from contextsieve.stash import maintenance, records, retrieve, write
 from contextsieve.stash.backend import StashBackend
 from contextsieve.stash.config import StashConfig
 from contextsieve.stash.core import Progress, StashCore
-from contextsieve.stash.options import DEFAULT_SESSION, SegmentFilter
+from contextsieve.stash.options import DEFAULT_SESSION, RetrieveKeywords, RetrieveOptions, SegmentFilter
 from contextsieve.stash.results import MergeResult, Retrieved, RetrieveTrace, StashResult
 from contextsieve.stash.segment import ContextSegment, no_nul
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["StashStore"]
 
@@ -155,75 +158,28 @@ class StashStore(StashCore):
     # -- retrieval --------------------------------------------------------------------------------
 
     def retrieve(
-        self,
-        query: str,
-        *,
-        session: str = DEFAULT_SESSION,
-        top_k: int = 5,
-        min_similarity: float = 0.0,
-        filters: SegmentFilter | Mapping[str, object] | None = None,
-        cross_session: bool = False,
-        now: datetime | None = None,
-        query_vectors: np.ndarray | None = None,
-        include_superseded: bool = False,
+        self, query: str, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
     ) -> list[Retrieved]:
         """The ``top_k`` stashed segments best for ``query``, best first: :meth:`retrieve_traced`
         without its trace (the arguments are the same)."""
-        return self.retrieve_traced(
-            query,
-            session=session,
-            top_k=top_k,
-            min_similarity=min_similarity,
-            filters=filters,
-            cross_session=cross_session,
-            now=now,
-            query_vectors=query_vectors,
-            include_superseded=include_superseded,
-        )[0]
+        return self.retrieve_traced(query, options, **keywords)[0]
 
     def retrieve_traced(
-        self,
-        query: str,
-        *,
-        session: str = DEFAULT_SESSION,
-        top_k: int = 5,
-        min_similarity: float = 0.0,
-        filters: SegmentFilter | Mapping[str, object] | None = None,
-        cross_session: bool = False,
-        now: datetime | None = None,
-        query_vectors: np.ndarray | None = None,
-        include_superseded: bool = False,
+        self, query: str, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
     ) -> tuple[list[Retrieved], RetrieveTrace]:
         """The ``top_k`` stashed segments best for ``query``, best first (see
         :mod:`contextsieve.stash.ranking` for the score), and the trace of every candidate ranked.
 
         Args:
             query: what the agent is looking for (a task, a question, recent messages).
-            session: the caller's session; only its segments are searched unless ``cross_session``.
-            top_k: results (1-1000, default 5).
-            min_similarity: leave out segments whose dense cosine is below this (default 0.0).
-            filters: a :class:`SegmentFilter` or a mapping (see :meth:`SegmentFilter.coerce`).
-            cross_session: search every session's segments (default False).
-            now: the time ages are measured at (aware; default: now). Expired unprotected segments
-                are never returned.
-            query_vectors: the vectors of ``query``'s sentences (:func:`contextsieve.retrieval.text.query_chunks`)
-                from an embedder of this store's model family, when the caller has them already (a
-                request passes the ones it searched its items with); default: embedded here.
-            include_superseded: also return segments another one superseded (each says by which in
-                ``segment.superseded_by``); default False: only the newest of each chain competes.
+            options: a :class:`~contextsieve.stash.options.RetrieveOptions` (session, top_k,
+                min_similarity, filters, cross_session, now, query_vectors, include_superseded; its
+                docstring gives each one's meaning and default), or None: the defaults, changed by
+                ``keywords``.
+            keywords: the same names as keyword arguments (``retrieve(query, top_k=3)``), instead of
+                ``options``: passing both is an :class:`~contextsieve.errors.InputError`.
         """
-        return retrieve.retrieve_traced(
-            self,
-            query,
-            session=session,
-            top_k=top_k,
-            min_similarity=min_similarity,
-            filters=filters,
-            cross_session=cross_session,
-            now=now,
-            query_vectors=query_vectors,
-            include_superseded=include_superseded,
-        )
+        return retrieve.retrieve_traced(self, query, RetrieveOptions.given(options, keywords))
 
     def retrieve_by_reference(
         self, segment_id: str, *, session: str = DEFAULT_SESSION, max_hops: int = 2
