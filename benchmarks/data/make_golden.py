@@ -7,15 +7,16 @@ Needs the ``bench`` extra (torch 2.13 CPU + sentence-transformers); the tests on
 
 from __future__ import annotations
 
+import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks import workloads
+from benchmarks.common import ROOT
 from contextsieve.models.registry import get_model, resolve_folder
 
-OUT = Path(__file__).resolve().parents[2] / "models" / "data" / "golden_minilm.npz"
+OUT = ROOT / "models" / "data" / "golden_minilm.npz"
 
 
 def golden_texts() -> list[str]:
@@ -51,4 +52,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -15,10 +15,12 @@ import argparse
 import json
 from pathlib import Path
 
+from benchmarks.common import DATA
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).parents[1] / "data" / "md_sections")
+    ap.add_argument("--data", type=Path, default=DATA / "md_sections")
     ap.add_argument("--variant", default="int8")
     args = ap.parse_args(argv)
     from contextsieve import Embedder

@@ -19,6 +19,7 @@ import argparse
 import random
 from pathlib import Path
 
+from benchmarks.common import cpu_line
 from benchmarks.quality.tool_selection import MemoEmbedder, catalog_agent, load, load_servers, metrics
 
 #: Messages that ask for nothing: a floor should leave them with no agent-mode items.
@@ -75,10 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.agent.agentfile import example_agent_path, load_agent
     from contextsieve.agent.items import IncludeMode
     from contextsieve.engine import Engine
-    from contextsieve.models.cpu import cpu_summary
 
     emb = MemoEmbedder(Embedder(variant="int8"))
-    print(f"CPU: {cpu_summary()}")
+    print(cpu_line())
     for folder in args.data:
         if not (folder / "tools.jsonl").exists():
             print(f"\n{folder}: no tools.jsonl, skipped")

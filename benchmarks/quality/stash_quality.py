@@ -32,10 +32,11 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from benchmarks import common
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.stash import NewSegment, RankConfig, StashConfig, StashStore
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "conversations"
+DATA = common.DATA / "conversations"
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -62,8 +63,8 @@ def evaluate(
         )
         order = [g.segment.id for g in got]
         want = {ids[e] for e in q["evidence"]}
-        r5 += len(want & set(order[:5])) / len(want)
-        r10 += len(want & set(order[:10])) / len(want)
+        r5 += common.recall_at_k(order, want, 5)
+        r10 += common.recall_at_k(order, want, 10)
     return r5 / len(questions), r10 / len(questions)
 
 
@@ -168,8 +169,8 @@ def realmem(folder: Path, fp32: bool, limit: int, embed_type: bool = True) -> in
                         store.config = dataclasses.replace(store.config, rank=rank)
                         got = store.retrieve(r["text"], top_k=10, min_similarity=-1.0, now=sess["date"])
                         found = [owner[g.segment.id] for g in got]
-                        hits[name][0] += len(r["evidence"] & set(found[:5])) / len(r["evidence"])
-                        hits[name][1] += len(r["evidence"] & set(found[:10])) / len(r["evidence"])
+                        hits[name][0] += common.recall_at_k(found, r["evidence"], 5)
+                        hits[name][1] += common.recall_at_k(found, r["evidence"], 10)
                 segs = [
                     NewSegment(f"{who}: {text}", timestamp=sess["date"]) for who, text in sess["turns"] if text.strip()
                 ]

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import recall_at_k
 from benchmarks.quality.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
@@ -405,8 +406,8 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             if len(found) < 10 and texts[i] not in shown:
                 shown.add(texts[i])
                 found.append(units[i])
-        r5 += len(q.evidence & set(found[:5])) / len(q.evidence)
-        r10 += len(q.evidence & set(found[:10])) / len(q.evidence)
+        r5 += recall_at_k(found, q.evidence, 5)
+        r10 += recall_at_k(found, q.evidence, 10)
     return r5, r10, n
 
 

@@ -34,12 +34,12 @@ import argparse
 import json
 import re
 import statistics
-from pathlib import Path
 
+from benchmarks.common import DATA
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
+CATALOG = DATA / "mcp_catalog"
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _CLAUSE = re.compile(r",?\s+(?:and then|then|after that|afterwards|and)\s+|,\s+|;\s+", re.IGNORECASE)
 MODES = (
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve import Embedder, OfferConfig
     from contextsieve.engine import Engine
 
-    tools, queries = load(DATA)
-    agent = catalog_agent(tools, load_servers(DATA), "catalog")
+    tools, queries = load(CATALOG)
+    agent = catalog_agent(tools, load_servers(CATALOG), "catalog")
     emb = Embedder(variant=args.variant)
     engine = Engine(agent, embedder=emb, cache_dir=False)
     engine.index()

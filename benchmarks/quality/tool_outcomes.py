@@ -28,10 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import DATA, group_recall
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
-
-HERE = Path(__file__).resolve().parents[1] / "data"
 
 
 def _run(engine: Any, qs: list[dict], name_of: dict[str, str], **settings: Any) -> tuple[float, float, list[Any]]:
@@ -39,8 +38,7 @@ def _run(engine: Any, qs: list[dict], name_of: dict[str, str], **settings: Any) 
     for q in qs:
         request = engine.session(**settings).build_request(q["query"])
         offered = {name_of[t["name"]] for t in request.tools}
-        gs = groups(q)
-        recall.append(sum(1 for g in gs if g & offered) / len(gs))
+        recall.append(group_recall(offered, groups(q)))
         tools.append(len(request.tools))
         requests.append(request)
     return statistics.fmean(recall), statistics.fmean(tools), requests
@@ -48,7 +46,7 @@ def _run(engine: Any, qs: list[dict], name_of: dict[str, str], **settings: Any) 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="*", type=Path, default=[HERE / "mcp_catalog", HERE / "mcp_tasks"])
+    ap.add_argument("--data", nargs="*", type=Path, default=[DATA / "mcp_catalog", DATA / "mcp_tasks"])
     ap.add_argument("--weights", default="0.1,0.2,0.3,0.5")
     ap.add_argument("--variant", default=None, help="embedder variant (default: auto)")
     args = ap.parse_args(argv)

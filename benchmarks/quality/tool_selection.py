@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import group_recall, timed
 from contextsieve.agent.agent import Agent
 from contextsieve.retrieval.bm25 import BM25Index
 from contextsieve.retrieval.text import query_chunks
@@ -111,10 +112,9 @@ def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
     for ids, q in zip(ranked, qs):
         gs = groups(q)
         for k in KS:
-            top = set(ids[:k])
-            out[f"R@{k}"] += sum(1 for g in gs if g & top) / len(gs)
+            out[f"R@{k}"] += group_recall(ids[:k], gs)
         out["all@5"] += float(all(g & set(ids[:5]) for g in gs))
-        out["R@sel"] += sum(1 for g in gs if g & set(ids)) / len(gs)
+        out["R@sel"] += group_recall(ids, gs)
         out["all@sel"] += float(all(g & set(ids) for g in gs))
         out["n"] += len(ids)
         hit, seen = np.zeros(10), set()
@@ -252,12 +252,8 @@ def main(argv: list[str] | None = None) -> None:
         print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | R@sel | all@sel | n | p50 ms |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, f in systems.items():
-            lat = []
             emb.enabled = False  # latency: every query embedded for real
-            for q in [] if args.no_latency else qs[:200]:
-                t = time.perf_counter()
-                f(q["query"])
-                lat.append(time.perf_counter() - t)
+            lat = [timed(lambda q=q: f(q["query"])) for q in ([] if args.no_latency else qs[:200])]
             emb.enabled = True  # quality: the same vectors, computed once per query text
             m = metrics([f(q["query"]) for q in qs], qs)
             cols = ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10", "R@sel", "all@sel")

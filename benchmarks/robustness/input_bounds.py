@@ -32,7 +32,6 @@ import argparse
 import importlib.util
 import random
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -42,11 +41,11 @@ from types import ModuleType
 from typing import Any
 
 from benchmarks import workloads
+from benchmarks.common import cpu_line, median_time
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.file_servers import server_tools
 from contextsieve.agent.items import IncludeMode, Reference, Tool
 from contextsieve.engine import Engine
-from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
 from contextsieve.selection.chunking import ChunkConfig, chunk_item
 
@@ -85,16 +84,6 @@ def load_chunking(path: Path) -> ModuleType:
     return module
 
 
-def median_seconds(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    """The median wall time of ``runs`` calls of ``fn`` and what the last one returned."""
-    times, out = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def chunking_rows(
     emb: Embedder, chunk: Callable[..., Any], sizes: list[str], runs: int
 ) -> list[tuple[str, float, int]]:
@@ -102,7 +91,7 @@ def chunking_rows(
     for name in sizes:
         for breaks in (False, True):
             doc = Reference("long-doc", text_of(SIZES[name], breaks))  # a document: all of it is chunked
-            seconds, chunks = median_seconds(lambda d=doc: chunk(d, ChunkConfig(), emb.count_tokens), runs)
+            seconds, chunks = median_time(lambda d=doc: chunk(d, ChunkConfig(), emb.count_tokens), runs)
             rows.append((f"{name}, {'sentence breaks' if breaks else 'no sentence breaks'}", seconds, len(chunks)))
     return rows
 
@@ -147,7 +136,7 @@ def main() -> None:
     ap.add_argument("--before-sizes", default="100KB", help="sizes for --before, comma-separated (default 100KB)")
     args = ap.parse_args()
 
-    print(f"CPU: {cpu_summary()}")
+    print(cpu_line())
     t0 = time.perf_counter()
     emb = Embedder()
     emb.embed(["warm up"])

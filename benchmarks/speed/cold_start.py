@@ -8,6 +8,7 @@ Each figure is the median of 3 fresh processes. "cold cache" runs with an empty 
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from contextsieve.models.cpu import cpu_summary
+from benchmarks.common import cpu_line
 
 PRELUDE = "import time, numpy as np\nrng = np.random.default_rng(0)\n"
 
@@ -54,7 +55,7 @@ def run(code: str, env: dict[str, str], fresh_cache: bool = False) -> float:
 
 
 def main() -> None:
-    print(f"CPU: {cpu_summary()}\n")
+    print(f"{cpu_line()}\n")
     print("| step | cold Numba cache s | warm Numba cache s |")
     print("| --- | --- | --- |")
     with tempfile.TemporaryDirectory() as cache:
@@ -75,4 +76,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

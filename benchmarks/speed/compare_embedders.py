@@ -25,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import workloads
-from contextsieve.models.cpu import cpu_summary
+from benchmarks.common import cpu_line, p50_p99, timed
 
 THREADS = 2
 
@@ -168,12 +167,6 @@ def memory(e: Engine) -> tuple[float, float, float]:
     return loaded, peak, after
 
 
-def timed(f: Callable[[], object]) -> float:
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engines", default=",".join(ENGINES))
@@ -182,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-load and memory subprocesses")
     args = ap.parse_args(argv)
-    print(f"CPU: {cpu_summary()}")
+    print(cpu_line())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     chunks, sents, varied = list(workloads.doc_chunks()), list(workloads.sentences()), list(workloads.varied_texts())
     engines = []
@@ -223,12 +216,13 @@ def main(argv: list[str] | None = None) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for e in engines:
         v = e.times["vec"][0]
+        p50, p99 = p50_p99(e.times["query"], 1000)
         c = (v * ref).sum(1) / (np.linalg.norm(v, axis=1) * np.linalg.norm(ref, axis=1))
         row = {
             "chunk": np.median(e.times["chunks"]) * 1000 / len(chunks),
             "sent": len(sents) / np.median(e.times["sents"]),
-            "p50": np.percentile(e.times["query"], 50) * 1000,
-            "p99": np.percentile(e.times["query"], 99) * 1000,
+            "p50": p50,
+            "p99": p99,
         }
         cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] else "-"
         mem = " | ".join(f"{m:.0f}" for m in e.times["memory"]) if e.times["memory"] else "- | - | -"

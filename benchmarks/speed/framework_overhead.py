@@ -40,10 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import DATA, group_recall, percentile, timed
 from benchmarks.quality.tool_selection import groups, load, load_servers
 from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
+CATALOG = DATA / "mcp_catalog"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -101,9 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.integrations.langchain import ContextSieveMiddleware, tool_specs
     from contextsieve.integrations.selector import ToolSelector
 
-    rows, queries = load(DATA)
+    rows, queries = load(CATALOG)
     queries = queries[: args.queries]
-    about = load_servers(DATA)
+    about = load_servers(CATALOG)
     emb = Embedder(variant=args.variant)
     name_of = {}
     tools = []
@@ -142,16 +143,13 @@ def main(argv: list[str] | None = None) -> None:
         times = []
         for q in queries:
             req = ModelRequest(model=model, messages=[HumanMessage(q["query"])], tools=list(tools))
-            t = time.perf_counter()
-            middleware.wrap_model_call(req, handler)
-            times.append((time.perf_counter() - t) * 1000)
+            times.append(timed(lambda req=req: middleware.wrap_model_call(req, handler)) * 1000)
         recall = statistics.fmean(
-            sum(1 for g in groups(q) if g & {name_of[n] for n in names}) / len(groups(q))
-            for q, names in zip(queries, sent)
+            group_recall({name_of[n] for n in names}, groups(q)) for q, names in zip(queries, sent)
         )
         return {
             "ms": statistics.median(times),
-            "p90": sorted(times)[int(0.9 * (len(times) - 1))],
+            "p90": percentile(times, 90, method="lower"),
             "tools": statistics.median(len(s) for s in sent),
             "recall": recall,
         }

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import p50_p99, recall_at_k, timed
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 
 
@@ -62,12 +63,7 @@ def docstring_sentences(n: int) -> list[str]:
 def latency(f: object, reps: int) -> tuple[float, float]:
     for _ in range(10):
         f(0)  # type: ignore[operator]
-    ts = []
-    for i in range(reps):
-        t = time.perf_counter()
-        f(i)  # type: ignore[operator]
-        ts.append(time.perf_counter() - t)
-    return float(np.percentile(ts, 50) * 1e3), float(np.percentile(ts, 99) * 1e3)
+    return p50_p99([timed(lambda i=i: f(i)) for i in range(reps)], 1e3)  # type: ignore[operator]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| exact (fused kernel) | - | 1.000 | {e50:.3f} | {e99:.3f} |")
     for ef in (32, 64, 128, 256):
         hnsw.ef = ef
-        got = [set(hnsw.search_chunks(q[None], 10).idx.tolist()) for q in queries]
-        rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
+        got = [hnsw.search_chunks(q[None], 10).idx.tolist() for q in queries]
+        rec = float(np.mean([recall_at_k(g, t, 10) for g, t in zip(got, truth)]))
         h50, h99 = latency(lambda i: hnsw.search_chunks(queries[i % len(queries)][None], 10), len(queries))
         print(f"| HNSW | {ef} | {rec:.3f} | {h50:.3f} | {h99:.3f} |", flush=True)
     if not args.no_stash:
@@ -145,8 +141,8 @@ def stash_table(corpus: np.ndarray, queries: np.ndarray) -> None:
     print(f"| exact (int8 rows) | - | 1.000 | {e50:.3f} | {e99:.3f} |")
     for ef in (32, 64, 96, 128):
         hnsw.chunks.ef = ef
-        got = [{s for s, _ in hnsw.search(q[None], 20, f)[:10]} for q in queries]
-        rec = float(np.mean([len(g & t) / 10 for g, t in zip(got, truth)]))
+        got = [[s for s, _ in hnsw.search(q[None], 20, f)] for q in queries]
+        rec = float(np.mean([recall_at_k(g, t, 10) for g, t in zip(got, truth)]))
         h50, h99 = latency(lambda i: hnsw.search(queries[i % len(queries)][None], 20, f), len(queries))
         print(f"| HNSW | {ef} | {rec:.3f} | {h50:.3f} | {h99:.3f} |", flush=True)
 

@@ -9,13 +9,13 @@ Accuracy: min / mean / 1st-percentile cosine against contextsieve fp32 on the ~3
 
 from __future__ import annotations
 
-import time
+import argparse
 
-import numpy as np
 import onnxruntime as ort
 
 from benchmarks import workloads
-from contextsieve.models.cpu import cpu_summary, int8_weight_type
+from benchmarks.common import cpu_line, median_time, percentile
+from contextsieve.models.cpu import int8_weight_type
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights
 from contextsieve.models.quantize import (
     LAYER_KINDS,
@@ -43,7 +43,7 @@ def main() -> None:
     smoothed = smooth_weights(w, amax, SMOOTH_ALPHA, layers)
     all8 = frozenset(layers)
     u8 = int8_weight_type() == "u8"  # uint8 weights where the CPU has no VNNI (exact there; see QuantPlan)
-    print(f"CPU: {cpu_summary()}\n")
+    print(f"{cpu_line()}\n")
     steps = [
         ("fp32", w, QuantPlan()),
         ("int8, one activation scale per tensor", w, QuantPlan(all8, per_tensor_activations=True, unsigned_weights=u8)),
@@ -73,19 +73,15 @@ def main() -> None:
         ref = vec if ref is None else ref
         c = (vec * ref).sum(1)
         emb.embed(chunks)
-        ms = []
-        for _ in range(3):
-            t = time.perf_counter()
-            emb.embed(chunks)
-            ms.append((time.perf_counter() - t) * 1000)
+        ms = median_time(lambda: emb.embed(chunks), 3)[0] * 1000  # noqa: B023
         emb.close()
         print(
-            f"| {name} | {c.min():.4f} | {c.mean():.5f} | {np.percentile(c, 1):.4f} | {len(data) / 1e6:.1f} | "
-            f"{np.median(ms):.0f} |",
+            f"| {name} | {c.min():.4f} | {c.mean():.5f} | {percentile(c, 1):.4f} | {len(data) / 1e6:.1f} | {ms:.0f} |",
             flush=True,
         )
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     ort.set_default_logger_severity(3)
     main()

@@ -13,27 +13,18 @@ query's p50 (60 calls), and min / mean cosine against the sentence-transformers 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks import workloads
-from contextsieve.models.cpu import WEIGHTS_ENV, cpu_summary
+from benchmarks.common import ROOT, cpu_line, run_times, timed
+from contextsieve.models.cpu import WEIGHTS_ENV
 
-GOLDEN = Path(__file__).resolve().parents[2] / "models" / "data" / "golden_minilm.npz"
-
-
-def best(f: object, rounds: int = 3) -> float:
-    ts = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        f()  # type: ignore[operator]
-        ts.append(time.perf_counter() - t)
-    return min(ts)
+GOLDEN = ROOT / "models" / "data" / "golden_minilm.npz"
 
 
 def main() -> None:
@@ -42,7 +33,7 @@ def main() -> None:
     z = np.load(GOLDEN)
     texts, ref = json.loads(str(z["texts"])), z["vectors"]
     sents, chunks = list(workloads.sentences(600, seed=5)), list(workloads.doc_chunks(100, seed=5))
-    print(f"CPU: {cpu_summary()}\n")
+    print(f"{cpu_line()}\n")
     print("| graph | sentences / s | ms / chunk | query p50 ms | min cos | mean cos |")
     print("| --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as cache:
@@ -52,13 +43,9 @@ def main() -> None:
                 os.environ[WEIGHTS_ENV] = weights
             emb = Embedder(variant=variant, cache_dir=cache)
             emb.embed(sents[:20])
-            s = best(lambda: emb.embed(sents))  # noqa: B023
-            c = best(lambda: emb.embed(chunks))  # noqa: B023
-            q = []
-            for text in sents[:60]:
-                t = time.perf_counter()
-                emb.embed([text])
-                q.append(time.perf_counter() - t)
+            s = min(run_times(lambda: emb.embed(sents), 3))  # noqa: B023
+            c = min(run_times(lambda: emb.embed(chunks), 3))  # noqa: B023
+            q = [timed(lambda text=text: emb.embed([text])) for text in sents[:60]]
             cos = (emb.embed(texts) * ref).sum(1) / np.linalg.norm(ref, axis=1)
             print(
                 f"| {name} | {len(sents) / s:.0f} | {c / len(chunks) * 1e3:.2f} | {np.median(q) * 1e3:.2f} | "
@@ -70,4 +57,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

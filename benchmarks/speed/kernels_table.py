@@ -19,12 +19,11 @@ frequencies, half the rows allowed, top-20): where the Numba path starts to pay 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
+from benchmarks.common import cpu_line, median_time, recall_at_k
 from contextsieve.kernels import scoring as K
-from contextsieve.models.cpu import cpu_summary
 
 
 def _stream_read_seconds(c: np.ndarray, reps: int) -> float:
@@ -42,16 +41,7 @@ def _stream_read_seconds(c: np.ndarray, reps: int) -> float:
         return acc.sum()
 
     touch(c)
-    return _median(lambda: touch(c), reps)
-
-
-def _median(f: object, reps: int) -> float:
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()  # type: ignore[operator]
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+    return median_time(lambda: touch(c), reps)[0]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     import numba
 
     rng = np.random.default_rng(1)
-    print(f"CPU: {cpu_summary()}")
+    print(cpu_line())
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads; top-{args.k}; 384-d float32\n")
     bm25_table(rng, args.k)
     if args.bm25_only:
@@ -93,13 +83,13 @@ def main(argv: list[str] | None = None) -> None:
             saved = K.NUMBA_MIN_WORK
             K.NUMBA_MIN_WORK = 0
             K.score_pool_topk(q, c, args.k)  # compile / load cache
-            t_np = _median(numpy_path, reps)
-            t_fused = _median(lambda: K.score_pool_topk(q, c, args.k), reps)
+            t_np = median_time(numpy_path, reps)[0]
+            t_fused = median_time(lambda: K.score_pool_topk(q, c, args.k), reps)[0]
             c8.score_pool_topk(q, args.k)
-            t_8 = _median(lambda: c8.score_pool_topk(q, args.k), reps)
-            t_16 = _median(lambda: K.top_k(c16.score_pool(q)[0], args.k), max(3, reps // 10))
+            t_8 = median_time(lambda: c8.score_pool_topk(q, args.k), reps)[0]
+            t_16 = median_time(lambda: K.top_k(c16.score_pool(q)[0], args.k), max(3, reps // 10))[0]
             exact = set(K.score_pool_topk(q, c, args.k).idx.tolist())
-            r8 = len(exact & set(c8.score_pool_topk(q, args.k).idx.tolist())) / args.k
+            r8 = recall_at_k(c8.score_pool_topk(q, args.k).idx.tolist(), exact)
             K.NUMBA_MIN_WORK = saved
             print(
                 f"| {n:,} | {m} | {bw * 1e3:.3f} | {t_np * 1e3:.3f} | {t_np / bw:.2f} | {t_fused * 1e3:.3f} | "
@@ -129,7 +119,7 @@ def bm25_table(rng: np.random.Generator, k: int, n: int = 100_000) -> None:
         for threshold in (10**18, 0):
             K.BM25_TOPK_NUMBA_POSTINGS = threshold
             K.bm25_top_k(*args)  # compile / load cache
-            times.append(_median(lambda: K.bm25_top_k(*args), 200))
+            times.append(median_time(lambda: K.bm25_top_k(*args), 200)[0])
         K.BM25_TOPK_NUMBA_POSTINGS = saved
         print(
             f"| {slots.size:,} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | {times[0] / times[1]:.1f} |", flush=True

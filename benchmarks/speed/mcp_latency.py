@@ -29,8 +29,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import numpy as np
 
+from benchmarks.common import p50_p99, timed
 from benchmarks.speed.request_latency import messages as make_messages
 from contextsieve import Embedder
 from contextsieve.agent.agentfile import example_agent_path
@@ -38,11 +38,6 @@ from contextsieve.engine import Engine
 from contextsieve.mcp_server.server import build_server
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.session.assembly import tool_definition
-
-
-def pct(xs: list[float]) -> tuple[float, float]:
-    a = np.asarray(xs) * 1000
-    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
 async def timed_calls(call: Callable[[str], Awaitable[Any]], msgs: list[str]) -> list[float]:
@@ -76,14 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine.from_file(example_agent_path(), embedder=emb)
     engine.index()
     rows: dict[str, list[float]] = {}
-    t_in: list[float] = []
     for m in msgs[:5]:
         engine.select(m)
-    for m in msgs:
-        t = time.perf_counter()
-        engine.select(m)
-        t_in.append(time.perf_counter() - t)
-    rows["in process (Engine.select)"] = t_in
+    rows["in process (Engine.select)"] = [timed(lambda m=m: engine.select(m)) for m in msgs]
 
     async def via(client: Any) -> list[float]:
         engine.store.clear_query_cache()  # every path embeds each message afresh
@@ -125,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         offered.append(sum(emb.count_tokens([json.dumps(t) for t in req.tools])) if req.tools else 0)
     print(f"# mcp_latency: example agent, {len(msgs)} messages; {cpu_summary()}")
     print(f"{'path':<30} {'p50 ms':>8} {'p99 ms':>8} {'p50 over in-process':>20}")
-    base = pct(rows["in process (Engine.select)"])[0]
+    base = p50_p99(rows["in process (Engine.select)"], 1000)[0]
     for name, xs in rows.items():
-        p50, p99 = pct(xs)
+        p50, p99 = p50_p99(xs, 1000)
         print(f"{name:<30} {p50:>8.2f} {p99:>8.2f} {p50 - base:>+20.2f}")
     print(
         f"\ntool definitions, example agent: all {len(all_tools)} tools {all_tokens} tokens; offered per message "
@@ -189,7 +179,7 @@ def gateway_part(emb: Embedder, n: int) -> None:
             offered.append(sum(emb.count_tokens([json.dumps(t) for t in req.tools])) if req.tools else 0)
     print(f"\n{'tools/call get_current_time':<30} {'p50 ms':>8} {'p99 ms':>8}")
     for name, xs in (("direct to mcp-server-time", d), ("through the gateway", g)):
-        p50, p99 = pct(xs)
+        p50, p99 = p50_p99(xs, 1000)
         print(f"{name:<30} {p50:>8.2f} {p99:>8.2f}")
     print(
         f"tool definitions, 3 real servers ({len(engine.agent.tools)} tools): all {all_tokens} tokens; the gateway "

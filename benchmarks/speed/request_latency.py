@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import workloads
+from benchmarks.common import cpu_line, p50_p99
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, Reference, Rule, Tool
 from contextsieve.engine import Engine
-from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.chunks import IndexConfig
 
 
@@ -79,7 +79,7 @@ def large_agent(n_refs: int = 14_000, per_ref: int = 10) -> Agent:
     return Agent(name="large", references=refs)
 
 
-def timed(session_of: object, msgs: list[str], embed: object) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+def request_times(session_of: object, msgs: list[str], embed: object) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
     """Per message: request ms, selection ms (request minus embedding the message), chosen keys."""
     session = session_of()  # type: ignore[operator]
     for m in msgs[:10]:
@@ -107,7 +107,7 @@ def large(emb: object, msgs: list[str]) -> None:
     assert exact.index().search == "exact" and report.search == "hnsw", report
     rows = {}
     for name, engine in (("HNSW (default from 50,000 chunks)", hnsw), ("exact", exact)):
-        rows[name] = timed(engine.session, msgs, emb.embed)  # type: ignore[attr-defined]
+        rows[name] = request_times(engine.session, msgs, emb.embed)  # type: ignore[attr-defined]
     same = sum(a == b for a, b in zip(rows["exact"][2], next(iter(rows.values()))[2]))
     print(
         f"\nagent: {len(agent.references)} references, {report.chunks} chunks; index built in {build:.0f} s "
@@ -116,10 +116,8 @@ def large(emb: object, msgs: list[str]) -> None:
     print("| search | request p50 ms | request p99 ms | selection p50 ms | selection p99 ms |")
     print("| --- | --- | --- | --- | --- |")
     for name, (total, select, _) in rows.items():
-        print(
-            f"| {name} | {np.percentile(total, 50):.2f} | {np.percentile(total, 99):.2f} | "
-            f"{np.percentile(select, 50):.2f} | {np.percentile(select, 99):.2f} |"
-        )
+        (t50, t99), (s50, s99) = p50_p99(total), p50_p99(select)
+        print(f"| {name} | {t50:.2f} | {t99:.2f} | {s50:.2f} | {s99:.2f} |")
     print(f"\nHNSW chose the same items as exact search in {same} of {len(msgs)} requests.")
 
 
@@ -198,7 +196,7 @@ def main() -> None:
     ap.add_argument("--large", action="store_true", help="also the ~150,000-chunk agent, HNSW vs exact")
     ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory and start-up rows")
     args = ap.parse_args()
-    print(f"CPU: {cpu_summary()}\n")
+    print(f"{cpu_line()}\n")
     emb = Embedder()  # int8, graph from the model cache
     msgs = messages()
     with tempfile.TemporaryDirectory() as cache:
@@ -242,16 +240,15 @@ def main() -> None:
     )
     print("| request | p50 ms | p99 ms |")
     print("| --- | --- | --- |")
-    print(f"| warm (all caches) | {np.percentile(total_ms, 50):.2f} | {np.percentile(total_ms, 99):.2f} |")
-    print(
-        f"|   of which embedding the query chunks | {np.percentile(query_ms, 50):.2f} | "
-        f"{np.percentile(query_ms, 99):.2f} |"
-    )
-    print(f"|   of which selection and assembly | {np.percentile(rest, 50):.2f} | {np.percentile(rest, 99):.2f} |")
-    print(
-        f"| warm, tools searched by sentence only ({n_sent:.1f} query chunks a message, against {n_steps:.1f}) | "
-        f"{np.percentile(plain_ms, 50):.2f} | {np.percentile(plain_ms, 99):.2f} |"
-    )
+    rows = {
+        "warm (all caches)": total_ms,
+        "  of which embedding the query chunks": query_ms,
+        "  of which selection and assembly": rest,
+        f"warm, tools searched by sentence only ({n_sent:.1f} query chunks a message, against {n_steps:.1f})": plain_ms,
+    }
+    for name, ms in rows.items():
+        p50, p99 = p50_p99(ms)
+        print(f"| {name} | {p50:.2f} | {p99:.2f} |")
     print(f"| first request, cold cache (embeds {n_chunks} chunks) | {cold * 1e3:.0f} | - |")
     print(f"| first request after a restart, disk cache warm | {warm_disk * 1e3:.1f} | - |")
     if not args.no_memory:

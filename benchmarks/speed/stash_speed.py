@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import percentile, recall_at_k, timed
 from benchmarks.workloads import sentences
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
@@ -72,10 +73,6 @@ class SyntheticEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [len(t.split()) + 2 for t in texts]  # synthetic rows: the count is beside the point here
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q))
 
 
 def workload(emb: Embedder, tokens: int) -> list[str]:
@@ -127,23 +124,14 @@ def fill(store: StashStore, n: int, base_texts: Sequence[str], batch: int = 5000
     return time.perf_counter() - t
 
 
-def timed(store: StashStore, queries: Sequence[str], filters: dict[str, object] | None) -> list[float]:
-    out = []
-    for q in queries:
-        t = time.perf_counter()
-        store.retrieve(q, session="bench", top_k=10, filters=filters)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+def retrieve_ms(store: StashStore, queries: Sequence[str], filters: dict[str, object] | None) -> list[float]:
+    """The time (ms) of each query's retrieve (top 10, ``filters`` as given)."""
+    return [timed(lambda q=q: store.retrieve(q, session="bench", top_k=10, filters=filters)) * 1000 for q in queries]
 
 
 def embed_ms(emb: Embedder, queries: Sequence[str]) -> list[float]:
     """The time (ms) of embedding each query alone."""
-    ms = []
-    for q in queries:
-        t = time.perf_counter()
-        emb.embed([q])
-        ms.append((time.perf_counter() - t) * 1000)
-    return ms
+    return [timed(lambda q=q: emb.embed([q])) * 1000 for q in queries]
 
 
 def dense_ids(store: StashStore, qv: np.ndarray) -> list[str]:
@@ -189,21 +177,22 @@ def main(argv: list[str] | None = None) -> int:
             truth = [dense_ids(store, qv) for qv in qvs]
 
             def report(name: str, st: StashStore, fs: float) -> None:
-                timed(st, queries[:5], None)  # warm
+                retrieve_ms(st, queries[:5], None)  # warm
                 plain: list[float] = []
                 one: list[float] = []
                 alone: list[float] = []
                 for _ in range(args.rounds):
-                    plain += timed(st, queries, None)
-                    one += timed(st, queries, {"topic": "t7"})
+                    plain += retrieve_ms(st, queries, None)
+                    one += retrieve_ms(st, queries, {"topic": "t7"})
                     alone += embed_ms(emb, queries)
                 if st is store:
                     rec = 1.0
                 else:
-                    rec = float(np.mean([len(set(dense_ids(st, qv)) & set(t)) / 10 for qv, t in zip(qvs, truth)]))
+                    rec = float(np.mean([recall_at_k(dense_ids(st, qv), set(t), 10) for qv, t in zip(qvs, truth)]))
+                p99, one_p99 = percentile(plain, 99), percentile(one, 99)
                 print(
-                    f"{name:<28} {n:>8} {fs:>7.1f} {statistics.median(plain):>7.2f} {pct(plain, 99):>7.2f} "
-                    f"{statistics.median(one):>7.2f} {pct(one, 99):>7.2f} {statistics.median(alone):>7.2f} {rec:>6.3f}"
+                    f"{name:<28} {n:>8} {fs:>7.1f} {statistics.median(plain):>7.2f} {p99:>7.2f} "
+                    f"{statistics.median(one):>7.2f} {one_p99:>7.2f} {statistics.median(alone):>7.2f} {rec:>6.3f}"
                 )
 
             report("sqlite exact", store, filled)

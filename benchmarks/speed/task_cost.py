@@ -26,14 +26,13 @@ import argparse
 import re
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import DATA, cpu_line, group_recall, percentile
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
-from contextsieve.models.cpu import cpu_summary
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mcp_catalog"
+CATALOG = DATA / "mcp_catalog"
 _FIRST_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
@@ -62,8 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     from contextsieve.engine import Engine
     from contextsieve.retrieval.query_vectors import plan_query
 
-    tools, queries = load(DATA)
-    server_desc = load_servers(DATA)
+    tools, queries = load(CATALOG)
+    server_desc = load_servers(CATALOG)
     agent = catalog_agent(tools, server_desc, "catalog")
     emb = Embedder(variant=args.variant)
     engine = Engine(agent, embedder=emb, cache_dir=False)
@@ -90,8 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     for kind, qs in sets.items():  # quality: every request of every kind once
         for q in qs:
             sel = {f"{e.key.server}/{e.key.name}" for e in session.build_request(q["query"]).context.entries}
-            gs = groups(q)
-            recall[kind].append(sum(1 for g in gs if g & sel) / len(gs))
+            recall[kind].append(group_recall(sel, groups(q)))
             sizes[kind].append(len(sel))
             embedded = list(plan_query(session.query_chunks(q["query"])).embed)  # what goes through the model
             texts[kind].append(len(embedded))
@@ -107,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                 session.build_request(qs[i]["query"])
                 times[kind].append(time.perf_counter() - t)
                 embed_ms[kind].append(spent[0])
-    print(f"CPU: {cpu_summary()}; embedder {emb.info.variant} (queries {emb.info.query_variant})")
+    print(f"{cpu_line()}; embedder {emb.info.variant} (queries {emb.info.query_variant})")
     print(f"{len(tools)} tools; {n} requests of each kind x {args.rounds} rounds, alternating\n")
     print(
         "| request | chars (mean) | texts embedded | padded tokens | p50 ms | p99 ms | of which embedding p50 "
@@ -117,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     p = {}
     for kind, qs in sets.items():
         ms = np.array(times[kind]) * 1e3
-        p[kind] = (statistics.median(ms), float(np.percentile(ms, 99)))
+        p[kind] = (statistics.median(ms), percentile(ms, 99))
         chars = np.mean([len(q["query"]) for q in qs])
         print(
             f"| {kind} ({len(qs)}) | {chars:.0f} | {np.mean(texts[kind]):.2f} | {np.mean(tokens[kind]):.0f} "

@@ -10,6 +10,7 @@ servers. ``relevant`` lists ``server/tool``; ``split`` is ``single`` or ``multi`
 measuring ``session.expand_from``.
 """
 
+import argparse
 import json
 from pathlib import Path
 
@@ -276,4 +277,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -9,6 +9,7 @@ under Postgres, Redis and Kafka), with section bodies that, as in much real docu
 not repeat their parent's name. One question per section; the answer is the (document, heading path).
 """
 
+import argparse
 import json
 from pathlib import Path
 
@@ -138,4 +139,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()
