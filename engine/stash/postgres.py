@@ -12,7 +12,8 @@ rank alike, computed in one SQL statement: the ``tsvector`` GIN index finds the 
 query term, each term's count comes from the tsvector's positions, document frequencies and the
 store's segment and term counts from ``stash_terms`` (kept in the transaction of every write).
 
-The statements shared with the embedded backend are in :mod:`contextsieve.stash.sql`.
+The statements shared with the embedded backend are in :mod:`contextsieve.stash.sql` (reads) and
+:mod:`contextsieve.stash.sql_writes` (writes).
 
 Needs the ``postgres`` extra (``psycopg``); the server needs the ``vector`` extension (``CREATE
 EXTENSION vector`` is run when missing, which needs the right to create it).
@@ -34,8 +35,9 @@ import numpy as np
 
 from contextsieve.errors import InputError, MissingExtraError, StashError
 from contextsieve.stash.backend import FORMAT, OKAPI_B, Filters, Hit, SegmentRow, index_terms
+from contextsieve.stash.dialect import Dialect
 from contextsieve.stash.segment import ContextSegment
-from contextsieve.stash.sql import Dialect, SqlBackend, guarded, reads
+from contextsieve.stash.sql import SqlBackend, guarded, reads
 
 __all__ = ["PostgresConfig", "PostgresBackend"]
 
@@ -110,7 +112,7 @@ class PostgresConfig:
                 raise InputError(f"{name} must be a positive int, got {v!r}")
 
 
-#: How PostgreSQL spells what differs from SQLite (see :class:`~contextsieve.stash.sql.Dialect`).
+#: How PostgreSQL spells what differs from SQLite (see :class:`~contextsieve.stash.dialect.Dialect`).
 DIALECT = Dialect(
     mark="%s",
     segments="stash_segments",

@@ -1,10 +1,10 @@
-"""The SQL both stash backends run, written once: a :class:`Dialect` says how each database spells
-what differs (placeholders, table names, lists of ids, booleans, upserts), :func:`where` turns
-:class:`~contextsieve.stash.backend.Filters` into conditions, :func:`segment_of` maps a row to a
-:class:`~contextsieve.stash.segment.ContextSegment`, and :class:`SqlBackend` holds the reads and the
-statements of the writes. What really differs stays in :mod:`contextsieve.stash.sqlite` (the
-connection, ``BEGIN IMMEDIATE`` writes, the change log and the in-memory vector table) and
-:mod:`contextsieve.stash.postgres` (pgvector chunks, advisory locks, the BM25 term counts).
+"""The SQL both stash backends run, written once: :class:`SqlBackend` holds the one guard of driver
+errors (:func:`guarded`, :func:`reads`), the store's meta and format upgrade, and the reads; its base
+:class:`~contextsieve.stash.sql_writes.SqlWrites` holds the write statements, and
+:mod:`contextsieve.stash.dialect` how each database spells them and how a row maps to a segment. What
+really differs stays in :mod:`contextsieve.stash.sqlite` (the connection, ``BEGIN IMMEDIATE`` writes,
+the change log and the in-memory vector table) and :mod:`contextsieve.stash.postgres` (pgvector chunks,
+advisory locks, the BM25 term counts).
 """
 
 from __future__ import annotations
@@ -14,208 +14,19 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-
 from contextsieve.errors import InputError, StashError, StashIntegrityError
-from contextsieve.stash.backend import (
-    FORMAT,
-    UPGRADES,
-    Filters,
-    SegmentRow,
-    StoreMeta,
-    fields_check,
-    from_epoch,
-    index_terms,
-    to_epoch,
-    vector_digest,
-)
-from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
+from contextsieve.stash.backend import FORMAT, UPGRADES, Filters, StoreMeta, from_epoch
+from contextsieve.stash.dialect import SEGMENT_COLUMNS, checked_fields, segment_of, where
+from contextsieve.stash.segment import ContextSegment
+from contextsieve.stash.sql_writes import SqlWrites
 
-__all__ = ["Dialect", "SqlBackend", "guarded", "reads", "segment_of", "where"]
+__all__ = ["SqlBackend", "guarded", "reads"]
 
-_BATCH = 500  # ids per IN (...) list where a dialect has no array parameters
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _B = TypeVar("_B", bound="SqlBackend")
-
-#: The columns :func:`segment_of` maps, in its order.
-SEGMENT_COLUMNS = (
-    "id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, chunks, "
-    "fields, superseded_by"
-)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one database spells what differs between the backends.
-
-    Attributes:
-        mark: the parameter placeholder (``?`` or ``%s``).
-        segments / refs / meta: table names.
-        true / false: boolean literals (SQLite's booleans are the integers 1 and 0).
-        arrays: a list of values is one array parameter (``= ANY(%s)``); else ``IN (?, ...)`` lists
-            of at most 500 values, one statement per batch.
-        returning: ``UPDATE`` / ``DELETE`` / ``INSERT`` take ``RETURNING`` (else a ``SELECT`` before
-            the change, or the cursor's ``lastrowid``: SQLite before 3.35 has no ``RETURNING``).
-        lock_row: what follows a ``SELECT`` of a row the transaction is about to change.
-        ignore: ``INSERT`` that skips a row whose key is taken (``{table}``, ``{values}``).
-        replace: ``INSERT`` that replaces the row of a taken key (``{table}``, ``{values}``, ``{key}``,
-            ``{value}``: the key column and the column set again).
-        casts: (column, value expression) for the columns written through a function or cast.
-    """
-
-    mark: str
-    segments: str
-    refs: str
-    meta: str
-    true: str
-    false: str
-    arrays: bool
-    returning: bool
-    lock_row: str
-    ignore: str
-    replace: str
-    casts: tuple[tuple[str, str], ...] = ()
-
-    def marks(self, n: int) -> str:
-        return ", ".join([self.mark] * n)
-
-    def batches(self, values: Sequence[Any]) -> Iterator[list[Any]]:
-        """``values`` in the lists one statement takes (with arrays: all of them, even none)."""
-        if self.arrays:
-            yield list(values)
-            return
-        for i in range(0, len(values), _BATCH):
-            yield list(values[i : i + _BATCH])
-
-    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column`` is one of ``values``: the condition and its parameters."""
-        if self.arrays:
-            return f"{column} = ANY({self.mark})", [list(values)]
-        if not values:
-            return self.false, []
-        return f"{column} IN ({self.marks(len(values))})", list(values)
-
-    def value(self, column: str) -> str:
-        """The expression a value of ``column`` is written as."""
-        return dict(self.casts).get(column, self.mark)
-
-    def insert_ignore(self, table: str, n: int) -> str:
-        return self.ignore.format(table=table, values=self.marks(n))
-
-    def upsert(self, table: str, key: str, value: str) -> str:
-        return self.replace.format(table=table, values=self.marks(2), key=key, value=value)
-
-
-def where(d: Dialect, f: Filters, alias: str = "") -> tuple[str, list[Any]]:
-    """SQL conditions (ANDed) and parameters for ``f`` over the segments table (columns prefixed by
-    ``alias``, e.g. ``"s."``)."""
-    p, m = alias, d.mark
-    conds: list[str] = []
-    args: list[Any] = []
-    for column, values in (
-        ("session", f.sessions),
-        ("type", None if f.types is None else [t.value for t in f.types]),
-        ("topic", f.topics),
-        ("source", f.sources),
-    ):
-        if values is not None:
-            cond, vals = d.any_of(p + column, list(values))
-            conds.append(cond)
-            args.extend(vals)
-    if f.since is not None:
-        conds.append(f"{p}created >= {m}")
-        args.append(f.since)
-    if f.until is not None:
-        conds.append(f"{p}created <= {m}")
-        args.append(f.until)
-    if f.protected is not None:
-        conds.append(f"{p}protected = {m}")
-        args.append(f.protected)  # a bool: SQLite binds it as the integer it stores
-    if f.alive_at is not None:
-        conds.append(f"({p}expires IS NULL OR {p}expires > {m} OR {p}protected = {d.true})")
-        args.append(f.alive_at)
-    if f.current is not None:
-        conds.append(f"{p}superseded_by IS {'' if f.current else 'NOT '}NULL")
-    return (" AND ".join(conds) or d.true), args
-
-
-def segment_of(r: Sequence[Any], references: Sequence[str], referenced_by: Sequence[str]) -> ContextSegment:
-    """A segment from a row of :data:`SEGMENT_COLUMNS` and its references both ways."""
-    sid, session, text, kind, created, stashed, tokens, topic, source, sha, model, expires, prot, nch, check, newer = r
-    if not isinstance(text, str) or content_hash(text) != sha:  # a flipped bit on disk, an edited row
-        raise StashIntegrityError(
-            f"segment {sid!r} failed its check on read: its text no longer matches its sha256 (the store's "
-            "file or table was changed outside contextsieve); delete the segment or restore the store"
-        )
-    fields = _fields_of(r)
-    ok = isinstance(check, bytes) and fields == check and isinstance(model, str) and isinstance(nch, int)
-    if not ok or prot not in (0, 1) or not isinstance(newer, (str, type(None))):
-        raise StashIntegrityError(
-            f"segment {str(sid)[:200]!r} failed its check on read: its fields no longer match the row's check "
-            "or hold values of the wrong type (the store's file or table was changed outside contextsieve); "
-            "delete the segment or restore the store"
-        )
-    return ContextSegment(
-        id=sid,
-        session=session,
-        text=text,
-        type=SegmentType(kind),
-        timestamp=from_epoch(created),
-        stashed_at=from_epoch(stashed),
-        tokens=int(tokens),
-        topic=topic,
-        source=source,
-        references=tuple(references),
-        referenced_by=tuple(sorted(referenced_by)),
-        embedding_model=model,
-        chunks=int(nch),
-        expires_at=None if expires is None else from_epoch(expires),
-        protected=bool(prot),
-        sha256=sha,
-        superseded_by=newer if isinstance(newer, str) else None,
-    )
-
-
-def _fields_of(r: Sequence[Any]) -> bytes | None:
-    """:func:`fields_check` of a row of :data:`SEGMENT_COLUMNS` (None when a field has a type no
-    written row has: a changed row)."""
-    sid, session, text, kind, created, stashed, tokens, topic, source, sha, _model, expires = r[:12]
-    return checked_fields(sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires, None)
-
-
-def checked_fields(
-    sid: Any,
-    session: Any,
-    text: Any,
-    kind: Any,
-    created: Any,
-    stashed: Any,
-    tokens: Any,
-    topic: Any,
-    source: Any,
-    sha: Any,
-    expires: Any,
-    terms: Any,
-) -> bytes | None:
-    """:func:`fields_check` of stored values as read (the index terms from ``terms``, the stored
-    space-joined form, or else from ``text``); None when a value has a type no written row has."""
-    if not all(isinstance(x, str) for x in (sid, session, kind, source, sha)) or not isinstance(
-        topic, (str, type(None))
-    ):
-        return None
-    if not all(isinstance(x, int) for x in (created, stashed, tokens)) or not isinstance(expires, (int, type(None))):
-        return None
-    if terms is None:
-        if not isinstance(text, str):
-            return None
-        terms = " ".join(index_terms(text))
-    if not isinstance(terms, str):
-        return None
-    return fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires, terms)
 
 
 def guarded(fn: Callable[Concatenate[_B, _P], _R]) -> Callable[Concatenate[_B, _P], _R]:
@@ -259,12 +70,12 @@ def _one(cursor: Any) -> tuple[Any, ...]:
     return tuple(row)
 
 
-class SqlBackend:
-    """The reads and write statements both backends share (see the module docstring). A subclass sets
-    ``dialect``, ``location``, ``lock`` (held around every statement), ``_db`` (the connection) and
-    the driver's exception classes ``_conflict`` (a unique key taken) and ``_failure`` (any other)."""
+class SqlBackend(SqlWrites):
+    """The reads both backends share, and through :class:`~contextsieve.stash.sql_writes.SqlWrites` the
+    write statements (see the module docstring). A subclass sets ``dialect``, ``location``, ``lock``
+    (held around every statement), ``_db`` (the connection) and the driver's exception classes
+    ``_conflict`` (a unique key taken) and ``_failure`` (any other)."""
 
-    dialect: Dialect
     location: str
     lock: threading.RLock
     _db: Any
@@ -512,173 +323,3 @@ class SqlBackend:
             "search": search,
             "failed_checksum": failed,
         }
-
-    # -- write statements (each backend runs them inside its own transaction) ---------------------
-
-    # Where a backend keeps what the shared columns do not hold: SQLite keeps the vectors in the
-    # segment's row (``_stored_vectors``), PostgreSQL in ``stash_chunks`` rows (``_write_chunks``).
-
-    def _stored_vectors(self, v: np.ndarray) -> dict[str, Any]:
-        """Columns of the segment's row that hold its float32 vectors ``v`` (none: see _write_chunks)."""
-        return {}
-
-    def _stored_terms(self, terms: list[str]) -> dict[str, Any]:
-        """Columns of the segment's row that hold its index terms."""
-        raise NotImplementedError
-
-    def _write_chunks(self, db: Any, row: int, v: np.ndarray, replace: bool) -> None:
-        """Store the vectors of the segment at ``row`` outside it, right after its row is written
-        (``replace``: they replace the ones stored)."""
-
-    def _insert_rows(
-        self, db: Any, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()
-    ) -> tuple[dict[int, str], list[tuple[int, SegmentRow]], list[int]]:
-        """Insert the rows and their references (see :meth:`StashBackend.insert`): returns the skipped
-        ``{position: stored id}`` and ``(row, SegmentRow)`` of each row written."""
-        d, m = self.dialect, self.dialect.mark
-        skipped: dict[int, str] = {}
-        remap: dict[str, str] = {}
-        added: list[tuple[int, SegmentRow]] = []
-        for pos, r in enumerate(rows):
-            s = r.segment
-            if dedup:
-                hit = db.execute(
-                    f"SELECT id FROM {d.segments} WHERE session = {m} AND sha256 = {m} ORDER BY row LIMIT 1",
-                    (s.session, s.sha256),
-                ).fetchone()
-                if hit is not None:
-                    skipped[pos] = remap[s.id] = hit[0]
-                    continue
-            v = np.ascontiguousarray(r.vectors, dtype=np.float32)
-            created, stashed = to_epoch(s.timestamp), to_epoch(s.stashed_at)
-            expires = None if s.expires_at is None else to_epoch(s.expires_at)
-            columns: dict[str, Any] = {
-                "id": s.id,
-                "session": s.session,
-                "text": s.text,
-                "type": s.type.value,
-                "created": created,
-                "stashed": stashed,
-                "tokens": s.tokens,
-                "topic": s.topic,
-                "source": s.source,
-                "sha256": s.sha256,
-                "model": s.embedding_model,
-                "expires": expires,
-                "protected": s.protected,
-                "chunks": v.shape[0],
-                "digest": vector_digest(s.id, s.embedding_model, v),
-                "fields": fields_check(
-                    s.id,
-                    s.session,
-                    s.type.value,
-                    created,
-                    stashed,
-                    s.tokens,
-                    s.topic,
-                    s.source,
-                    s.sha256,
-                    expires,
-                    " ".join(r.terms),
-                ),
-                **self._stored_vectors(v),
-                **self._stored_terms(r.terms),
-            }
-            q = f"INSERT INTO {d.segments} ({', '.join(columns)}) VALUES ({', '.join(d.value(c) for c in columns)})"
-            if d.returning:
-                row = int(db.execute(q + " RETURNING row", list(columns.values())).fetchone()[0])
-            else:
-                row = int(db.execute(q, list(columns.values())).lastrowid or 0)
-            self._write_chunks(db, row, v, False)
-            added.append((row, r))
-        for pos, r in enumerate(rows):  # references once every row of the batch is in
-            s = r.segment
-            if pos in skipped:
-                continue
-            for n, dst in enumerate(dict.fromkeys(remap.get(x, x) for x in s.references)):
-                found = db.execute(f"SELECT session FROM {d.segments} WHERE id = {m}", (dst,)).fetchone()
-                if found is None or found[0] != s.session:
-                    raise InputError(f"segment {s.id!r} refers to {dst!r}, which is not in its session")
-                db.execute(d.insert_ignore(d.refs, 3), (s.id, dst, n))
-        return skipped, added, self._supersede(db, [(old, remap.get(new, new)) for old, new in supersede])
-
-    def _supersede(self, db: Any, pairs: Sequence[tuple[str, str]]) -> list[int]:
-        """Mark each old segment of ``pairs`` as superseded by the new one (both stored, one session;
-        else InputError); returns the rows changed."""
-        d, m = self.dialect, self.dialect.mark
-        changed: list[int] = []
-        for old, new in pairs:
-            if old == new:
-                continue  # a segment that duplicates one it supersedes: nothing to mark
-            both = {
-                i: (row, session, newer)
-                for i, row, session, newer in db.execute(
-                    f"SELECT id, row, session, superseded_by FROM {d.segments} WHERE id IN ({m}, {m})", (old, new)
-                ).fetchall()
-            }
-            if old not in both or new not in both or both[old][1] != both[new][1]:
-                raise InputError(f"segment {new!r} cannot supersede {old!r}: both must be stored in one session")
-            if both[old][2] == new:
-                continue  # already so (an import run again)
-            if both[new][2] is not None:  # so no chain ever loops
-                raise InputError(
-                    f"segment {new!r} is itself superseded (by {both[new][2]!r}); it cannot supersede others"
-                )
-            db.execute(f"UPDATE {d.segments} SET superseded_by = {m} WHERE id = {m}", (new, old))
-            changed.append(int(both[old][0]))
-        return changed
-
-    def _delete_rows(self, db: Any, ids: Sequence[str], returning: str) -> tuple[list[tuple[Any, ...]], list[int]]:
-        """Delete these segments and their references both ways; returns the ``returning`` columns
-        of each deleted segment, and the rows of the segments they superseded (current again)."""
-        d = self.dialect
-        gone: list[tuple[Any, ...]] = []
-        freed: list[int] = []
-        for batch in d.batches(ids):
-            cond, args = d.any_of("id", batch)
-            if d.returning:
-                gone += db.execute(f"DELETE FROM {d.segments} WHERE {cond} RETURNING {returning}", args).fetchall()
-            else:
-                gone += db.execute(f"SELECT {returning} FROM {d.segments} WHERE {cond}", args).fetchall()
-                db.execute(f"DELETE FROM {d.segments} WHERE {cond}", args)
-            src, src_args = d.any_of("src", batch)
-            dst, dst_args = d.any_of("dst", batch)
-            db.execute(f"DELETE FROM {d.refs} WHERE {src} OR {dst}", [*src_args, *dst_args])
-            newer, newer_args = d.any_of("superseded_by", batch)
-            freed += [int(r[0]) for r in db.execute(f"SELECT row FROM {d.segments} WHERE {newer}", newer_args)]
-            db.execute(f"UPDATE {d.segments} SET superseded_by = NULL WHERE {newer}", newer_args)  # current again
-        return gone, freed
-
-    def _set_protected(self, db: Any, ids: Sequence[str], protected: bool) -> list[int]:
-        """Set the flag of these segments; returns the rows of those stored."""
-        d = self.dialect
-        rows: list[int] = []
-        for batch in d.batches(ids):
-            cond, args = d.any_of("id", batch)
-            update = f"UPDATE {d.segments} SET protected = {d.mark} WHERE {cond}"
-            if d.returning:
-                rows += [int(r[0]) for r in db.execute(update + " RETURNING row", [protected, *args])]
-            else:
-                rows += [int(r[0]) for r in db.execute(f"SELECT row FROM {d.segments} WHERE {cond}", args)]
-                db.execute(update, [protected, *args])
-        return rows
-
-    def _replace_vectors(self, db: Any, rows: Sequence[SegmentRow]) -> list[int]:
-        """Store new vectors and model id of the segments of ``rows`` (those deleted meanwhile are
-        skipped); returns the rows changed."""
-        d, m = self.dialect, self.dialect.mark
-        changed: list[int] = []
-        for r in rows:
-            s = r.segment
-            v = np.ascontiguousarray(r.vectors, dtype=np.float32)
-            found = db.execute(f"SELECT row FROM {d.segments} WHERE id = {m}{d.lock_row}", (s.id,)).fetchone()
-            if found is None:
-                continue  # deleted meanwhile
-            row = int(found[0])
-            columns = {"model": s.embedding_model, "chunks": v.shape[0], **self._stored_vectors(v)}
-            columns["digest"] = vector_digest(s.id, s.embedding_model, v)
-            sets = ", ".join(f"{c} = {d.value(c)}" for c in columns)
-            db.execute(f"UPDATE {d.segments} SET {sets} WHERE row = {m}", [*columns.values(), row])
-            self._write_chunks(db, row, v, True)
-            changed.append(row)
-        return changed

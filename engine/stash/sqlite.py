@@ -1,7 +1,8 @@
 """The embedded stash backend: one SQLite file in WAL mode holding segments, their vectors, their
 references and their index terms; dense search in memory with the project's int8 kernels (HNSW when
 large), keyword search (BM25) on the in-memory term index (:mod:`contextsieve.retrieval.bm25`). The
-statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql`.
+statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql` (reads) and
+:mod:`contextsieve.stash.sql_writes` (writes).
 
 Several processes may read and write one file at once: writes are ``BEGIN IMMEDIATE`` transactions
 (waiting up to ``busy_timeout`` seconds for another writer), every write appends to a change log,
@@ -29,8 +30,9 @@ from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow, vector_digest
+from contextsieve.stash.dialect import Dialect, checked_fields
 from contextsieve.stash.segment import ContextSegment, SegmentType
-from contextsieve.stash.sql import Dialect, SqlBackend, checked_fields, guarded
+from contextsieve.stash.sql import SqlBackend, guarded
 from contextsieve.stash.vectors import TableRow, VectorTable
 
 __all__ = ["SqliteConfig", "SqliteBackend", "StashIntegrityWarning"]
@@ -84,7 +86,7 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row I
 # external-content index is checked without its content table, so PRAGMA integrity_check stays "ok").
 # No trigger ever fed it, so the statements here never touch it.
 
-#: How SQLite spells what differs from PostgreSQL (see :class:`~contextsieve.stash.sql.Dialect`).
+#: How SQLite spells what differs from PostgreSQL (see :class:`~contextsieve.stash.dialect.Dialect`).
 DIALECT = Dialect(
     mark="?",
     segments="segments",
