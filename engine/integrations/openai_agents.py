@@ -48,31 +48,22 @@ What the SDK's hooks cannot express (see also the limits in :class:`ContextSieve
   the run with it.
 - A filter only says yes or no: the tools reach the model in the servers' order (MCP tools first,
   then function tools), not in the choice's order, and a tool cannot be renamed or re-described.
+
+The per-call choice itself (the tools kept for the selector, each run's tool results, failing open) is
+:class:`~contextsieve.integrations.openai_agents_choice.CallChoices`, which the filter holds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import copy
 import dataclasses
-import inspect
 import json
-import logging
-import threading
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from contextsieve.errors import (
-    ContextSieveError,
-    InputError,
-    MissingExtraError,
-    ToolArgumentError,
-    ToolChoiceError,
-    brief,
-)
+from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, ToolArgumentError, brief
+from contextsieve.integrations.openai_agents_choice import CallChoices, EnabledByChoice, field_of
 from contextsieve.integrations.selector import (
     DEFAULT_SERVER,
     Choice,
@@ -80,7 +71,6 @@ from contextsieve.integrations.selector import (
     ToolSelector,
     ToolSpec,
     check_fail_open,
-    failed_choice,
 )
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -105,17 +95,6 @@ __all__ = [
     "stash_tools",
 ]
 
-logger = logging.getLogger(__name__)
-
-#: set while the filter lists a server ahead of its turn (its own answers are then all True)
-_PRIMING: contextvars.ContextVar[bool] = contextvars.ContextVar("contextsieve_openai_agents_priming", default=False)
-#: choices kept in :attr:`ContextSieveToolFilter.choices`
-_HISTORY = 100
-#: tool results kept per run (the selection reads the last 4)
-_RESULTS = 8
-#: the integration's name in warnings and errors
-_WHERE = "OpenAI Agents SDK ContextSieveToolFilter"
-
 
 def latest_user_message(run_context: RunContextWrapper[Any]) -> str:
     """The text of the latest user message of the run's input (``run_context.turn_input``, which the
@@ -123,54 +102,14 @@ def latest_user_message(run_context: RunContextWrapper[Any]) -> str:
     multi-part message are joined by newlines; images and files are left out."""
     items = getattr(run_context, "turn_input", None) or []
     for item in reversed(items):
-        if _field(item, "role") != "user" or _field(item, "type") not in (None, "message"):
+        if field_of(item, "role") != "user" or field_of(item, "type") not in (None, "message"):
             continue
-        content = _field(item, "content")
+        content = field_of(item, "content")
         if isinstance(content, str):
             return content
-        parts = [_field(p, "text") for p in content or []]
+        parts = [field_of(p, "text") for p in content or []]
         return "\n".join(p for p in parts if isinstance(p, str) and p)
     return ""
-
-
-def _field(item: object, key: str) -> Any:
-    """A field of an input item, a dict or an object."""
-    return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
-
-
-def _mcp_spec(tool: Any, server: str) -> ToolSpec:
-    """An MCP tool (``mcp.types.Tool`` of MCP 1 or 2) as contextsieve ranks it."""
-    schema = getattr(tool, "input_schema", None)
-    if schema is None:
-        schema = getattr(tool, "inputSchema", None)
-    return ToolSpec(str(tool.name), getattr(tool, "description", None) or "", dict(schema or {}), server)
-
-
-@dataclass(frozen=True)
-class _Turn:
-    """The answer for one model call of a run: ``names`` None lets every tool through; ``error`` is
-    raised to every tool asked (``fail_open=False``). In ``key`` a message of ``None`` is a
-    ``message_of`` that failed."""
-
-    key: tuple[int, str | None, int]
-    version: int
-    names: frozenset[str] | None
-    choice: Choice | None
-    error: BaseException | None = None
-
-
-class _Run:
-    """What the filter keeps for one run (identified by its ``Usage`` object, which the run's context
-    and every tool context of the run share)."""
-
-    __slots__ = ("ref", "results", "count", "turn", "pending")
-
-    def __init__(self, usage: object) -> None:
-        self.ref = weakref.ref(usage)
-        self.results: list[str] = []
-        self.count = 0
-        self.turn: _Turn | None = None
-        self.pending: tuple[tuple[int, str | None, int], asyncio.Future[_Turn]] | None = None
 
 
 class ContextSieveToolFilter:
@@ -253,46 +192,65 @@ class ContextSieveToolFilter:
             raise InputError(f"message_of must be callable, got {brief(message_of)}")
         if not isinstance(sync, bool):
             raise InputError(f"sync must be True or False, got {brief(sync)}")
-        self.selector = selector
-        self._options: dict[str, Any] = {**given, "cache_dir": cache_dir}
-        self._message_of = message_of or latest_user_message
-        self._sync = sync
-        self.fail_open = check_fail_open(fail_open)
-        self._lock = threading.RLock()  # the filter's state (taken briefly, also on the event loop)
-        self._build = threading.Lock()  # building and syncing the selector (worker threads only)
-        self._tools: dict[str, dict[str, ToolSpec]] = {}  # server -> name -> spec: what the selector should hold
-        self._dirty: set[str] = set()  # servers whose tools changed since the selector last synced
-        self._version = 0
-        self._primed: set[str] = set()
-        self._runs: dict[int, _Run] = {}
-        self.choices: list[Choice | FailedChoice] = []
+        self._state = CallChoices(
+            self,
+            selector,
+            {**given, "cache_dir": cache_dir},
+            message_of or latest_user_message,
+            sync,
+            check_fail_open(fail_open),
+        )
+
+    @property
+    def selector(self) -> ToolSelector | None:
+        """The selector choosing (``None`` until the first choice builds one, without a given selector)."""
+        return self._state.selector
+
+    @selector.setter
+    def selector(self, value: ToolSelector | None) -> None:
+        self._state.selector = value
+
+    @property
+    def fail_open(self) -> bool:
+        """Whether a failed choice lets every tool through (see the class's ``fail_open``)."""
+        return self._state.fail_open
+
+    @fail_open.setter
+    def fail_open(self, value: bool) -> None:
+        self._state.fail_open = value
+
+    @property
+    def choices(self) -> list[Choice | FailedChoice]:
         """The choices made so far (newest last; the last 100); a model call that failed open has a
         :class:`FailedChoice` (``failed_open`` ``True``, every tool, the error)."""
-        self.last_error: Exception | None = None
+        return self._state.choices
+
+    @choices.setter
+    def choices(self, value: list[Choice | FailedChoice]) -> None:
+        self._state.choices = value
+
+    @property
+    def last_error(self) -> Exception | None:
         """The error of the latest model call whose choice failed (``None`` while none failed)."""
+        return self._state.last_error
+
+    @last_error.setter
+    def last_error(self, value: Exception | None) -> None:
+        self._state.last_error = value
 
     @property
     def last_choice(self) -> Choice | FailedChoice | None:
         """The latest choice made (``None`` before the first): ``.tools``, ``.proposed``, ``.dropped``,
         ``.request.context.grouped_text()`` for why each item is in, ``.to_dict()``; a
         :class:`FailedChoice` (``.failed_open``, ``.error``; ``.request`` ``None``) when it failed open."""
-        with self._lock:
-            return self.choices[-1] if self.choices else None
+        return self._state.last_choice()
 
     # -- the SDK's hooks ---------------------------------------------------------------------------
 
     async def __call__(self, context: ToolFilterContext, tool: Any) -> bool:
         """The MCP ``tool_filter``: whether ``tool`` of ``context.server_name`` is sent to this model
         call (one choice per call answers every tool of every server using this filter)."""
-        if _PRIMING.get():
-            return True
-        spec = _mcp_spec(tool, context.server_name)
-        with self._lock:
-            known = self._tools.get(spec.server, {}).get(spec.name) == spec
-        if not known:
-            self._absorb(context.agent, spec)
-        turn = await self._turn(context.run_context, context.agent, skip=spec.server)
-        return turn.names is None or spec.name in turn.names
+        return await self._state.allows(context.server_name, context.agent, context.run_context, tool)
 
     def function_tools(self, tools: Iterable[FunctionTool]) -> list[FunctionTool]:
         """Copies of ``tools`` whose ``is_enabled`` also asks this filter's choice (a tool's own
@@ -309,16 +267,10 @@ class ContextSieveToolFilter:
                 out.append(t)
                 continue
             wrapped = copy.copy(t)
-            wrapped.is_enabled = _Enabled(self, t.name, t.is_enabled)
+            wrapped.is_enabled = EnabledByChoice(self._state, t.name, t.is_enabled)
             out.append(wrapped)
             specs.append(ToolSpec(t.name, t.description or "", t.params_json_schema or {}, DEFAULT_SERVER))
-        with self._lock:
-            group = self._tools.setdefault(DEFAULT_SERVER, {})
-            for s in specs:
-                if group.get(s.name) != s:
-                    group[s.name] = s
-                    self._dirty.add(DEFAULT_SERVER)
-                    self._version += 1
+        self._state.add_function_tools(specs)
         return out
 
     def instructions(self, base: str = "") -> Callable[[RunContextWrapper[Any], Any], Awaitable[str]]:
@@ -328,7 +280,7 @@ class ContextSieveToolFilter:
             raise InputError(f"base must be a str, got {brief(base)}")
 
         async def instructions(run_context: RunContextWrapper[Any], agent: Any) -> str:
-            turn = await self._turn(run_context, agent)
+            turn = await self._state.turn(run_context, agent)
             extra = turn.choice.instructions if turn.choice is not None else ""
             return "\n\n".join(p for p in (base, extra) if p)
 
@@ -337,220 +289,7 @@ class ContextSieveToolFilter:
     def add_tool_result(self, context: RunContextWrapper[Any], result: object) -> None:
         """Record a tool result of the run of ``context`` (a run or tool context): the next model
         call's choice reads it (tools it points to are proposed). :class:`ContextSieveHooks` calls this."""
-        run = self._run(context)
-        with self._lock:
-            run.results = [*run.results[-(_RESULTS - 1) :], _result_text(result)]
-            run.count += 1
-
-    # -- the choice --------------------------------------------------------------------------------
-
-    def _run(self, context: RunContextWrapper[Any]) -> _Run:
-        usage = context.usage
-        with self._lock:
-            run = self._runs.get(id(usage))
-            if run is None or run.ref() is not usage:
-                for key in [k for k, r in self._runs.items() if r.ref() is None]:
-                    del self._runs[key]
-                run = self._runs[id(usage)] = _Run(usage)
-            return run
-
-    def _absorb(self, agent: Any, spec: ToolSpec) -> None:
-        """A tool not known yet (or changed): take its server's whole list when the server has it
-        (``cached_tools`` holds the listing being filtered), else add the one tool."""
-        server = _server_named(agent, spec.server)
-        listed = getattr(server, "cached_tools", None) if server is not None else None
-        specs = [_mcp_spec(t, spec.server) for t in listed or []]
-        with self._lock:
-            if any(s == spec for s in specs):
-                self._replace(spec.server, specs)
-            else:
-                group = self._tools.setdefault(spec.server, {})
-                group[spec.name] = spec
-                self._dirty.add(spec.server)
-                self._version += 1
-
-    def _replace(self, server: str, specs: list[ToolSpec]) -> None:
-        new = {s.name: s for s in specs}
-        if self._tools.get(server) != new:
-            self._tools[server] = new
-            self._dirty.add(server)
-            self._version += 1
-
-    async def _refresh(self, run_context: RunContextWrapper[Any], agent: Any, skip: str | None) -> None:
-        """Take the current lists of this filter's servers of ``agent``; list once ahead a server
-        never listed (but ``skip``, the one being listed), so the first call's choice sees them all."""
-        for server in getattr(agent, "mcp_servers", None) or ():
-            if getattr(server, "tool_filter", None) is not self:
-                continue
-            name = server.name
-            listed = getattr(server, "cached_tools", None)
-            with self._lock:
-                prime = listed is None and name != skip and name not in self._primed
-                if prime:
-                    self._primed.add(name)
-            if prime:
-                token = _PRIMING.set(True)
-                try:
-                    await server.list_tools(run_context, agent)
-                except Exception as e:  # not connected, failing: known by its tools when it is listed
-                    logger.warning("contextsieve: could not list the tools of MCP server %r ahead: %s", name, e)
-                finally:
-                    _PRIMING.reset(token)
-                listed = getattr(server, "cached_tools", None)
-            if listed is not None:
-                specs = [_mcp_spec(t, name) for t in listed]
-                with self._lock:
-                    self._replace(name, specs)
-
-    def _available(self, agent: Any) -> list[str] | None:
-        """The names of the tools ``agent`` could get through this filter (None: no agent to ask)."""
-        if agent is None:
-            return None
-        names: list[str] = []
-        with self._lock:
-            for server in getattr(agent, "mcp_servers", None) or ():
-                if getattr(server, "tool_filter", None) is self:
-                    names.extend(self._tools.get(server.name, {}))
-        for t in getattr(agent, "tools", None) or ():
-            if isinstance(t, FunctionTool) and isinstance(t.is_enabled, _Enabled) and t.is_enabled.owner is self:
-                names.append(t.name)
-        return names
-
-    async def _turn(self, run_context: RunContextWrapper[Any], agent: Any, skip: str | None = None) -> _Turn:
-        """The run's answer for the current model call: made once, shared by every tool asked."""
-        run = self._run(run_context)
-        failure: Exception | None = None
-        message: str | None
-        try:
-            message = self._message_of(run_context)
-            if not isinstance(message, str):
-                raise InputError(f"message_of must return a str, got {brief(message)}")
-        except Exception as e:  # failed: the call's choice fails open in _compute (one warning, not one per tool)
-            message, failure = None, e
-        with self._lock:
-            key = (id(agent), message, run.count)
-            turn = run.turn
-            if turn is not None and turn.key == key and turn.version == self._version:
-                return self._answer(turn)
-            pending = run.pending
-            if pending is None or pending[0] != key or pending[1].done():
-                task = asyncio.ensure_future(self._compute(run, run_context, agent, message, key, skip, failure))
-                run.pending = pending = (key, task)
-        return self._answer(await asyncio.shield(pending[1]))
-
-    def _answer(self, turn: _Turn) -> _Turn:
-        if turn.error is not None:
-            raise turn.error
-        return turn
-
-    async def _compute(
-        self,
-        run: _Run,
-        run_context: RunContextWrapper[Any],
-        agent: Any,
-        message: str | None,
-        key: tuple[int, str | None, int],
-        skip: str | None,
-        failure: Exception | None = None,
-    ) -> _Turn:
-        with self._lock:
-            results = tuple(run.results)
-        try:
-            await self._refresh(run_context, agent, skip)
-            with self._lock:
-                version = self._version
-            if failure is not None:
-                raise failure
-            if message is None or not message.strip():  # (None only with a failure)
-                turn = _Turn(key, version, None, None)
-            else:
-                available = self._available(agent)
-                choice = await asyncio.to_thread(self._select, message, results, available)
-                turn = _Turn(key, version, frozenset(choice.tools), choice)
-                with self._lock:
-                    self.choices = [*self.choices[-(_HISTORY - 1) :], choice]
-        except Exception as e:
-            with self._lock:
-                self.last_error = e
-                version = self._version
-            every = self._every(agent)
-            try:
-                failed = failed_choice(e, every, fail_open=self.fail_open, where=_WHERE)
-            except ToolChoiceError as raised:  # fail_open=False: every tool asked gets it
-                turn = _Turn(key, version, None, None, raised)
-            else:
-                with self._lock:
-                    self.choices = [*self.choices[-(_HISTORY - 1) :], failed]
-                turn = _Turn(key, version, None, None)
-        with self._lock:
-            run.turn = turn
-        return turn
-
-    def _every(self, agent: Any) -> list[str]:
-        """The names of every tool the call may get through this filter (those of ``agent``, or every
-        tool known without one), for the record of a call that failed open."""
-        names = self._available(agent)
-        if names is None:
-            with self._lock:
-                names = [n for group in self._tools.values() for n in group]
-        return names
-
-    def _select(self, message: str, results: tuple[str, ...], available: list[str] | None) -> Choice:
-        """Build or sync the selector, then choose (in a worker thread: it embeds on the CPU)."""
-        with self._build:
-            with self._lock:
-                dirty = {s: list(self._tools.get(s, {}).values()) for s in self._dirty}
-                every = [s for group in self._tools.values() for s in group.values()]
-            if self.selector is None:
-                self.selector = ToolSelector.from_tools(every, **self._options)
-            elif self._sync and dirty:
-                self.selector.sync([s for specs in dirty.values() for s in specs], servers=list(dirty))
-            with self._lock:
-                self._dirty.difference_update(dirty)
-            selector = self.selector
-        return selector.choose(message, tool_results=results, available=available)
-
-
-class _Enabled:
-    """A function tool's ``is_enabled`` asking the filter's choice (after the tool's own)."""
-
-    def __init__(self, owner: ContextSieveToolFilter, name: str, inner: Any) -> None:
-        self.owner = owner
-        self.name = name
-        self.inner = inner
-
-    async def __call__(self, run_context: RunContextWrapper[Any], agent: Any) -> bool:
-        if callable(self.inner):
-            own = self.inner(run_context, agent)
-            if inspect.isawaitable(own):
-                own = await own
-            if not own:
-                return False
-        turn = await self.owner._turn(run_context, agent)
-        return turn.names is None or self.name in turn.names
-
-
-def _result_text(result: object) -> str:
-    """The text of a tool's output: a str as it is, the ``text`` of text parts (``{"type": "input_text",
-    "text": ...}`` dicts, as MCP tools return, or ``ToolOutputText`` objects) joined by newlines, other
-    parts (images, files) left out; anything else as ``str``."""
-    if isinstance(result, str):
-        return result
-    if isinstance(result, (list, tuple)):
-        return "\n".join(t for t in (_result_text(r) for r in result) if t)
-    text = _field(result, "text")
-    if isinstance(text, str):
-        return text
-    if _field(result, "type") is not None:
-        return ""  # an image or file part
-    return str(result)
-
-
-def _server_named(agent: Any, name: str) -> Any:
-    for server in getattr(agent, "mcp_servers", None) or ():
-        if getattr(server, "name", None) == name:
-            return server
-    return None
+        self._state.add_tool_result(context, result)
 
 
 class ContextSieveHooks(RunHooks[Any]):
