@@ -16,6 +16,7 @@ from contextsieve.retrieval.text import query_chunks, split_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunking import ChunkConfig, chunk_item
 from contextsieve.selection.ranking import select_items
+from contextsieve.session.requests import TokenCounts
 from contextsieve.session.session import Session
 
 from .fake_embedder import FakeEmbedder
@@ -341,7 +342,7 @@ def test_token_budget_drops_lowest_scored_agent_items_first(agent: Agent, store:
     )
     agent_entries = [e for e in free.context.entries if e.mode is G]
     assert len(agent_entries) >= 3
-    costs = {e.key: Session(agent, store, token_counter=words)._item_tokens(e.key) for e in free.context.entries}
+    costs = {e.key: TokenCounts(words, store).item(agent, e.key) for e in free.context.entries}
     full = sum(costs.values())
     lowest = agent_entries[-1]
     s = Session(agent, store, token_counter=words, token_budget=full - 1)

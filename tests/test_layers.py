@@ -120,3 +120,20 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
         "engine/retrieval/bad.py:2: retrieval imports contextsieve.session.session (a higher layer)",
         "engine/retrieval/root.py:1 imports the root package (['Engine', '__version__'])",
     ]
+
+
+def test_the_wheel_lists_every_package() -> None:
+    """Every folder of the package is in pyproject's ``packages`` (a missing one is a wheel that
+    cannot be imported), and py.typed ships with it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    found = {
+        "contextsieve." + ".".join(p.parent.relative_to(ROOT / "engine").parts)
+        for p in (ROOT / "engine").rglob("__init__.py")
+    }
+    found = {name.rstrip(".") for name in found}
+    found |= {"contextsieve.kernels", "contextsieve.models"}
+    assert set(config["packages"]) == found
+    assert (ROOT / "engine" / "py.typed").is_file()
+    assert "py.typed" in config["package-data"]["contextsieve"]

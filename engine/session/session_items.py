@@ -1,0 +1,93 @@
+"""The items a session holds itself (its ``always`` items at creation, then what the user adds or
+removes) and which of the agent's items a request may search for (:class:`SessionItems`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+
+from contextsieve.agent.agent import Agent
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
+from contextsieve.agent.settings import AgentSettings
+from contextsieve.errors import InputError, brief
+from contextsieve.selection.context import ContextEntry
+
+__all__ = ["SessionItems", "tool_available"]
+
+_SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
+_MENTION = re.compile(r"@(ref|rule):([\w-]+)")
+
+
+def tool_available(agent: Agent, settings: AgentSettings, tool: Tool) -> bool:
+    """Whether a session with ``settings`` may offer ``tool``: autonomous agents' sessions drop tools
+    that would need approval (``tool_permission``)."""
+    if not agent.autonomous:
+        return True
+    mode = settings.tool_permission
+    return mode == "never" or (mode == "tool" and not agent.permission_required(tool))
+
+
+class SessionItems:
+    """A session's own items, in order: key -> include mode (``always`` or ``manual``).
+
+    At creation it holds the agent's ``always`` items: references, then rules (each by priority, then
+    name), then tools (server, then tool order). An ``always`` item removed stays removed; adding it
+    back makes it ``manual``. Not thread-safe: the session holds its lock and the agent's around it.
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        table = agent.table()
+        always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
+        self.modes: dict[ItemKey, IncludeMode] = {
+            it.key: IncludeMode.ALWAYS
+            for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
+        }
+
+    def items(self) -> list[tuple[ItemKey, IncludeMode]]:
+        return list(self.modes.items())
+
+    def replace(self, agent: Agent, items: Iterable[tuple[ItemKey | str, IncludeMode | str]]) -> None:
+        """Set the items as a whole; every key and mode is checked before anything changes."""
+        new: dict[ItemKey, IncludeMode] = {}
+        for key, mode in items:
+            try:
+                m = IncludeMode(mode)
+            except ValueError as e:
+                raise InputError(f"unknown include mode {brief(mode)}") from e
+            new[agent.get(key).key] = m
+        self.modes = new
+
+    def add(self, agent: Agent, key: ItemKey | str) -> None:
+        self.modes.setdefault(agent.get(key).key, IncludeMode.MANUAL)
+
+    def remove(self, agent: Agent, key: ItemKey | str) -> None:
+        self.modes.pop(agent.get(key).key, None)
+
+    def take_mentions(self, agent: Agent, message: str) -> str:
+        """Add the message's ``@ref:name`` / ``@rule:name`` items as manual; return the message without them."""
+        for kind, name in _MENTION.findall(message):
+            self.add(agent, ItemKey(ItemKind.REFERENCE if kind == "ref" else ItemKind.RULE, name))
+        return " ".join(_MENTION.sub(" ", message).split())
+
+    def entries(self, agent: Agent) -> list[ContextEntry]:
+        """The items as request context entries, in order (with their priorities)."""
+        return [ContextEntry(k, m, priority=getattr(agent.get(k), "priority", None)) for k, m in self.modes.items()]
+
+    def searchable(self, agent: Agent, settings: AgentSettings) -> np.ndarray:
+        """Per item position of the agent's table: whether search may choose it now (agent mode, not
+        held by the session, and, for a tool, usable in this session)."""
+        table = agent.table()
+        mask = table.agent.copy()
+        if agent.autonomous:
+            mode = settings.tool_permission
+            if mode == "always":
+                mask &= ~table.tool
+            elif mode == "tool":
+                mask &= ~table.needs_permission
+        for key in self.modes:
+            pos = table.position.get(key)
+            if pos is not None:
+                mask[pos] = False
+        return mask
