@@ -1,6 +1,6 @@
 """Numba kernels (``@njit(cache=True)``). Imported only through :mod:`contextsieve.kernels.scoring`'s
 dispatch on the first call that needs them, so ``import contextsieve`` never loads Numba (a few
-hundred ms; ``benchmarks.cold_start``).
+hundred ms; ``benchmarks.speed.cold_start``).
 
 All take float32 C-contiguous arrays (validated by the caller). Each float32 corpus row is scored
 against the query rows one dot product at a time: the row stays in L1 between queries, and this plain
@@ -10,7 +10,7 @@ last block padded): converting an int8 value to float costs as much as the multi
 converted value serves four queries; one or two queries are faster one at a time (1M rows, side by
 side on Zen 5 and as compiled for AVX2: 1 query 7-8 ms one at a time against 15-16 ms in a block of
 four; 4 queries 15-21 ms in a block against 18-30 ms one at a time), while the block made float
-rows no faster (``benchmarks.kernels_table`` measures the kernels).
+rows no faster (``benchmarks.speed.kernels_table`` measures the kernels).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
 """
 

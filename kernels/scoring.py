@@ -40,13 +40,13 @@ __all__ = [
 
 #: Multiply-adds (rows x queries x dim) from which Numba is used: below it numpy's gemv is as fast or
 #: faster and a small case costs little either way, while Numba's import and cache load cost a few
-#: hundred ms once; above it the fused kernel wins (``benchmarks/kernels_table.py``).
+#: hundred ms once; above it the fused kernel wins (``benchmarks/speed/kernels_table.py``).
 NUMBA_MIN_WORK = 4_000_000
 
 #: Rows from which :func:`group_max` uses its Numba loop (numpy's lexsort is fine below).
 GROUP_NUMBA_ROWS = 50_000
 #: Postings from which :func:`bm25_top_k` uses its Numba loop: below it the numpy path's fixed cost is
-#: small and Numba is not imported for a small store (``benchmarks.kernels_table``).
+#: small and Numba is not imported for a small store (``benchmarks.speed.kernels_table``).
 BM25_TOPK_NUMBA_POSTINGS = 4_096
 
 _jit: ModuleType | None = None
@@ -65,7 +65,7 @@ def _kernels() -> ModuleType:
 #: Up to this many rows, :func:`query_scores` stays on one OpenBLAS thread: its matrix-vector product
 #: does not wake BLAS threads at these sizes, whose idle spinning (~0.1 s on the other core, where ONNX
 #: Runtime is embedding the next message) a matrix-matrix product would cause from about 1,000 rows
-#: (``benchmarks.request_latency``: request p50 9.8 -> ~6 ms back to back). Kept as the documented
+#: (``benchmarks.speed.request_latency``: request p50 9.8 -> ~6 ms back to back). Kept as the documented
 #: size the no-spinning test checks.
 GEMV_MAX_ROWS = 2048
 

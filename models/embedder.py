@@ -44,11 +44,11 @@ DEFAULT_BATCH_SIZE = 64
 QUERY_TOKENS = 64
 #: What one more ONNX Runtime call costs, in padded tokens: the fixed part of a call (~0.7 ms of a
 #: one-sentence query) over the time per token (~0.027 ms), both from the one-sentence and batch timings
-#: of ``benchmarks.task_cost`` / the variant table. Batches are cut where a second call is cheaper than
+#: of ``benchmarks.speed.task_cost`` / the variant table. Batches are cut where a second call is cheaper than
 #: padding short texts to a long one's width (see :meth:`TextTokenizer.batches`).
 CALL_COST_TOKENS = 24
 #: Most padded tokens (rows x width) in one call: small enough that a batch's activations stay in a
-#: 1 MiB L2 cache (chosen with ``benchmarks.compare_embedders``).
+#: 1 MiB L2 cache (chosen with ``benchmarks.speed.compare_embedders``).
 DEFAULT_BATCH_TOKENS = 512
 
 

@@ -6,7 +6,7 @@ No torch: the weights are read from safetensors and laid into ONNX Runtime's fus
 int8 QKV projection), ``BiasGelu`` (exact erf GELU). Residual + LayerNorm runs as two ``Add`` and
 ONNX ``LayerNormalization``, which measured faster here than ORT's ``SkipLayerNormalization`` (that
 kernel accumulates in double) and than ``InstanceNormalization`` over a ``[1, rows, hidden]`` view plus
-a gamma ``Mul`` and beta ``Add`` (``benchmarks/int8_recipe.py`` has the accuracy of each int8 step).
+a gamma ``Mul`` and beta ``Add`` (``benchmarks/speed/int8_recipe.py`` has the accuracy of each int8 step).
 Masked mean pooling and L2 normalisation end the graph.
 
 Inputs: ``input_ids`` and ``attention_mask`` (int64, ``[batch, seq]``, padding on the right).
@@ -48,7 +48,7 @@ class QuantPlan:
         int8_embeddings: store the word-embedding table as int8 with one scale per row (4x smaller
             file; ORT folds the dequantisation once when the session is created, so speed is unchanged).
         per_tensor_activations: one activation scale per tensor (ORT's fused ``DynamicQuantizeMatMul``)
-            instead of one per token row. Kept as the baseline of ``benchmarks/int8_recipe.py``: it
+            instead of one per token row. Kept as the baseline of ``benchmarks/speed/int8_recipe.py``: it
             loses too much accuracy on MiniLM (mean cosine 0.992) to be a default.
         unsigned_weights: store int8 weights as uint8 with zero point 128 (the same integers, so the
             same vectors) for CPUs without VNNI: there ONNX Runtime's u8 x s8 kernel adds pairs of

@@ -13,7 +13,7 @@ Two more steps reach fp32 quality: activations are quantised per token row (spec
 their own outliers, and one scale per tensor let them flatten every other token), and the FFN output
 layer keeps its 8 largest-range input channels (of 1536) in fp32.
 
-``python -m benchmarks.int8_recipe`` measures each step against fp32 (docs/internals.md has the table).
+``python -m benchmarks.speed.int8_recipe`` measures each step against fp32 (docs/internals.md has the table).
 
 Activation ranges come from :data:`CALIBRATION_FILE`, text written for this project and shipped with it.
 """

@@ -14,7 +14,7 @@ from contextsieve.models.weights import BertConfig
 
 DATA = Path(__file__).parent / "data"
 #: sentence-transformers vectors of a varied text set, shipped with the package (the variant choice checks
-#: every candidate against them): benchmarks/make_golden.py writes it.
+#: every candidate against them): benchmarks/data/make_golden.py writes it.
 GOLDEN = Path(__file__).resolve().parent.parent / "models" / "data" / "golden_minilm.npz"
 
 
@@ -150,7 +150,7 @@ def int8(model_cache: Path):  # noqa: ANN201
 
 @pytest.fixture(scope="session")
 def golden() -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Texts, sentence-transformers vectors and full token counts (from benchmarks/make_golden.py)."""
+    """Texts, sentence-transformers vectors and full token counts (from benchmarks/data/make_golden.py)."""
     z = np.load(GOLDEN)
     return json.loads(str(z["texts"])), z["vectors"], z["tokens"]
 

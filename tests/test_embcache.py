@@ -317,7 +317,7 @@ def test_ctrl_c_ends_the_cli_with_one_line_and_130(monkeypatch, capsys) -> None:
 
 
 def test_a_row_whose_key_reads_back_as_bytes_is_rejected_not_raised(tmp_path: Path) -> None:
-    """Found by ``benchmarks.tamper``: a flipped bit in a record header made the key column come back
+    """Found by ``benchmarks.robustness.tamper``: a flipped bit in a record header made the key column come back
     as a blob, and verification raised AttributeError ('bytes' has no 'encode') instead of rejecting."""
     cache = EmbeddingCache(tmp_path / "c.sqlite", "m/1")
     v = np.eye(4, dtype=np.float32)[:1]

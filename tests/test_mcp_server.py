@@ -395,7 +395,7 @@ def test_unreadable_stdio_lines_get_a_json_rpc_error_at_once(model_cache: Path, 
         assert ask(json.dumps(init))["result"]["serverInfo"]["name"]  # still serving after all of them
         assert ask('{"jsonrpc":"2.0","id":2,"method":"ping"}') == {"jsonrpc": "2.0", "id": 2, "result": {}}
         # an id with a lone surrogate escape is valid JSON and echoed in the reply: the SDK's writer
-        # raised on it and the server process ended (found by benchmarks.fuzz, mcp_stdio)
+        # raised on it and the server process ended (found by benchmarks.robustness.fuzz, mcp_stdio)
         assert ask('{"jsonrpc":"2.0","id":"a\\udfffb","method":"ping"}')["id"] == "a\ufffdb"
         assert ask('{"jsonrpc":"2.0","id":3,"method":"ping"}') == {"jsonrpc": "2.0", "id": 3, "result": {}}
     finally:

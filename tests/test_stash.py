@@ -1335,7 +1335,7 @@ def test_a_close_restatement_is_proposed_as_superseding(location: str) -> None:
 
 
 def test_changed_index_terms_or_a_null_field_are_caught_not_served(tmp_path: Path) -> None:
-    """Issue 27 item 4 (found by benchmarks.tamper): the fields check covers the keyword index terms, so
+    """Issue 27 item 4 (found by benchmarks.robustness.tamper): the fields check covers the keyword index terms, so
     a store that loads a row whose terms changed leaves it out of search with a warning (its text still
     reads); a value of another type where a count was is a StashIntegrityError, not a TypeError."""
     from contextsieve.errors import StashIntegrityError

@@ -37,12 +37,12 @@ __all__ = [
 ]
 
 #: Similarity under which an item needs keyword evidence to be selected (``context_min_score``);
-#: chosen with ``python -m benchmarks.small_talk`` (docs/selection.md): the highest floor that lowers
+#: chosen with ``python -m benchmarks.quality.small_talk`` (docs/selection.md): the highest floor that lowers
 #: recall on none of the catalogs.
 CONTEXT_MIN_SCORE = 0.15
 
 #: Default ``outcome_weight``: the most ranking score a tool loses for a request close to its
-#: recorded misses (chosen with ``python -m benchmarks.tool_outcomes``, docs/selection.md).
+#: recorded misses (chosen with ``python -m benchmarks.quality.tool_outcomes``, docs/selection.md).
 OUTCOME_WEIGHT = 0.2
 #: Cosine between a request and a recorded miss from which the miss lowers the tool's score.
 MISS_SIMILARITY = 0.7
@@ -240,7 +240,7 @@ class AgentSettings:
             may still be pulled by items of either. Default ``None``: one shared search, as the reference.
         keyword_weight: weight of BM25 (normalised by the best candidate chunk's BM25 for the message)
             added to the dense score of each chunk (default 0.3; 0 = dense only, as the reference system).
-            Chosen by ``python -m benchmarks.tool_selection`` (docs/selection.md).
+            Chosen by ``python -m benchmarks.quality.tool_selection`` (docs/selection.md).
         keyword_fusion: how the keyword term joins the dense score: ``"weighted"`` (default: dense +
             weight x normalised BM25) or ``"rrf"`` (reciprocal-rank fusion, the BM25 term scaled by the weight).
         max_query_chunks: most query sentences a message is searched with (1-1000, default 32), so a
@@ -260,7 +260,7 @@ class AgentSettings:
             that names a tool's words keeps it however low MiniLM scores it.
         prf_weight: pseudo-relevance feedback: after a first search, each query vector moves by this
             weight (0-1) toward the mean of the ``prf_depth`` best chunks and the search runs again
-            (default 0: off; ``benchmarks.tool_selection`` measures it).
+            (default 0: off; ``benchmarks.quality.tool_selection`` measures it).
         prf_depth: chunks the feedback step averages (0-50, default 3).
         outcome_weight: learning from what the model did with an offer: a tool offered for earlier
             requests and not called (its misses, recorded by :meth:`Session.record_outcome`) loses up

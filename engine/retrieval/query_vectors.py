@@ -4,7 +4,7 @@ A request searches with its message's sentences and, for tasks, their steps and 
 (:func:`contextsieve.retrieval.text.split_query`), so a task's words appear in several query texts: "Find the
 failing test and post it on Slack." is searched as itself and as its two clauses. Embedding every text
 put each token through the model two or three times, and the batch was padded to the longest text:
-a 300-character task cost four to eight one-sentence requests (``benchmarks.task_cost``).
+a 300-character task cost four to eight one-sentence requests (``benchmarks.speed.task_cost``).
 
 Here each token goes through the model about once: the *leaves* (texts that contain no other query
 text) are embedded, and a text made of leaves gets the mean of its leaves' vectors weighted by their
@@ -37,7 +37,7 @@ class QueryPlan:
             the text itself).
         weights: per input text, the weight of each part (about its tokens: words, plus one per CJK
             character; word weights kept recall on both tool catalogs where character weights lost
-            0.003-0.007, ``benchmarks.tool_selection``).
+            0.003-0.007, ``benchmarks.quality.tool_selection``).
     """
 
     embed: tuple[str, ...]

@@ -78,7 +78,7 @@ class ChunkConfig:
         tool_context: what of a tool's MCP server goes into its embedding text: ``"none"``,
             ``"server"`` (its name; the default) or ``"server+description"`` (name and description).
         split_identifiers: embed tool names with camelCase / snake_case split into words (default False;
-            ``benchmarks.tool_selection`` measures it).
+            ``benchmarks.quality.tool_selection`` measures it).
         max_summary_tokens: longest summary (item ``summary`` or summarizer output) used (default 64 tokens).
         tool_schema: what of a tool's ``inputSchema`` is embedded and indexed: ``"none"``, ``"text"``
             (its parameters' names, split into words, and descriptions follow the description in the

@@ -38,7 +38,7 @@ class OfferConfig:
             a tool search for its message (:meth:`Session.search_tools`, after the selected ones;
             within the budget), so that later steps of the task find theirs already offered and the
             array stays the same (default 0: off; more tools in context from the first step on, measured
-            in ``benchmarks.tool_offers``).
+            in ``benchmarks.quality.tool_offers``).
         grow: after a task's first request, add at most this many of a request's selected tools (its
             best by score) that are not offered yet (default None: every selected tool). With
             ``prefill``, later steps mostly find their tools offered and the array rarely changes.
