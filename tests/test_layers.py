@@ -12,24 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: bottom to top; a unit imports only units of its own layer or of the layers below it
-LAYERS: list[tuple[str, ...]] = [
-    ("errors", "fileio", "choices"),  # the ground: used by all, uses nothing of the package
-    ("kernels",),  # pure array functions
-    ("models",),  # the embedding runner
-    ("retrieval",),  # the one retrieval core: embedding protocol and cache, text splitting, index, BM25, fusion
-    ("stash",),  # the stash store, on the retrieval core alone (it knows no agent)
-    ("agent",),  # what an agent is: items, settings, agent files, tool names, use
-    ("selection",),  # which items go into a request: chunk store, search, ranking, request context
-    ("session",),  # a session: state, offer, requests and their assembly, explanations, stash link, agent tools
-    ("mcp_client",),  # the client of an agent's MCP servers
-    ("engine",),  # the entry point that ties an agent to its embedder, store and sessions
-    ("mcp_server",),  # serve and the gateway, over an Engine
-    ("integrations",),  # the frameworks
-    ("inspect",),  # the page
-    ("cli", "__main__"),  # the command line
-]
-RANK = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+from tests.helpers.layers import RANK
+
 TOP_LEVEL_MODULES = 8
 
 
@@ -139,3 +123,12 @@ def test_the_wheel_lists_every_package() -> None:
     assert set(config["packages"]) == found
     assert (ROOT / "engine" / "py.typed").is_file()
     assert "py.typed" in config["package-data"]["contextsieve"]
+
+
+def test_the_module_map_in_the_docs_is_current() -> None:
+    """docs/internals.md's module map is the one the code draws (regenerate it with
+    ``python -m tests.helpers.module_map --write``)."""
+    from tests.helpers.module_map import PAGE, page_with_map
+
+    page = PAGE.read_text(encoding="utf-8")
+    assert page == page_with_map(page), "docs/internals.md: run python -m tests.helpers.module_map --write"
