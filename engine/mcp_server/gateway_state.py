@@ -147,7 +147,7 @@ class Gateway:
         for k in keys:
             if agent.has(k) and not self.down(k.server):
                 tool = agent.get(k)
-                if isinstance(tool, Tool) and st.session._tool_available(tool):
+                if isinstance(tool, Tool) and st.session.tool_available(tool):
                     out.append(tool)
         return out
 
