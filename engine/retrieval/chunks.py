@@ -19,6 +19,10 @@ Graph labels are stable across processes: ``chunk index within the group << KEY_
 labels whose low bits are all zero), so a graph saved beside a store
 (:mod:`contextsieve.retrieval.graphfile`) stays valid when the index is filled again in another
 order, and a group added again under its key updates its own labels.
+
+The storage (slots, chunk rows, masks, exact scoring of chosen slots) is
+:class:`~contextsieve.retrieval.chunk_rows.ChunkRows`, the base of :class:`ChunkIndex`; this module
+holds the settings, adding and removing (which keep the graph in step), the searches and the graph.
 """
 
 from __future__ import annotations
@@ -32,24 +36,17 @@ import numpy as np
 
 from contextsieve.choices import IndexBackend
 from contextsieve.errors import InputError, MissingExtraError
-from contextsieve.kernels.scoring import Hits, Int8Corpus, as_vectors, check_finite, group_max, top_k
+from contextsieve.kernels.scoring import Hits, as_vectors, check_finite, group_max, top_k
+from contextsieve.retrieval.chunk_rows import KEY_BITS, MAX_KEY, ChunkRows
 from contextsieve.retrieval.hnsw import HnswIndex, add_to_graph, import_hnswlib, new_graph
 
-__all__ = ["IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "KEY_BITS", "graph_label"]
+__all__ = ["IndexConfig", "ChunkIndex", "HNSW_MIN_ROWS", "graph_label"]
 
 #: Live chunk vectors from which ``backend="auto"`` builds HNSW. From about there a graph search
 #: answers faster than the exact int8 scan (4.8 against 8.2 ms per stash retrieve at 100,000 in
 #: ``benchmarks.stash_speed``); the graph costs about 1.7 KB of memory per chunk vector and one
 #: build (about 20 s at 50,000; ``benchmarks.hnsw_table`` measures build, recall and latency).
 HNSW_MIN_ROWS = 50_000
-
-#: Low bits of a graph label that hold the group's key (the 20 bits above: the chunk's index in it).
-KEY_BITS = 43
-_MAX_KEY = (1 << KEY_BITS) - 1
-_MAX_CHUNKS = (1 << (63 - KEY_BITS)) - 1
-#: Keys below this are also mapped to slots by an array (graph answers are mapped back in one
-#: gather instead of a dict lookup per label); larger keys only by the dict. 4 bytes per key.
-_DENSE_KEYS = 1 << 23
 
 
 def graph_label(key: int, chunk: int) -> int:
@@ -99,7 +96,7 @@ class IndexConfig:
 _NO_HITS = Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int32))
 
 
-class ChunkIndex:
+class ChunkIndex(ChunkRows):
     """Groups of int8 chunk rows under integer keys; exact or HNSW search with a per-slot filter.
 
     Not thread-safe: its owner (the agent's chunk store, the stash's table) holds a lock around it.
@@ -110,28 +107,10 @@ class ChunkIndex:
     """
 
     def __init__(self, dim: int = 384, config: IndexConfig | None = None) -> None:
-        if dim < 1:
-            raise InputError(f"dim must be positive, got {dim}")
-        self.dim = dim
+        super().__init__(dim)
         self.config = config or IndexConfig()
         if self.config.backend == "hnsw":
             import_hnswlib()
-        self.slot_of: dict[int, int] = {}  # live key -> slot
-        self._slot_by_key = np.full(0, -1, np.int32)  # the same for keys below _DENSE_KEYS (-1: none)
-        self._key = np.zeros(0, np.int64)  # slot -> key
-        self._firsts = np.zeros(0, np.int64)  # slot -> first chunk row
-        self._counts = np.zeros(0, np.int64)  # slot -> chunk rows
-        self._gone = np.zeros(0, np.bool_)  # slot -> removed
-        self._digest: list[bytes] = []  # slot -> digest of the stored vectors (for saved graphs)
-        self._slots = 0
-        self._q8 = np.zeros((0, dim), np.int8)
-        self._scale = np.zeros(0, np.float32)
-        self._chunk_slot = np.zeros(0, np.int64)
-        self._chunk_gone = np.zeros(0, np.bool_)
-        self._gone_chunks = 0
-        self._chunks = 0
-        self._changes = 0  # adds and removes so far (the key of the all-live mask's memo)
-        self._live_memo: tuple[int, tuple[np.ndarray, int]] | None = None
         self._hnsw: HnswIndex | None = None
         self._ef = self.config.ef_search
         self._no_hnswlib = False  # auto found hnswlib missing (warned once): exact from then on
@@ -139,27 +118,6 @@ class ChunkIndex:
         self.defer_hnsw = False  # while True, `auto` does not build the graph (a store being opened)
         self.graph_built = 0  # times the graph was built from scratch (a saved graph is then stale)
         self.graph_changes = 0  # changes to the graph since it was built or loaded
-
-    # -- contents ---------------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        """Live groups."""
-        return len(self.slot_of)
-
-    @property
-    def slots(self) -> int:
-        """Slots ever given (removed groups' included): slot masks have this length."""
-        return self._slots
-
-    @property
-    def chunks(self) -> int:
-        """Chunk rows ever added (removed ones included): chunk masks have this length."""
-        return self._chunks
-
-    @property
-    def live_chunks(self) -> int:
-        """Chunk rows of live groups."""
-        return self._chunks - self._gone_chunks
 
     @property
     def backend(self) -> str:
@@ -183,35 +141,7 @@ class ChunkIndex:
         """``backend="auto"`` wanted a graph but hnswlib is not installed (warned once; exact from then)."""
         return self._no_hnswlib
 
-    def key(self, slot: int) -> int:
-        """The key a slot was added under."""
-        return int(self._key[slot])
-
-    def chunk_rows(self, slot: int) -> np.ndarray:
-        """The chunk rows of a slot, in the order its vectors were given."""
-        first = int(self._firsts[slot])
-        return np.arange(first, first + int(self._counts[slot]), dtype=np.int64)
-
-    def live_slots(self) -> np.ndarray:
-        """Per slot: its group is live, ``[slots]``."""
-        return ~self._gone[: self._slots]
-
-    def chunk_slots(self) -> np.ndarray:
-        """The slot of every chunk row, ``[chunks]`` (read-only)."""
-        out = self._chunk_slot[: self._chunks]
-        out.flags.writeable = False
-        return out
-
-    def _grow(self, names: tuple[str, ...], need: int, floor: int) -> None:
-        cap = getattr(self, names[0]).shape[0]
-        if need <= cap:
-            return
-        new = max(need, 2 * cap, floor)
-        for name in names:
-            old = getattr(self, name)
-            grown = np.zeros((new,) + old.shape[1:], old.dtype)
-            grown[:cap] = old
-            setattr(self, name, grown)
+    # -- adding and removing ----------------------------------------------------------------------
 
     def add(self, groups: Sequence[tuple[int, object]], digests: Sequence[bytes] | None = None) -> np.ndarray:
         """Add groups ``(key, vectors [chunks, dim])``, quantising all their vectors in one call; a key
@@ -223,56 +153,13 @@ class ChunkIndex:
             digests: optional per group, a digest of its stored vectors that a saved graph is checked
                 against (:meth:`graph_contents`).
         """
-        if digests is not None and len(digests) != len(groups):
-            raise InputError(f"{len(groups)} groups but {len(digests)} digests")
-        last = {}
-        for j, (key, vecs) in enumerate(groups):
-            if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
-                raise InputError(f"group keys must be ints, got {key!r:.80}")
-            if not 0 <= int(key) <= _MAX_KEY:
-                raise InputError(f"group keys must lie in 0..{_MAX_KEY}, got {key}")
-            a = np.asarray(vecs)
-            if a.ndim == 1 and a.size % self.dim == 0:  # one group's vectors given flat
-                a = a.reshape(-1, self.dim)
-            v = as_vectors(a, "vectors", self.dim)
-            if v.shape[0] > _MAX_CHUNKS:
-                raise InputError(f"a group may have at most {_MAX_CHUNKS} chunk vectors")
-            check_finite(v, "vectors")
-            last[int(key)] = (v, digests[j] if digests is not None else b"")
+        last = self._checked(groups, digests)
         if not last:
             return np.zeros(0, np.int64)
         for key in last:
             if key in self.slot_of:
                 self.remove(key)
-        vecs = [v for v, _ in last.values()]
-        q = Int8Corpus.from_vectors(np.concatenate(vecs) if len(vecs) > 1 else vecs[0])
-        s0, c0 = self._slots, self._chunks
-        total = q.q8.shape[0]
-        self._grow(("_key", "_firsts", "_counts", "_gone"), s0 + len(last), 256)
-        self._grow(("_q8", "_scale", "_chunk_slot", "_chunk_gone"), c0 + total, 1024)
-        self._q8[c0 : c0 + total] = q.q8
-        self._scale[c0 : c0 + total] = q.scale
-        self._chunk_gone[c0 : c0 + total] = False
-        c = c0
-        for j, (key, (v, digest)) in enumerate(last.items()):
-            s = s0 + j
-            self._key[s] = key
-            self._firsts[s] = c
-            self._counts[s] = v.shape[0]
-            self._gone[s] = False
-            self._digest.append(digest)
-            self._chunk_slot[c : c + v.shape[0]] = s
-            self.slot_of[key] = s
-            if key < _DENSE_KEYS:
-                if key >= self._slot_by_key.shape[0]:
-                    grown = np.full(min(_DENSE_KEYS, max(2 * self._slot_by_key.shape[0], key + 1, 1024)), -1, np.int32)
-                    grown[: self._slot_by_key.shape[0]] = self._slot_by_key
-                    self._slot_by_key = grown
-                self._slot_by_key[key] = s
-            c += v.shape[0]
-        self._slots = s0 + len(last)
-        self._chunks = c0 + total
-        self._changes += 1
+        s0, c0, total = self._append(last)
         if self._hnsw is not None:
             self._hnsw_add(np.arange(c0, c0 + total))
         else:
@@ -281,42 +168,16 @@ class ChunkIndex:
 
     def remove(self, key: int) -> None:
         """Forget the group added under ``key`` (no-op when absent); its rows are never returned again."""
-        s = self.slot_of.pop(int(key), None)
-        if s is None:
+        rows = self._forget(key)
+        if rows is None:
             return
-        if key < self._slot_by_key.shape[0]:
-            self._slot_by_key[key] = -1
-        self._gone[s] = True
-        self._changes += 1
-        first, count = int(self._firsts[s]), int(self._counts[s])
-        self._chunk_gone[first : first + count] = True
-        self._gone_chunks += count
         if self._hnsw is not None:
             self.graph_changes += 1
-            for label in self.labels(np.arange(first, first + count)).tolist():
+            for label in self.labels(rows).tolist():
                 try:
                     self._hnsw.mark_deleted(label)
                 except RuntimeError:
                     pass  # deleted already
-
-    # -- filters ----------------------------------------------------------------------------------
-
-    def chunk_mask(self, slot_ok: np.ndarray | None) -> tuple[np.ndarray, int]:
-        """Per chunk row: live and its slot passes ``slot_ok`` (``[slots]`` bools; ``None``: all);
-        and how many rows pass."""
-        n = self._chunks
-        if slot_ok is None:  # every live row: kept until the next change (read-only)
-            memo = self._live_memo
-            if memo is None or memo[0] != self._changes:
-                live = ~self._chunk_gone[:n]
-                live.flags.writeable = False
-                memo = self._live_memo = (self._changes, (live, n - self._gone_chunks))
-            return memo[1]
-        if slot_ok.shape != (self._slots,):
-            raise InputError(f"a slot mask of shape {slot_ok.shape} for {self._slots} slots")
-        ok = ~self._chunk_gone[:n]
-        ok &= slot_ok[self._chunk_slot[:n]]
-        return ok, int(ok.sum())
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -386,32 +247,6 @@ class ChunkIndex:
         order = top_k(seg, k)
         return [(int(s), float(seg[s])) for s in order if np.isfinite(seg[s])]
 
-    def _exact_corpus(self, chunk_ok: np.ndarray, passing: int) -> tuple[np.ndarray | None, Int8Corpus, object]:
-        """The rows an exact scan reads: the passing rows gathered when they are few (their row ids
-        returned), else every row with the others excluded."""
-        n = self._chunks
-        if passing < 0.25 * n:
-            rows = np.flatnonzero(chunk_ok)
-            return rows, Int8Corpus(np.ascontiguousarray(self._q8[rows]), self._scale[rows]), None
-        return None, Int8Corpus(self._q8[:n], self._scale[:n]), ~chunk_ok
-
-    def scores(self, queries: object, slots: Sequence[int]) -> list[float]:
-        """The score of each slot (its best chunk against the best query row), exactly, in one call."""
-        if not slots:
-            return []
-        q = as_vectors(queries, "queries", self.dim)
-        idx = np.asarray(slots, dtype=np.int64)
-        firsts, counts = self._firsts[idx], self._counts[idx]
-        owner = np.repeat(np.arange(idx.size), counts)
-        rows = np.repeat(firsts, counts) + (np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts))
-        if rows.size <= 4096:  # a few candidates: one BLAS product beats waking the kernel's thread pool
-            best = ((self._q8[rows].astype(np.float32) @ q.T) * self._scale[rows, None]).max(axis=1)
-        else:
-            best, _ = Int8Corpus(np.ascontiguousarray(self._q8[rows]), self._scale[rows]).score_pool(q)
-        out = np.full(idx.size, -math.inf)
-        np.maximum.at(out, owner, best.astype(np.float64))
-        return [float(x) for x in out]
-
     # -- HNSW -------------------------------------------------------------------------------------
 
     def labels(self, chunk_rows: np.ndarray) -> np.ndarray:
@@ -422,7 +257,7 @@ class ChunkIndex:
     def rows_of_labels(self, labels: np.ndarray) -> np.ndarray:
         """The chunk rows of graph labels; ``-1`` for a label of no live group's chunk."""
         labels = np.asarray(labels, np.int64)
-        keys = labels & _MAX_KEY
+        keys = labels & MAX_KEY
         dense = self._slot_by_key
         if keys.size and int(keys.max()) < dense.shape[0]:
             slots = dense[keys].astype(np.int64)
@@ -463,9 +298,6 @@ class ChunkIndex:
         self.defer_hnsw = False
         if self._hnsw is None:
             self._maybe_build()
-
-    def _dequantised(self, rows: np.ndarray) -> np.ndarray:
-        return self._q8[rows].astype(np.float32) * self._scale[rows, None]
 
     def build_hnsw(self) -> bool:
         """Build the graph over all live chunk rows and check the recall guard; returns whether the
