@@ -14,7 +14,7 @@ __all__ = ["StashResult", "Retrieved", "RetrieveTrace", "Candidate", "MergeResul
 
 @dataclass(frozen=True)
 class StashResult:
-    """What :meth:`StashStore.stash` did.
+    """What :meth:`StashStore.stash <contextsieve.stash.store.StashStore.stash>` did.
 
     Attributes:
         segment_ids: one id per input segment, in input order (a duplicate gets the stored segment's id).
@@ -22,9 +22,10 @@ class StashResult:
         tokens: model tokens of the newly stored segments.
         redacted: secrets replaced by a placeholder before storage, by kind (counts only; see
             :mod:`contextsieve.stash.redact`).
-        may_supersede: with :attr:`StashConfig.propose_supersede` set, ``{new id: stored id}`` for each
-            new segment whose meaning is that close to a current segment of its session (a restated or
-            changed fact): stash it again with ``supersedes`` to make it so (nothing is marked here).
+        may_supersede: with :attr:`~contextsieve.stash.config.StashConfig.propose_supersede` set,
+            ``{new id: stored id}`` for each new segment whose meaning is that close to a current segment
+            of its session (a restated or changed fact): stash it again with ``supersedes`` to make it so
+            (nothing is marked here).
     """
 
     segment_ids: tuple[str, ...]

@@ -1,8 +1,7 @@
 """The embedded stash backend: one SQLite file in WAL mode holding segments, their vectors, their
 references and their index terms; dense search in memory with the project's int8 kernels (HNSW when
 large), keyword search (BM25) on the in-memory term index (:mod:`contextsieve.retrieval.bm25`). The
-statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql` (reads) and
-:mod:`contextsieve.stash.sql_writes` (writes).
+statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql` and ``sql_writes``.
 
 Several processes may read and write one file at once: writes are ``BEGIN IMMEDIATE`` transactions
 (waiting up to ``busy_timeout`` seconds for another writer), every write appends to a change log,

@@ -141,7 +141,8 @@ def stash(
 def _proposals(
     store: StashCore, plan: _Plan, vectors: list[np.ndarray], session: str, supersede: Sequence[tuple[str, str]]
 ) -> dict[str, str]:
-    """``{new stored id: stored id}`` of :attr:`StashConfig.propose_supersede` (before the write)."""
+    """``{new stored id: stored id}`` of :attr:`~contextsieve.stash.config.StashConfig.propose_supersede`
+    (before the write)."""
     threshold = store.config.propose_supersede
     if threshold is None or not plan.new:
         return {}
