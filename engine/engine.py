@@ -18,10 +18,13 @@ from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import EventLoopError, InputError
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.selection.chunk_store import ChunkStore, TextEmbedder
+from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunking import ChunkConfig, Summarizer
 from contextsieve.session.assembly import Request
-from contextsieve.session.session import OfferConfig, Session, StashSettings
+from contextsieve.session.offer import OfferConfig
+from contextsieve.session.session import Session
+from contextsieve.session.stash_link import StashSettings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from contextsieve.mcp_client.catalog import ToolCatalog
     from contextsieve.mcp_client.client import ListConfig
     from contextsieve.models.embedder import Embedder
-    from contextsieve.stash import StashStore
+    from contextsieve.stash.store import StashStore
 
 __all__ = ["Engine", "IndexReport"]
 

@@ -1,9 +1,11 @@
-"""The one exception hierarchy of contextsieve.
+"""The one exception hierarchy of contextsieve, and its warnings.
 
 Every error the library raises on purpose derives from :class:`ContextSieveError`, so callers can
 catch the library's failures with one ``except`` clause while programming errors (``TypeError`` from
 a wrong call, ``KeyboardInterrupt``) pass through. Where an error wraps another, the cause is kept
-with ``raise ... from``.
+with ``raise ... from``. The warnings (``...Warning``, subclasses of :class:`UserWarning`) say what
+the library worked around: a typo in an agent file, a cache row or stored vectors that failed their
+checksum, a saved graph that could not be used.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ __all__ = [
     "check_text",
     "brief",
     "AgentFileWarning",
+    "CacheIntegrityWarning",
+    "GraphFileWarning",
+    "StashIntegrityWarning",
 ]
 
 
@@ -161,3 +166,17 @@ class AgentFileWarning(UserWarning):
     the file, the place and the key's likely meaning ("did you mean ..."); the key is kept in the file
     (saves write it back) but has no effect. Issued with :func:`warnings.warn` once per problem at load,
     and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
+
+
+class StashIntegrityWarning(UserWarning):
+    """Stored vectors failed their checksum (changed on disk); those segments are left out of dense
+    search until ``contextsieve stash rebuild`` re-embeds them."""
+
+
+class GraphFileWarning(UserWarning):
+    """A saved HNSW graph could not be used or written; the store still works (the graph is built
+    in memory instead), only opening it again is slower."""
+
+
+class CacheIntegrityWarning(UserWarning):
+    """Rows of the embedding cache failed verification and are being re-embedded."""

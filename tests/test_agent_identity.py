@@ -100,7 +100,7 @@ def test_two_agents_named_alike_never_see_each_others_segments(
 def test_a_store_an_earlier_version_shared_is_named_not_read(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
     """The default store was stash/<name>.db, shared by every agent of that name: serve does not read it
     now, and says on stderr how to (its own store is stash/<identity>.db)."""
-    from contextsieve.stash import StashStore
+    from contextsieve.stash.store import StashStore
 
     data = tmp_path / "data"
     (data / "stash").mkdir(parents=True)

@@ -193,7 +193,7 @@ def test_a_tool_without_a_schema_is_offered_as_an_object() -> None:
 
 
 def test_stash_rebuild_of_a_current_store_shows_no_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from contextsieve.stash import StashStore
+    from contextsieve.stash.store import StashStore
 
     with StashStore.open(tmp_path / "s.db") as store:
         store.stash(["one segment"])

@@ -10,11 +10,11 @@ import pytest
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.agentfile import load_agent, save_agent
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
-from contextsieve.errors import InputError
+from contextsieve.errors import InputError, SummarizerError
 from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.retrieval.text import heading_sections
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.chunking import ChunkConfig, SummarizerError, chunk_item, split_identifier
+from contextsieve.selection.chunking import ChunkConfig, chunk_item, split_identifier
 from contextsieve.selection.ranking import RelationGraph, graph_expand
 from contextsieve.session.session import Session
 
@@ -395,7 +395,8 @@ def test_conservative_preset_expands() -> None:
 
 
 def test_fuse_matches_plain_oracles() -> None:
-    from contextsieve.selection.ranking import RRF_K, fuse
+    from contextsieve.retrieval.fusion import RRF_K
+    from contextsieve.selection.ranking import fuse
 
     rng = np.random.default_rng(3)
     dense = rng.standard_normal(40).astype(np.float32)

@@ -79,7 +79,7 @@ def test_a_tampered_chunk_plan_is_cut_again(tmp_path: Path) -> None:
     import sqlite3
     import warnings
 
-    from contextsieve.retrieval.cache import CacheIntegrityWarning
+    from contextsieve.errors import CacheIntegrityWarning
 
     e1 = Engine(make_agent(), embedder=CountingFake(), cache_dir=tmp_path)
     e1.index()
@@ -163,7 +163,7 @@ def test_every_flipped_byte_of_a_row_is_detected_and_reembedded_once(tmp_path: P
     import sqlite3
     import warnings
 
-    from contextsieve.retrieval.cache import CacheIntegrityWarning
+    from contextsieve.errors import CacheIntegrityWarning
 
     db = tmp_path / "e.sqlite"
     v = _unit(2, 8, seed=3)

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from contextsieve.agent.agent import Agent, McpServer, UnknownItemError
+from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.engine import Engine
-from contextsieve.errors import InputError, SessionFileError
+from contextsieve.errors import InputError, SessionFileError, UnknownItemError
 from contextsieve.retrieval.text import query_chunks, split_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunking import ChunkConfig, chunk_item
@@ -603,7 +603,7 @@ def test_tools_as_their_own_domain(store: ChunkStore) -> None:
 
 def test_index_with_progress_through_a_custom_embedder(capsys) -> None:  # noqa: ANN001
     """Failed before the fix: the store passed show_progress to an embedder whose protocol had none."""
-    from contextsieve.selection.chunk_store import TextEmbedder
+    from contextsieve.retrieval.embedding import TextEmbedder
 
     emb = FakeEmbedder()
     assert isinstance(emb, TextEmbedder)

@@ -19,9 +19,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from contextsieve import InputError, MissingExtraError, OfferConfig, Rule, StashStore
-from contextsieve.integrations import ToolSelector
 from contextsieve.integrations.langchain import ContextSieveMiddleware, tool_specs
 from contextsieve.integrations.langgraph_store import StashMemoryStore
+from contextsieve.integrations.selector import ToolSelector
 
 # (name, description): a catalog where each user request needs one tool the others do not serve
 CATALOG = [
@@ -201,7 +201,7 @@ def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_the_stash_as_a_langgraph_store(int8: Any, tmp_path: Path) -> None:
-    from contextsieve.stash import StashConfig
+    from contextsieve.stash.config import StashConfig
 
     path = tmp_path / "memory.sqlite"
     stash = StashStore.open(path, embedder=int8, config=StashConfig())
@@ -238,7 +238,7 @@ def test_the_stash_as_a_langgraph_store(int8: Any, tmp_path: Path) -> None:
 
 
 def test_a_choice_names_tools_as_the_framework_lists_them(int8: Any) -> None:
-    from contextsieve.integrations import ToolSpec
+    from contextsieve.integrations.selector import ToolSpec
 
     specs = [ToolSpec(n, d, server="travel") for n, d in CATALOG[:6]]
     selector = ToolSelector.from_tools(specs, embedder=int8, cache_dir=False)

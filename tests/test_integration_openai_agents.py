@@ -31,7 +31,7 @@ from contextsieve.integrations.openai_agents import (  # noqa: E402
     stash_tools,
 )
 from contextsieve.integrations.selector import ToolSelector, ToolSpec  # noqa: E402
-from contextsieve.stash import StashStore  # noqa: E402
+from contextsieve.stash.store import StashStore  # noqa: E402
 
 set_tracing_disabled(True)
 

@@ -32,8 +32,8 @@ from contextsieve.integrations.pydantic_ai import (
     stash_toolset,
 )
 from contextsieve.integrations.selector import ToolSelector, ToolSpec
-from contextsieve.session.session import OfferConfig
-from contextsieve.stash import StashStore
+from contextsieve.session.offer import OfferConfig
+from contextsieve.stash.store import StashStore
 
 # -- a realistic agent: 20 tools, each recording its calls ---------------------------------------------
 

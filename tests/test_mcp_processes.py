@@ -13,7 +13,7 @@ from mcp import Client
 
 from contextsieve.engine import Engine
 from contextsieve.mcp_server.common import STATELESS, ServeConfig, SessionRegistry
-from contextsieve.stash import StashStore
+from contextsieve.stash.store import StashStore
 from tests.mcp_results import refused, result
 from tests.servers import http_server
 

@@ -131,3 +131,82 @@ def test_mypy_checks_setting_names_and_types_where_users_pass_them(tmp_path: Pat
     out = _mypy(tmp_path, code)
     lines = {int(line.split(":")[1]) for line in out.stdout.splitlines() if ": error:" in line}
     assert lines == {4, 5, 6}, out.stdout
+
+
+def _module_files() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for folder, prefix in (
+        ("engine", "contextsieve"),
+        ("kernels", "contextsieve.kernels"),
+        ("models", "contextsieve.models"),
+    ):
+        for p in (ROOT / folder).rglob("*.py"):
+            parts = list(p.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([prefix, *parts])] = p
+    return out
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_each_public_name_has_one_path() -> None:
+    """A name in a module's ``__all__`` is defined in that module: no module re-exports another's
+    names (subpackages' ``__init__`` included), so each public name is reachable by one path besides
+    the root's."""
+    found = []
+    for module, path in _module_files().items():
+        if module == "contextsieve":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        listed = [
+            elt.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for elt in node.value.elts  # type: ignore[attr-defined]
+        ]
+        found += [f"{module}.{name}" for name in listed if name not in _defined(tree)]
+    assert found == []
+
+
+def test_the_root_names_the_module_that_defines_each_name() -> None:
+    import importlib
+
+    files = _module_files()
+    for name, module in contextsieve._LAZY.items():
+        assert name in _defined(ast.parse(files[module].read_text(encoding="utf-8"))), (name, module)
+        assert getattr(importlib.import_module(module), name) is getattr(contextsieve, name)
+
+
+def test_every_error_and_warning_class_lives_in_errors() -> None:
+    """One module holds the exception hierarchy and the warnings; the root exports them all (a
+    private exception a module raises and catches itself is no part of the surface)."""
+    import contextsieve.errors as errors
+
+    elsewhere = []
+    for module, path in _module_files().items():
+        if module == "contextsieve.errors":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (
+                isinstance(node, ast.ClassDef)
+                and not node.name.startswith("_")
+                and any(
+                    isinstance(b, ast.Name) and (b.id.endswith(("Error", "Warning", "Exception"))) for b in node.bases
+                )
+            ):
+                elsewhere.append(f"{module}.{node.name}")
+    assert elsewhere == []
+    classes = {n for n in errors.__all__ if isinstance(getattr(errors, n), type)}
+    assert classes <= set(contextsieve.__all__)
+    assert {"AgentFileWarning", "CacheIntegrityWarning", "GraphFileWarning", "StashIntegrityWarning"} <= classes

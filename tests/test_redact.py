@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contextsieve.stash import StashConfig, StashStore
+from contextsieve.stash.config import StashConfig
 from contextsieve.stash.redact import KINDS, redact
+from contextsieve.stash.store import StashStore
 
 from .fake_embedder import FakeEmbedder
 

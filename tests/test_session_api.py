@@ -10,7 +10,8 @@ import pytest
 from contextsieve.agent.items import ItemKind
 from contextsieve.errors import InputError
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.session.session import Session, ToolMatch
+from contextsieve.session.requests import ToolMatch
+from contextsieve.session.session import Session
 
 from .fake_embedder import FakeEmbedder
 from .test_engine import make_agent

@@ -12,8 +12,9 @@ from contextsieve.agent.items import IncludeMode
 from contextsieve.errors import InputError, UnknownSegmentError
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import RequestContext, StashedEntry
-from contextsieve.session.session import Session, StashSettings
-from contextsieve.stash import StashStore
+from contextsieve.session.session import Session
+from contextsieve.session.stash_link import StashSettings
+from contextsieve.stash.store import StashStore
 
 from .fake_embedder import FakeEmbedder
 from .test_engine import make_agent

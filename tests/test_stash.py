@@ -17,21 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.errors import InputError, StashError, StashModelError, UnknownSegmentError
+from contextsieve.errors import InputError, StashError, StashIntegrityWarning, StashModelError, UnknownSegmentError
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.fusion import spread_weights
-from contextsieve.stash import (
-    NewSegment,
-    RankConfig,
-    RetrieveOptions,
-    SegmentType,
-    StashConfig,
-    StashIntegrityWarning,
-    StashStore,
-)
 from contextsieve.stash.backend import Filters, query_terms
-from contextsieve.stash.options import RetrieveKeywords
+from contextsieve.stash.config import StashConfig
+from contextsieve.stash.options import RetrieveKeywords, RetrieveOptions
+from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.segment import NewSegment, SegmentType
 from contextsieve.stash.sqlite import SqliteBackend
+from contextsieve.stash.store import StashStore
 from contextsieve.stash.vectors import TableRow, VectorTable
 from tests.fake_embedder import FakeEmbedder
 
@@ -1321,7 +1316,7 @@ def test_a_close_restatement_is_proposed_as_superseding(location: str) -> None:
     """``propose_supersede``: a new segment whose meaning is that close to a current one of its
     session is reported (not marked); stashing it again with ``supersedes`` marks it (a duplicate of
     a stored text makes the stored one supersede)."""
-    from contextsieve.stash import StashConfig
+    from contextsieve.stash.config import StashConfig
 
     with StashStore.open(location, fake(), StashConfig(propose_supersede=0.9)) as s:
         s.stash([{"text": "the release date is friday the fifth", "id": "d1"}, "lunch is at noon"])
@@ -1338,8 +1333,7 @@ def test_changed_index_terms_or_a_null_field_are_caught_not_served(tmp_path: Pat
     """Issue 27 item 4 (found by benchmarks.robustness.tamper): the fields check covers the keyword index terms, so
     a store that loads a row whose terms changed leaves it out of search with a warning (its text still
     reads); a value of another type where a count was is a StashIntegrityError, not a TypeError."""
-    from contextsieve.errors import StashIntegrityError
-    from contextsieve.stash.sqlite import StashIntegrityWarning
+    from contextsieve.errors import StashIntegrityError, StashIntegrityWarning
 
     path = str(tmp_path / "s.db")
     with StashStore.open(path, fake()) as s:

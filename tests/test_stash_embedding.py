@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from contextsieve.errors import InputError
-from contextsieve.stash import NewSegment, StashConfig, StashStore
+from contextsieve.stash.config import StashConfig
+from contextsieve.stash.segment import NewSegment
+from contextsieve.stash.store import StashStore
 from tests.fake_embedder import FakeEmbedder
 
 

@@ -11,12 +11,13 @@ import pytest
 
 pytest.importorskip("hnswlib")  # the `hnsw` extra is in `make setup`; without it this file has nothing to test
 
+from contextsieve.errors import GraphFileWarning
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
-from contextsieve.stash import StashStore
+from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import Filters
 from contextsieve.stash.segment import SegmentType
 from contextsieve.stash.sqlite import SqliteConfig
+from contextsieve.stash.store import StashStore
 from contextsieve.stash.vectors import TableRow, VectorTable
 from tests.fake_embedder import FakeEmbedder
 

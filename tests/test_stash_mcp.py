@@ -15,7 +15,7 @@ from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine
 from contextsieve.mcp_server.common import ServeConfig
 from contextsieve.mcp_server.server import build_server
-from contextsieve.stash import StashStore
+from contextsieve.stash.store import StashStore
 from tests.mcp_results import refused, result
 
 STASH_TOOLS = {

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from contextsieve.errors import InputError, StashError
-from contextsieve.stash import StashStore
 from contextsieve.stash.segment import ContextSegment
+from contextsieve.stash.store import StashStore
 from contextsieve.stash.transfer import export_store, import_store, migrate, read_file
 
 from .fake_embedder import FakeEmbedder

@@ -28,7 +28,7 @@ from contextsieve.session.agent_tools import (
     STASH_TOOLS,
     AgentTool,
 )
-from contextsieve.stash import StashStore
+from contextsieve.stash.store import StashStore
 from tests.fake_embedder import FakeEmbedder
 from tests.mcp_results import refused, result
 

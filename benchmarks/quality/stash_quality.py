@@ -8,7 +8,7 @@ Every turn of each conversation is stashed (one stash session per conversation) 
 ``"<Speaker>: <text>"`` with its session's date; each question retrieves from its conversation's
 session and is scored by the share of its evidence turns in the top 5 / top 10 (averaged over
 questions). Rankings compared, all over the same stored vectors: dense alone, BM25 alone, a fixed
-0.7/0.3 hybrid, the default :class:`~contextsieve.stash.RankConfig`, and sweeps of the keyword weight
+0.7/0.3 hybrid, the default :class:`~contextsieve.stash.ranking.RankConfig`, and sweeps of the keyword weight
 and of the decay weights. Ages are measured now (the conversations are years old, so the decays are
 flat) and, as a second column for the default, at the day after each conversation's last session
 (recent sessions favoured by the decays). No LLM anywhere.
@@ -34,7 +34,10 @@ from pathlib import Path
 
 from benchmarks import common
 from contextsieve.models.cpu import cpu_summary
-from contextsieve.stash import NewSegment, RankConfig, StashConfig, StashStore
+from contextsieve.stash.config import StashConfig
+from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.segment import NewSegment
+from contextsieve.stash.store import StashStore
 
 DATA = common.DATA / "conversations"
 

@@ -26,7 +26,7 @@ signals) filling places 6-10 (``hop``).
 ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or ``type``, the
 store's default form).
 
-Ranking is an emulation of :class:`~contextsieve.stash.StashStore`'s default (dense cosine of the
+Ranking is an emulation of :class:`~contextsieve.stash.store.StashStore`'s default (dense cosine of the
 whole query, the stash's BM25 over stemmed terms with FTS5's floored idf and the store's length
 normalisation (``RankConfig.keyword_length_norm``) and without auxiliary verbs in the query's terms,
 each signal divided by its best among the top 20 candidates of each and weighted by its spread
@@ -64,8 +64,8 @@ from benchmarks.quality.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.retrieval.fusion import spread_weights
-from contextsieve.stash import RankConfig
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
+from contextsieve.stash.ranking import RankConfig
 from tests.helpers import plays
 
 EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"

@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.errors import ContextSieveError
+from contextsieve.errors import ContextSieveError, GraphFileWarning
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
+from contextsieve.retrieval.graphfile import load_graph, save_graph
 
 Reader = Callable[[Path], object]
 
@@ -96,9 +96,9 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
         data = got.path.read_bytes()
         return data[:64] + data[-64:]
 
-    from contextsieve.stash import StashStore
     from contextsieve.stash.backend import Filters
     from contextsieve.stash.sqlite import SqliteConfig
+    from contextsieve.stash.store import StashStore
     from tests.helpers.crash import HashEmbedder
 
     store_path = folder / "stash.db"

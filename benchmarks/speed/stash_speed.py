@@ -44,8 +44,12 @@ from benchmarks.workloads import sentences
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.models.embedder import Embedder
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.stash import NewSegment, RankConfig, SqliteConfig, StashConfig, StashStore
 from contextsieve.stash.backend import Filters
+from contextsieve.stash.config import StashConfig
+from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.segment import NewSegment
+from contextsieve.stash.sqlite import SqliteConfig
+from contextsieve.stash.store import StashStore
 
 _TAG = re.compile(r"^syn(\d+) ")
 

@@ -24,7 +24,6 @@ __all__ = [
     "McpServer",
     "Agent",
     "ItemTable",
-    "UnknownItemError",
 ]
 
 

@@ -62,7 +62,7 @@ def serve(args: argparse.Namespace) -> None:
     )
     stash = None
     if not args.no_stash:
-        from contextsieve.stash import StashStore
+        from contextsieve.stash.store import StashStore
 
         location = args.stash or _default_stash(engine.agent)
         stash = StashStore.open(location, engine.embedder)
@@ -106,7 +106,7 @@ def inspect_page(args: argparse.Namespace) -> None:
     engine = load_engine(args.agent, args.tools, args.offline)
     stash = None
     if args.stash:
-        from contextsieve.stash import StashStore
+        from contextsieve.stash.store import StashStore
 
         stash = StashStore.open(args.stash, engine.embedder)
     try:

@@ -11,7 +11,7 @@ __all__ = ["stash"]
 
 def stash(args: argparse.Namespace) -> None:
     """Run ``args.action`` on the store ``args.store`` (``args.target``: the file or store written)."""
-    from contextsieve.stash import StashStore
+    from contextsieve.stash.store import StashStore
 
     if args.action in ("export", "import", "migrate"):
         from contextsieve.stash.transfer import export_store, import_store, migrate

@@ -32,7 +32,8 @@ from contextsieve.inspect.views import (
 from contextsieve.selection.context import ContextEntry, RequestContext
 from contextsieve.session.assembly import Request
 from contextsieve.session.explain import explain_item
-from contextsieve.session.session import OfferConfig, Session
+from contextsieve.session.offer import OfferConfig
+from contextsieve.session.session import Session
 
 if TYPE_CHECKING:
     from contextsieve.stash.store import StashStore

@@ -14,7 +14,7 @@ from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.errors import UnknownItemError
 from contextsieve.selection.context import RequestContext, StashedEntry, shown_order
 from contextsieve.session.assembly import Request
-from contextsieve.session.session import Message
+from contextsieve.session.messages import Message
 
 __all__ = [
     "PREVIEW_CHARS",

@@ -12,7 +12,3 @@ own extra (a missing framework is a :class:`~contextsieve.errors.MissingExtraErr
   for the Agents SDK's MCP servers (and ``is_enabled`` for its function tools), and the stash as
   function tools (``stash_tools``).
 """
-
-from contextsieve.integrations.selector import DEFAULT_SERVER, Choice, ToolSelector, ToolSpec
-
-__all__ = ["DEFAULT_SERVER", "Choice", "ToolSelector", "ToolSpec"]

@@ -38,7 +38,7 @@ from contextsieve.integrations.selector import (
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
-from contextsieve.session.session import OfferConfig
+from contextsieve.session.offer import OfferConfig
 from contextsieve.stash.options import DEFAULT_SESSION
 from contextsieve.stash.store import StashStore
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from contextsieve.errors import InputError, MissingExtraError, brief
-from contextsieve.stash import StashStore
+from contextsieve.stash.store import StashStore
 
 try:
     from langgraph.store.base import (

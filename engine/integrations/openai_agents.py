@@ -20,7 +20,7 @@ the tools chosen, those the tool results proposed, those ``max_tools`` cut, and 
 saying why each is in).
 
 The stash: :func:`stash_tools` gives the agent ``stash_context``, ``retrieve_stashed_context`` and
-``merge_stashed_context`` as function tools over a :class:`~contextsieve.stash.StashStore` (the same
+``merge_stashed_context`` as function tools over a :class:`~contextsieve.stash.store.StashStore` (the same
 tools ``contextsieve serve --stash`` offers over MCP). It is deliberately *not* an SDK ``Session``:
 a ``Session`` must give back every conversation item verbatim and in order (function calls and
 their outputs included, a repeated ``"ok"`` twice), while the stash keeps one copy of an exact text
@@ -75,10 +75,10 @@ from contextsieve.integrations.selector import (
 from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
-from contextsieve.session.session import OfferConfig
-from contextsieve.stash import StashStore
+from contextsieve.session.offer import OfferConfig
 from contextsieve.stash.options import DEFAULT_SESSION
 from contextsieve.stash.segment import check_session
+from contextsieve.stash.store import StashStore
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunHooks

@@ -12,7 +12,7 @@ valid Unicode) is offered every wrapped tool, recorded as a
 in :attr:`SelectedToolset.last_error`; with ``fail_open=False`` the step raises
 :class:`~contextsieve.errors.ToolChoiceError` instead.
 
-:func:`stash_toolset` offers a :class:`~contextsieve.stash.StashStore` as tools: stash context, find
+:func:`stash_toolset` offers a :class:`~contextsieve.stash.store.StashStore` as tools: stash context, find
 it again by meaning, merge it back (the MCP server's ``stash_context``,
 ``retrieve_stashed_context`` and ``merge_stashed_context``).
 """
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     from contextsieve.agent.items import Reference, Rule
     from contextsieve.retrieval.embedding import TextEmbedder
-    from contextsieve.session.session import OfferConfig
+    from contextsieve.session.offer import OfferConfig
 
 __all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "stash_toolset"]
 

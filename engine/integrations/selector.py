@@ -31,8 +31,9 @@ from contextsieve.engine import Engine
 from contextsieve.errors import InputError, ToolChoiceError, brief
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.assembly import Request
-from contextsieve.session.session import OfferConfig, Session
-from contextsieve.stash import StashStore
+from contextsieve.session.offer import OfferConfig
+from contextsieve.session.session import Session
+from contextsieve.stash.store import StashStore
 
 __all__ = [
     "Choice",

@@ -26,7 +26,8 @@ from contextsieve.errors import (
     brief,
 )
 from contextsieve.selection.context import ContextEntry, StashedEntry
-from contextsieve.session.session import Session, StashSettings
+from contextsieve.session.session import Session
+from contextsieve.session.stash_link import StashSettings
 from contextsieve.stash.store import StashStore
 
 _log = logging.getLogger(__name__)

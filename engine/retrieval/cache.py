@@ -30,16 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from contextsieve.errors import EmbeddingCacheError, InputError
+from contextsieve.errors import CacheIntegrityWarning, EmbeddingCacheError, InputError
 from contextsieve.retrieval.embedding import unit_rows
 
-__all__ = ["CacheIntegrityWarning", "EmbeddingCache", "text_key"]
+__all__ = ["EmbeddingCache", "text_key"]
 
 DIGEST_BYTES = 16
-
-
-class CacheIntegrityWarning(UserWarning):
-    """Rows of the embedding cache failed verification and are being re-embedded."""
 
 
 def text_key(text: str) -> str:

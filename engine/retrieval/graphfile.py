@@ -32,21 +32,17 @@ from pathlib import Path
 
 import numpy as np
 
+from contextsieve.errors import GraphFileWarning
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models.weights import sha256_file
 from contextsieve.retrieval.chunks import ChunkIndex
 from contextsieve.retrieval.hnsw import import_hnswlib
 
-__all__ = ["GraphFileWarning", "graph_folder", "save_graph", "load_graph"]
+__all__ = ["graph_folder", "save_graph", "load_graph"]
 
 _MAGIC = b"CSGRAPH1"
 _FORMAT = 2  # 2: labels hold the key in their low bits (chunks.graph_label)
 _STATE = "state.npz"
-
-
-class GraphFileWarning(UserWarning):
-    """A saved HNSW graph could not be used or written; the store still works (the graph is built
-    in memory instead), only opening it again is slower."""
 
 
 def graph_folder(store: Path) -> Path:

@@ -28,7 +28,7 @@ from contextsieve.retrieval.query_vectors import compose, plan_query
 from contextsieve.selection.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
 from contextsieve.selection.ranking import RelationGraph
 
-__all__ = ["TextEmbedder", "ItemChunks", "ChunkStore", "IndexedChunks"]
+__all__ = ["ItemChunks", "ChunkStore", "IndexedChunks"]
 
 _KINDS = list(ItemKind)
 

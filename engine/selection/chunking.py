@@ -44,7 +44,6 @@ __all__ = [
     "chunk_item",
     "split_identifier",
     "Summarizer",
-    "SummarizerError",
     "TOOL_CONTEXTS",
     "TOOL_SCHEMAS",
     "schema_text",

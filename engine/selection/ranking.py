@@ -18,7 +18,7 @@ from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, Relat
 from contextsieve.kernels.scoring import Hits, query_scores, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 from contextsieve.retrieval.bm25 import tokenize
-from contextsieve.retrieval.fusion import RRF_K, reciprocal_rank, weighted_sum
+from contextsieve.retrieval.fusion import reciprocal_rank, weighted_sum
 
 __all__ = [
     "Selected",
@@ -27,7 +27,6 @@ __all__ = [
     "cut",
     "select_items",
     "fuse",
-    "RRF_K",
     "item_query_scores",
     "min_representation",
     "Expanded",

@@ -10,7 +10,7 @@ gets back are the same everywhere.
 
 - Context tools (:data:`CONTEXT_TOOLS`) work on a :class:`~contextsieve.session.session.Session`
   (:class:`ContextScope`).
-- Stash tools (:data:`STASH_TOOLS`) work on a :class:`~contextsieve.stash.StashStore` and one stash
+- Stash tools (:data:`STASH_TOOLS`) work on a :class:`~contextsieve.stash.store.StashStore` and one stash
   namespace (:class:`StashScope`).
 
 A call's arguments are checked against the tool's schema first (:meth:`AgentTool.check`): a value a
@@ -33,7 +33,8 @@ from contextsieve.stash.segment import SegmentType
 if TYPE_CHECKING:
     from contextsieve.agent.agent import Agent
     from contextsieve.session.assembly import Request
-    from contextsieve.session.session import Session, ToolMatch
+    from contextsieve.session.requests import ToolMatch
+    from contextsieve.session.session import Session
     from contextsieve.stash.store import StashStore
 
 __all__ = [

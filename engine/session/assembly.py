@@ -23,7 +23,7 @@ from contextsieve.selection.context import ContextEntry, Dropped, RequestContext
 
 if TYPE_CHECKING:
     from contextsieve.selection.search import SearchTrace
-    from contextsieve.stash import RetrieveTrace
+    from contextsieve.stash.results import RetrieveTrace
 
 __all__ = [
     "LOAD_CALL_ID",

@@ -23,7 +23,7 @@ from contextsieve.session.session_items import tool_available
 from contextsieve.session.stash_link import SessionStash
 
 if TYPE_CHECKING:
-    from contextsieve.stash import Retrieved, RetrieveTrace
+    from contextsieve.stash.results import Retrieved, RetrieveTrace
 
 __all__ = ["ToolMatch", "TokenCounts", "query_texts", "search_items", "build", "search_tools", "expand_from"]
 

@@ -9,7 +9,7 @@ a module of its own (:mod:`~contextsieve.session.session_items`: the items it ho
 from what the model did; :mod:`~contextsieve.session.explain`: why an item is in a request;
 :mod:`~contextsieve.session.stash_link`: the stash's part).
 
-A session given a :class:`~contextsieve.stash.StashStore` (seeds 000 + 004) can stash its messages
+A session given a :class:`~contextsieve.stash.store.StashStore` (seeds 000 + 004) can stash its messages
 and tool results, keep its history under a token budget by stashing the oldest ones, and brings
 the stashed segments relevant to each message back into the request (include mode ``stash``).
 """
@@ -43,7 +43,8 @@ from contextsieve.session.stash_link import SessionStash, StashedMessage, StashS
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from contextsieve.stash import StashResult, StashStore
+    from contextsieve.stash.results import StashResult
+    from contextsieve.stash.store import StashStore
 
 __all__ = ["Session"]
 
@@ -401,7 +402,7 @@ class Session:
     @_locked
     def stash(self, segments: Iterable[object], *, show_progress: bool = False) -> StashResult:
         """Stash segments in this session's part of the stash (what
-        :meth:`~contextsieve.stash.StashStore.stash` takes: a text, a mapping or a ``NewSegment``, or a
+        :meth:`~contextsieve.stash.store.StashStore.stash` takes: a text, a mapping or a ``NewSegment``, or a
         list of them)."""
         return self._stash.stash(segments, show_progress=show_progress)
 

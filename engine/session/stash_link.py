@@ -3,7 +3,7 @@ back and within what token cap, how old messages move into the stash to keep the
 budget, and why a segment was or was not brought back, read from the request's retrieve trace.
 
 A :class:`~contextsieve.session.session.Session` owns one :class:`SessionStash` and delegates to it; the stash
-store itself (:class:`~contextsieve.stash.StashStore`) is shared by every session that names it.
+store itself (:class:`~contextsieve.stash.store.StashStore`) is shared by every session that names it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from contextsieve.selection.context import Dropped, RequestContext, StashedEntry
 from contextsieve.session.explain import Explanation
 
 if TYPE_CHECKING:
-    from contextsieve.stash import RetrieveTrace, StashResult, StashStore
-    from contextsieve.stash.results import Retrieved
+    from contextsieve.stash.results import Retrieved, RetrieveTrace, StashResult
+    from contextsieve.stash.store import StashStore
 
 __all__ = ["StashSettings", "SessionStash", "StashedMessage", "budget_cut"]
 
@@ -255,7 +255,8 @@ class SessionStash:
     def stash_messages(self, messages: Sequence[StashedMessage]) -> StashResult:
         """Stash history messages as ``message`` segments (source ``session:<role>``, ``tool:<name>`` for
         tool results, the message's time); all or none."""
-        from contextsieve.stash import NewSegment, StashResult
+        from contextsieve.stash.results import StashResult
+        from contextsieve.stash.segment import NewSegment
 
         if not messages:
             return StashResult((), 0, 0, 0)

@@ -1,34 +1,9 @@
 """The stash store (seed 004): stash pruned context segments, retrieve them by meaning, merge them back.
 
-Entry point: :meth:`StashStore.open` (a SQLite file, or a ``postgresql://`` URI with the
-``postgres`` extra).
+Entry point: :meth:`StashStore.open <contextsieve.stash.store.StashStore.open>` (a SQLite file, or a
+``postgresql://`` URI with the ``postgres`` extra); ``from contextsieve import StashStore``. The store
+is a facade over its jobs: :mod:`~contextsieve.stash.write` (stash, duplicates, supersession),
+:mod:`~contextsieve.stash.retrieve` (ranking and its trace), :mod:`~contextsieve.stash.records` (get,
+merge, list, delete), :mod:`~contextsieve.stash.maintenance` (cleanup, rebuild), on the backends of
+:mod:`~contextsieve.stash.sqlite` and :mod:`~contextsieve.stash.postgres` over one SQL layer.
 """
-
-from contextsieve.retrieval.graphfile import GraphFileWarning
-from contextsieve.stash.config import StashConfig
-from contextsieve.stash.options import DEFAULT_SESSION, RetrieveOptions, SegmentFilter
-from contextsieve.stash.ranking import RankConfig
-from contextsieve.stash.results import Candidate, MergeResult, Retrieved, RetrieveTrace, StashResult
-from contextsieve.stash.segment import ContextSegment, NewSegment, SegmentType
-from contextsieve.stash.sqlite import SqliteConfig, StashIntegrityWarning
-from contextsieve.stash.store import StashStore
-
-__all__ = [
-    "StashStore",
-    "StashConfig",
-    "RankConfig",
-    "SqliteConfig",
-    "StashIntegrityWarning",
-    "GraphFileWarning",
-    "ContextSegment",
-    "NewSegment",
-    "SegmentType",
-    "SegmentFilter",
-    "RetrieveOptions",
-    "StashResult",
-    "Retrieved",
-    "RetrieveTrace",
-    "Candidate",
-    "MergeResult",
-    "DEFAULT_SESSION",
-]

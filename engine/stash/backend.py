@@ -1,4 +1,4 @@
-"""What a stash backend stores and answers; :class:`~contextsieve.stash.StashStore` does the rest
+"""What a stash backend stores and answers; :class:`~contextsieve.stash.store.StashStore` does the rest
 (validation, chunking, embedding, dedup, ranking, reference walks) the same way for every backend.
 
 Two backends implement :class:`StashBackend`: :class:`~contextsieve.stash.sqlite.SqliteBackend` (one
@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from contextsieve.models.registry import model_family
 from contextsieve.retrieval.bm25 import Bm25Config, tokenize
 from contextsieve.stash.segment import ContextSegment, SegmentType
 
@@ -36,7 +35,6 @@ __all__ = [
     "query_terms",
     "QUERY_FUNCTION_TERMS",
     "vector_digest",
-    "model_family",
 ]
 
 #: Format tag written into every store; another value is refused on open, but for :data:`UPGRADES`.
@@ -192,7 +190,7 @@ class StoreMeta:
 
 
 class StashBackend(Protocol):
-    """Storage and search for :class:`~contextsieve.stash.StashStore`. Every method is atomic; a
+    """Storage and search for :class:`~contextsieve.stash.store.StashStore`. Every method is atomic; a
     failing one changes nothing and raises :class:`~contextsieve.errors.StashError` (or
     :class:`~contextsieve.errors.InputError` for a conflict it detects inside its transaction)."""
 

@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 import numpy as np
 
 from contextsieve.errors import EmbedderOutputError, InputError, StashModelError, UnknownSegmentError, brief, check_text
+from contextsieve.models.registry import model_family
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.retrieval.text import query_chunks, token_windows
-from contextsieve.stash.backend import SegmentRow, StashBackend, model_family
+from contextsieve.stash.backend import SegmentRow, StashBackend
 from contextsieve.stash.config import StashConfig
 from contextsieve.stash.ids import qualified
 from contextsieve.stash.segment import ContextSegment, SegmentType, check_ids

@@ -30,7 +30,11 @@ import numpy as np
 from contextsieve.errors import InputError
 from contextsieve.retrieval.fusion import decay, max_scaled, spread_weights, weighted_sum
 
-__all__ = ["RankConfig", "Scores", "combined_scores", "max_scaled"]
+__all__ = [
+    "RankConfig",
+    "Scores",
+    "combined_scores",
+]
 
 _DAY = 86_400.0
 

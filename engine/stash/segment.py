@@ -137,7 +137,7 @@ def content_hash(text: str) -> str:
 
 @dataclass(frozen=True)
 class NewSegment:
-    """A segment as the caller hands it to :meth:`~contextsieve.stash.StashStore.stash`.
+    """A segment as the caller hands it to :meth:`~contextsieve.stash.store.StashStore.stash`.
 
     Attributes:
         text: the content (required, not blank, at most :data:`MAX_SEGMENT_CHARS` characters).

@@ -25,16 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from contextsieve.errors import InputError, StashError, StashIntegrityError
+from contextsieve.errors import GraphFileWarning, InputError, StashError, StashIntegrityError, StashIntegrityWarning
 from contextsieve.retrieval.chunks import IndexConfig
-from contextsieve.retrieval.graphfile import GraphFileWarning, graph_folder, load_graph, save_graph
+from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow, vector_digest
 from contextsieve.stash.dialect import Dialect, checked_fields
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import SqlBackend, guarded
 from contextsieve.stash.vectors import TableRow, VectorTable
 
-__all__ = ["SqliteConfig", "SqliteBackend", "StashIntegrityWarning"]
+__all__ = [
+    "SqliteConfig",
+    "SqliteBackend",
+]
 
 _HEADER = b"SQLite format 3\x00"
 #: Change-log entries kept after a compaction (a reader further behind reloads everything).
@@ -99,11 +102,6 @@ DIALECT = Dialect(
     ignore="INSERT OR IGNORE INTO {table} VALUES ({values})",
     replace="INSERT OR REPLACE INTO {table} VALUES ({values})",
 )
-
-
-class StashIntegrityWarning(UserWarning):
-    """Stored vectors failed their checksum (changed on disk); those segments are left out of dense
-    search until ``contextsieve stash rebuild`` re-embeds them."""
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,14 @@ import numpy as np
 from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
 from contextsieve.agent.items import IncludeMode, Reference
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError
+from contextsieve.errors import ContextSieveError, GraphFileWarning
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models.cache import ModelCache
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.retrieval.graphfile import GraphFileWarning, load_graph, save_graph
-from contextsieve.session.session import Message
-from contextsieve.stash import StashStore
+from contextsieve.retrieval.graphfile import load_graph, save_graph
+from contextsieve.session.messages import Message
+from contextsieve.stash.store import StashStore
 
 Ack = Callable[[int], None]
 

@@ -31,8 +31,8 @@ from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.kernels import scoring as K
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
+from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.retrieval.text import query_chunks
-from contextsieve.selection.chunk_store import TextEmbedder
 from contextsieve.session.session import Session
 from tests.helpers.surfaces import t_mcp_http, t_mcp_stdio, t_mcp_tools, t_stash_api  # noqa: E402
 

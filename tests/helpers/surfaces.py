@@ -1,5 +1,5 @@
 """Fuzz targets over the stash API and the MCP surfaces (issue 27): hostile calls to a real
-:class:`~contextsieve.stash.StashStore`, to the MCP tools through the SDK's in-memory client, raw lines
+:class:`~contextsieve.stash.store.StashStore`, to the MCP tools through the SDK's in-memory client, raw lines
 to a real ``contextsieve serve`` over stdio and raw HTTP bodies to a real ``serve --transport http``
 on 127.0.0.1. Used by :mod:`tests.helpers.properties` (its ``TARGETS``), so both ``python -m
 benchmarks.robustness.fuzz`` and ``tests/test_properties.py`` run them.
@@ -66,7 +66,7 @@ class Surfaces:
 
     def stash(self) -> Any:
         if self.store is None:
-            from contextsieve.stash import StashStore
+            from contextsieve.stash.store import StashStore
 
             self.store = StashStore.open(self.folder / "fuzz-stash.db", self.engine.embedder)
         return self.store
