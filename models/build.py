@@ -18,11 +18,11 @@ from contextsieve.models.quantize import (
     smooth_weights,
     split_outliers,
 )
-from contextsieve.models.registry import BUILDER_VERSION, Variant
+from contextsieve.models.registry import Variant
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors
 
-__all__ = ["BUILDER_VERSION", "build_onnx", "W7_OUTLIER_CHANNELS", "W7_OUTLIER_KINDS"]
+__all__ = ["build_onnx", "W7_OUTLIER_CHANNELS", "W7_OUTLIER_KINDS"]
 
 #: int8w7 keeps this many of the largest-range input channels in fp32 in each layer of
 #: :data:`W7_OUTLIER_KINDS` (int8 keeps 8, in ``ffn_out`` only). Measured on the golden set: 7-bit

@@ -30,7 +30,7 @@ from contextsieve.errors import ModelCacheError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models.weights import sha256_file
 
-__all__ = ["CACHE_ENV", "default_cache_dir", "atomic_write_bytes", "ModelCache", "CachedModel"]
+__all__ = ["CACHE_ENV", "default_cache_dir", "ModelCache", "CachedModel"]
 
 CACHE_ENV = "CONTEXTSIEVE_CACHE"
 #: Seconds a process waits for another one's build of the same model before giving up (a build

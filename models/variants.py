@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from contextsieve.errors import InputError, ModelError
-from contextsieve.models.cache import ModelCache, atomic_write_bytes
+from contextsieve.fileio import atomic_write_bytes
+from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_flags, cpu_model, has_int8_dot, int8_weight_type
 from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant
 
