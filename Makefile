@@ -11,8 +11,8 @@ STAMP := $(VENV)/.contextsieve-installed
 .PHONY: setup demo test lint typecheck conformance browser plays compat ts-sdk
 
 # The official MCP conformance suite and the Node 22 it needs, both from the npm registry, in git-ignored
-# folders, run against `serve --transport http`: 0.1.16 for the handshake era (tests/test_mcp_conformance.py)
-# and the 0.2 line for the 2026-07-28 revision (tests/test_mcp_conformance_2026.py, `--requirements 2026-07-28`).
+# folders, run against `serve --transport http`: 0.1.16 for the handshake era (tests/mcp/test_mcp_conformance.py)
+# and the 0.2 line for the 2026-07-28 revision (tests/mcp/test_mcp_conformance_2026.py, `--requirements 2026-07-28`).
 CONFORMANCE := build/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE)/.installed-0.1.16-22.23.3
 CONFORMANCE_2026 := build/conformance-2026
@@ -43,7 +43,7 @@ $(CONFORMANCE_2026_STAMP):
 conformance: $(CONFORMANCE_STAMP) $(CONFORMANCE_2026_STAMP)
 
 # The MCP TypeScript SDK, the handshake-protocol host most hosts are built on, from the npm registry:
-# tests/test_stash_follows_agent.py runs a host on it (tests/data/ts_sdk_client.mjs) with the Node 22 above.
+# tests/session/test_stash_follows_agent.py runs a host on it (tests/data/ts_sdk_client.mjs) with the Node 22 above.
 TS_SDK := build/ts-sdk
 TS_SDK_STAMP := $(TS_SDK)/.installed-1.32.2
 
@@ -54,7 +54,7 @@ $(TS_SDK_STAMP):
 
 ts-sdk: $(TS_SDK_STAMP)
 
-# Debian's Chromium and its driver, for the browser test of `contextsieve inspect` (tests/test_inspect.py,
+# Debian's Chromium and its driver, for the browser test of `contextsieve inspect` (tests/inspect/test_inspect.py,
 # Selenium drives /usr/bin/chromium through /usr/bin/chromedriver); apt-get runs only when they are missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -7,7 +7,7 @@ compiled for the host is loaded from the cache. Used by the tests (the kernel an
 as compiled for AVX2) and by anyone who wants to check a change on the code path of an older CPU::
 
     env = avx2_only_env(cache_dir)
-    subprocess.run([sys.executable, "-m", "pytest", "tests/test_kernels.py"], env={**os.environ, **env})
+    subprocess.run([sys.executable, "-m", "pytest", "tests/kernels/test_kernels.py"], env={**os.environ, **env})
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ packages() {
 }
 tests_of() {
     case $1 in
-        langchain) echo "tests/test_integration_langchain.py tests/test_integrations_fail_open.py -k langchain" ;;
-        pydantic-ai) echo "tests/test_integration_pydantic_ai.py tests/test_integrations_fail_open.py -k pydantic_ai" ;;
-        openai-agents) echo "tests/test_integration_openai_agents.py tests/test_integrations_fail_open.py -k openai_agents" ;;
+        langchain) echo "tests/integrations/test_integration_langchain.py tests/integrations/test_integrations_fail_open.py -k langchain" ;;
+        pydantic-ai) echo "tests/integrations/test_integration_pydantic_ai.py tests/integrations/test_integrations_fail_open.py -k pydantic_ai" ;;
+        openai-agents) echo "tests/integrations/test_integration_openai_agents.py tests/integrations/test_integrations_fail_open.py -k openai_agents" ;;
     esac
 }
 

@@ -1,6 +1,6 @@
 // A host on the MCP TypeScript SDK (the handshake protocol most hosts use): connects to an MCP server
 // over stdio, makes the tool calls given as JSON on the command line, and prints each result's text as a
-// JSON array. Used by tests/test_stash_follows_agent.py (the SDK is installed by `make ts-sdk`).
+// JSON array. Used by tests/session/test_stash_follows_agent.py (the SDK is installed by `make ts-sdk`).
 //   node ts_sdk_client.mjs SDK_DIR '{"command": ..., "args": [...], "env": {...}}' '[["tool", {args}], ...]'
 import { pathToFileURL } from "node:url";
 import path from "node:path";

@@ -1,7 +1,7 @@
 """The crash harness: writers that write in a loop in a forked child and acknowledge each write, the
 checks that open what a killed writer left as a user would, and :func:`run`, which forks, kills with
 SIGKILL at random moments and counts kills, acknowledged writes, writes lost, corrupt files and temp
-files. Shared by ``tests/test_crash.py`` (a short run) and ``python -m benchmarks.robustness.crash``
+files. Shared by ``tests/robustness/test_crash.py`` (a short run) and ``python -m benchmarks.robustness.crash``
 (its docstring says what each writer writes and how it is checked); ``HashEmbedder`` also serves
 ``benchmarks.robustness.tamper``.
 """

@@ -1,4 +1,4 @@
-"""The package's layers, bottom to top (``tests/test_layers.py`` checks the imports against them;
+"""The package's layers, bottom to top (``tests/package/test_layers.py`` checks the imports against them;
 ``tests/helpers/module_map.py`` draws docs/internals.md's module map from them)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 to top, with the first sentence of its docstring.
 
 ``python -m tests.helpers.module_map`` prints it; ``--write`` replaces the map in docs/internals.md
-(between its two ``module map`` markers); ``tests/test_layers.py`` fails while the page is out of date.
+(between its two ``module map`` markers); ``tests/package/test_layers.py`` fails while the page is out of date.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def module_map() -> str:
     rows = [
         "Paths are inside `engine/` (the package `contextsieve`) except `kernels/` and `models/`. Layers",
         "run bottom to top: a module imports only modules of its own layer and the layers above it in this",
-        "table (`tests/test_layers.py` fails on any other import).",
+        "table (`tests/package/test_layers.py` fails on any other import).",
         "",
         "| layer | module | what |",
         "| --- | --- | --- |",

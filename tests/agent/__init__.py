@@ -1,0 +1,1 @@
+"""Tests of contextsieve.agent: agent files, identity and tool names."""

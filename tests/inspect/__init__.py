@@ -1,0 +1,1 @@
+"""Tests of contextsieve.inspect in a real browser."""

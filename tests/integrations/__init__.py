@@ -1,0 +1,1 @@
+"""Tests of contextsieve.integrations with the real frameworks."""

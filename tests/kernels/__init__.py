@@ -1,0 +1,1 @@
+"""Tests of contextsieve.kernels against their numpy oracles, and the CPU targets."""

@@ -1,0 +1,1 @@
+"""Tests of contextsieve.models: the graph, the embedder, its variants and its cache."""

@@ -1,0 +1,1 @@
+"""Tests of the whole API under fuzzing and kills."""

@@ -1,0 +1,1 @@
+"""Tests of contextsieve.selection: selection quality, chunking features and large agents."""
