@@ -4,7 +4,7 @@ size and the model's token window (:func:`split_text`), markdown sections with t
 overlapping token windows over a long text (:func:`token_windows`).
 
 Nothing here knows what an item or a segment is: the agent's items are cut by
-:mod:`contextsieve.selection.chunking`, the stash's segments by :mod:`contextsieve.stash.store`.
+:mod:`contextsieve.selection.chunking`, the stash's segments by :mod:`contextsieve.stash.core`.
 """
 
 from __future__ import annotations
