@@ -132,3 +132,39 @@ def test_the_module_map_in_the_docs_is_current() -> None:
 
     page = PAGE.read_text(encoding="utf-8")
     assert page == page_with_map(page), "docs/internals.md: run python -m tests.helpers.module_map --write"
+
+
+def test_no_module_outgrows_its_limit() -> None:
+    """No source module over 600 lines, no test module over 800: a module that grows past it is
+    holding two jobs."""
+    source = [p for folder in ("engine", "kernels", "models") for p in (ROOT / folder).rglob("*.py")]
+    tests = list((ROOT / "tests").rglob("*.py"))
+    over = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for paths, limit in ((source, 600), (tests, 800))
+        for p in paths
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > limit
+    ]
+    assert over == []
+
+
+def test_tests_import_nothing_from_the_benchmarks_and_benchmarks_keep_to_kinds() -> None:
+    """What tests share with benchmarks lives in tests/helpers or the package; the benchmarks are
+    sorted by kind with at most six modules at their top."""
+    found = []
+    for p in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{p.relative_to(ROOT)}: {n}" for n in names if n == "benchmarks" or n.startswith("benchmarks.")]
+    assert found == []
+    top = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+    assert len(top) <= 6, top
+    assert {"speed", "quality", "robustness", "data"} <= {
+        p.parent.name for p in (ROOT / "benchmarks").glob("*/__init__.py")
+    }
