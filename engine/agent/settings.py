@@ -203,7 +203,7 @@ class SettingsOverrides(TypedDict, total=False):
     outcome_weight: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgentSettings:
     """Settings an agent gives its sessions (names and defaults as in the reference system).
 

@@ -41,7 +41,7 @@ _SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"}
 _SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolLimits:
     """The most text kept of one tool as an MCP server lists it; more is cut (:func:`limit_tool`).
 

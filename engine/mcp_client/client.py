@@ -63,7 +63,7 @@ STOP_GRACE_SECONDS = 1.0
 _GROUPS: dict[int, str] = {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ListConfig:
     """How servers are listed.
 

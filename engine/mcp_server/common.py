@@ -50,7 +50,7 @@ __all__ = [
 HISTORY_TURNS = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeConfig:
     """Limits of the MCP server.
 

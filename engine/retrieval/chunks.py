@@ -54,7 +54,7 @@ def graph_label(key: int, chunk: int) -> int:
     return (chunk << KEY_BITS) | key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IndexConfig:
     """How the chunk index searches (the agent's chunks and the stash's alike).
 

@@ -36,7 +36,7 @@ _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TextSplit:
     """How :func:`split_text` cuts a text.
 

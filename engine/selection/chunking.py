@@ -62,7 +62,7 @@ TOOL_SCHEMAS = allowed(ToolSchema)
 _ACRONYM_END = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkConfig:
     """Chunking settings.
 
@@ -128,7 +128,7 @@ class ChunkConfig:
     def text(self) -> TextSplit:
         """The text-splitting part of these settings (``max_chars``, ``max_tokens``), as the retrieval
         core's splitter takes it."""
-        return TextSplit(self.max_chars, self.max_tokens)
+        return TextSplit(max_chars=self.max_chars, max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True)

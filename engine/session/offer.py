@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["OfferConfig", "StableOffer"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OfferConfig:
     """How a session offers tools across its requests (for hosts without deferred loading: the MCP
     gateway, Chat Completions, frameworks); the deferred offers of :meth:`Request.anthropic` /

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["StashSettings", "SessionStash", "StashedMessage", "budget_cut"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StashSettings:
     """How a session uses its stash.
 

@@ -12,7 +12,7 @@ from contextsieve.stash.segment import MAX_SEGMENT_CHARS
 __all__ = ["StashConfig"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StashConfig:
     """Settings of a stash store.
 

@@ -89,7 +89,7 @@ UNION ALL
 _URI_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PostgresConfig:
     """Settings of the PostgreSQL backend.
 

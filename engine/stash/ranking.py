@@ -39,7 +39,7 @@ __all__ = [
 _DAY = 86_400.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankConfig:
     """Weights of the retrieval score (see the module docstring).
 

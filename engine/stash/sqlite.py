@@ -104,7 +104,7 @@ DIALECT = Dialect(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SqliteConfig:
     """Settings of the embedded backend.
 
