@@ -182,7 +182,7 @@ class Engine:
 
         require_sdk()
         self.tool_catalog = connect(
-            self.agent, cache_folder=self._tools_folder(), refresh=refresh, config=listing or ListConfig()
+            self.agent, cache_folder=self.tools_folder, refresh=refresh, config=listing or ListConfig()
         )
         return self.tool_catalog
 
@@ -194,12 +194,14 @@ class Engine:
 
         require_sdk()
         self.tool_catalog = await connect_async(
-            self.agent, cache_folder=self._tools_folder(), refresh=refresh, config=listing or ListConfig()
+            self.agent, cache_folder=self.tools_folder, refresh=refresh, config=listing or ListConfig()
         )
         return self.tool_catalog
 
-    def _tools_folder(self) -> Path | None:
-        """Where tool listings are cached (``mcp-tools`` in the cache folder; ``None`` when it is off)."""
+    @property
+    def tools_folder(self) -> Path | None:
+        """Where the agent's tool listings are cached (``mcp-tools`` in the cache folder; ``None`` when
+        the cache is off): :meth:`connect` and the gateway read and write it."""
         if self._cache_dir is False:
             return None
         from contextsieve.models.cache import default_cache_dir

@@ -79,7 +79,7 @@ class Gateway:
         before = self._hashes(server)
         tools, listed = server_tools(agent.servers[server], entries, limits=self.listing.limits)
         agent.set_server_tools(server, tools, listed)
-        folder = self.engine._tools_folder()  # the cache Engine.connect reads
+        folder = self.engine.tools_folder  # the cache Engine.connect reads
         if folder is not None:
             try:
                 ToolCache(folder).put(agent.servers[server], entries)
