@@ -88,7 +88,7 @@ class Engine:
 
     Args:
         agent: the agent (see :func:`contextsieve.load_agent`).
-        embedder: a :class:`~contextsieve.selection.chunk_store.TextEmbedder`; default :class:`contextsieve.Embedder`
+        embedder: a :class:`~contextsieve.retrieval.embedding.TextEmbedder`; default :class:`contextsieve.Embedder`
             (all-MiniLM-L6-v2, the variant measured fastest on this CPU), loaded on first need.
         cache_dir: folder of the persistent embedding cache (default: the model cache folder,
             ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``); ``False`` keeps vectors in memory only.
@@ -299,7 +299,7 @@ class Engine:
 
     def select(self, message: str, *, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> Request:
         """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see
-        :class:`~contextsieve.agent.agent.SettingsOverrides`)."""
+        :class:`~contextsieve.agent.settings.SettingsOverrides`)."""
         return self.session(preset=preset, **settings).build_request(message)
 
 

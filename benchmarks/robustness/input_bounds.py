@@ -19,8 +19,8 @@ First request: an :class:`~contextsieve.Engine` over an :class:`~contextsieve.Ag
 (one MCP server, 30 ordinary tools and the 1 MB one, all in ``agent`` mode), an empty temporary
 embedding cache, the model already loaded; timed is ``session.build_request`` of a first message
 (chunking, embedding every chunk, the keyword index, the search). "listed" gives the tools to the
-agent as a server's listing does (:func:`~contextsieve.agent.agentfile.server_tools`, which holds them to
-:class:`~contextsieve.agent.agentfile.ToolLimits`: the description is cut to 10,000 characters); "made in
+agent as a server's listing does (:func:`~contextsieve.agent.file_servers.server_tools`, which holds them to
+:class:`~contextsieve.agent.tool_limits.ToolLimits`: the description is cut to 10,000 characters); "made in
 code" (``--uncut``) puts the 1 MB :class:`~contextsieve.agent.items.Tool` into the agent as it is (its whole
 description is sent; what is embedded stops at ``ChunkConfig.max_tool_chars``, 10,000 characters). The
 issue's goal: the first request within 15 s.

@@ -81,7 +81,7 @@ class Inspector:
         stash_session: the page session's name in the stash when no session file names one
             (default ``"default"``, the stash's default session).
         offer: the tool offer mode of the page's session (``"request"`` or ``"stable"``, see
-            :class:`~contextsieve.session.session.OfferConfig`).
+            :class:`~contextsieve.session.offer.OfferConfig`).
     """
 
     def __init__(

@@ -471,7 +471,7 @@ def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:
 
 def _tool(spec: ToolSpec, include: IncludeMode | None = None) -> Tool:
     """The agent's tool for a framework's tool, its description and schema held to
-    :class:`~contextsieve.agent.agentfile.ToolLimits` (a framework's tools often come from MCP servers: a 1 MB
+    :class:`~contextsieve.agent.tool_limits.ToolLimits` (a framework's tools often come from MCP servers: a 1 MB
     description would stall every choice). Only what contextsieve ranks by is cut: the framework still
     sends its own definition."""
     description, schema, note = limit_tool(spec.description, dict(spec.input_schema))

@@ -62,7 +62,7 @@ class ServerReport:
         found: tools it has now. added / changed / removed: against the tools the agent had before.
         seconds: listing time (0 from the cache). error: why live listing failed (``None`` if it did not).
         stderr: the tail of a failed stdio server's stderr. note: anything else worth saying.
-        cut: the tools the listing limits cut (:class:`~contextsieve.agent.agentfile.ToolLimits`), one
+        cut: the tools the listing limits cut (:class:`~contextsieve.agent.tool_limits.ToolLimits`), one
             ``"<tool>: <what was cut>"`` each.
     """
 

@@ -77,7 +77,7 @@ class ListConfig:
         max_pages: most ``tools/list`` pages followed per server (default 100; more is an error).
         max_tools: most tools accepted from one server (default 5,000; more is an error).
         stderr_chars: characters of a failed stdio server's stderr kept in its report (default 2,000).
-        limits: the most text kept of each listed tool (default :class:`~contextsieve.agent.agentfile.ToolLimits`:
+        limits: the most text kept of each listed tool (default :class:`~contextsieve.agent.tool_limits.ToolLimits`:
             descriptions of 10,000 characters, input schemas of 24,000 characters of JSON); longer ones
             are cut when the listing is applied to the agent, and the report says which.
     """
@@ -392,7 +392,7 @@ class StdioChild:
 def wire_entry(tool: Any) -> dict[str, Any]:
     """A ``tools/list`` entry in the wire format's field names, as the server sent it (the
     :class:`ListConfig` ``limits`` apply when a listing becomes the agent's tools:
-    :func:`contextsieve.agent.agentfile.server_tools`)."""
+    :func:`contextsieve.agent.file_servers.server_tools`)."""
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
     return {"name": tool.name, "description": tool.description or "", "inputSchema": schema}
 

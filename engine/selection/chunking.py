@@ -86,7 +86,7 @@ class ChunkConfig:
         max_examples: most recorded example requests per tool embedded as extra chunks of the tool
             (newest first; default 50; 0 ignores them; see :mod:`contextsieve.agent.usage`).
         max_tool_chars: longest part of a tool's description that is chunked and embedded (default
-            10,000 characters, as :class:`~contextsieve.agent.agentfile.ToolLimits` holds what servers list: a
+            10,000 characters, as :class:`~contextsieve.agent.tool_limits.ToolLimits` holds what servers list: a
             tool is found by what its description says first; a tool written in the agent file or in
             code keeps its whole description in what is sent, only its embedding stops here, so its
             first request stays in seconds).

@@ -68,7 +68,7 @@ def explain_item(
         include_mode: the item's effective include mode in the agent.
         tool_available: for tools, whether the session may use it (autonomous sessions filter some).
         item: the item itself (default ``None``: not given); a tool its server listed over the input
-            limits (:class:`~contextsieve.agent.agentfile.ToolLimits`) gets a last reason saying what was cut.
+            limits (:class:`~contextsieve.agent.tool_limits.ToolLimits`) gets a last reason saying what was cut.
     """
     ex = _explain(key, request, session_mode, include_mode, tool_available)
     if isinstance(item, Tool) and item.key == key and item.cut_note:

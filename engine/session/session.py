@@ -73,7 +73,7 @@ class Session:
         agent: the agent (the source of truth for items).
         store: chunk vectors of the agent's items (shared by the agent's sessions).
         preset: ``"aggressive"``, ``"normal"``, ``"conservative"`` or ``"reference"`` (see
-            :data:`contextsieve.agent.agent.PRESETS`).
+            :data:`contextsieve.agent.settings.PRESETS`).
         token_counter: counts the tokens of texts for ``token_budget`` and ``history_budget`` (default:
             the embedding model's tokenizer, a proxy for the LLM's; pass the provider's counter for exact
             budgets).
@@ -171,7 +171,7 @@ class Session:
           similar requests find it again);
         - each tool the request *selected* (include mode ``agent``) that the model did not call becomes
           a miss of it: a later request this close to the message loses it up to ``outcome_weight`` of
-          ranking score (see :class:`~contextsieve.agent.agent.AgentSettings`); a later call of the tool for
+          ranking score (see :class:`~contextsieve.agent.settings.AgentSettings`); a later call of the tool for
           the same message removes the miss;
         - failed calls are counted, neither examples nor misses.
 
