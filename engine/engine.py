@@ -180,7 +180,7 @@ class Engine:
         from contextsieve.mcp_client.catalog import connect
         from contextsieve.mcp_client.client import ListConfig, require_sdk
 
-        require_sdk()
+        require_sdk("Engine.connect (listing the agent's MCP servers)")
         self.tool_catalog = connect(
             self.agent, cache_folder=self.tools_folder, refresh=refresh, config=listing or ListConfig()
         )
@@ -192,7 +192,7 @@ class Engine:
         from contextsieve.mcp_client.catalog import connect_async
         from contextsieve.mcp_client.client import ListConfig, require_sdk
 
-        require_sdk()
+        require_sdk("Engine.connect_async (listing the agent's MCP servers)")
         self.tool_catalog = await connect_async(
             self.agent, cache_folder=self.tools_folder, refresh=refresh, config=listing or ListConfig()
         )

@@ -129,14 +129,17 @@ class Listing:
     skipped: str = ""
 
 
-def require_sdk() -> None:
-    """:class:`MissingExtraError` naming the ``mcp`` extra when the MCP SDK is not installed."""
+def require_sdk(purpose: str = "listing an agent's MCP servers") -> None:
+    """:class:`MissingExtraError` naming the ``mcp`` extra when the MCP SDK is not installed.
+
+    Args:
+        purpose: what needs the SDK, as the message opens (default: listing an agent's MCP servers;
+            ``serve`` and the gateway name themselves).
+    """
     try:
         import mcp  # noqa: F401
     except ImportError as e:
-        raise MissingExtraError(
-            "talking to MCP servers needs the MCP Python SDK: pip install 'contextsieve[mcp]'"
-        ) from e
+        raise MissingExtraError(f"{purpose} needs the MCP Python SDK: pip install 'contextsieve[mcp]'") from e
 
 
 def server_kind(server: McpServer) -> str:

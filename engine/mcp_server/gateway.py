@@ -60,7 +60,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
     """The gateway as a low-level MCP ``Server`` (run it with :func:`run_gateway` or the SDK). Its
     downstream servers are started when a host connects (the server's lifespan) and ended when it
     leaves; ``listing.timeout`` limits each server's start, ``listing.call_timeout`` each call."""
-    require_sdk()
+    require_sdk("contextsieve gateway (the MCP gateway for hosts)")
     import anyio
     from mcp import MCPError, types
     from mcp.server.caching import CacheHint

@@ -91,7 +91,7 @@ SERVE_CALLING_TOOLS = (
 def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
     """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
     the stash tools when ``stash`` is given."""
-    require_sdk()
+    require_sdk("contextsieve serve (the MCP server for hosts)")
     from mcp import types
 
     agent = engine.agent

@@ -24,6 +24,7 @@ from contextsieve.agent.items import IncludeMode
 from contextsieve.engine import Engine
 from contextsieve.errors import MissingExtraError
 from contextsieve.mcp_client.client import ListConfig, list_tools_sync, list_via
+from tests.helpers.agents import make_agent
 from tests.helpers.fake_embedder import FakeEmbedder
 
 SERVER = Path(__file__).parents[1] / "data" / "mcp_test_server.py"
@@ -309,8 +310,20 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_mcp)
-    with pytest.raises(MissingExtraError, match=r"contextsieve\[mcp\]"):
+    with pytest.raises(MissingExtraError, match=r"^listing an agent's MCP servers needs .*contextsieve\[mcp\]"):
         list_tools_sync([McpServer("x", {"type": "stdio", "command": "x"})])
+    # each entry point names itself (issue 40: the message was worded for listing servers from serve too)
+    from contextsieve.mcp_server.gateway import build_gateway
+    from contextsieve.mcp_server.server import build_server
+
+    engine = Engine(make_agent(), embedder=FakeEmbedder(), cache_dir=False)
+    for call, opening in (
+        (engine.connect, "Engine.connect"),
+        (lambda: build_server(engine), "contextsieve serve"),
+        (lambda: build_gateway(engine), "contextsieve gateway"),
+    ):
+        with pytest.raises(MissingExtraError, match=rf"^{opening} .*needs the MCP Python SDK: .*contextsieve\[mcp\]"):
+            call()
 
 
 def test_inside_a_running_event_loop_connect_is_awaited_and_the_sync_call_says_so(tmp_path: Path) -> None:
