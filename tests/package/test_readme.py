@@ -332,13 +332,14 @@ def test_the_command_table_matches_the_cli() -> None:
 def test_the_errors_section_names_every_exported_error() -> None:
     import contextsieve
 
-    named = set(re.findall(r"`(?:contextsieve\.)?([A-Z]\w*Error)`", section("Errors", GUIDE_TEXT)))
-    exported = {
-        n
-        for n in contextsieve.__all__
-        if isinstance(getattr(contextsieve, n), type) and issubclass(getattr(contextsieve, n), Exception)
-    }
+    text = section("Errors", GUIDE_TEXT)
+    named = set(re.findall(r"`(?:contextsieve\.)?([A-Z]\w*Error)`", text))
+    warned = set(re.findall(r"`(?:contextsieve\.)?([A-Z]\w*Warning)`", text))
+    classes = [getattr(contextsieve, n) for n in contextsieve.__all__ if isinstance(getattr(contextsieve, n), type)]
+    exported = {c.__name__ for c in classes if issubclass(c, Exception) and not issubclass(c, Warning)}
+    warnings = {c.__name__ for c in classes if issubclass(c, Warning)}
     assert named == exported, (sorted(named - exported), sorted(exported - named))
+    assert warned == warnings, (sorted(warned - warnings), sorted(warnings - warned))
     assert all(issubclass(getattr(contextsieve, n), contextsieve.ContextSieveError) for n in named)
 
 
