@@ -145,6 +145,8 @@ class Link:
         self.relists = 0
         self.down_since = 0.0
         self._up_since = 0.0
+        #: Whether the first start has ended (up or down): a task before it would miss the server's tools.
+        self.settled = False
         self._stopping = False
         self._lost = False  # the current connection ended (its read stream did)
         self._timed_out = False  # the last start ran out of the start-up limit
@@ -159,6 +161,8 @@ class Link:
         import anyio
 
         self.state = state
+        if state in ("up", "down", "stopped"):
+            self.settled = True
         if self._changed is not None:
             self._changed.set()
         self._changed = anyio.Event()
@@ -350,6 +354,18 @@ class Link:
                 why = "the gateway is not running" if self.state in ("stopped", "idle") else self.error
                 raise MCPError(types.INTERNAL_ERROR, f"server {self.server.name!r} is unavailable: {why}")
             await self._changed.wait()
+
+    async def first_start(self) -> None:
+        """Return once the first start has ended (the server is up and listed, or down); at once when
+        it has. The caller bounds the wait (a start is bounded by :attr:`ListConfig.timeout`, twice
+        with the quick restart)."""
+        import anyio
+
+        while not self.settled:
+            if self._changed is None:  # run() has not begun yet (it was just scheduled)
+                await anyio.sleep(0.01)
+            else:
+                await self._changed.wait()
 
     def retry(self) -> None:
         """Start a down server again when it has been down for :attr:`LinkOwner.retry_seconds`."""

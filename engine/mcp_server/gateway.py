@@ -110,6 +110,7 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
             offered=lambda: [gw.prompt_name(t.key) for t in gw.offered(st)],
         )
         before = [t.key for t in gw.offered(st)]
+        await gw.first_starts()  # a task right after the start: choose from the servers' tools, not from none
         try:
             args = tool.check(arguments)
             text = args.get("message", args.get("query"))

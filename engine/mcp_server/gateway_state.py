@@ -116,6 +116,19 @@ class Gateway:
 
             await self.bus.publish(ToolsListChanged())
 
+    async def first_starts(self) -> None:
+        """Wait until every server's first start has ended (up and listed, or down), at most twice
+        :attr:`ListConfig.timeout` and a second: a host's first task right after the gateway started
+        would otherwise be chosen from no tools (an empty listing cache) or from yesterday's listing.
+        At once when the gateway is not running or every server has started before."""
+        import anyio
+
+        if self.tg is None or all(link.settled for link in self.links.values()):
+            return
+        with anyio.move_on_after(2 * self.listing.timeout + 1):
+            for link in self.links.values():
+                await link.first_start()
+
     def retry_down(self) -> None:
         """Start the servers that have been down for :attr:`retry_seconds` again (on a host's new task)."""
         for link in self.links.values():

@@ -319,3 +319,31 @@ def test_a_stable_offer_grows_and_list_changed_comes_only_with_a_change(agent_fi
             assert set(first["tools"]) < set(more["tools"]) and changed == ["tools", "tools"]
 
     anyio.run(main)
+
+
+def test_a_first_task_right_after_the_start_is_chosen_from_the_servers_tools(tmp_path: Path) -> None:
+    """`contextsieve gateway` on a cold listing cache (no ``engine.connect()``): a host's first
+    ``set_task`` used to come back with ``{"tools": []}`` because the servers were still starting; it
+    now waits for their first start (bounded by the listing timeout) and offers the time tools."""
+    doc = {
+        "name": "cold",
+        "mcpServers": {
+            "time": {
+                "type": "stdio",
+                "command": server_command("mcp-server-time"),
+                "serverToolDefaults": {"include": "agent"},
+            }
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    engine = Engine.from_file(path, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    assert engine.agent.tools == []  # nothing listed, nothing cached
+
+    async def main() -> None:
+        for mode in ("legacy", "auto"):  # the handshake era and the 2026-07-28 protocol
+            async with Client(build_gateway(engine, listing=ListConfig(timeout=120)), mode=mode) as c:
+                offered = json.loads(text(await c.call_tool("set_task", {"message": "What time is it in Tokyo?"})))
+                assert "time_get_current_time" in offered["tools"], (mode, offered)
+
+    anyio.run(main)
