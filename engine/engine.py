@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,23 +39,42 @@ __all__ = ["Engine", "IndexReport"]
 
 
 class _LazyEmbedder:
-    """Loads :class:`contextsieve.Embedder` on first use (a request that needs no search loads no model)."""
+    """Loads :class:`contextsieve.Embedder` on first use (a request that needs no search loads no model).
+
+    Its :attr:`model_id` is known before the model loads (:func:`~contextsieve.models.embedder.plan_model`),
+    so a stash store opens without loading it. Threads that need the model while another loads it wait
+    for that load (one load per process, never two)."""
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
         self._emb: Embedder | None = None
+        self._id: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model is loaded (no call will wait for it)."""
+        return self._emb is not None
 
     @property
     def loaded(self) -> Embedder:
         if self._emb is None:
-            from contextsieve.models.embedder import Embedder
+            with self._lock:
+                if self._emb is None:
+                    from contextsieve.models.embedder import Embedder
 
-            self._emb = Embedder(**self._kwargs)
+                    self._emb = Embedder(**self._kwargs)
         return self._emb
 
     @property
     def model_id(self) -> str:
-        return self.loaded.model_id
+        if self._emb is not None:
+            return self._emb.model_id
+        if self._id is None:
+            from contextsieve.models.embedder import plan_model
+
+            self._id = plan_model(**self._kwargs).model_id
+        return self._id
 
     def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         return self.loaded.embed(texts, show_progress=show_progress)
@@ -296,6 +316,17 @@ class Engine:
         return IndexReport(
             len(items), chunks, self.store.embedded_texts - before, graphs, search, time.perf_counter() - t
         )
+
+    def prepare(self, *, show_progress: bool = False) -> IndexReport:
+        """Everything a first request needs, done now: :meth:`index`, then the embedding model loaded
+        (a fully cached agent indexes without it, but every request embeds its message). Slow parts
+        say so through :mod:`contextsieve.progress` (a model graph built, items embedded). Safe to call
+        from a background thread while requests run: they wait for the one model load. Returns the
+        index report."""
+        report = self.index(show_progress=show_progress)
+        if isinstance(self.embedder, _LazyEmbedder):
+            self.embedder.loaded
+        return report
 
     def select(self, message: str, *, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> Request:
         """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see

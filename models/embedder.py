@@ -26,10 +26,13 @@ from contextsieve.models.registry import (
 from contextsieve.models.tokenizer import Batch, TextTokenizer
 from contextsieve.models.variants import AUTO, VariantChoice, choose_variant, requested_variant
 from contextsieve.models.weights import read_bert_config, sha256_file
+from contextsieve.progress import note
 
 __all__ = [
     "Embedder",
     "ModelInfo",
+    "ModelPlan",
+    "plan_model",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_BATCH_TOKENS",
     "QUERY_TOKENS",
@@ -93,7 +96,8 @@ class ModelInfo:
         load_seconds: wall time of the constructor (build or load, tokenizer, session).
         query_variant: the graph short calls (at most :data:`QUERY_TOKENS` padded tokens) run on; the
             same as ``variant`` unless ``variant="auto"`` measured another one faster for queries.
-        choice: the measurement ``variant="auto"`` chose from (``None`` for an explicit variant).
+        choice: the choice ``variant="auto"`` ran (measured, or predicted from the CPU's features:
+            :attr:`VariantChoice.measured`); ``None`` for an explicit variant.
     """
 
     model_id: str
@@ -124,8 +128,9 @@ class Embedder:
             a sentence-transformers BERT folder. Default ``"all-MiniLM-L6-v2"``.
         variant: ``"auto"`` (default, or ``$CONTEXTSIEVE_VARIANT``): the fastest graph on this CPU
             among those that pass the fidelity bars (cosine >= 0.99 against sentence-transformers on
-            every golden text, mean >= 0.998), measured once per machine and cached (see
-            :mod:`contextsieve.models.variants`); queries and batches may get different graphs.
+            every golden text, mean >= 0.998) as ``contextsieve build`` measured it, cached per machine;
+            before it has measured, the variant the CPU's features predict (no timing before a first
+            answer; see :mod:`contextsieve.models.variants`). Queries and batches may get different graphs.
             ``"fp32"`` matches sentence-transformers to 1e-5; ``"int8"`` (about twice as fast where the
             CPU has VNNI) and ``"int8w7"`` (7-bit weights) are held to the bars in the tests.
         threads: CPU cores to use (default: all this process may use): the intra-op threads of the one
@@ -151,24 +156,17 @@ class Embedder:
         rebuild: bool = False,
     ) -> None:
         t0 = time.perf_counter()
-        _check_threads(threads)
-        folder, name, _ = locate_model(model)
-        requested = requested_variant(variant)
-        choice: VariantChoice | None = None
-        if requested == AUTO:
-            choice = choose_variant(model, cache_dir=cache_dir, threads=threads)
-            batch_v, query_v = Variant(choice.batch), Variant(choice.query)
-        else:
-            batch_v = query_v = Variant(requested)
+        plan = plan_model(model, variant=variant, threads=threads, cache_dir=cache_dir)
+        folder, name, weights_sha = plan.folder, plan.name, plan.weights_sha
+        batch_v, query_v = plan.variant, plan.query_variant
         cfg = read_bert_config(folder)
         cache = ModelCache(Path(cache_dir) if cache_dir is not None else None)
-        weights_sha = cache.weights_sha256(folder / "model.safetensors")
         cached = _cached_graph(cache, folder, name, weights_sha, batch_v, rebuild)
         query_cached = (
             cached if query_v is batch_v else _cached_graph(cache, folder, name, weights_sha, query_v, rebuild)
         )
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
-        model_id = f"{Path(name).name}/{batch_v.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
+        model_id = plan.model_id
         self._init(cached.path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
         if query_cached is not cached:
             self._query_session = _new_session(query_cached.path, self.threads)
@@ -182,7 +180,7 @@ class Embedder:
             cached.built or query_cached.built,
             time.perf_counter() - t0,
             query_variant=query_v.value,
-            choice=choice,
+            choice=plan.choice,
         )
 
     @classmethod
@@ -336,6 +334,51 @@ class Embedder:
         return f"Embedder({self.info.name!r}, variant={self.info.variant!r}, dim={self.dim}, threads={self.threads})"
 
 
+@dataclass(frozen=True)
+class ModelPlan:
+    """What an :class:`Embedder` of these arguments will run, known without building or loading a
+    graph (:func:`plan_model`): enough to name its vectors before the model is loaded.
+
+    Attributes:
+        folder, name: the model's files and display name. variant, query_variant: the graphs batches
+            and short calls run on. choice: what ``variant="auto"`` chose (``None`` for an explicit
+            variant). weights_sha: sha256 of the weights. model_id: as :attr:`ModelInfo.model_id`.
+    """
+
+    folder: Path
+    name: str
+    variant: Variant
+    query_variant: Variant
+    choice: VariantChoice | None
+    weights_sha: str
+    model_id: str
+
+
+def plan_model(
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    variant: Variant | str | None = None,
+    threads: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> ModelPlan:
+    """The :class:`ModelPlan` of ``Embedder(model, variant=..., threads=..., cache_dir=...)``: the
+    variant choice (cached or predicted: never measured here) and the weights' hash (memoised in the
+    cache), in well under a second; nothing is built. Errors as :class:`Embedder`'s."""
+    _check_threads(threads)
+    folder, name, _ = locate_model(model)
+    requested = requested_variant(variant)
+    choice: VariantChoice | None = None
+    if requested == AUTO:
+        choice = choose_variant(model, cache_dir=cache_dir, threads=threads, predict=True)
+        batch_v, query_v = Variant(choice.batch), Variant(choice.query)
+    else:
+        batch_v = query_v = Variant(requested)
+    cache = ModelCache(Path(cache_dir) if cache_dir is not None else None)
+    weights_sha = cache.weights_sha256(folder / "model.safetensors")
+    model_id = f"{Path(name).name}/{batch_v.value}/{weights_sha[:16]}/b{BUILDER_VERSION}"
+    return ModelPlan(folder, name, batch_v, query_v, choice, weights_sha, model_id)
+
+
 def _cached_graph(
     cache: ModelCache, folder: Path, name: str, weights_sha: str, variant: Variant, rebuild: bool
 ) -> CachedModel:
@@ -355,6 +398,7 @@ def _cached_graph(
             return cached
         from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
+        note(f"building the {Path(name).name} {variant.value} graph (once per machine and version, about a second)")
         t_build = time.perf_counter()
         data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
         stored = cache.store(

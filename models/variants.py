@@ -1,15 +1,22 @@
-"""Which graph a machine runs, chosen by measuring the candidates on it (``variant="auto"``).
+"""Which graph a machine runs (``variant="auto"``): first from the CPU's features, then as measured on it.
 
 The fastest variant depends on the CPU: int8 is about twice as fast as fp32 where the CPU has VNNI
 or AMX, and slower than fp32 on an AVX2-only CPU, where ONNX Runtime's exact u8 x u8 kernel is slow.
-So the first :class:`~contextsieve.models.embedder.Embedder` built with ``variant="auto"`` (the default)
-on a machine builds each candidate (:func:`candidates`), checks it against the golden vectors (cosine
-against sentence-transformers on 78 varied texts: min >= :data:`MIN_COSINE`, mean >=
-:data:`MEAN_COSINE`), times the ones that pass side by side on a one-sentence query and on a batch of
-chunks, and keeps the fastest for each use (queries and batches may run different graphs). The choice
-is cached beside the graphs, keyed by the CPU signature, the ONNX Runtime version, the builder version,
-the weights and the thread count, so a new CPU, a new ONNX Runtime or another thread count measures
-again; ``contextsieve build`` prints the table and ``contextsieve build --force`` measures again.
+Measuring takes seconds (two or three graphs built, then timed), too long to stand between a user
+and a first answer, so an :class:`~contextsieve.models.embedder.Embedder` built with ``variant="auto"``
+(the default) never measures: it runs the measured choice when this machine has one cached, and
+otherwise the choice the CPU's features predict (:func:`feature_choice`: ``int8`` where int8 dot
+products are exact in hardware, ``fp32`` elsewhere; the winners of every measurement so far), which
+builds one graph. ``contextsieve build`` (:func:`choose_variant`) measures: it
+builds each candidate (:func:`candidates`), checks it against the golden vectors (cosine against
+sentence-transformers on 78 varied texts: min >= :data:`MIN_COSINE`, mean >= :data:`MEAN_COSINE`),
+times the ones that pass side by side on a one-sentence query and on a batch of chunks, and keeps the
+fastest for each use (queries and batches may run different graphs); the next process runs that.
+Every variant passes the same bars and stores key on the model family, so switching from the
+predicted to the measured choice keeps every cached vector and stash valid. The choice is cached
+beside the graphs, keyed by the CPU signature, the ONNX Runtime version, the builder version, the
+weights and the thread count, so a new CPU, a new ONNX Runtime or another thread count goes back to
+the prediction until measured; ``contextsieve build --force`` measures again.
 
 An explicit ``variant=`` or ``$CONTEXTSIEVE_VARIANT`` (``fp32``, ``int8``, ``int8w7`` or ``auto``) wins.
 """
@@ -49,6 +56,7 @@ __all__ = [
     "candidates",
     "cpu_signature",
     "golden_set",
+    "feature_choice",
     "choose_variant",
 ]
 
@@ -154,8 +162,9 @@ class VariantChoice:
         batch: variant for everything else.
         cpu: :func:`cpu_signature` of the machine measured; onnxruntime: its version; threads: the
             intra-op threads timed with.
-        measurements: one row per candidate. measured_at: UNIX time. measured_now: this process measured
-            (False when the choice came from the cache).
+        measurements: one row per candidate (empty for a choice from the CPU's features). measured_at:
+            UNIX time (0 when not measured). measured_now: this process measured (False when the choice
+            came from the cache or from the features).
     """
 
     query: str
@@ -167,12 +176,24 @@ class VariantChoice:
     measured_at: float
     measured_now: bool = False
 
+    @property
+    def measured(self) -> bool:
+        """Whether the choice comes from timing the candidates here (False: predicted from the CPU's features)."""
+        return bool(self.measurements)
+
     def table(self) -> str:
-        """The measurements as a Markdown table with the CPU line above it."""
+        """The measurements as a Markdown table with the CPU line above it (for a choice from the
+        features, one line saying so)."""
         from contextsieve.models.cpu import cpu_summary
 
+        head = f"CPU: {cpu_summary()}; onnxruntime {self.onnxruntime}; {self.threads} threads"
+        if not self.measured:
+            return (
+                f"{head}\n\n{self.query} for queries and batches, predicted from the CPU's features "
+                "(not measured here yet: `contextsieve build` measures)"
+            )
         lines = [
-            f"CPU: {cpu_summary()}; onnxruntime {self.onnxruntime}; {self.threads} threads",
+            head,
             "",
             "| variant | weights | min / mean cos vs ST | passes | query p50 / p99 ms | ms / chunk | chosen for |",
             "| --- | --- | --- | --- | --- | --- | --- |",
@@ -216,6 +237,27 @@ class VariantChoice:
             measurements=ms,
             measured_at=float(d["measured_at"]),  # type: ignore[arg-type]
         )
+
+
+def feature_choice(threads: int, cands: Sequence[Variant] | None = None) -> VariantChoice:
+    """The choice the CPU's features predict, without building or timing anything: ``int8`` where
+    int8 dot products are exact in hardware (:func:`~contextsieve.models.cpu.has_int8_dot`: VNNI or
+    AMX on x86, ARM), ``fp32`` elsewhere (AVX2-only x86, where int8's u8 x u8 kernel measured slower
+    than fp32), for queries and batches alike; the first of ``cands`` that is either when given."""
+    import onnxruntime
+
+    want = [Variant.INT8, Variant.FP32] if has_int8_dot() else [Variant.FP32, Variant.INT8]
+    pool = list(cands) if cands else want
+    pick = next((v for v in want if v in pool), pool[0])
+    return VariantChoice(
+        query=pick.value,
+        batch=pick.value,
+        cpu=cpu_signature(),
+        onnxruntime=onnxruntime.__version__,
+        threads=threads,
+        measurements=(),
+        measured_at=0.0,
+    )
 
 
 def _choice_path(cache: ModelCache, name: str, weights_sha: str, threads: int, cands: Sequence[Variant]) -> Path:
@@ -320,8 +362,12 @@ def choose_variant(
     force: bool = False,
     candidate_variants: Sequence[Variant] | None = None,
     progress: bool = False,
+    predict: bool = False,
 ) -> VariantChoice:
-    """The variants this machine runs ``model`` with: the cached choice, or a new measurement.
+    """The variants this machine runs ``model`` with: the cached measured choice, else a new
+    measurement (the default, what ``contextsieve build`` does) or the prediction from the CPU's
+    features (``predict=True``, what an :class:`~contextsieve.models.embedder.Embedder` does: no
+    seconds of timing before a first answer; :func:`feature_choice`).
 
     Args:
         model: a known model name or a sentence-transformers folder (as :class:`Embedder` takes).
@@ -330,6 +376,8 @@ def choose_variant(
         force: measure again even if a choice is cached (``contextsieve build --force``).
         candidate_variants: the variants to measure (default :func:`candidates`).
         progress: show a progress bar while timing.
+        predict: when no choice is cached, return :func:`feature_choice` instead of measuring (default
+            ``False``); the prediction is never cached, so a later call without it still measures.
 
     Raises :class:`ModelError` when no candidate passes the fidelity bars.
     """
@@ -349,6 +397,8 @@ def choose_variant(
         cached = _load(path)
         if cached is not None:
             return cached
+        if predict:
+            return feature_choice(n_threads, cands)
     with cache.build_lock(path):
         if not force:
             cached = _load(path)  # measured by another process meanwhile?

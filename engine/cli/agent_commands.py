@@ -111,6 +111,9 @@ def select(args: argparse.Namespace) -> None:
     overrides = {k: v for k, v in pairs if v is not None}
     overrides.update(_parse_settings(args.settings))
     session = engine.session(**overrides)
+    # the one-time work first (model loaded, items embedded; each said on stderr when slow), so the time
+    # printed below is the request's own
+    engine.prepare(show_progress=sys.stderr.isatty())
     t = time.perf_counter()
     req = session.build_request(args.message)
     ms = (time.perf_counter() - t) * 1000

@@ -299,6 +299,9 @@ def _seconds(text: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 a contextsieve error, 2 usage)."""
     args = _parser().parse_args(argv)
+    from contextsieve.progress import to_stderr
+
+    to_stderr()  # slow first-use work (a graph built, kernels compiled, items embedded) says so on stderr
     with warnings.catch_warnings():
         warnings.simplefilter("always", AgentFileWarning)
         previous = warnings.showwarning

@@ -20,6 +20,7 @@ import numpy as np
 from contextsieve.agent.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.agent.usage import UsageLog
 from contextsieve.choices import RelationPooling
+from contextsieve.progress import note
 from contextsieve.retrieval.bm25 import BM25Index
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
@@ -29,6 +30,10 @@ from contextsieve.selection.chunking import Chunk, ChunkConfig, Summarizer, chun
 from contextsieve.selection.ranking import RelationGraph
 
 __all__ = ["ItemChunks", "ChunkStore", "IndexedChunks"]
+
+#: From this many chunk texts to embed at once (about a second or more), :func:`~contextsieve.progress.note`
+#: says so before it starts.
+NOTE_FROM_TEXTS = 128
 
 _KINDS = list(ItemKind)
 
@@ -348,6 +353,8 @@ class ChunkStore:
         todo = [texts[i] for i in missing]
         fresh = None
         if todo:
+            if len(todo) >= NOTE_FROM_TEXTS:
+                note(f"embedding {len(todo)} chunks of the agent's items (kept in the cache: once per change)")
             bar = None
             if show_progress:
                 from tqdm.auto import tqdm

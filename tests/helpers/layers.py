@@ -5,7 +5,7 @@ from __future__ import annotations
 
 #: bottom to top; a unit imports only units of its own layer or of the layers below it
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "fileio", "choices"),  # the ground: used by all, uses nothing of the package
+    ("errors", "fileio", "choices", "progress"),  # the ground: used by all, uses nothing of the package
     ("kernels",),  # pure array functions
     ("models",),  # the embedding runner
     ("retrieval",),  # the one retrieval core: embedding protocol and cache, text splitting, index, BM25, fusion

@@ -136,3 +136,36 @@ def test_queries_and_batches_may_run_different_graphs_and_share_one_vector_famil
     long = [t for t in texts if len(t.split()) > 60][:4]
     np.testing.assert_array_equal(emb.embed(long), fp32.embed(long))
     assert model_family(emb.model_id) == model_family(int8.model_id) == model_family(fp32.model_id)
+
+
+def test_a_first_embedder_runs_the_predicted_variant_without_measuring_and_build_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: ``variant="auto"`` on an empty cache must not time the candidates before a first
+    answer (seconds of work): it runs the variant the CPU's features predict, built alone, and caches
+    no choice; ``choose_variant`` (``contextsieve build``) measures, and the next embedder runs that."""
+    from contextsieve.models.cpu import has_int8_dot
+
+    monkeypatch.delenv(V.VARIANT_ENV, raising=False)
+    timed: list[int] = []
+    real_measure = V.measure
+
+    def counting(*a: object, **k: object) -> list[V.Measurement]:
+        timed.append(1)
+        return real_measure(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(V, "measure", counting)
+    emb = Embedder(cache_dir=tmp_path)
+    predicted = "int8" if has_int8_dot() else "fp32"
+    assert (emb.info.variant, emb.info.query_variant) == (predicted, predicted)
+    assert emb.info.choice is not None and not emb.info.choice.measured and not emb.info.choice.measured_now
+    assert "predicted from the CPU's features" in emb.info.choice.table()
+    assert not timed and not _choice_files(tmp_path)
+    assert len(list((tmp_path / "models").glob("*.onnx"))) == 1  # one graph built, not every candidate
+    assert V.feature_choice(2, [Variant.FP32]).batch == "fp32"  # the candidates asked for bound the prediction
+    measured = V.choose_variant(cache_dir=tmp_path)
+    assert measured.measured and measured.measured_now and timed == [1]
+    later = Embedder(cache_dir=tmp_path)
+    assert later.info.choice is not None and later.info.choice.measured and not later.info.choice.measured_now
+    assert (later.info.variant, later.info.query_variant) == (measured.batch, measured.query)
+    assert model_family(later.model_id) == model_family(emb.model_id)  # stores and caches stay valid
