@@ -10,9 +10,21 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import threading
+import time
+from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["cpu_flags", "cpu_model", "cpu_summary", "has_int8_dot", "int8_weight_type", "WEIGHTS_ENV"]
+__all__ = [
+    "cpu_flags",
+    "cpu_model",
+    "cpu_summary",
+    "has_int8_dot",
+    "int8_weight_type",
+    "WEIGHTS_ENV",
+    "FreeCores",
+    "FREE_CORES_WINDOW",
+]
 
 #: Environment variable that forces the int8 weight type: ``"s8"`` or ``"u8"`` (default: by CPU).
 WEIGHTS_ENV = "CONTEXTSIEVE_INT8_WEIGHTS"
@@ -75,3 +87,86 @@ def int8_weight_type() -> str:
 
         raise InputError(f"${WEIGHTS_ENV} must be 's8' or 'u8', got {forced!r}")
     return "s8" if has_int8_dot() else "u8"
+
+
+#: Seconds :class:`FreeCores` reuses its last answer for (a fresh look needs at least this much time
+#: to count in ``/proc/stat``'s ticks of 10 ms).
+FREE_CORES_WINDOW = 0.2
+
+
+class FreeCores:
+    """How many of ``cpus`` other processes left free lately: called before each embedding call, it
+    tells how many threads the call can use without fighting another process for a core.
+
+    Linux only (``/proc/stat``'s per-CPU ticks); elsewhere, or when the file cannot be read, every
+    core counts as free. Over the time since the previous look (at least :data:`FREE_CORES_WINDOW`
+    seconds; within it the last answer is reused, so a call costs a clock read), the busy time of
+    ``cpus`` (user, nice, system, irq, softirq and steal ticks) minus this process's own CPU time is
+    the work of others, in cores; rounded half up, it is taken off the count. The first call sees
+    every core free (there is nothing to compare with yet). Thread-safe.
+
+    Args:
+        cpus: the CPU numbers this process may run on (``os.sched_getaffinity(0)``).
+        window: seconds an answer is reused (default :data:`FREE_CORES_WINDOW`).
+        stat_path: the file read (``/proc/stat``; tests give another).
+    """
+
+    def __init__(
+        self, cpus: Collection[int], *, window: float = FREE_CORES_WINDOW, stat_path: str = "/proc/stat"
+    ) -> None:
+        self.cpus = frozenset(int(c) for c in cpus)
+        self.window = float(window)
+        self._path = stat_path
+        self._names = {f"cpu{c}".encode() for c in self.cpus}
+        self._lock = threading.Lock()
+        self._last: tuple[float, float, float] | None = None  # (wall, busy seconds of cpus, own CPU seconds)
+        self._free = len(self.cpus)
+        try:
+            self._tick = 1.0 / os.sysconf("SC_CLK_TCK")
+        except (AttributeError, ValueError, OSError):
+            self._tick = 0.01
+
+    def _busy_seconds(self) -> float | None:
+        """Busy seconds of ``cpus`` since boot, or ``None`` when ``/proc/stat`` cannot tell."""
+        try:
+            with open(self._path, "rb") as f:
+                data = f.read(1 << 20)
+        except OSError:
+            return None
+        busy, seen = 0, 0
+        for line in data.split(b"\n"):
+            if not line.startswith(b"cpu"):
+                if seen:
+                    break  # the cpu lines come first
+                continue
+            parts = line.split()
+            if parts[0] not in self._names:
+                continue
+            try:
+                v = [int(x) for x in parts[1:9]]
+            except ValueError:
+                return None
+            if len(v) < 8:
+                return None
+            busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # user nice system (idle iowait) irq softirq steal
+            seen += 1
+        return busy * self._tick if seen == len(self.cpus) else None
+
+    def __call__(self) -> int:
+        """The cores of ``cpus`` free of other processes' work lately, from 1 to ``len(cpus)``."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._last
+            if last is not None and now - last[0] < self.window:
+                return self._free
+            busy = self._busy_seconds()
+            own = time.process_time()
+            if busy is None:
+                self._last = None
+                self._free = len(self.cpus)
+                return self._free
+            self._last = (now, busy, own)
+            if last is not None:
+                others = max(0.0, (busy - last[1]) - (own - last[2])) / max(now - last[0], 1e-9)
+                self._free = max(1, min(len(self.cpus), len(self.cpus) - int(others + 0.5)))
+            return self._free

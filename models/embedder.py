@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import numpy as np
 from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError, check_text
 from contextsieve.kernels.pooling import mean_pool_normalize
 from contextsieve.models.cache import CachedModel, ModelCache
-from contextsieve.models.cpu import int8_weight_type
+from contextsieve.models.cpu import FreeCores, int8_weight_type
 from contextsieve.models.registry import (
     BUILDER_VERSION,
     DEFAULT_MODEL,
@@ -133,8 +134,8 @@ class Embedder:
             answer; see :mod:`contextsieve.models.variants`). Queries and batches may get different graphs.
             ``"fp32"`` matches sentence-transformers to 1e-5; ``"int8"`` (about twice as fast where the
             CPU has VNNI) and ``"int8w7"`` (7-bit weights) are held to the bars in the tests.
-        threads: CPU cores to use (default: all this process may use): the intra-op threads of the one
-            ONNX Runtime session every batch runs on. With more than one, the threads spin while a call
+        threads: CPU cores to use at most (default: all this process may use): the intra-op threads of
+            the ONNX Runtime session calls run on. With more than one, the threads spin while a call
             runs (a short query would otherwise wait for them to wake at each of its ~280 nodes) and
             stop spinning when it returns, so an idle embedder takes no CPU.
         batch_size: most texts per ONNX Runtime call (default 64).
@@ -142,7 +143,15 @@ class Embedder:
         cache_dir: where built graphs live (default ``$CONTEXTSIEVE_CACHE`` or ``~/.cache/contextsieve``).
         rebuild: build the graph again even if the cache has it (for example after a
             :class:`~contextsieve.errors.ModelCacheError`), and replace the cached file.
+        adapt_threads: run each call on no more threads than there are cores other processes leave
+            free (default ``True``; :class:`~contextsieve.models.cpu.FreeCores`, Linux): with one of two
+            cores busy, two threads are slower than one. A session of fewer threads is made the first
+            time it is needed and kept (about 25 MB more for int8, 50 MB for fp32). ``False``: always
+            ``threads``.
     """
+
+    _model: bytes | Path  # the graph of batch calls, and of short calls (the same unless auto chose two)
+    _query_model: bytes | Path
 
     def __init__(
         self,
@@ -154,6 +163,7 @@ class Embedder:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         cache_dir: str | os.PathLike[str] | None = None,
         rebuild: bool = False,
+        adapt_threads: bool = True,
     ) -> None:
         t0 = time.perf_counter()
         plan = plan_model(model, variant=variant, threads=threads, cache_dir=cache_dir)
@@ -167,9 +177,18 @@ class Embedder:
         )
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = plan.model_id
-        self._init(cached.path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        self._init(
+            cached.path,
+            tokenizer,
+            threads=threads,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            adapt_threads=adapt_threads,
+        )
         if query_cached is not cached:
+            self._query_model = query_cached.path
             self._query_session = _new_session(query_cached.path, self.threads)
+            self._by_threads[self.threads] = (self._session, self._query_session)
         self.info = ModelInfo(
             model_id,
             name,
@@ -193,6 +212,7 @@ class Embedder:
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        adapt_threads: bool = True,
     ) -> "Embedder":
         """Run a user-supplied graph: its inputs and outputs are read from the graph, not assumed.
 
@@ -207,7 +227,14 @@ class Embedder:
         sha = sha256_file(onnx_path)
         self = cls.__new__(cls)
         tokenizer = TextTokenizer.from_file(Path(tokenizer_path), max_length)
-        self._init(onnx_path, tokenizer, threads=threads, batch_size=batch_size, batch_tokens=batch_tokens)
+        self._init(
+            onnx_path,
+            tokenizer,
+            threads=threads,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            adapt_threads=adapt_threads,
+        )
         model_id = f"custom/{sha[:16]}/{max_length}"
         self.info = ModelInfo(
             model_id, str(onnx_path), "custom", self.dim, max_length, onnx_path, False, time.perf_counter() - t0
@@ -224,17 +251,33 @@ class Embedder:
         threads: int | None,
         batch_size: int,
         batch_tokens: int,
+        adapt_threads: bool,
     ) -> None:
         _check_threads(threads)
+        if not isinstance(adapt_threads, bool):
+            raise InputError(f"adapt_threads must be True or False, got {adapt_threads!r}")
+        self.adapt_threads = adapt_threads
         if not isinstance(batch_size, int) or batch_size < 1 or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise InputError(f"batch_size and batch_tokens must be positive ints, got {batch_size!r}, {batch_tokens!r}")
         self.threads = threads or default_threads()
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.tokenizer = tokenizer
-        # One session for every call: a second one (say, single-threaded for short queries) would hold
-        # its own copy of the weights and its own activation arena.
+        # One session for every call while the cores are free: another (say, single-threaded for short
+        # queries) would hold its own copy of the weights and its own activation arena. A session of
+        # fewer threads is made only once other processes take cores (see _sessions_now).
+        self._model = self._query_model = model
         first = self._session = self._query_session = _new_session(model, self.threads)
+        self._by_threads: dict[int, tuple[OrtSession, OrtSession]] = {self.threads: (first, first)}
+        self._free_cores: FreeCores | None = None
+        if self.threads > 1 and adapt_threads:
+            try:
+                cpus = os.sched_getaffinity(0)
+            except AttributeError:  # not on Linux: no per-CPU counts to read
+                cpus = set()
+            if len(cpus) >= self.threads:
+                self._free_cores = FreeCores(cpus)
+        self._sessions_lock = threading.Lock()
         names = {i.name: i for i in first.get_inputs()}
         if "input_ids" not in names:
             raise ModelError(f"the graph has no input named 'input_ids' (inputs: {sorted(names)})")
@@ -302,9 +345,10 @@ class Embedder:
 
             bar = tqdm(total=len(texts), desc="embedding", unit="text")
 
+        batch_session, query_session = self._sessions_now()
         try:
             for b in batches:
-                session = self._query_session if b.input_ids.size <= QUERY_TOKENS else self._session
+                session = query_session if b.input_ids.size <= QUERY_TOKENS else batch_session
                 out[b.index] = self._run(session, b)
                 if bar is not None:
                     bar.update(len(b.index))
@@ -315,6 +359,26 @@ class Embedder:
             bad = np.flatnonzero(~np.isfinite(out).all(axis=1))[:5].tolist()
             raise ModelError(f"the model produced non-finite vectors for texts at {bad}")
         return out
+
+    def _sessions_now(self) -> tuple[OrtSession, OrtSession]:
+        """The (batch, query) sessions for a call now: of :attr:`threads` threads while the cores are
+        free, else of as many threads as other processes leave free (:class:`FreeCores`; made on first
+        need, kept). Two threads on two cores one of which another process holds run *slower* than one
+        (a parallel section waits for the thread that shares a core, and spinning threads fight the
+        other process), so a call never uses more threads than there are free cores."""
+        if self._free_cores is None:
+            return self._session, self._query_session
+        n = min(self.threads, self._free_cores())
+        found = self._by_threads.get(n)
+        if found is not None:
+            return found
+        with self._sessions_lock:
+            found = self._by_threads.get(n)
+            if found is None:
+                batch = _new_session(self._model, n)
+                query = batch if self._query_model is self._model else _new_session(self._query_model, n)
+                found = self._by_threads[n] = (batch, query)
+        return found
 
     @property
     def model_id(self) -> str:
