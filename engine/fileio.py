@@ -22,10 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "STALE_TEMP_SECONDS", "DATA_ENV", "default_data_dir"]
+__all__ = [
+    "atomic_write_bytes",
+    "STALE_TEMP_SECONDS",
+    "DATA_ENV",
+    "default_data_dir",
+    "CACHE_ENV",
+    "default_cache_dir",
+]
 
 #: Environment variable naming the folder of contextsieve's own data (the default stash stores).
 DATA_ENV = "CONTEXTSIEVE_DATA"
+#: Environment variable naming contextsieve's cache folder (built models, embeddings, Numba kernels).
+CACHE_ENV = "CONTEXTSIEVE_CACHE"
 
 #: Age (seconds) from which a leftover temp file of a write is taken to be a killed writer's (default 600).
 STALE_TEMP_SECONDS = 600.0
@@ -136,3 +145,14 @@ def default_data_dir() -> Path:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME")
     return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "contextsieve"
+
+
+def default_cache_dir() -> Path:
+    """``$CONTEXTSIEVE_CACHE``, else ``$XDG_CACHE_HOME/contextsieve``, else ``~/.cache/contextsieve``:
+    the cache root of every layer (built models under ``models/``, the compiled Numba kernels under
+    ``numba/``); anything in it can be rebuilt."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "contextsieve"

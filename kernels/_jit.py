@@ -12,12 +12,84 @@ side on Zen 5 and as compiled for AVX2: 1 query 7-8 ms one at a time against 15-
 four; 4 queries 15-21 ms in a block against 18-30 ms one at a time), while the block made float
 rows no faster (``benchmarks.speed.kernels_table`` measures the kernels).
 Ties: strict ``>`` everywhere, so the lower query index and the lower row index win.
+
+Every kernel is decorated by :func:`_njit`, which caches its machine code in
+:func:`contextsieve.kernels.compiled.kernel_cache_dir` (``$NUMBA_CACHE_DIR`` when the user set it, else
+``<contextsieve cache>/numba``), or compiles it in memory when that folder cannot be created or written
+(:data:`CACHE_PROBLEM` says why).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numba import config as _numba_config
 from numba import njit, prange
+
+from contextsieve.kernels.compiled import kernel_cache_dir
+
+#: Numba's settings module (its names are set at run time, so a type checker cannot see them).
+numba_config: Any = _numba_config
+
+
+def _cache_root() -> tuple[str | None, str | None]:
+    """(the cache folder of these kernels, None), or (None, why it cannot be used).
+
+    The user's ``NUMBA_CACHE_DIR`` (as Numba read it into ``numba.config.CACHE_DIR``) wins; else
+    ``<contextsieve cache>/numba``. The folder must be creatable and writable, the test Numba's own
+    locators make (``_CacheLocator.ensure_cache_path``: ``makedirs``, then a temp file in it): Numba
+    never uses a cache folder it cannot write, and, without one that works, it would fall back to the
+    package's own ``__pycache__`` (written inside the install when that is writable), then to
+    ``~/.cache/numba``, and raise ``RuntimeError`` at decoration when none is writable. So when the folder
+    fails this test the kernels are decorated without ``cache`` and compiled in memory instead."""
+    root = numba_config.CACHE_DIR or str(kernel_cache_dir())
+    try:
+        os.makedirs(root, exist_ok=True)
+        tempfile.TemporaryFile(dir=root).close()
+    except OSError as e:
+        return None, f"{root}: {e}"
+    return root, None
+
+
+#: The folder the kernels are cached in (Numba adds a subfolder per source folder), or None when
+#: they are compiled in memory in every process, :data:`CACHE_PROBLEM` then saying why.
+CACHE_DIR, CACHE_PROBLEM = _cache_root()
+
+
+def _njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``numba.njit(cache=True, **options)`` caching in :data:`CACHE_DIR`, for these kernels alone
+    (``cache=False`` when :data:`CACHE_DIR` is None).
+
+    Why setting ``numba.config.CACHE_DIR`` around each decoration is enough and touches nothing else
+    (read in the installed Numba 0.68's numba/core/caching.py and dispatcher.py; releases before 0.68
+    name the locator ``_UserProvidedCacheLocator`` and work the same way): ``njit(cache=True)`` calls
+    ``Dispatcher.enable_caching``, which builds the function's ``FunctionCache`` at once; its
+    ``CacheImpl`` takes the first locator class that accepts the function, the first being
+    ``UserProvidedCacheLocator``, which accepts it when ``config.CACHE_DIR`` is set (and the folder is
+    writable) and joins that folder into the path it keeps. Every later load and save uses the kept
+    path, whatever ``config.CACHE_DIR`` says then. So the setting is needed only during the decoration,
+    and is restored at once: the environment is never changed, the user's own ``cache=True`` functions
+    (decorated before or after) get Numba's default, and ``config.reload_config()`` (which the compiler
+    runs, and which resets ``config.CACHE_DIR`` from the environment when a ``NUMBA_*`` variable
+    changed) has nothing of ours to undo. A function another thread decorates during these
+    microseconds would see the setting too."""
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        if CACHE_DIR is None:
+            return njit(cache=False, **options)(fn)
+        saved = numba_config.CACHE_DIR
+        numba_config.CACHE_DIR = CACHE_DIR
+        try:
+            return njit(cache=True, **options)(fn)
+        finally:
+            numba_config.CACHE_DIR = saved
+
+    return decorate
+
 
 _NEG = -np.inf
 #: fastmath without ``nnan``/``ninf``: sums may be reordered (SIMD), but a NaN score stays NaN and
@@ -25,7 +97,7 @@ _NEG = -np.inf
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 
-@njit(fastmath=FAST, cache=True, inline="always")
+@_njit(fastmath=FAST, inline="always")
 def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     """max over query rows m of q[m] · c[i] and the first m reaching it (``c`` float32 or int8)."""
     best = _NEG
@@ -43,7 +115,7 @@ def _row_best(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
 INT8_BLOCK_FROM = 3
 
 
-@njit(fastmath=FAST, cache=True, inline="always")
+@_njit(fastmath=FAST, inline="always")
 def _row_best_int8(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     """:func:`_row_best` for int8 rows. One or two queries are scored one at a time; from
     :data:`INT8_BLOCK_FROM` on, in blocks of four that share each int8-to-float conversion.
@@ -83,7 +155,7 @@ def _row_best_int8(q: np.ndarray, c: np.ndarray, i: int) -> tuple[float, int]:
     return best, which
 
 
-@njit(parallel=True, fastmath=FAST, cache=True)
+@_njit(parallel=True, fastmath=FAST)
 def score_matrix(q: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
     """out[i, m] = q[m] · c[i] for float32 rows, rows in parallel, queries four at a time sharing each
     loaded value; a short last block repeats the last query in its unused lanes (ignored), so every
@@ -111,7 +183,7 @@ def score_matrix(q: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
                 out[i, m + 3] = s3
 
 
-@njit(parallel=True, fastmath=FAST, cache=True)
+@_njit(parallel=True, fastmath=FAST)
 def score_pool(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, best: np.ndarray, which: np.ndarray
 ) -> None:
@@ -132,7 +204,7 @@ def score_pool(
             which[i] = w
 
 
-@njit(cache=True, inline="always")
+@_njit(inline="always")
 def _worst(ts: np.ndarray, ti: np.ndarray) -> int:
     """Slot of the smallest kept score; on ties the later row (rows arrive in order, so it loses)."""
     worst = 0
@@ -142,7 +214,7 @@ def _worst(ts: np.ndarray, ti: np.ndarray) -> int:
     return worst
 
 
-@njit(cache=True, inline="always")
+@_njit(inline="always")
 def _push(
     ts: np.ndarray, ti: np.ndarray, tw: np.ndarray, filled: int, worst: int, b: float, i: int, w: int
 ) -> tuple[int, int]:
@@ -163,7 +235,7 @@ def _push(
     return filled, worst
 
 
-@njit(parallel=True, fastmath=FAST, cache=True)
+@_njit(parallel=True, fastmath=FAST)
 def score_pool_topk(
     q: np.ndarray, c: np.ndarray, scale: np.ndarray, exclude: np.ndarray, k: int, blocks: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,7 +261,7 @@ def score_pool_topk(
     return out_s, out_i, out_w
 
 
-@njit(cache=True)
+@_njit()
 def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
     """Best score and best row per item (lower row wins ties; -inf / -1 for items with no row)."""
     best = np.full(n_items, _NEG, dtype=np.float32)
@@ -202,7 +274,7 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
     return best, arg
 
 
-@njit(cache=True, inline="always")
+@_njit(inline="always")
 def _offer(ts: np.ndarray, ti: np.ndarray, filled: int, worst: int, v: float, r: int) -> tuple[int, int]:
     """Offer row ``r`` (score ``v``) to a top-k whose rows arrive in any order: it enters when the top-k
     is not full or it beats the worst kept by score, then by the lower row; returns (filled, worst)."""
@@ -220,7 +292,7 @@ def _offer(ts: np.ndarray, ti: np.ndarray, filled: int, worst: int, v: float, r:
     return filled, worst
 
 
-@njit(cache=True, nogil=True)
+@_njit(nogil=True)
 def bm25_top_k(
     slots: np.ndarray,
     tf: np.ndarray,

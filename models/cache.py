@@ -27,24 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextsieve.errors import ModelCacheError
+from contextsieve.fileio import CACHE_ENV as CACHE_ENV  # kept importable from here (tests, the CLI)
 from contextsieve.fileio import atomic_write_bytes
+from contextsieve.fileio import default_cache_dir as default_cache_dir  # the cache root of every layer
 from contextsieve.models.weights import sha256_file
 
-__all__ = ["CACHE_ENV", "default_cache_dir", "ModelCache", "CachedModel"]
+__all__ = ["ModelCache", "CachedModel"]
 
-CACHE_ENV = "CONTEXTSIEVE_CACHE"
 #: Seconds a process waits for another one's build of the same model before giving up (a build
 #: takes 5-20 s on 2 cores; the lock is released by the OS if the builder dies).
 BUILD_LOCK_TIMEOUT = 600.0
-
-
-def default_cache_dir() -> Path:
-    """``$CONTEXTSIEVE_CACHE``, else ``$XDG_CACHE_HOME/contextsieve``, else ``~/.cache/contextsieve``."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "contextsieve"
 
 
 @dataclass(frozen=True)
