@@ -58,6 +58,11 @@ class _LazyEmbedder:
 
     @property
     def loaded(self) -> Embedder:
+        """The embedder, loaded now if it is not yet."""
+        return self.load()
+
+    def load(self) -> Embedder:
+        """Load the model if it is not loaded yet (once; other threads wait for that load); returns it."""
         if self._emb is None:
             with self._lock:
                 if self._emb is None:
@@ -325,7 +330,7 @@ class Engine:
         index report."""
         report = self.index(show_progress=show_progress)
         if isinstance(self.embedder, _LazyEmbedder):
-            self.embedder.loaded
+            self.embedder.load()
         return report
 
     def select(self, message: str, *, preset: str | None = None, **settings: Unpack[SettingsOverrides]) -> Request:

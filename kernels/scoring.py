@@ -1,12 +1,14 @@
 """Scoring kernels: pure array functions, numpy for small inputs and Numba for large ones.
 
-Every function here takes explicit arrays and returns arrays; no I/O, no model, no logging. Vectors
+Every function here takes explicit arrays and returns arrays; no I/O, no model, and one note only (a
+:func:`contextsieve.progress.note` before the kernels compile, once per machine). Vectors
 are float32 and C-contiguous; float64/float16 or strided input is converted once, anything else
 (ints, wrong rank, wrong width) raises :class:`~contextsieve.errors.InputError`. Ties are broken the
 same way everywhere: the lower query index and the lower row index win.
 
 The backend is chosen in this module alone: numpy/BLAS while the work is small (no JIT, no Numba
-import), Numba above a size; :func:`use_numba` decides for the vector kernels (from
+import), Numba above a size; :func:`use_numba` decides for the vector kernels, float32 and int8 rows
+alike (from
 :data:`NUMBA_MIN_WORK` multiply-adds), one constant each for the others (:data:`GROUP_NUMBA_ROWS`,
 :data:`BM25_TOPK_NUMBA_POSTINGS`).
 """
@@ -56,6 +58,12 @@ def _kernels() -> ModuleType:
     """The Numba kernels, imported on first use."""
     global _jit
     if _jit is None:
+        from contextsieve.kernels.compiled import kernels_compiled
+
+        if not kernels_compiled():  # a few seconds, once per machine: say so (contextsieve.progress)
+            from contextsieve.progress import note
+
+            note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
         from contextsieve.kernels import _jit as mod
 
         _jit = mod
@@ -331,8 +339,17 @@ class Int8Corpus:
         n, d = self.q8.shape
         q, mask, best, which = _pool_setup(queries, n, d, exclude)
         if q.shape[0] and n:
+            if not use_numba(n, q.shape[0], d):
+                return self._numpy_pool(q, mask)
             _kernels().score_pool(q, self.q8, self.scale, mask, best, which)
         return best, which
+
+    def _numpy_pool(self, q: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The numpy path of :meth:`score_pool` (below :func:`use_numba`'s work: a small store never
+        imports or compiles Numba): the rows as float32, pooled by :func:`score_pool`, then scaled
+        (``scale > 0``, so scaling after the max picks the same query row)."""
+        best, which = score_pool(q, self.q8.astype(np.float32), exclude=mask if mask.shape[0] else None)
+        return (best * self.scale).astype(np.float32, copy=False), which
 
     def score_pool_topk(self, queries: object, k: int, *, exclude: object = None) -> Hits:
         """As :func:`score_pool_topk` (one fused pass), against the int8 rows."""
@@ -341,6 +358,10 @@ class Int8Corpus:
         k = min(_k(k), n)
         if q.shape[0] == 0 or n == 0 or k == 0:
             return _no_hits()
+        if not use_numba(n, q.shape[0], d):
+            best, which = self._numpy_pool(q, mask)
+            idx = top_k(best, k)
+            return Hits(idx, best[idx], which[idx])
         return _merge_blocks(_kernels().score_pool_topk(q, self.q8, self.scale, mask, int(k), _blocks(n, k)), k)
 
 

@@ -246,7 +246,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("example-agent", help="print the path of the bundled example agent file (to copy or try)")
     b = sub.add_parser(
         "build",
-        help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table)",
+        help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table), "
+        "and compile the scoring kernels: a first request then waits for neither",
     )
     b.add_argument(
         "--variant",

@@ -1,5 +1,6 @@
 """The commands on the embedding model: ``build`` (build the graphs, measure the variants on this CPU and
-cache the choice, printing the table) and ``embed`` (one JSON vector per text)."""
+cache the choice, printing the table, and compile the scoring kernels) and ``embed`` (one JSON vector
+per text)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ __all__ = ["build", "embed"]
 
 def build(args: argparse.Namespace) -> None:
     """``contextsieve build``: build (or load) the graphs of ``--variant``; with ``auto``, measure the
-    candidates and cache the fastest that passes (``--force`` measures again)."""
+    candidates and cache the fastest that passes (``--force`` measures again); then compile (or load)
+    the scoring kernels, so a first request waits for neither."""
     from contextsieve.models.embedder import Embedder
     from contextsieve.models.registry import Variant
     from contextsieve.models.variants import candidates, choose_variant
@@ -45,6 +47,21 @@ def build(args: argparse.Namespace) -> None:
         how = f"measured in {time.perf_counter() - t:.1f} s" if choice.measured_now else "cached choice"
         print(f"\nvariant choice ({how}; `contextsieve build --force` measures again):\n")
         print(choice.table())
+    _compile_kernels()
+
+
+def _compile_kernels() -> None:
+    """The scoring kernels compiled for this CPU now (or loaded, when an earlier run did), so that no
+    later request waits for Numba; one line with what it took."""
+    from contextsieve.kernels.compiled import compile_kernels, kernel_cache_dir, kernels_compiled
+
+    if not kernels_compiled():
+        print("\ncompiling the scoring kernels for this CPU (once per machine)...", flush=True)
+    t = time.perf_counter()
+    loads = compile_kernels()
+    fresh = [k.name for k in loads if not k.from_cache]
+    how = f"compiled {', '.join(fresh)}" if fresh else "loaded from the cache"
+    print(f"scoring kernels: {how} in {time.perf_counter() - t:.1f} s -> {kernel_cache_dir()}")
 
 
 def embed(args: argparse.Namespace) -> None:

@@ -265,3 +265,24 @@ def test_tools_on_the_example_agent_starts_nothing(capsys: pytest.CaptureFixture
     captured = capsys.readouterr()
     assert "placeholders of a fictional company" in captured.err
     assert "helpdesk: 5 tools (get_ticket, " in captured.out and "example.internal" not in captured.out
+
+
+def test_build_compiles_the_scoring_kernels_once_per_machine(tmp_path: Path) -> None:
+    """Issue 40, first run: `contextsieve build` leaves nothing for a first request to wait for: the
+    scoring kernels are compiled (a first build) or loaded (a second), into the cache it names."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "CONTEXTSIEVE_"))}
+    env["CONTEXTSIEVE_CACHE"] = str(tmp_path / "cache")
+    cmd = [sys.executable, "-m", "contextsieve", "build", "--variant", "int8"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "compiling the scoring kernels for this CPU" in first.stdout
+    assert (
+        "scoring kernels: compiled score_matrix" in first.stdout and str(tmp_path / "cache" / "numba") in first.stdout
+    )
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "scoring kernels: loaded from the cache" in second.stdout and "compiling" not in second.stdout

@@ -185,10 +185,15 @@ def test_int8_and_f16_corpora_stay_close() -> None:
     assert np.abs(b1 - e1).max() < 0.02
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("n_queries", [1, 2, 3, 4, 5, 6, 7, 8, 9])
-def test_int8_rows_score_like_their_dequantised_oracle_for_every_query_count(n_queries: int) -> None:
-    """The int8 kernel scores queries in blocks of 4, 2 and 1: every count gives the oracle's pooled
-    scores and the first query reaching each best (a repeated query never wins over its first copy)."""
+def test_int8_rows_score_like_their_dequantised_oracle_for_every_query_count(
+    n_queries: int, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The int8 kernel scores queries in blocks of 4, 2 and 1, the numpy path (small stores, which never
+    compile Numba) one query at a time: every count gives the oracle's pooled scores and the first query
+    reaching each best (a repeated query never wins over its first copy)."""
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0 if backend == "numba" else 10**18)
     rng = np.random.default_rng(n_queries)
     c = rng.standard_normal((3000, 384)).astype(np.float32)
     c /= np.linalg.norm(c, axis=1, keepdims=True)
@@ -222,7 +227,7 @@ def _arrange(q: np.ndarray, how: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("rows", [1000, 3000])
-@pytest.mark.parametrize("corpus_kind", ["float32-numpy", "float32-numba", "int8"])
+@pytest.mark.parametrize("corpus_kind", ["float32-numpy", "float32-numba", "int8", "int8-numpy"])
 @pytest.mark.parametrize("n_queries", [1, 2, 3, 4, 5, 6, 7, 9])
 def test_equal_queries_get_bit_equal_scores_wherever_they_sit(
     corpus_kind: str, n_queries: int, rows: int, monkeypatch: pytest.MonkeyPatch
@@ -231,12 +236,12 @@ def test_equal_queries_get_bit_equal_scores_wherever_they_sit(
     or on how many come with it (the int8 kernel's short last block, BLAS edge kernels). The pooled
     best of any arrangement is bit-equal to the max of the queries scored alone in a call of the same
     width class, and ``which`` names the first position reaching it."""
-    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 0 if corpus_kind != "float32-numpy" else 10**18)
+    monkeypatch.setattr(K, "NUMBA_MIN_WORK", 10**18 if corpus_kind.endswith("-numpy") else 0)
     rng = np.random.default_rng(100 + n_queries)
     c = rng.standard_normal((rows, 384)).astype(np.float32)
     c /= np.linalg.norm(c, axis=1, keepdims=True)
     q = rng.standard_normal((n_queries, 384)).astype(np.float32)
-    if corpus_kind == "int8":
+    if corpus_kind.startswith("int8"):
         c8 = K.Int8Corpus.from_vectors(c)
         pool = c8.score_pool
         topk = c8.score_pool_topk
@@ -252,7 +257,7 @@ def test_equal_queries_get_bit_equal_scores_wherever_they_sit(
         arr = _arrange(q, how)
         # int8 rows: one loop shape below INT8_BLOCK_FROM queries, another from it; a call of the same
         # class (1 copy / INT8_BLOCK_FROM copies) gives the oracle bits. Float rows: one shape always.
-        count = 1 if len(arr) < INT8_BLOCK_FROM or corpus_kind != "int8" else INT8_BLOCK_FROM
+        count = 1 if len(arr) < INT8_BLOCK_FROM or not corpus_kind.startswith("int8") else INT8_BLOCK_FROM
         single = np.stack([alone(m, count) for m in range(n_queries)], axis=1)  # [rows, M]
         per_position = np.stack([single[:, int(np.flatnonzero((q == a).all(axis=1))[0])] for a in arr], axis=1)
         best, which = pool(arr)
