@@ -2,9 +2,18 @@
 
     python -m benchmarks.speed.compare_embedders            # needs the bench extra for the peers
     python -m benchmarks.speed.compare_embedders --engines contextsieve-auto,contextsieve-fp32,contextsieve-int8
+    python -m benchmarks.speed.compare_embedders --threads 2,1 --load idle,busy --no-cold
+
+``--load busy`` runs the rounds with a competing process beside them (another Python process spinning
+on one core for as long as the rounds last: what a user's machine running a build, a browser tab or a
+test suite looks like); ``--threads 2,1`` times every engine with each thread count (contextsieve's
+``threads=`` default is every core this process may use, and it then runs each call on as many
+threads as the cores others leave free: see :class:`contextsieve.models.embedder.Embedder`).
 
 ``contextsieve-auto`` is the default a user gets: the variants measured on this CPU, the fastest that
-passes the fidelity bars per use (``contextsieve build`` prints that table).
+passes the fidelity bars per use (``contextsieve build`` prints that table), each call on as many
+threads as there are free cores; ``contextsieve-auto-fixed`` is the same on a fixed thread count
+(``adapt_threads=False``, what every call did before).
 
 Workloads (``benchmarks/workloads.py``): 151 documentation-like chunks (~100 tokens; ms per chunk),
 1,000 short sentences (sentences/s), one 13-token query (p50/p99 over 200 calls after 10 warm-ups),
@@ -48,32 +57,42 @@ class Engine:
     times: dict[str, list[float]] = field(default_factory=dict)
 
 
-def _cs(variant: str) -> Engine:
+def _cs(variant: str, threads: int = THREADS, adapt: bool = True) -> Engine:
     def load() -> object:
         from contextsieve import Embedder
 
-        return Embedder(variant=variant, threads=THREADS)
+        return Embedder(variant=variant, threads=threads, adapt_threads=adapt)
 
-    code = f"from contextsieve import Embedder; m = Embedder(variant='{variant}', threads={THREADS}); m.embed([Q])"
-    return Engine(f"contextsieve-{variant}", load, lambda m, t: m.embed(t), code, "m.embed(T)")
+    code = (
+        f"from contextsieve import Embedder; m = Embedder(variant='{variant}', threads={threads}, "
+        f"adapt_threads={adapt}); m.embed([Q])"
+    )
+    name = f"contextsieve-{variant}" + ("" if adapt else " (fixed threads)")
+    return Engine(name, load, lambda m, t: m.embed(t), code, "m.embed(T)")
 
 
-def _st() -> Engine:
+def _st(threads: int = THREADS) -> Engine:
     def load() -> object:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        torch.set_num_threads(THREADS)
+        torch.set_num_threads(threads)
         return SentenceTransformer(str(_folder()), device="cpu")
 
+    def embed(m: object, t: list[str]) -> np.ndarray:
+        import torch
+
+        torch.set_num_threads(threads)  # torch's thread count is global: set it for this engine's calls
+        return m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)  # type: ignore[attr-defined,no-any-return]
+
     code = (
-        f"import torch; torch.set_num_threads({THREADS}); from sentence_transformers import SentenceTransformer; "
+        f"import torch; torch.set_num_threads({threads}); from sentence_transformers import SentenceTransformer; "
         f"m = SentenceTransformer({str(_folder())!r}, device='cpu'); m.encode([Q])"
     )
     return Engine(
         "sentence-transformers",
         load,
-        lambda m, t: m.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True),
+        embed,
         code,
         "m.encode(T, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)",
     )
@@ -91,7 +110,7 @@ def _fastembed_dir() -> Path:
     return d
 
 
-def _fe() -> Engine:
+def _fe(threads: int = THREADS) -> Engine:
     def load() -> object:
         from fastembed import TextEmbedding
 
@@ -99,13 +118,13 @@ def _fe() -> Engine:
             model_name="sentence-transformers/all-MiniLM-L6-v2",
             specific_model_path=str(_fastembed_dir()),
             local_files_only=True,
-            threads=THREADS,
+            threads=threads,
         )
 
     code = (
         "from fastembed import TextEmbedding; "
         "m = TextEmbedding(model_name='sentence-transformers/all-MiniLM-L6-v2', "
-        f"specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={THREADS}); "
+        f"specific_model_path={str(_fastembed_dir())!r}, local_files_only=True, threads={threads}); "
         "list(m.embed([Q]))"
     )
     return Engine(
@@ -123,13 +142,37 @@ def _folder() -> Path:
     return resolve_folder(get_model("all-MiniLM-L6-v2"))
 
 
-ENGINES = {
-    "contextsieve-auto": lambda: _cs("auto"),
-    "contextsieve-fp32": lambda: _cs("fp32"),
-    "contextsieve-int8": lambda: _cs("int8"),
+ENGINES: dict[str, Callable[[int], Engine]] = {
+    "contextsieve-auto": lambda n: _cs("auto", n),
+    "contextsieve-auto-fixed": lambda n: _cs("auto", n, adapt=False),
+    "contextsieve-fp32": lambda n: _cs("fp32", n),
+    "contextsieve-int8": lambda n: _cs("int8", n),
     "sentence-transformers": _st,
     "fastembed": _fe,
 }
+
+#: The competing process of ``--load busy``: one core's worth of pure-Python work until killed.
+_SPIN = "while True:\n    pass\n"
+
+
+class _Competitor:
+    """A process spinning on one core while the ``with`` block runs (nothing when ``busy`` is False)."""
+
+    def __init__(self, busy: bool) -> None:
+        self.busy = busy
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> None:
+        if self.busy:
+            self.proc = subprocess.Popen([sys.executable, "-c", _SPIN])
+            import time
+
+            time.sleep(0.5)  # let the scheduler see it
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def cold_load(code: str, runs: int = 3) -> float:
@@ -173,63 +216,75 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of the chunk workload (sentences: rounds - 2, min 3)"
     )
+    ap.add_argument("--threads", default=str(THREADS), help="comma-separated thread counts to time (default 2)")
+    ap.add_argument("--load", default="idle", help="comma-separated: idle, busy (a process spinning on one core)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-load and memory subprocesses")
     args = ap.parse_args(argv)
     print(cpu_line())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     chunks, sents, varied = list(workloads.doc_chunks()), list(workloads.sentences()), list(workloads.varied_texts())
-    engines = []
-    for name in args.engines.split(","):
-        try:
-            e = ENGINES[name]()
-            e.model = e.load()
-            engines.append(e)
-        except ImportError as exc:
-            print(f"# {name}: not installed ({exc}); pip install -e '.[bench]'", file=sys.stderr)
-    ref = None
-    for e in engines:  # warm-up + accuracy reference (sentence-transformers if present, else the first engine)
+    thread_counts = [int(x) for x in args.threads.split(",") if x.strip()]
+    loads = [x.strip() for x in args.load.split(",") if x.strip()]
+    if not set(loads) <= {"idle", "busy"}:
+        ap.error("--load takes idle and/or busy")
+    engines: list[tuple[int, Engine]] = []
+    for n in thread_counts:
+        for name in args.engines.split(","):
+            try:
+                e = ENGINES[name](n)
+                e.model = e.load()
+                engines.append((n, e))
+            except ImportError as exc:
+                print(f"# {name}: not installed ({exc}); pip install -e '.[bench]'", file=sys.stderr)
+    for _, e in engines:  # warm-up + accuracy reference (sentence-transformers if present, else the first engine)
         e.times["vec"] = [e.embed(e.model, varied)]
         e.embed(e.model, chunks[:32])
-    ref_engine = next((e for e in engines if e.name == "sentence-transformers"), engines[0])
+    ref_engine = next((e for _, e in engines if e.name == "sentence-transformers"), engines[0][1])
     ref = ref_engine.times["vec"][0]
-    for r in range(args.rounds):
-        for e in engines:
-            e.times.setdefault("chunks", []).append(timed(lambda: e.embed(e.model, chunks)))
-            if r < max(3, args.rounds - 2):
-                e.times.setdefault("sents", []).append(timed(lambda: e.embed(e.model, sents)))
-    for e in engines:
-        for _ in range(10):
-            e.embed(e.model, [workloads.QUERY])
-        e.times["query"] = [timed(lambda: e.embed(e.model, [workloads.QUERY])) for _ in range(200)]
-        e.times["cold"] = [] if args.no_cold else [cold_load(e.cold_code)]
-        e.times["memory"] = [] if args.no_cold else list(memory(e))
+    for load in loads:
+        with _Competitor(load == "busy"):
+            for r in range(args.rounds):
+                for _, e in engines:
+                    e.times.setdefault(f"chunks {load}", []).append(timed(lambda: e.embed(e.model, chunks)))
+                    if r < max(3, args.rounds - 2):
+                        e.times.setdefault(f"sents {load}", []).append(timed(lambda: e.embed(e.model, sents)))
+            for _, e in engines:
+                for _ in range(10):
+                    e.embed(e.model, [workloads.QUERY])
+            for _ in range(200):  # query rounds alternate the engines, as the chunk rounds do
+                for _, e in engines:
+                    e.times.setdefault(f"query {load}", []).append(timed(lambda: e.embed(e.model, [workloads.QUERY])))
+    for n, e in engines:
+        first = n == thread_counts[0]
+        e.times["cold"] = [] if args.no_cold or not first else [cold_load(e.cold_code)]
+        e.times["memory"] = [] if args.no_cold or not first else list(memory(e))
     print(
         f"\n{len(chunks)} chunks (mean {np.mean([len(c) for c in chunks]):.0f} chars), {len(sents)} sentences, "
-        f"query {workloads.QUERY!r}; "
-        f"{THREADS} threads; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on {len(varied)} "
-        "varied texts\n"
+        f"query {workloads.QUERY!r}; medians of {args.rounds} rounds; accuracy vs {ref_engine.name} on "
+        f"{len(varied)} varied texts; busy: another process spinning on one core during the rounds\n"
     )
     print(
-        "| engine | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | MB loaded | MB peak | "
-        "MB after 1,151 texts | min cos | mean cos |"
+        "| engine | threads | load | ms / chunk | sentences / s | query p50 ms | query p99 ms | cold load s | "
+        "MB loaded | MB peak | MB after 1,151 texts | min cos | mean cos |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for e in engines:
-        v = e.times["vec"][0]
-        p50, p99 = p50_p99(e.times["query"], 1000)
-        c = (v * ref).sum(1) / (np.linalg.norm(v, axis=1) * np.linalg.norm(ref, axis=1))
-        row = {
-            "chunk": np.median(e.times["chunks"]) * 1000 / len(chunks),
-            "sent": len(sents) / np.median(e.times["sents"]),
-            "p50": p50,
-            "p99": p99,
-        }
-        cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] else "-"
-        mem = " | ".join(f"{m:.0f}" for m in e.times["memory"]) if e.times["memory"] else "- | - | -"
-        print(
-            f"| {e.name} | {row['chunk']:.2f} | {row['sent']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} | {cold} | "
-            f"{mem} | {c.min():.5f} | {c.mean():.5f} |"
-        )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for load in loads:
+        for n, e in engines:
+            v = e.times["vec"][0]
+            p50, p99 = p50_p99(e.times[f"query {load}"], 1000)
+            c = (v * ref).sum(1) / (np.linalg.norm(v, axis=1) * np.linalg.norm(ref, axis=1))
+            chunk = np.median(e.times[f"chunks {load}"]) * 1000 / len(chunks)
+            sent = len(sents) / np.median(e.times[f"sents {load}"])
+            cold = f"{e.times['cold'][0]:.2f}" if e.times["cold"] and load == loads[0] else "-"
+            mem = (
+                " | ".join(f"{m:.0f}" for m in e.times["memory"])
+                if e.times["memory"] and load == loads[0]
+                else "- | - | -"
+            )
+            print(
+                f"| {e.name} | {n} | {load} | {chunk:.2f} | {sent:.0f} | {p50:.2f} | {p99:.2f} | {cold} | "
+                f"{mem} | {c.min():.5f} | {c.mean():.5f} |"
+            )
 
 
 if __name__ == "__main__":
