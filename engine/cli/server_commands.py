@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from contextsieve.agent.agent import Agent
-from contextsieve.cli.agent_commands import load_engine
+from contextsieve.cli.agent_commands import is_example, load_engine
 from contextsieve.errors import InputError
 
 __all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
@@ -31,9 +31,13 @@ def _log_to_stderr(level: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    """``contextsieve serve``: context selection, tool search and the stash over MCP (stdio or HTTP)."""
+    """``contextsieve serve``: context selection, tool search and the stash over MCP (stdio or HTTP).
+    The transport starts at once: the agent's MCP servers are listed (unless ``--offline``) and the
+    model loaded in a background thread the calls wait for
+    (:class:`~contextsieve.mcp_server.common.Warmup`)."""
     import os
 
+    from contextsieve.mcp_server.common import Warmup
     from contextsieve.mcp_server.http_transport import bind, check_exposure
     from contextsieve.mcp_server.server import serve as run_server
 
@@ -50,7 +54,15 @@ def serve(args: argparse.Namespace) -> None:
             args.usage_error(str(e))  # exit code 2
         for sock in bind(args.host, args.port, listen=False):
             sock.close()
-    engine = load_engine(args.agent, None, args.offline, remember=args.remember_requests)
+    engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
+
+    def list_servers() -> None:  # in the background: a server started with npx takes seconds
+        report = engine.connect()
+        if not report.ok:
+            print(report.summary(), file=sys.stderr)
+
+    listing = list_servers if not args.offline and not is_example(args.agent) and _has_servers(engine.agent) else None
+
     from contextsieve.mcp_server.common import ServeConfig
 
     config = ServeConfig(
@@ -75,23 +87,26 @@ def serve(args: argparse.Namespace) -> None:
         config=config,
         stash=stash,
         allow_unauthenticated=args.allow_unauthenticated,
+        warmup=Warmup(engine, connect=listing),
     )
 
 
 def gateway(args: argparse.Namespace) -> None:
-    """``contextsieve gateway``: one MCP server (stdio) in front of the agent's, offering the task's tools."""
+    """``contextsieve gateway``: one MCP server (stdio) in front of the agent's, offering the task's tools.
+    The transport starts at once: the agent gets its servers' cached listings (none is started before
+    the transport: the gateway starts and lists every server right after), and the model loads in a
+    background thread its own tools wait for."""
     from contextsieve.mcp_client.client import ListConfig
     from contextsieve.mcp_server.gateway import run_gateway
+    from contextsieve.mcp_server.gateway_state import apply_cached_listings
 
     _log_to_stderr(args.log_level)
-    engine = load_engine(args.agent, None, offline=False, remember=args.remember_requests)
+    engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
     from contextsieve.mcp_server.common import ServeConfig
 
-    run_gateway(
-        engine,
-        listing=ListConfig(timeout=args.timeout, call_timeout=args.call_timeout),
-        config=ServeConfig(stable_offer=args.stable_offer),
-    )
+    listing = ListConfig(timeout=args.timeout, call_timeout=args.call_timeout)
+    apply_cached_listings(engine, listing)
+    run_gateway(engine, listing=listing, config=ServeConfig(stable_offer=args.stable_offer))
 
 
 def inspect_page(args: argparse.Namespace) -> None:
@@ -120,6 +135,11 @@ def inspect_page(args: argparse.Namespace) -> None:
     finally:
         if stash is not None:
             stash.close()
+
+
+def _has_servers(agent: Agent) -> bool:
+    """Whether the agent has a server to list (any but the reference host's ``internal`` ones)."""
+    return any(s.config.get("type") != "internal" for s in agent.servers.values())
 
 
 def _default_stash(agent: Agent) -> str:

@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "ServeConfig",
     "SessionRegistry",
     "progress_reporter",
+    "Warmup",
     "handle_owner",
     "connection_state",
     "reference_item",
@@ -136,6 +137,166 @@ def progress_reporter(ctx: Any) -> Callable[[int, int], None]:
             _log.debug("progress notification not sent: %s", e)
 
     return progress
+
+
+#: ``report(progress, total, message)``: sends a progress notification for the request being answered
+#: (the SDK's ``report_progress``; a no-op when the request carried no progress token).
+ProgressReport = Callable[[float, "float | None", "str | None"], Awaitable[None]]
+
+
+class Warmup:
+    """What ``serve`` and the gateway do in a background thread from their start, so that they answer
+    ``initialize``, ``tools/list`` and the other listings at once: first ``connect`` (``serve``
+    without ``--offline``: the agent's MCP servers listed, :meth:`Engine.connect`), then
+    :meth:`Engine.prepare` (the agent indexed, the embedding model loaded; its graph built on a first
+    run). A call that needs them awaits :meth:`wait`, which sends the caller progress notifications
+    meanwhile; the one load is never started twice, and when it failed every call that needs it gets
+    the cause as its error (the server keeps answering the rest). What happens is said on stderr
+    through :mod:`contextsieve.progress` (started, ready with its seconds) and the log (a failure).
+
+    The thread starts with the transport but lets the host's first answers go first: its work begins
+    once the transport has sent :attr:`first_answers` messages (:meth:`host_answered`; the answers to
+    ``initialize`` and ``tools/list``), when a call waits for it, or ``grace`` seconds after the start,
+    whichever comes first, so those answers do not share the CPU with the model load.
+
+    Args:
+        engine: the served engine.
+        connect: run before the model load (``None``: nothing to list). An exception it raises is
+            logged and the model still loads.
+        interval: seconds between two progress notifications to a waiting call (default 0.5).
+        grace: most seconds the work waits for the host's first answers (default 1.0; 0: at once).
+    """
+
+    #: Messages sent to the host after which the background work begins (before ``grace`` runs out).
+    first_answers = 2
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        connect: Callable[[], None] | None = None,
+        interval: float = 0.5,
+        grace: float = 1.0,
+    ) -> None:
+        self.engine = engine
+        self._connect = connect
+        self.interval = interval
+        self.grace = grace
+        self._go = threading.Event()
+        self._answers = 0
+        #: Set once the listing step has ended (at once without one).
+        self.listed = threading.Event()
+        if connect is None:
+            self.listed.set()
+        #: Set once the model load has ended, loaded or failed.
+        self.ready = threading.Event()
+        #: Why the model load failed (``None`` while it runs or when it succeeded).
+        self.error: BaseException | None = None
+        #: Seconds from :meth:`start` to the end of the model load (``None`` until then).
+        self.seconds: float | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._started = 0.0
+
+    def start(self, *, after_answers: bool = True) -> None:
+        """Start the background thread (once; a second call does nothing). Call it right before the
+        transport starts. ``after_answers=False``: the work begins at once (a transport that does not
+        call :meth:`host_answered`, such as HTTP with its many clients)."""
+        if not after_answers:
+            self._go.set()
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._started = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="contextsieve-warmup", daemon=True)
+        from contextsieve.progress import note
+
+        what = "listing the agent's MCP servers and loading the model" if self._connect else "loading the model"
+        note(f"{what} in the background; calls that need it wait for it")
+        self._thread.start()
+
+    def host_answered(self) -> None:
+        """The transport sent the host a message (the work begins after :attr:`first_answers`)."""
+        self._answers += 1
+        if self._answers >= self.first_answers:
+            self._go.set()
+
+    def _run(self) -> None:
+        from contextsieve.progress import note
+
+        self._go.wait(self.grace)
+        try:
+            if self._connect is not None:
+                self._connect()
+                note(f"listed the agent's MCP servers ({time.monotonic() - self._started:.1f} s)")
+        except Exception as e:  # noqa: BLE001 - reported; the model still loads
+            _log.error("listing the agent's MCP servers failed: %s", _cause(e))
+        finally:
+            self.listed.set()
+        try:
+            self.engine.prepare()
+        except Exception as e:  # noqa: BLE001 - kept for the calls that need the model, and logged
+            self.error = e
+            self.seconds = time.monotonic() - self._started
+            _log.error(
+                "indexing the agent and loading the embedding model failed after %.1f s: %s; the calls that "
+                "need the model fail with this error (the server goes on; restart it once the cause is fixed)",
+                self.seconds,
+                _cause(e),
+            )
+        else:
+            self.seconds = time.monotonic() - self._started
+            note(f"the model is ready ({self.seconds:.1f} s after the start); calls no longer wait")
+        finally:
+            self.ready.set()
+
+    async def wait(self, what: str, report: ProgressReport | None = None, *, model: bool = True) -> None:
+        """Wait, without blocking the event loop, until the listing (``model=False``) or the model load
+        has ended; meanwhile ``report`` gets a progress notification at once and every
+        :attr:`interval` seconds (progress: seconds waited). ``what`` names the call (in the message
+        and the error). Starts the work if nobody did. Raises :class:`ContextSieveError` with the
+        cause when the model load failed (``model=True``)."""
+        import anyio
+
+        event = self.ready if model else self.listed
+        if not event.is_set():
+            self._go.set()  # a call waits: no more grace
+            self.start()
+            from contextsieve.progress import note
+
+            note(f"{what} waits for {self._awaited(model)}")
+            t0 = time.monotonic()
+            next_report = t0
+            while not event.is_set():
+                now = time.monotonic()
+                if report is not None and now >= next_report:
+                    waited = now - t0
+                    message = f"waiting for {self._awaited(model)} ({waited:.1f} s so far)"
+                    try:
+                        await report(round(waited, 3) + 0.001, None, message)  # > 0 and increasing
+                    except Exception as e:  # noqa: BLE001 - progress is advisory: the wait goes on
+                        _log.debug("progress notification not sent: %s", e)
+                    next_report = now + self.interval
+                await anyio.sleep(0.05)
+        if model and self.error is not None:
+            raise ContextSieveError(
+                f"{what} cannot run: indexing the agent and loading the embedding model failed at the server's "
+                f"start ({_cause(self.error)}); the server answers the calls that do not need the model; "
+                "restart it once the cause is fixed"
+            ) from self.error
+
+    def _awaited(self, model: bool) -> str:
+        """What a waiting call waits for now."""
+        listing = "the agent's MCP servers to be listed"
+        if not model:
+            return listing
+        loading = "the embedding model to load"
+        return loading if self.listed.is_set() else f"{listing} and {loading}"
+
+
+def _cause(e: BaseException) -> str:
+    """An error's text, with its type when it is not one of contextsieve's own."""
+    return str(e) if isinstance(e, ContextSieveError) else f"{type(e).__name__}: {e}"
 
 
 #: Levels of MCP's ``notifications/message`` (RFC 5424's), least severe first.

@@ -18,7 +18,12 @@ restart); a server's own ``tools/list_changed`` (a notification, or an event on 
 ``subscriptions/listen`` stream the gateway opens) makes the gateway list it again.
 
 Every server is started when the gateway starts (each under :attr:`ListConfig.timeout`) and listed
-then, so a tool it added since the cached listing is offered. ``tools/call`` of an offered tool is
+then, so a tool it added since the cached listing is offered. The host is answered from the start:
+``contextsieve gateway`` starts no server before its transport (the agent has the cached listings
+then), the model loads in the background (:class:`~contextsieve.mcp_server.common.Warmup`), and a
+call waits only for what it needs: the gateway's own tools for the model and the servers' first
+start, a call of a tool the offer does not have yet for the servers' first start, a forwarded call
+never for the model. ``tools/call`` of an offered tool is
 forwarded over that connection, sent at most once and never preceded by a probe (no ``ping``: a
 server busy with a slow call is not taken for dead), and its result is returned unchanged (content,
 structured content, ``isError``, the server's own JSON-RPC errors); a call has no time limit unless
@@ -47,7 +52,7 @@ from contextsieve.agent.items import IncludeMode, ItemKey
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
 from contextsieve.mcp_client.client import ListConfig, describe_error, end_child_groups, require_sdk
-from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, connection_state
+from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup, connection_state
 from contextsieve.mcp_server.gateway_state import Gateway, HostState
 from contextsieve.mcp_server.tool_surface import error_result, json_result, mcp_tool
 from contextsieve.session.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
@@ -56,10 +61,20 @@ from contextsieve.session.assembly import tool_definition
 __all__ = ["build_gateway", "run_gateway"]
 
 
-def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> Any:
+def build_gateway(
+    engine: Engine,
+    *,
+    listing: ListConfig = ListConfig(),
+    config: ServeConfig = ServeConfig(),
+    warmup: Warmup | None = None,
+) -> Any:
     """The gateway as a low-level MCP ``Server`` (run it with :func:`run_gateway` or the SDK). Its
     downstream servers are started when a host connects (the server's lifespan) and ended when it
-    leaves; ``listing.timeout`` limits each server's start, ``listing.call_timeout`` each call."""
+    leaves; ``listing.timeout`` limits each server's start, ``listing.call_timeout`` each call.
+    ``warmup``: the background model load (:class:`~contextsieve.mcp_server.common.Warmup`, started by
+    the caller) that the gateway's own tools wait for, with progress notifications when the host's
+    call carried a progress token; forwarded calls and ``tools/list`` never wait for it. Without one
+    the model loads on first use."""
     require_sdk("contextsieve gateway (the MCP gateway for hosts)")
     import anyio
     from mcp import MCPError, types
@@ -110,7 +125,6 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
             offered=lambda: [gw.prompt_name(t.key) for t in gw.offered(st)],
         )
         before = [t.key for t in gw.offered(st)]
-        await gw.first_starts()  # a task right after the start: choose from the servers' tools, not from none
         try:
             args = tool.check(arguments)
             text = args.get("message", args.get("query"))
@@ -118,6 +132,9 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
                 raise ToolArgumentError(f"{tool.name}: {len(text)} characters; the limit is {config.max_message_chars}")
             if tool is SEARCH_TOOLS and args["limit"] > config.max_limit:
                 raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
+            if warmup is not None:  # the model, loading in the background since the start
+                await warmup.wait(tool.name, ctx.session.report_progress)
+            await gw.first_starts()  # a task right after the start: choose from the servers' tools, not from none
             result = await anyio.to_thread.run_sync(tool.run, scope, args)
         except ContextSieveError as e:
             return error_result(str(e))
@@ -139,6 +156,11 @@ def build_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config:
         if name in own:
             return await call_own(ctx, st, own[name], params.arguments)
         key = gw.tool_key(name)
+        if key is None or key not in {t.key for t in gw.offered(st)}:
+            # a tool of a server still in its first start (the transport starts before the servers are
+            # listed): known once that start ends; at once when every server has started
+            await gw.first_starts()
+            key = gw.tool_key(name)
         if key is not None and gw.down(key.server) and engine.agent.has(key):
             link = gw.links[key.server]
             raise MCPError(
@@ -256,22 +278,32 @@ def _end_children_and_die(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signum)
 
 
-def run_gateway(engine: Engine, *, listing: ListConfig = ListConfig(), config: ServeConfig = ServeConfig()) -> None:
+def run_gateway(
+    engine: Engine,
+    *,
+    listing: ListConfig = ListConfig(),
+    config: ServeConfig = ServeConfig(),
+    warmup: Warmup | None = None,
+) -> None:
     """Serve the gateway over stdio until the host disconnects. The downstream servers end with the
     gateway: when the host disconnects, and on SIGTERM or SIGHUP (their process groups are ended,
-    then the gateway dies of the signal)."""
+    then the gateway dies of the signal). The transport starts at once: right before it, ``warmup``
+    (default: a :class:`~contextsieve.mcp_server.common.Warmup` of ``engine`` that loads the model)
+    starts in a background thread (see :func:`build_gateway`)."""
     import anyio
 
     from contextsieve.mcp_server.stdio import run_stdio
 
-    server = build_gateway(engine, listing=listing, config=config)
+    warmup = warmup or Warmup(engine)
+    server = build_gateway(engine, listing=listing, config=config, warmup=warmup)
     options = server.create_initialization_options()
     handled = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, _end_children_and_die) for sig in handled}
     try:
-        anyio.run(run_stdio, server, options)
+        warmup.start()
+        anyio.run(run_stdio, server, options, warmup.host_answered)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

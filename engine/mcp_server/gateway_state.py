@@ -13,6 +13,7 @@ from typing import Any
 from contextsieve.agent.file_servers import server_tools
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.engine import Engine
+from contextsieve.errors import ContextSieveError
 from contextsieve.mcp_client.catalog import ToolCache, tool_hash
 from contextsieve.mcp_client.client import ListConfig
 from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, connection_state
@@ -20,10 +21,37 @@ from contextsieve.mcp_server.downstream import RETRY_SECONDS, Link
 from contextsieve.session.assembly import Request
 from contextsieve.session.session import Session
 
-__all__ = ["HostState", "Gateway"]
+__all__ = ["HostState", "Gateway", "apply_cached_listings"]
 
 #: The gateway's logger (its records keep the name they had when this was part of the gateway module).
 _log = logging.getLogger("contextsieve.mcp_server.gateway")
+
+
+def apply_cached_listings(engine: Engine, listing: ListConfig = ListConfig()) -> list[str]:
+    """Give the agent the cached listings of its servers (``mcp-tools`` in the cache folder, as
+    :meth:`Engine.connect` leaves them) without starting any: what ``contextsieve gateway`` does before
+    its transport starts, so its first ``tools/list`` offers yesterday's ``always`` tools at once; the
+    gateway starts and lists every server right after (:meth:`Gateway.apply_listing`). Returns the
+    servers applied. A listing that cannot be applied is logged and skipped."""
+    folder = engine.tools_folder
+    if folder is None:
+        return []
+    cache = ToolCache(folder)
+    applied = []
+    for name, server in engine.agent.servers.items():
+        if server.config.get("type") == "internal":
+            continue
+        hit = cache.get(server)
+        if hit is None:
+            continue
+        try:
+            tools, listed = server_tools(server, hit[0], limits=listing.limits)
+        except ContextSieveError as e:
+            _log.warning("server %r: its cached listing was not used: %s", name, e)
+            continue
+        engine.agent.set_server_tools(name, tools, listed)
+        applied.append(name)
+    return applied
 
 
 @dataclass

@@ -49,6 +49,7 @@ from contextsieve.mcp_server.common import (
     STATE_KEY,
     ServeConfig,
     SessionRegistry,
+    Warmup,
     connection_state,
     handle_owner,
     invalid_params,
@@ -79,6 +80,10 @@ __all__ = ["build_server", "serve"]
 
 _T = TypeVar("_T")
 
+#: Tools that never need the model (they only read or change stored segments' records): they do not wait
+#: for the background model load, and work when it failed.
+WITHOUT_MODEL = frozenset({"list_stashed_context", "delete_stashed_context", "protect_stashed_context"})
+
 #: What ``select_context``'s result says of its tools on ``serve`` (see :class:`ContextScope`).
 SERVE_CALLING_TOOLS = (
     "This server does not call these tools. Offer them to the model, and send each call to its server over "
@@ -88,9 +93,15 @@ SERVE_CALLING_TOOLS = (
 )
 
 
-def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None) -> Any:
+def build_server(
+    engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None, warmup: Warmup | None = None
+) -> Any:
     """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
-    the stash tools when ``stash`` is given."""
+    the stash tools when ``stash`` is given. ``warmup``: the background work (:class:`Warmup`, started
+    by the caller) that calls and the ``context`` prompt wait for (``tools/list``, resources and the
+    listings never wait): every tool waits for its listing step, all but :data:`WITHOUT_MODEL` for the
+    model, with progress notifications when the request carried a progress token. Without one the
+    model loads on first use, in the call that needs it."""
     require_sdk("contextsieve serve (the MCP server for hosts)")
     from mcp import types
 
@@ -216,6 +227,8 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
             limit = arguments.get("limit")
             if tool.name == "search_tools" and isinstance(limit, int) and limit > config.max_limit:
                 raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
+            if warmup is not None:
+                await warmup.wait(tool.name, context.report_progress, model=tool.name not in WITHOUT_MODEL)
             return json_result(await anyio.to_thread.run_sync(work, tool, context, arguments))
         except ContextSieveError as e:
             return error_result(str(e))
@@ -225,7 +238,7 @@ def build_server(engine: Engine, config: ServeConfig = ServeConfig(), stash: Sta
 
     for it in [*agent.rules, *agent.references]:
         _add_resource(server, it)
-    _add_prompts(server, engine, sessions, run, text)
+    _add_prompts(server, engine, sessions, run, text, warmup)
     _add_logging(server)
     return server
 
@@ -251,9 +264,11 @@ def _add_prompts(
     sessions: SessionRegistry,
     run: Callable[[Callable[[], Any]], Any],
     text: Callable[[Any, str], str],
+    warmup: Warmup | None = None,
 ) -> None:
-    """The ``context`` prompt (the server declares prompts, so it serves one), and MCP's invalid-params
-    error for an unknown prompt name (the SDK answers an internal error and logs a traceback)."""
+    """The ``context`` prompt (the server declares prompts, so it serves one; it waits for ``warmup``'s
+    model load), and MCP's invalid-params error for an unknown prompt name (the SDK answers an internal
+    error and logs a traceback)."""
 
     @server.prompt(
         name="context",
@@ -279,6 +294,11 @@ def _add_prompts(
         known = sorted(p.name for p in await server.list_prompts())
         if name not in known:
             raise invalid_params(f"unknown prompt {brief(name)}; this server's prompts: {', '.join(known)}")
+        if warmup is not None:
+            try:
+                await warmup.wait(f"the {name} prompt", context.report_progress if context is not None else None)
+            except ContextSieveError as e:
+                raise mcp_error(e) from e
         return await original(name, arguments, context)
 
     server.get_prompt = get_prompt
@@ -308,8 +328,14 @@ def serve(
     config: ServeConfig = ServeConfig(),
     stash: StashStore | None = None,
     allow_unauthenticated: bool = False,
+    warmup: Warmup | None = None,
 ) -> None:
     """Run the server until interrupted: over stdio, or streamable HTTP at ``http://host:port/mcp``.
+
+    The transport starts at once: right before it, ``warmup`` (default: a :class:`Warmup` of
+    ``engine`` that loads the model) starts in a background thread, and the calls that need it wait
+    for it (see :func:`build_server`), so a host's ``initialize`` and ``tools/list`` never wait for
+    the model. Its notes (started; ready, with the seconds) go to :mod:`contextsieve.progress`.
 
     HTTP (:mod:`~contextsieve.mcp_server.http_transport`): the address is bound first (``bind``;
     ``port=0``: a free port), then the server starts, and only once it serves is one line written to
@@ -326,19 +352,23 @@ def serve(
     """
     if transport not in ("stdio", "http"):
         raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
+    warmup = warmup or Warmup(engine)
     if transport == "stdio":
-        server = build_server(engine, config, stash)
+        server = build_server(engine, config, stash, warmup)
         import anyio
 
         from contextsieve.mcp_server.stdio import run_stdio
 
         low = server._lowlevel_server  # what the SDK's own run("stdio") serves
-        anyio.run(run_stdio, low, low.create_initialization_options())
+        warmup.start()
+        anyio.run(run_stdio, low, low.create_initialization_options(), warmup.host_answered)
         return
     check_exposure(host, token, allow_unauthenticated)
     sockets = bind(host, port)
     try:
-        serve_http(build_server(engine, config, stash), sockets, host, token, config)
+        server = build_server(engine, config, stash, warmup)
+        warmup.start(after_answers=False)  # HTTP: many clients, no one host's first answers to wait for
+        serve_http(server, sockets, host, token, config)
     finally:
         for sock in sockets:
             sock.close()

@@ -169,7 +169,12 @@ class _EncodableWriter(_Wrapped):
     """The transport's write stream, sending only messages that can be written as UTF-8: a message
     holding a lone surrogate (a request ``id`` such as ``"\\udfff"`` is valid JSON that the reply
     echoes; so can a tool's text) made the SDK's writer raise, which ended the whole server process.
-    Such a message is sent with U+FFFD in place of each lone surrogate instead."""
+    Such a message is sent with U+FFFD in place of each lone surrogate instead. ``on_sent``: called
+    after each message is handed to the transport."""
+
+    def __init__(self, inner: Any, on_sent: Callable[[], None] | None = None) -> None:
+        super().__init__(inner)
+        self._on_sent = on_sent
 
     async def send(self, item: Any) -> None:
         from mcp.shared.message import SessionMessage
@@ -182,6 +187,8 @@ class _EncodableWriter(_Wrapped):
                 data = _clean(message.model_dump(by_alias=True, exclude_unset=True))
                 item = SessionMessage(type(message).model_validate(data), metadata=item.metadata)
         await self._inner.send(item)
+        if self._on_sent is not None:
+            self._on_sent()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -266,16 +273,17 @@ class _CheckedLines:
             await self._reply(SessionMessage(error))
 
 
-async def run_stdio(lowlevel: Any, options: Any) -> None:
+async def run_stdio(lowlevel: Any, options: Any, on_sent: Callable[[], None] | None = None) -> None:
     """Serve the low-level MCP server ``lowlevel`` over this process's stdin and stdout until the host
     disconnects, answering every line that is not one MCP message and writing only what UTF-8 can hold
-    (see the module docstring, :class:`_CheckedLines` and :class:`_EncodableWriter`)."""
+    (see the module docstring, :class:`_CheckedLines` and :class:`_EncodableWriter`). ``on_sent``: called
+    after each message sent to the host (:meth:`~contextsieve.mcp_server.common.Warmup.host_answered`)."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     with _wire_stdin() as wire:
         lines = _CheckedLines(anyio.wrap_file(_UnownedText(wire, encoding="utf-8", errors="replace")))
         async with stdio_server(stdin=cast(Any, lines)) as (read, raw_write):
-            write = _EncodableWriter(raw_write)
+            write = _EncodableWriter(raw_write, on_sent)
             lines.answer_with(write.send)
             await lowlevel.run(_AnsweringReader(read, write), write, options)
