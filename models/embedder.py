@@ -34,6 +34,7 @@ __all__ = [
     "ModelInfo",
     "ModelPlan",
     "plan_model",
+    "graph_entry",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_BATCH_TOKENS",
     "QUERY_TOKENS",
@@ -443,16 +444,22 @@ def plan_model(
     return ModelPlan(folder, name, batch_v, query_v, choice, weights_sha, model_id)
 
 
+def graph_entry(cache: ModelCache, name: str, weights_sha: str, variant: Variant) -> Path:
+    """The cache entry of ``variant``'s sentence graph of model ``name`` with these weights (its build
+    lock is ``<entry>.lock``): keyed by the weights, the builder version, the variant and, for int8
+    graphs with unsigned weights (CPUs without VNNI), the weight type."""
+    key = {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
+    if variant is Variant.INT8 and int8_weight_type() == "u8":  # the same vectors from another graph file
+        key["int8_weights"] = "u8"
+    return cache.entry_path(f"{Path(name).name}-{variant.value}-sentence", key)
+
+
 def _cached_graph(
     cache: ModelCache, folder: Path, name: str, weights_sha: str, variant: Variant, rebuild: bool
 ) -> CachedModel:
     """The verified graph of ``variant`` from the cache, built (under the cache's build lock) if missing."""
-    stem = f"{Path(name).name}-{variant.value}-sentence"
-    key = {"weights": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
     weight_type = int8_weight_type() if variant is Variant.INT8 else "f32"
-    if weight_type == "u8":  # the same vectors from another graph file (s8 keys stay as they were)
-        key["int8_weights"] = "u8"
-    entry = cache.entry_path(stem, key)
+    entry = graph_entry(cache, name, weights_sha, variant)
     cached = None if rebuild else cache.load(entry)
     if cached is not None:
         return cached

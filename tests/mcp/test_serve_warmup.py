@@ -52,20 +52,15 @@ def _params(tmp: Path, *args: str) -> StdioServerParameters:
 
 def graph_entries(cache: Path, scratch: Path) -> list[Path]:
     """The model cache entries a first model load in ``cache`` builds: the graphs of the variants the
-    CPU's features choose for batches and queries (named as ``models/embedder.py``'s ``_cached_graph``
-    names them). ``scratch``: another folder for the plan's weights hash, so ``cache`` stays empty."""
+    CPU's features choose for batches and queries (``graph_entry``). ``scratch``: another folder for
+    the plan's weights hash, so ``cache`` stays empty."""
     from contextsieve.models.cache import ModelCache
-    from contextsieve.models.cpu import int8_weight_type
-    from contextsieve.models.embedder import plan_model
-    from contextsieve.models.registry import BUILDER_VERSION, Variant
+    from contextsieve.models.embedder import graph_entry, plan_model
 
     plan = plan_model(cache_dir=scratch)
     out = []
     for variant in dict.fromkeys([plan.variant, plan.query_variant]):
-        key = {"weights": plan.weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "output": "sentence"}
-        if variant is Variant.INT8 and int8_weight_type() == "u8":
-            key["int8_weights"] = "u8"
-        out.append(ModelCache(cache).entry_path(f"{Path(plan.name).name}-{variant.value}-sentence", key))
+        out.append(graph_entry(ModelCache(cache), plan.name, plan.weights_sha, variant))
     return out
 
 
