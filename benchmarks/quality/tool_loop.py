@@ -1,0 +1,235 @@
+"""Tool selection in an agent loop: one request per step of a task, in one session, on several catalogs.
+
+    python -m benchmarks.quality.tool_loop [--limit N] [--sets mcp_live,mcp_tasks] [--configs "defaults,top_n"]
+    python -m benchmarks.quality.tool_loop --sets mcp_live --configs defaults --misses defaults  # the steps missed
+
+Sets (:data:`SETS`; each one :class:`Engine` over its catalog, every tool in ``agent`` mode, the
+default embedder):
+
+- ``mcp_live``: the tools that real MCP servers listed (``benchmarks/data/mcp_live``) and its
+  hand-written multi-step tasks, each step annotated with the tools it needs;
+- ``mcp_tasks``: the hand-written 10-server catalog with the step annotations of
+  ``benchmarks/data/loop_steps/mcp_tasks.jsonl``;
+- ``mcp_catalog~``: the 584 real tools of ``benchmarks/data/mcp_catalog`` with its tasks split into
+  steps by :func:`benchmarks.quality.tool_offers.steps` (sentences and "then"/"and" clauses): an
+  approximation (``~``): the tasks carry no step text and no per-step needs, so its per-step recall
+  is not measured.
+
+Each task runs in one session (a fresh one per task unless ``--tasks-per-session``;
+:meth:`Session.new_task` at each task's start): per step ``build_request(step text)`` (timed),
+``record_reply(request, "")`` (as the MCP gateway does), and the model is played as calling, for
+each group the step needs, the first offered member (by name; on a set without per-step needs, each
+of the task's groups not called yet, at the first step that offers it): with ``learn="outcome"``
+``record_outcome(request, called)`` (the called tools become examples, the request's other selected
+tools misses), with ``"examples"`` ``record_tool_calls``, with ``None`` nothing. Recorded outcomes are
+kept by the engine (learning across the set's tasks, in file order, as a host's usage log would);
+each configuration runs on a fresh engine (the tools' vectors from a shared temporary embedding
+cache), so nothing learned and no query vector carries over from one to the next.
+
+Configurations are :data:`CONFIGS` (name, session settings, :class:`OfferConfig` arguments or
+``None``, what is learned): add a row to measure another.
+
+Columns: ``union R`` = share of a task's needed tool groups that some step offered (``Request.tools``;
+a group counts when any member was offered), averaged over tasks; ``all found`` = share of tasks
+whose every group was offered at some step; ``step R`` = share of a step's own needed groups offered
+at that step, averaged over the steps that need a tool; ``first R`` = share of the task's groups the
+first request (the user's message alone) offered; ``tools/step`` = tools offered per request (mean);
+``tools/task`` = distinct tools offered over a task's steps (mean); ``p50 ms`` = median request time
+(``build_request``; indicative on a shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import DATA, cpu_line, group_recall
+from benchmarks.quality.tool_offers import steps as regex_steps
+from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: session settings, the offer (``OfferConfig`` keyword arguments, ``None`` for
+    the default per-request offer) and what the played model's calls record (``"outcome"``,
+    ``"examples"`` or ``None``)."""
+
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    offer: dict[str, Any] | None = None
+    learn: str | None = "outcome"
+
+
+#: The configurations measured, in table order (``--configs`` picks by name).
+CONFIGS: tuple[Config, ...] = (
+    Config("defaults"),
+    Config("defaults, nothing learned", learn=None),
+    Config("defaults, calls as examples only", learn="examples"),
+    Config("tool_top_n=5", {"tool_top_n": 5}),
+    Config("aggressive preset", {"preset": "aggressive"}),
+    Config("stable (budget 30)", offer={"mode": "stable", "budget": 30}),
+    Config("stable prefill 20 grow 1", offer={"mode": "stable", "budget": 30, "prefill": 20, "grow": 1}),
+)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _annotated(catalog: str, queries: Path | None = None) -> Callable[[], tuple[list[dict], dict[str, str], list]]:
+    def load_set() -> tuple[list[dict], dict[str, str], list]:
+        tools, qs = load(DATA / catalog)
+        return tools, load_servers(DATA / catalog), _read_jsonl(queries) if queries else qs
+
+    return load_set
+
+
+def _regex_split(catalog: str) -> Callable[[], tuple[list[dict], dict[str, str], list]]:
+    def load_set() -> tuple[list[dict], dict[str, str], list]:
+        tools, qs = load(DATA / catalog)
+        for q in qs:
+            q["steps"] = [{"text": s} for s in regex_steps(q["query"])]  # no per-step needs
+        return tools, load_servers(DATA / catalog), qs
+
+    return load_set
+
+
+#: name -> loader of (tools, server descriptions, tasks with ``steps``).
+SETS: dict[str, Callable[[], tuple[list[dict], dict[str, str], list]]] = {
+    "mcp_live": _annotated("mcp_live"),
+    "mcp_tasks": _annotated("mcp_tasks", DATA / "loop_steps" / "mcp_tasks.jsonl"),
+    "mcp_catalog~": _regex_split("mcp_catalog"),
+}
+
+
+def run_set(
+    engine: Any,
+    name_of: dict[str, str],
+    tasks: list[dict],
+    config: Config,
+    per_session: int,
+    misses: list | None = None,
+) -> dict:
+    """Every task of a set under one configuration, on a fresh engine (nothing learned, no query
+    vector kept); the table's columns (see the module docstring). ``misses``, when given, receives
+    ``(task id, step number, step text, [needed groups not offered], offered tools)`` per step that
+    left one of its needs out."""
+    from contextsieve import OfferConfig
+
+    offer = OfferConfig(**config.offer) if config.offer else None
+    key_of = {v: k for k, v in name_of.items()}
+    out: dict[str, list[float]] = {k: [] for k in ("union", "all", "step", "first", "tools", "task_tools", "ms")}
+    session = None
+    for i, task in enumerate(tasks):
+        if session is None or i % per_session == 0:
+            session = engine.session(offer=offer, **config.settings)
+        session.new_task()
+        need, offered_task, called_task = groups(task), set(), set()
+        for n, step in enumerate(task["steps"]):
+            t = time.perf_counter()
+            request = session.build_request(step["text"])
+            out["ms"].append((time.perf_counter() - t) * 1e3)
+            session.record_reply(request, "")
+            offered = {name_of[t["name"]] for t in request.tools if t["name"] in name_of}
+            offered_task |= offered
+            out["tools"].append(len(request.tools))
+            if n == 0:
+                out["first"].append(group_recall(offered, need))
+            if "relevant" in step:
+                step_need = groups(step)
+                if step_need:
+                    out["step"].append(group_recall(offered, step_need))
+                lost = [sorted(g) for g in step_need if not g & offered]
+                if lost and misses is not None:
+                    misses.append((task["id"], n, step["text"], lost, sorted(offered)))
+            else:  # no per-step needs: the model calls a needed tool the first time it is offered
+                step_need = [g for g in need if g & offered and not g & called_task]
+            called = [key_of[sorted(g & offered)[0]] for g in step_need if g & offered]
+            called_task |= {name_of[k] for k in called}
+            if config.learn == "outcome":
+                session.record_outcome(request, called)
+            elif config.learn == "examples" and called:
+                session.record_tool_calls(request.message, called)
+        out["union"].append(group_recall(offered_task, need))
+        out["all"].append(float(all(g & offered_task for g in need)))
+        out["task_tools"].append(len(offered_task))
+    return {
+        "union R": statistics.fmean(out["union"]),
+        "all found": statistics.fmean(out["all"]),
+        "step R": statistics.fmean(out["step"]) if out["step"] else None,
+        "first R": statistics.fmean(out["first"]),
+        "tools/step": statistics.fmean(out["tools"]),
+        "tools/task": statistics.fmean(out["task_tools"]),
+        "p50 ms": statistics.median(out["ms"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, help="at most N tasks per set (the first N)")
+    ap.add_argument("--sets", help=f"comma-separated set names (default: all of {', '.join(SETS)})")
+    ap.add_argument("--configs", help="comma-separated parts of configuration names (default: all)")
+    ap.add_argument("--tasks-per-session", type=int, default=1, help="tasks sent in a row in one session")
+    ap.add_argument("--variant", default=None, help="embedder variant (default: auto)")
+    ap.add_argument("--misses", help="print the steps whose needed tools this configuration did not offer")
+    args = ap.parse_args(argv)
+    from contextsieve import Embedder
+    from contextsieve.engine import Engine
+
+    names = args.sets.split(",") if args.sets else list(SETS)
+    configs = [c for c in CONFIGS if not args.configs or any(p in c.name for p in args.configs.split(","))]
+    emb = Embedder(variant=args.variant)
+    print(cpu_line(), flush=True)
+    rows, about = [], []
+    for set_name in names:
+        tools, servers, tasks = SETS[set_name]()
+        tasks = tasks[: args.limit] if args.limit else tasks
+        agent = catalog_agent(tools, servers, set_name)
+        cache = tempfile.TemporaryDirectory(prefix="tool-loop-")  # the tools' vectors, for every configuration
+        t = time.perf_counter()
+        Engine(agent, embedder=emb, cache_dir=cache.name).index()
+        n_steps = sum(len(q["steps"]) for q in tasks)
+        about.append(
+            f"{set_name}: {len(tools)} tools on {len(agent.servers)} servers, {len(tasks)} tasks, {n_steps} steps "
+            f"({n_steps / len(tasks):.2f} per task, {sum(len(groups(q)) for q in tasks) / len(tasks):.2f} tool "
+            f"groups per task); indexed in {time.perf_counter() - t:.1f} s"
+        )
+        print(about[-1], flush=True)
+        name_of = {n: f"{k.server}/{k.name}" for n, k in agent.tool_names().items()}
+        for config in configs:
+            engine = Engine(agent, embedder=emb, cache_dir=cache.name)  # fresh: no examples, no query cache
+            engine.index()
+            lost: list = []
+            m = run_set(engine, name_of, tasks, config, args.tasks_per_session, lost)
+            rows.append((set_name, config.name, m))
+            print(f"  {config.name}: " + ", ".join(_cell(k, v) for k, v in m.items()), flush=True)
+            if args.misses == config.name:
+                for task_id, n, text, need, offered in lost:
+                    print(f"    miss {task_id} step {n + 1}: {text[:90]!r} needs {need}; offered {offered}")
+        cache.cleanup()
+    cols = ["union R", "all found", "step R", "first R", "tools/step", "tools/task", "p50 ms"]
+    print("\n| set | configuration | " + " | ".join(cols) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in cols) + " |")
+    for set_name, config_name, m in rows:
+        print(f"| {set_name} | {config_name} | " + " | ".join(_cell(c, m[c]) for c in cols) + " |")
+
+
+def _cell(col: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if col in ("tools/step", "tools/task"):
+        return f"{value:.1f}"
+    if col == "p50 ms":
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    main()
