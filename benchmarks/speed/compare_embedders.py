@@ -248,12 +248,11 @@ def main(argv: list[str] | None = None) -> None:
                     e.times.setdefault(f"chunks {load}", []).append(timed(lambda: e.embed(e.model, chunks)))
                     if r < max(3, args.rounds - 2):
                         e.times.setdefault(f"sents {load}", []).append(timed(lambda: e.embed(e.model, sents)))
-            for _, e in engines:
+            for _, e in engines:  # one engine's queries back to back: another engine's threads (ORT sessions
+                # that spin after a call, torch's OpenMP pool) would otherwise still be spinning in this process
                 for _ in range(10):
                     e.embed(e.model, [workloads.QUERY])
-            for _ in range(200):  # query rounds alternate the engines, as the chunk rounds do
-                for _, e in engines:
-                    e.times.setdefault(f"query {load}", []).append(timed(lambda: e.embed(e.model, [workloads.QUERY])))
+                e.times[f"query {load}"] = [timed(lambda: e.embed(e.model, [workloads.QUERY])) for _ in range(200)]
     for n, e in engines:
         first = n == thread_counts[0]
         e.times["cold"] = [] if args.no_cold or not first else [cold_load(e.cold_code)]
