@@ -346,9 +346,9 @@ class Embedder:
 
             bar = tqdm(total=len(texts), desc="embedding", unit="text")
 
-        batch_session, query_session = self._sessions_now()
         try:
-            for b in batches:
+            for b in batches:  # the free cores looked at per call of the model (a long embed sees load change)
+                batch_session, query_session = self._sessions_now()
                 session = query_session if b.input_ids.size <= QUERY_TOKENS else batch_session
                 out[b.index] = self._run(session, b)
                 if bar is not None:
