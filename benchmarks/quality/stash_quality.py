@@ -40,6 +40,8 @@ from contextsieve.stash.segment import NewSegment
 from contextsieve.stash.store import StashStore
 
 DATA = common.DATA / "conversations"
+#: The default ranking before issue 41 (no day stage, no names).
+BEFORE_41 = RankConfig(day_weight=0.0, name_weight=0.0)
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -73,7 +75,7 @@ def evaluate(
 
 def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     """The rankings compared on every set (name, weights, ages measured at the conversation's end)."""
-    flat = dict(created_weight=0.0, stashed_weight=0.0)
+    flat = dict(created_weight=0.0, stashed_weight=0.0, day_weight=0.0, name_weight=0.0)
     rows: list[tuple[str, RankConfig, bool]] = [
         ("dense", RankConfig(similarity_weight=1.0, keyword_weight=0.0, **flat), False),
         ("bm25", RankConfig(similarity_weight=0.0, keyword_weight=1.0, **flat), False),
@@ -84,6 +86,9 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     rows.append(("default, query auxiliaries kept", RankConfig(drop_query_auxiliaries=False), False))
     rows.append(("default, fixed weights (spread 0)", RankConfig(spread_power=0.0), False))
     rows.append(("default, spread power 1", RankConfig(spread_power=1.0), False))
+    rows.append(("default, day stage off", RankConfig(day_weight=0.0), False))
+    rows.append(("default, names off", RankConfig(name_weight=0.0), False))
+    rows.append(("default, both off (issue 28)", BEFORE_41, False))
     for kw in (0.1, 0.2, 0.3, 0.4, 0.5):
         rows.append(
             (f"hybrid {1 - kw:.1f}/{kw:.1f}", RankConfig(similarity_weight=1 - kw, keyword_weight=kw, **flat), False)
@@ -264,7 +269,9 @@ def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[di
         rows = fusion_rows()
         rows.insert(3, ("default, ages at conversation end", RankConfig(), True))
         for d in (0.0, 0.05, 0.1, 0.2):
-            r = RankConfig(similarity_weight=0.7, keyword_weight=0.3, created_weight=d, stashed_weight=d)
+            r = dataclasses.replace(
+                BEFORE_41, similarity_weight=0.7, keyword_weight=0.3, created_weight=d, stashed_weight=d
+            )
             rows.append((f"0.7/0.3 + decays {d}/{d}, ages at end", r, True))
         print(f"{'ranking':<40} {'R@5':>6} {'R@10':>6}")
         for name, rank, at_end in rows:
@@ -273,8 +280,9 @@ def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[di
         kinds = sorted({str(q["kind"]) for q in questions if "kind" in q})
         for kind in kinds:  # the plays set labels its questions by kind
             mine = [q for q in questions if q.get("kind") == kind]
-            r5, r10 = evaluate(store, mine, ids, RankConfig(), None)
-            print(f"{'default, ' + kind + f' ({len(mine)})':<40} {r5:>6.3f} {r10:>6.3f}")
+            for label, rank in (("default", RankConfig()), ("issue 28", BEFORE_41)):
+                r5, r10 = evaluate(store, mine, ids, rank, None)
+                print(f"{label + ', ' + kind + f' ({len(mine)})':<40} {r5:>6.3f} {r10:>6.3f}")
         store.close()
 
 

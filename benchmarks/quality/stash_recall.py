@@ -60,12 +60,14 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import recall_at_k
+from benchmarks.quality import stash_stages as stages
 from benchmarks.quality.stash_quality import DATA, realmem_sessions
 from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
-from contextsieve.stash.ranking import RankConfig
+from contextsieve.stash.names import name_share, query_names
+from contextsieve.stash.ranking import RankConfig, group_best
 from tests.helpers import plays
 
 EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"
@@ -92,6 +94,7 @@ class Question:
     evidence: set[str]
     visible: int  # how many of the group's docs (in order) it may retrieve
     now: float  # epoch seconds it is asked at (0: undated, ages flat)
+    kind: str = ""  # the plays set's kind of question (single-hop, multi-hop, temporal, open-domain)
 
 
 @dataclasses.dataclass
@@ -147,7 +150,7 @@ def conv_groups(turns: list[dict] | None = None, questions: list[dict] | None = 
         prev[key] = f"{t['speaker']}: {t['text']}"
     for q in questions:
         g = groups[q["conversation"]]
-        g.questions.append(Question(q["question"], set(q["evidence"]), len(g.docs), 0.0))
+        g.questions.append(Question(q["question"], set(q["evidence"]), len(g.docs), 0.0, q.get("kind", "")))
     return list(groups.values())
 
 
@@ -208,6 +211,11 @@ class Ranking:
     speaker: float = 0.0  # a turn whose speaker the query names gains this much
     kw_forward: float = 0.0  # each turn's BM25 gains this x its previous turn's (same session)
     hop: float = 0.0  # second pass (query + the best hit) fills places 6-10; its weight on the best hit
+    hop_other: bool = False  # the second pass leaves out the best hit's group (multi-hop: another scene)
+    group: str = "session"  # what session prior, stage and hop_other group by: session, or day (of the date)
+    stage: int = 0  # >0: second stage, the candidates of the best N groups (by best score) first
+    names: float = 0.0  # a candidate gains this x the share of the query's names / quoted phrases it holds
+    dates: float = 0.0  # a candidate gains this x its date's closeness to the date the query points to
 
 
 RANKINGS: dict[str, Ranking] = {
@@ -261,6 +269,27 @@ RANKINGS: dict[str, Ranking] = {
     "kw forward 0.5": Ranking(kw_forward=0.5),
     "hop 0.5": Ranking(hop=0.5),
     "hop 1.0": Ranking(hop=1.0),
+    "session prior 0.1 by day": Ranking(session_prior=0.1, group="day"),
+    "session prior 0.05 by day": Ranking(session_prior=0.05, group="day"),
+    "stage 1 session": Ranking(stage=1),
+    "stage 2 sessions": Ranking(stage=2),
+    "stage 3 sessions": Ranking(stage=3),
+    "stage 2 days": Ranking(stage=2, group="day"),
+    "stage 3 days": Ranking(stage=3, group="day"),
+    "stage 5 days": Ranking(stage=5, group="day"),
+    "names 0.05": Ranking(names=0.05),
+    "names 0.1": Ranking(names=0.1),
+    "names 0.2": Ranking(names=0.2),
+    "dates 0.1": Ranking(dates=0.1),
+    "dates 0.2": Ranking(dates=0.2),
+    "hop 0.5 other session": Ranking(hop=0.5, hop_other=True),
+    "hop 0.5 other day": Ranking(hop=0.5, hop_other=True, group="day"),
+    "hop 1.0 other day": Ranking(hop=1.0, hop_other=True, group="day"),
+    "session prior 0.15 by day": Ranking(session_prior=0.15, group="day"),
+    "session prior 0.1 by day + names 0.05": Ranking(session_prior=0.1, group="day", names=0.05),
+    "session prior 0.1 by day + names 0.1": Ranking(session_prior=0.1, group="day", names=0.1),
+    "session prior 0.05 by day + names 0.05": Ranking(session_prior=0.05, group="day", names=0.05),
+    "session prior 0.05 by day + names 0.1": Ranking(session_prior=0.05, group="day", names=0.1),
 }
 
 
@@ -286,13 +315,17 @@ _GROUPS = {
 }
 
 
-def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking) -> tuple[float, float, int]:
-    """Summed R@5, R@10 and the number of questions scored, for one group."""
+def evaluate(
+    group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking, kinds: dict[str, list[float]] | None = None
+) -> tuple[float, float, int]:
+    """Summed R@5, R@10 and the number of questions scored, for one group (and in ``kinds``, when
+    given, the same sums per kind of question)."""
     texts = [doc_text(d, "plain") for d in group.docs]
     terms = [index_terms(t) for t in texts]
     units = [d.unit for d in group.docs]
     at = np.array([d.at for d in group.docs])
     same = np.array([d.session for d in group.docs])
+    grp = same if rank.group == "session" else np.floor(at / DAY).astype(np.int64).astype(str)
     who = [frozenset(index_terms(d.speaker)) if d.speaker else frozenset() for d in group.docs]
     index = TermIndex(Bm25Config(k1=rank.k1, b=rank.b, idf="log1p" if rank.idf == "log1p" else "floored"))
     added = 0
@@ -348,12 +381,12 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             if rank.norm == "max" and not rank.rrf:  # the store's per-query weights
                 ws, wk = spread_weights([s, k], [ws, wk], rank.spread_top, rank.spread_power)
             score = ws * s + wk * k
-            if rank.session_prior:
-                sess = same[cand]
-                best_of: dict[str, float] = {}
-                for x, v in zip(sess, score):
-                    best_of[x] = max(best_of.get(x, -np.inf), float(v))
-                score = score + rank.session_prior * np.array([best_of[x] for x in sess])
+            if rank.session_prior:  # the store's day_weight with group "day"
+                score = score + rank.session_prior * group_best(score, grp[cand])
+            if rank.names and found_names:
+                score = score + rank.names * np.array([name_share(texts[i], found_names) for i in cand])
+            if rank.dates and span is not None:
+                score = score + rank.dates * stages.date_closeness(at[cand], span)
             if rank.speaker:
                 named = set(qterms)
                 score = score + rank.speaker * np.array([1.0 if who[i] and who[i] <= named else 0.0 for i in cand])
@@ -368,6 +401,8 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
                 score = score + rank.created * 0.5 ** (age / rank.half_life_days)
             return cand, score
 
+        found_names = query_names(q.text) if rank.names else ()
+        span = stages.time_span(q.text, q.now) if rank.dates else None
         sims = vectors[:lim] @ qv
         if rank.smooth:
             rel = sims / max(float(sims.max()), 1e-9)
@@ -390,7 +425,11 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
             cand2, score2 = fuse(vectors[:lim] @ (moved / np.linalg.norm(moved)))
             kws = kws_first
             second = [int(i) for i in cand2[np.argsort(-score2, kind="stable")] if int(i) not in order[:5]]
+            if rank.hop_other:
+                second = [i for i in second if grp[i] != grp[order[0]]]
             order = order[:5] + second + [i for i in order[5:] if i not in second]
+        elif rank.stage:
+            order = stages.staged(order, dict(zip(cand.tolist(), score.tolist())), grp, rank.stage)
         elif rank.diversity:
             left = dict(zip(cand.tolist(), score.tolist()))
             order = []
@@ -408,6 +447,11 @@ def evaluate(group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranki
                 found.append(units[i])
         r5 += recall_at_k(found, q.evidence, 5)
         r10 += recall_at_k(found, q.evidence, 10)
+        if kinds is not None and q.kind:
+            k = kinds.setdefault(q.kind, [0.0, 0.0, 0])
+            k[0] += recall_at_k(found, q.evidence, 5)
+            k[1] += recall_at_k(found, q.evidence, 10)
+            k[2] += 1
     return r5, r10, n
 
 
@@ -447,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         return v
 
     rows: dict[str, dict[str, tuple[float, float]]] = {}
+    by_kind: dict[str, dict[str, tuple[float, float]]] = {}  # the plays' kinds of question, per ranking
     t0 = time.perf_counter()
     for name in names:
         groups = loaders[name]()
@@ -457,10 +502,13 @@ def main(argv: list[str] | None = None) -> int:
             if v == "plain":
                 plain = vecs
             tot = [0.0, 0.0, 0]
+            kinds: dict[str, list[float]] = {}
             for g, d, q in zip(groups, vecs, queries):
-                r = evaluate(g, d, q, Ranking())
+                r = evaluate(g, d, q, Ranking(), kinds)
                 tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
             rows.setdefault(f"embed {v}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
+            for kind, (k5, k10, kn) in sorted(kinds.items()):
+                by_kind.setdefault(f"embed {v}", {})[f"{name} {kind}"] = (k5 / kn, k10 / kn)
         if plain is None or args.rank_embedding != "plain":
             plain = [embedded([doc_text(d, args.rank_embedding) for d in g.docs]) for g in groups]
         chosen = [r for r in args.rankings.split(",") if r] or list(RANKINGS)
@@ -468,14 +516,22 @@ def main(argv: list[str] | None = None) -> int:
             if rname not in chosen or (rname == "default" and f"embed {args.rank_embedding}" in rows):
                 continue
             tot = [0.0, 0.0, 0]
+            kinds = {}
             for g, d, q in zip(groups, plain, queries):
-                r = evaluate(g, d, q, rank)
+                r = evaluate(g, d, q, rank, kinds)
                 tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
             rows.setdefault(f"rank {rname}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
+            for kind, (k5, k10, kn) in sorted(kinds.items()):
+                by_kind.setdefault(f"rank {rname}", {})[f"{name} {kind}"] = (k5 / kn, k10 / kn)
     print(f"# stash_recall: sets {', '.join(names)}; {time.perf_counter() - t0:.0f} s; {cpu_summary()}")
     print(f"{'variant':<22}" + "".join(f" {n + ' R@5':>13} {n + ' R@10':>13}" for n in names))
     for variant, per in rows.items():
         print(f"{variant:<22}" + "".join(f" {per[n][0]:>13.3f} {per[n][1]:>13.3f}" for n in names))
+    cols = sorted({c for per in by_kind.values() for c in per})
+    if cols:  # R@5 / R@10 by kind of question
+        print(f"\n{'variant':<22}" + "".join(f" {c:>22}" for c in cols))
+        for variant, per in by_kind.items():
+            print(f"{variant:<22}" + "".join(f" {per[c][0]:>10.3f} / {per[c][1]:.3f}" for c in cols))
     tmp.cleanup()
     return 0
 

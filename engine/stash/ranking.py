@@ -1,7 +1,9 @@
 """How retrieved segments are ranked: seed 004's multi-signal score plus a keyword term.
 
-``score = similarity_weight * sim + keyword_weight * keyword
+``score = relevance + day_weight * best relevance of its creation day + name_weight * names
         + created_weight * 0.5 ** (age / created_half_life) + stashed_weight * 0.5 ** (stash age / stashed_half_life)``
+
+where ``relevance = similarity_weight * sim + keyword_weight * keyword``.
 
 ``sim`` is the cosine of the segment's best chunk with the query's best sentence and ``keyword`` its
 BM25 score, each divided by the best value among the candidates of this retrieval (so the best
@@ -16,7 +18,11 @@ time, in days (a segment from the future counts as age 0). The two relevance wei
 query's: each moved by how far its signal's best five candidates stand out from one another
 (:func:`combined_scores`; their sum stays ``similarity_weight + keyword_weight``). The top five of
 each signal are among the candidates whatever their count, so this too does not depend on how many
-were fetched. The defaults were chosen with ``python -m benchmarks.stash_quality`` on four sets (see
+were fetched. ``day_weight`` is a second stage by conversation session: a turn of the day whose
+best candidate is most relevant rises beside it (the day of its creation time, UTC, stands for the
+session it was said in: what a store of turns can see). ``names`` is the share of the query's names
+and quoted phrases the segment holds verbatim (:mod:`contextsieve.stash.names`). The defaults
+were chosen with ``python -m benchmarks.stash_quality`` on four sets (see
 :class:`RankConfig` and docs/stash.md).
 """
 
@@ -34,9 +40,11 @@ __all__ = [
     "RankConfig",
     "Scores",
     "combined_scores",
+    "group_best",
 ]
 
 _DAY = 86_400.0
+_DAY_US = 86_400_000_000  # microseconds in a day
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +88,18 @@ class RankConfig:
         candidates: segments taken from each of dense and keyword search before the combined ranking
             (default 20; at least ``top_k``; recall@5 on both sets moved by at most 0.003 between 10
             and 200; 20 instead of 50 took 0.6 ms off a retrieve at 100,000 segments).
+        day_weight: each candidate gains this times the best relevance (the weighted dense + keyword
+            parts) among the candidates created on its UTC day, its own included (default 0.1; 0 turns
+            it off). A conversation's session is a day's turns; the turn that answers sits in the
+            session that talks about the question, beside turns that match it better on their own.
+            Measured (issue 41, ``benchmarks.stash_recall`` row ``session prior 0.1 by day``, R@5):
+            conversations +0.025, plays +0.008, RealMem -0.008, SciFact unchanged; with
+            ``name_weight`` through the store in docs/stash.md.
+        name_weight: each candidate gains this times the share of the query's names and quoted
+            phrases (:func:`contextsieve.stash.names.query_names`) its text holds verbatim (default
+            0.05; 0 turns it off, and a query without names reads no candidate texts). Measured
+            (``stash_recall`` row ``names 0.05``, R@5): conversations +0.017, plays 0, RealMem 0
+            (R@10 +0.004), SciFact +0.003.
     """
 
     similarity_weight: float = 0.6
@@ -93,9 +113,12 @@ class RankConfig:
     drop_query_auxiliaries: bool = True
     spread_power: float = 0.5
     spread_top: int = 5
+    day_weight: float = 0.1
+    name_weight: float = 0.05
 
     def __post_init__(self) -> None:
-        for name in ("similarity_weight", "keyword_weight", "created_weight", "stashed_weight"):
+        weights = ("similarity_weight", "keyword_weight", "created_weight", "stashed_weight")
+        for name in (*weights, "day_weight", "name_weight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise InputError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -117,15 +140,30 @@ class RankConfig:
 
 @dataclass(frozen=True)
 class Scores:
-    """The combined score of each candidate and its relevance parts (float64 arrays, candidate order):
-    ``dense`` and ``keyword`` are each signal's scaled value times this query's weight;
+    """The combined score of each candidate and its parts (float64 arrays, candidate order):
+    ``dense`` and ``keyword`` are each signal's scaled value times this query's weight; ``day`` the
+    day stage's part (``day_weight`` x its day's best relevance) and ``names`` the names' part;
     ``keyword_scaled`` the BM25 scores divided by their best (what a result reports as its keyword
-    score). The recency part is ``total - dense - keyword``."""
+    score). The recency part is ``total - dense - keyword - day - names``."""
 
     total: np.ndarray
     dense: np.ndarray
     keyword: np.ndarray
     keyword_scaled: np.ndarray
+    day: np.ndarray
+    names: np.ndarray
+
+
+def group_best(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """For each entry, the largest of ``values`` among the entries of its group (``groups``: one
+    key per entry, any sortable dtype)."""
+    v = np.asarray(values, dtype=np.float64)
+    if not v.size:
+        return v
+    keys, inverse = np.unique(np.asarray(groups), return_inverse=True)
+    best = np.full(keys.size, -np.inf)
+    np.maximum.at(best, inverse.reshape(-1), v)
+    return best[inverse.reshape(-1)]
 
 
 def combined_scores(
@@ -135,6 +173,7 @@ def combined_scores(
     stashed: np.ndarray,
     now: int,
     config: RankConfig,
+    names: np.ndarray | None = None,
 ) -> Scores:
     """The score of each candidate and its parts.
 
@@ -142,8 +181,10 @@ def combined_scores(
         similarity: dense cosines. keyword: BM25 scores (0 where none). Both are scaled by
             :func:`max_scaled` here and weighted by this query's spread of each
             (:func:`contextsieve.retrieval.fusion.spread_weights`, see :class:`RankConfig`).
-        created / stashed: microseconds since 1970 (int64). now: the retrieval time (microseconds since
-            1970). config: the weights.
+        created / stashed: microseconds since 1970 (int64); ``created``'s UTC day also groups the
+            candidates for ``day_weight``. now: the retrieval time (microseconds since 1970). config:
+            the weights. names: each candidate's share of the query's names (:func:`name_share
+            <contextsieve.stash.names.name_share>`); None: no names part.
     """
     created_age = (now - np.asarray(created, dtype=np.int64)).astype(np.float64) / 1e6  # seconds, exact int difference
     stashed_age = (now - np.asarray(stashed, dtype=np.int64)).astype(np.float64) / 1e6
@@ -151,13 +192,20 @@ def combined_scores(
     sim_weight, kw_weight = spread_weights(
         [sim, kw], [config.similarity_weight, config.keyword_weight], config.spread_top, config.spread_power
     )
+    dense, key = sim * sim_weight, kw * kw_weight
+    day = np.zeros(sim.shape)
+    if config.day_weight > 0:
+        day = config.day_weight * group_best(dense + key, np.asarray(created, dtype=np.int64) // _DAY_US)
+    named = np.zeros(sim.shape) if names is None else config.name_weight * np.asarray(names, dtype=np.float64)
     total = weighted_sum(
         [
             (sim, sim_weight),
             (kw, kw_weight),
+            (day, 1.0),
+            (named, 1.0),
             (decay(created_age, config.created_half_life_days), config.created_weight),
             (decay(stashed_age, config.stashed_half_life_days), config.stashed_weight),
         ],
         np.float64,
     )
-    return Scores(total, sim * sim_weight, kw * kw_weight, kw)
+    return Scores(total, dense, key, kw, day, named)

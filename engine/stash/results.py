@@ -55,7 +55,10 @@ class Retrieved:
     """One retrieval result: the segment, its dense similarity (cosine), its keyword score (BM25
     divided by the best BM25 among the candidates: 1 for the best keyword match, 0 for none), the
     combined ranking score (best first), and that score's parts: ``dense`` and ``keyword`` (each
-    signal scaled and weighted) and ``recency`` (the two time decays, weighted), which add up to it."""
+    signal scaled and weighted), ``day`` (the day stage: ``RankConfig.day_weight`` x the best
+    relevance among the candidates of its creation day), ``names`` (``RankConfig.name_weight`` x the
+    share of the query's names and quoted phrases it holds) and ``recency`` (the two time decays,
+    weighted), which add up to it."""
 
     segment: ContextSegment
     similarity: float

@@ -16,6 +16,7 @@ from contextsieve.errors import InputError, brief
 from contextsieve.stash.backend import Filters, query_terms, to_epoch
 from contextsieve.stash.core import StashCore, check_count, utc_now
 from contextsieve.stash.ids import public_id, shown
+from contextsieve.stash.names import name_share, query_names
 from contextsieve.stash.options import RetrieveOptions, SegmentFilter
 from contextsieve.stash.ranking import combined_scores
 from contextsieve.stash.results import Candidate, Retrieved, RetrieveTrace
@@ -51,18 +52,27 @@ def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> t
     q = store.embed_query(query, o.query_vectors)  # before the read scope: embedding never holds the store's lock
     rank = store.config.rank
     terms = query_terms(query, rank.drop_query_auxiliaries) if rank.keyword_weight > 0 else []
+    names = query_names(query) if rank.name_weight > 0 else ()
     with store.backend.reading():  # one state of the store for every search and read below
-        found, trace = _ranked(store, q, terms, k, float(min_similarity), f, at)
+        found, trace = _ranked(store, q, terms, names, k, float(min_similarity), f, at)
     out = [dataclasses.replace(r, segment=shown(r.segment)) for r in found]
     cands = tuple(dataclasses.replace(c, segment_id=public_id(c.segment_id, session)) for c in trace.candidates)
     return out, dataclasses.replace(trace, candidates=cands)
 
 
 def _ranked(
-    store: StashCore, q: np.ndarray, terms: list[str], k: int, min_similarity: float, f: Filters, at: int
+    store: StashCore,
+    q: np.ndarray,
+    terms: list[str],
+    names: tuple[str, ...],
+    k: int,
+    min_similarity: float,
+    f: Filters,
+    at: int,
 ) -> tuple[list[Retrieved], RetrieveTrace]:
-    """The ``k`` best segments for the query rows ``q`` and keyword ``terms``, and the trace (see
-    :func:`retrieve_traced`)."""
+    """The ``k`` best segments for the query rows ``q``, keyword ``terms`` and ``names``
+    (:func:`~contextsieve.stash.names.query_names`), and the trace (see :func:`retrieve_traced`).
+    Texts are read for the winners only, or for every candidate when the query has names."""
     rank = store.config.rank
     n = max(rank.candidates, k)
     dense = {h.id: h.score for h in store.backend.dense(q, n, f)}
@@ -85,7 +95,9 @@ def _ranked(
     key = np.array([kw.get(i, 0.0) for i in ids])
     created = np.array([facts[i][0] for i in ids], np.int64)
     stashed = np.array([facts[i][1] for i in ids], np.int64)
-    parts = combined_scores(sim, key, created, stashed, at, rank)
+    read = {s.id: s for s in store.backend.get(ids)} if names else {}  # candidates' texts, for the names
+    shares = np.array([name_share(read[i].text, names) if i in read else 0.0 for i in ids]) if names else None
+    parts = combined_scores(sim, key, created, stashed, at, rank, shares)
     scores, kw_norm, dense_part, kw_part = parts.total, parts.keyword_scaled, parts.dense, parts.keyword
     order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
     chosen: list[int] = []
@@ -101,7 +113,7 @@ def _ranked(
             seen.add(sha)
             chosen.append(j)
             outcome[j] = "retrieved"
-    segs = {s.id: s for s in store.backend.get([ids[j] for j in chosen])}
+    segs = read or {s.id: s for s in store.backend.get([ids[j] for j in chosen])}
     ranked = [
         Candidate(ids[j], float(sim[j]), float(kw_norm[j]), float(scores[j]), r, outcome[j])
         for r, j in enumerate(order, 1)
@@ -115,7 +127,9 @@ def _ranked(
             {
                 "dense": float(dense_part[j]),
                 "keyword": float(kw_part[j]),
-                "recency": float(scores[j] - dense_part[j] - kw_part[j]),
+                "day": float(parts.day[j]),
+                "names": float(parts.names[j]),
+                "recency": float(scores[j] - dense_part[j] - kw_part[j] - parts.day[j] - parts.names[j]),
             },
         )
         for j in chosen

@@ -304,7 +304,7 @@ def test_a_retrieve_weighs_its_signals_by_their_spread_and_says_so(store: StashS
     texts = ["the harbour at sunset", "a zebra crossing downtown"] + [f"harbour walk number {i}" for i in range(6)]
     store.stash(texts, session="s")
     for power in (0.5, 0.0):
-        rank = RankConfig(spread_power=power, created_weight=0.0, stashed_weight=0.0)
+        rank = RankConfig(spread_power=power, created_weight=0.0, stashed_weight=0.0, day_weight=0.0)
         with StashStore.open(store.backend.location, fake(), StashConfig(rank=rank)) as s2:
             found, trace = s2.retrieve_traced("zebra harbour", session="s", top_k=8, min_similarity=-1.0)
             best = max(c.similarity for c in trace.candidates)

@@ -1,0 +1,53 @@
+"""The names and quoted phrases of a query (:func:`query_names`) and the share of them a segment's
+text holds verbatim (:func:`name_share`): what :class:`~contextsieve.stash.ranking.RankConfig`'s
+``name_weight`` raises a candidate by.
+
+A name is a capitalised word that does not open a sentence ("Where does *Maya* keep the garden?",
+"the *WhatsApp* tool"), leaving out question words, pronouns, determiners, weekdays and the like
+(:data:`NOT_NAMES`); a quoted phrase is text between double quotes (2-80 characters). Both are
+matched case-sensitively as whole words, so "Maya" does not match "mayan" and a quoted phrase only
+matches its exact wording, where BM25 sees stemmed, lower-cased terms one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["NOT_NAMES", "query_names", "name_share"]
+
+_QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+#: Capitalised words that are not names, wherever they stand.
+NOT_NAMES = frozenset(
+    "I I'm I've I'd I'll What When Where Which Who Whom Whose Why How Did Does Do Is Are Was Were Has Have Had Can "
+    "Could Would Should Will Shall May Might Must The A An And But Or If Then So In On At To For Of By With From As "
+    "After Before During Since Until While Once Right Just Shortly Earlier Later Regarding According Okay Yes No Hi "
+    "Hey Please Let Let's My Our Your His Her Their Its This That These Those It He She We They You Me Him Us Them "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+)
+
+
+def query_names(query: str) -> tuple[str, ...]:
+    """The query's quoted phrases, then its names (capitalised words that do not open a sentence, a
+    trailing possessive ``'s`` cut, :data:`NOT_NAMES` left out), each once, in order of appearance."""
+    out = [m.group(1).strip() for m in _QUOTED.finditer(query)]
+    rest = _QUOTED.sub(" ", query)
+    for m in _WORD.finditer(rest):
+        word = _POSSESSIVE.sub("", m.group(0))
+        before = rest[: m.start()].rstrip()
+        opens = not before or before[-1] in ".!?:\n"
+        if len(word) > 1 and word[0].isupper() and not opens and word not in NOT_NAMES:
+            out.append(word)
+    return tuple(dict.fromkeys(x for x in out if x))
+
+
+def name_share(text: str, names: Sequence[str]) -> float:
+    """The share of ``names`` (from :func:`query_names`) that ``text`` holds verbatim as whole words
+    (case-sensitive); 0 when ``names`` is empty."""
+    if not names:
+        return 0.0
+    hit = sum(1 for n in names if n in text and re.search(r"(?<!\w)" + re.escape(n) + r"(?!\w)", text))
+    return hit / len(names)
