@@ -21,9 +21,10 @@ with ``IndexConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``
 wheel, pgvector HNSW, started here) gets the same rows. Recall@10: the dense top 10 of HNSW (and
 pgvector) against the exact dense top 10 of the same query. The HNSW store is opened twice: first it
 builds its graph (and saves it beside the store), then it is closed and opened again with the saved
-graph; both times are printed (open + first retrieve). ``sqlite exact, fixed weights``: the exact
-store with the ranking before the per-query weights (``RankConfig(spread_power=0,
-drop_query_auxiliaries=False)``), the cost of those two steps.
+graph; both times are printed (open + first retrieve). ``sqlite exact, before issue 41``: the exact
+store without the day stage and the names boost (``RankConfig(day_weight=0, name_weight=0)``: no
+candidate texts read before the ranking); ``sqlite exact, fixed weights``: also without the per-query
+weights (``spread_power=0, drop_query_auxiliaries=False``), the ranking of issue 27.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from contextsieve.stash.sqlite import SqliteConfig
 from contextsieve.stash.store import StashStore
 
 _TAG = re.compile(r"^syn(\d+) ")
+#: The ranking without issue 41's day stage and names boost.
+_NO_41 = {"day_weight": 0.0, "name_weight": 0.0}
 
 
 class SyntheticEmbedder:
@@ -200,12 +203,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
             report("sqlite exact", store, filled)
-            before = RankConfig(spread_power=0.0, drop_query_auxiliaries=False)  # the ranking before per-query weights
-            fixed = StashStore.open(
-                path, syn, StashConfig(rank=before), backend_config=SqliteConfig(index=IndexConfig(backend="exact"))
-            )
-            report("sqlite exact, fixed weights", fixed, filled)
-            fixed.close()
+            exact = SqliteConfig(index=IndexConfig(backend="exact"))
+            for label, before in (
+                ("sqlite exact, before issue 41", RankConfig(day_weight=0.0, name_weight=0.0)),
+                ("sqlite exact, fixed weights", RankConfig(spread_power=0.0, drop_query_auxiliaries=False, **_NO_41)),
+            ):
+                fixed = StashStore.open(path, syn, StashConfig(rank=before), backend_config=exact)
+                report(label, fixed, filled)
+                fixed.close()
             hnsw_cfg = SqliteConfig(index=IndexConfig(backend="hnsw"))
             hnsw = StashStore.open(path, syn, backend_config=hnsw_cfg)
             t = time.perf_counter()
