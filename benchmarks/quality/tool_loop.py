@@ -2,6 +2,7 @@
 
     python -m benchmarks.quality.tool_loop [--limit N] [--sets mcp_live,mcp_tasks] [--configs "defaults,top_n"]
     python -m benchmarks.quality.tool_loop --sets mcp_live --configs defaults --misses defaults  # the steps missed
+    python -m benchmarks.quality.tool_loop --ranks --configs "-"  # where the steps' needed tools rank
 
 Sets (:data:`SETS`; each one :class:`Engine` over its catalog, every tool in ``agent`` mode, the
 default embedder):
@@ -67,11 +68,26 @@ class Config:
     learn: str | None = "outcome"
 
 
+#: The selection before issue 41: every request aims for ``tool_top_n`` tools, none carried from the task.
+BEFORE: dict[str, Any] = {"tool_base_n": None, "task_tools": 0}
+
 #: The configurations measured, in table order (``--configs`` picks by name).
 CONFIGS: tuple[Config, ...] = (
     Config("defaults"),
     Config("defaults, nothing learned", learn=None),
     Config("defaults, calls as examples only", learn="examples"),
+    Config("before: 10 tools a request, none carried", BEFORE),
+    Config("before, nothing learned", BEFORE, learn=None),
+    Config("6 tools a request, none carried, nothing learned", {**BEFORE, "tool_top_n": 6}, learn=None),
+    Config("later steps sized 5+1, none carried, nothing learned", {"task_tools": 0}, learn=None),
+    Config("sized 5+2, 2 carried, nothing learned", {"tool_chunk_n": 2}, learn=None),
+    Config("sized 6+1, 2 carried, nothing learned", {"tool_base_n": 6}, learn=None),
+    Config("sized 4+1, 2 carried, nothing learned", {"tool_base_n": 4}, learn=None),
+    Config("1 carried, nothing learned", {"task_tools": 1}, learn=None),
+    Config("3 carried, nothing learned", {"task_tools": 3}, learn=None),
+    Config("2 carried from 1 server, nothing learned", {"task_servers": 1}, learn=None),
+    Config("+ server profile 0.2, nothing learned", {"server_weight": 0.2}, learn=None),
+    Config("+ server profile 0.5, nothing learned", {"server_weight": 0.5}, learn=None),
     Config("tool_top_n=5", {"tool_top_n": 5}),
     Config("aggressive preset", {"preset": "aggressive"}),
     Config("stable (budget 30)", offer={"mode": "stable", "budget": 30}),
@@ -171,6 +187,38 @@ def run_set(
     }
 
 
+#: Rank buckets of :func:`ranks` (a needed group's best member's rank in a tool search).
+BUCKETS = ((1, "1"), (3, "2-3"), (6, "4-6"), (10, "7-10"), (20, "11-20"), (50, "21-50"))
+
+
+def ranks(engine: Any, name_of: dict[str, str], tasks: list[dict]) -> dict[str, dict[str, int]]:
+    """Where the tools each annotated step needs rank: for every needed group of a step, the rank of
+    its best member in a tool search (:meth:`Session.search_tools`, 50 tools, no cut-offs) for the
+    step's text, for the task's first message, and the better of the two; ``">50"`` past the 50th.
+    Says what a per-step offer can reach: a group no text ranks high is found by neither."""
+    session = engine.session()
+    out: dict[str, dict[str, int]] = {w: {} for w in ("step", "task", "better")}
+
+    def order(text: str) -> list[str]:
+        return [name_of[m.definition["name"]] for m in session.search_tools(text, 50)]
+
+    def bucket(rank: int) -> str:
+        return next((label for top, label in BUCKETS if rank <= top), ">50")
+
+    for task in tasks:
+        whole = order(task["query"])
+        for step in task["steps"]:
+            if not step.get("relevant"):
+                continue
+            own = order(step["text"])
+            for g in groups(step):
+                r_step = min((own.index(t) + 1 for t in g if t in own), default=99)
+                r_task = min((whole.index(t) + 1 for t in g if t in whole), default=99)
+                for w, r in (("step", r_step), ("task", r_task), ("better", min(r_step, r_task))):
+                    out[w][bucket(r)] = out[w].get(bucket(r), 0) + 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, help="at most N tasks per set (the first N)")
@@ -179,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tasks-per-session", type=int, default=1, help="tasks sent in a row in one session")
     ap.add_argument("--variant", default=None, help="embedder variant (default: auto)")
     ap.add_argument("--misses", help="print the steps whose needed tools this configuration did not offer")
+    ap.add_argument("--ranks", action="store_true", help="first, where the steps' needed tools rank (see ranks())")
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.engine import Engine
@@ -203,6 +252,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(about[-1], flush=True)
         name_of = {n: f"{k.server}/{k.name}" for n, k in agent.tool_names().items()}
+        if args.ranks and any(step.get("relevant") for q in tasks for step in q["steps"]):
+            labels = [label for _, label in BUCKETS] + [">50"]
+            print("  rank of a step's needed tool group, by the text searched: " + " | ".join(labels))
+            for w, counts in ranks(Engine(agent, embedder=emb, cache_dir=cache.name), name_of, tasks).items():
+                print(f"  {w}: " + " | ".join(str(counts.get(label, 0)) for label in labels))
         for config in configs:
             engine = Engine(agent, embedder=emb, cache_dir=cache.name)  # fresh: no examples, no query cache
             engine.index()

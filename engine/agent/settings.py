@@ -56,6 +56,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "context_top_k": 10,
         "context_top_n": 3,
         "tool_top_n": 5,
+        "tool_base_n": 3,
         "context_min_ratio": 0.5,
         "context_include_score": 0.8,
         "expansion_depth": 0,
@@ -72,6 +73,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "context_top_k": 40,
         "context_top_n": 8,
         "tool_top_n": 15,
+        "tool_base_n": None,
         "context_min_ratio": None,
         "context_include_score": 0.6,
         "expansion_depth": 1,
@@ -89,6 +91,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "keyword_role": "rerank",
         "query_split": "sentences",
         "tool_query_split": "sentences",
+        "tool_base_n": None,
+        "task_tools": 0,
         "expansion_depth": 0,
     },
 }
@@ -119,6 +123,10 @@ _NUMERIC_SETTINGS = (
     ("prf_weight", 0.0, 1.0, False),
     ("prf_depth", 0, 50, False),
     ("outcome_weight", 0.0, 1.0, False),
+    ("tool_base_n", 1, 50, True),
+    ("tool_chunk_n", 0, 50, False),
+    ("task_tools", 0, 50, False),
+    ("task_servers", 1, 50, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -201,6 +209,10 @@ class SettingsOverrides(TypedDict, total=False):
     prf_weight: float
     prf_depth: int
     outcome_weight: float
+    tool_base_n: int | None
+    tool_chunk_n: int
+    task_tools: int
+    task_servers: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,8 +223,23 @@ class AgentSettings:
         context_top_k: chunks kept from the semantic search before grouping by item (1-100, default 20).
         context_top_n: items to aim for from semantic search (1-50, default 5); with tools in a domain
             of their own (``tool_domain``, the default) the rules and references.
-        tool_top_n: tools to aim for when tools are a domain of their own (1-50, default 10; a
+        tool_top_n: most tools to aim for when tools are a domain of their own (1-50, default 10; a
             ``context_top_n`` in ``tool_settings`` wins). With ``context_min_ratio`` it is a cap.
+        tool_base_n: the size of a step's offer: a task's later requests (after its first, see
+            :meth:`Session.new_task`) aim for this many tools when the message is one query chunk (one
+            sentence, one step), ``tool_chunk_n`` more for each further chunk, at most ``tool_top_n``
+            (1-50, default 5; ``None``: ``tool_top_n``, as before). A task's first request, which names
+            the whole task, and a request outside a session aim for ``tool_top_n``. Chosen with
+            ``python -m benchmarks.quality.tool_loop`` (docs/selection.md).
+        tool_chunk_n: tools each further query chunk of a later request adds to ``tool_base_n``
+            (0-50, default 1).
+        task_tools: of a later request's places, this many (0-50, default 2) go to tools carried
+            from the task's first message: its best-ranked tools of the ``task_servers`` servers it
+            ranks highest that no request of the task selected yet (``via="task"``). What a step
+            needs is often named only in the task ("Create the branch and switch to it." then
+            "Branch created."). 0 turns it off.
+        task_servers: how many of the servers the task's first message ranks highest (by their best
+            tool) those tools come from (1-50, default 2).
         context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
         max_chat_turns: default 20. max_output_tokens: default 1000.
         temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
@@ -317,6 +344,10 @@ class AgentSettings:
     prf_weight: float = 0.0
     prf_depth: int = 3
     outcome_weight: float = OUTCOME_WEIGHT
+    tool_base_n: int | None = 5
+    tool_chunk_n: int = 1
+    task_tools: int = 2
+    task_servers: int = 2
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:
@@ -367,6 +398,14 @@ class AgentSettings:
             **(self.tool_settings or {}),
         }
         return dataclasses.replace(self, tool_settings=None, tool_domain="shared", **overrides)
+
+    def tool_offer_size(self, n_chunks: int) -> int:
+        """The tools a search with ``n_chunks`` query chunks aims for (the tools domain's settings,
+        :meth:`for_tools`): ``tool_base_n`` plus ``tool_chunk_n`` per chunk after the first, at most
+        ``context_top_n``; ``context_top_n`` itself when ``tool_base_n`` is ``None``."""
+        if self.tool_base_n is None:
+            return self.context_top_n
+        return min(self.context_top_n, self.tool_base_n + self.tool_chunk_n * max(0, n_chunks - 1))
 
     def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
         """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""

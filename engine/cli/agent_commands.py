@@ -179,6 +179,7 @@ def demo() -> None:
     )
     session = engine.session()
     for message in DEMO_MESSAGES:
+        session.new_task()  # each message a task of its own (a task's later steps get fewer tools)
         t = time.perf_counter()
         req = session.build_request(message)
         ms = (time.perf_counter() - t) * 1000

@@ -208,6 +208,7 @@ class Gateway:
             done = [k for k in called if st.session.agent.has(k)]
             failed = [k for k in done if called[k]]
             st.session.record_outcome(st.request, done, failed)  # the last task's misses
+        st.session.new_task()  # a task's first request: tool_top_n tools, no tools carried from the last task
         req = st.session.build_request(message, preset=preset, **(settings or {}))
         st.task, st.request, st.called = message, req, {}
         st.session.record_reply(req, "")

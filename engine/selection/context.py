@@ -33,7 +33,8 @@ class ContextEntry:
         query_chunk: index of the query chunk that gave the score.
         priority: the item's priority level (tools: ``None``).
         via: how a searched item got in: ``"query"`` (the max-pooled ranking), ``"min-representation"``
-            (promoted for an unrepresented query sentence), ``"expansion"``, or ``"tool-result"``
+            (promoted for an unrepresented query sentence), ``"expansion"``, ``"task"`` (a tool of the
+            task's first message a later step carries, see ``AgentSettings.task_tools``), or ``"tool-result"``
             (proposed by :meth:`~contextsieve.session.session.Session.expand_from`); ``None`` for session items.
         pulled_by: for expansion items, the selected item whose chunk matched.
     """

@@ -12,6 +12,7 @@ join them, and the same fused score as the exact path ranks that union exactly.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -313,6 +314,8 @@ def _search_synced(
             continue
         n_queries = qvec_all.shape[0] if ds.query_split == "steps" or n_sentences is None else n_sentences
         qvec = qvec_all[:n_queries]
+        if name == "tools" and ds.tool_offer_size(n_queries) != ds.context_top_n:  # the size follows the message
+            ds = dataclasses.replace(ds, context_top_n=ds.tool_offer_size(n_queries))
         exclude = ~mask[owner]
         keyword = None
         if raw_keyword is not None and ds.keyword_weight > 0:

@@ -159,6 +159,11 @@ def _explain(
                 f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor "
                 f"{s.min_representation_floor})"
             )
+        elif entry.via == "task":
+            reasons.append(
+                f"carried from the task's first message, where it scores {entry.score:.3f} (task_tools "
+                f"{s.task_tools}: a later step of a task offers the task's best tools not selected yet)"
+            )
         elif entry.via == "expansion":
             reasons.append(
                 f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})"

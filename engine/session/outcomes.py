@@ -62,8 +62,10 @@ class Outcomes:
         agent: Agent, store: ChunkStore, request: Request, done: list[ItemKey], bad: list[ItemKey]
     ) -> dict[str, list[str]]:
         """Record examples (called, not failed) and misses (selected, not called) in the chunk store."""
-        selected = [
-            e.key for e in request.context.entries if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT
+        selected = [  # what the search chose for this message (a tool carried from the task was not)
+            e.key
+            for e in request.context.entries
+            if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT and e.via != "task"
         ]
         good = [k for k in done if k not in bad]
         missed = [k for k in selected if k not in done and agent.has(k)]

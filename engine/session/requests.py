@@ -21,6 +21,7 @@ from contextsieve.selection.search import SearchTrace, context_settings, search
 from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
 from contextsieve.session.session_items import tool_available
 from contextsieve.session.stash_link import SessionStash
+from contextsieve.session.task_tools import TaskState, step_settings, task_entries, task_ranking, wanted
 
 if TYPE_CHECKING:
     from contextsieve.stash.results import Retrieved, RetrieveTrace
@@ -125,13 +126,21 @@ def build(
     retrieved: Sequence[Retrieved] = (),
     n_sentences: int | None = None,
     stash_trace: RetrieveTrace | None = None,
+    task: TaskState | None = None,
 ) -> Request:
     """The request for ``query``: the session's ``held`` entries, the items the search finds among
-    ``mask``, the stashed segments ``retrieved``, all within the token budget, assembled with the
-    ``history`` (``(role, content)`` as sent). Takes the stash link's pending notes."""
+    ``mask``, the tools a later request of ``task`` carries from the task's first message
+    (:func:`~contextsieve.session.task_tools.task_entries`), the stashed segments ``retrieved``, all
+    within the token budget, assembled with the ``history`` (``(role, content)`` as sent). Takes the
+    stash link's pending notes."""
     entries = list(held)
-    found, trace = search_items(store, agent, mask, settings, qchunks, n_sentences)
+    found, trace = search_items(store, agent, mask, step_settings(settings, task), qchunks, n_sentences)
     entries += found
+    if task is not None and wanted(settings, task):
+        if task.ranking is None and task.message is not None:
+            task_chunks, task_n, _ = query_texts(task.message, settings, agent)
+            task.ranking = task_ranking(store, agent, settings, task_chunks, task_n)
+        entries += task_entries(settings, task, agent.table(), mask, {e.key for e in entries})
     recorded = context_settings(settings)
     total: int | None = None
     dropped: list[Dropped] = []

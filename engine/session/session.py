@@ -39,6 +39,7 @@ from contextsieve.session.outcomes import Outcomes, tool_keys
 from contextsieve.session.requests import TokenCounts, ToolMatch
 from contextsieve.session.session_items import SessionItems, tool_available
 from contextsieve.session.stash_link import SessionStash, StashedMessage, StashSettings
+from contextsieve.session.task_tools import TaskState
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -102,6 +103,7 @@ class Session:
             raise InputError(f"offer must be an OfferConfig, got {brief(offer)}")
         self.offer = offer or OfferConfig()
         self._stable = StableOffer(self.offer)
+        self._task = TaskState()
         self._outcomes = Outcomes()
         self.store = store
         self.settings: AgentSettings = agent.settings.with_overrides(preset, **settings)
@@ -284,6 +286,8 @@ class Session:
     def _build_request(self, message: str) -> Request:
         """:meth:`build_request` under the session's lock, with the settings in force."""
         query = self._items.take_mentions(self.agent, message)
+        if self._task.requests and not self._task.replied:  # no reply since: the last request was a task of its own
+            self._task.start()
         qchunks, n_sentences, cap_note = requests.query_texts(query, self.settings, self.agent)
         with self.agent.lock:
             searching = bool(qchunks) and bool(self._items.searchable(self.agent, self.settings).any())
@@ -307,16 +311,23 @@ class Session:
                 retrieved,
                 n_sentences,
                 stash_trace,
+                self._task,
             )
+            self._task.note(query, request.context.entries)
         self._turn_start = len(self.history)
         if self.offer.mode != "stable":
             return request
         return self._stable.apply(request, self.agent, lambda message, limit: self.search_tools(message, limit))
 
     def new_task(self) -> None:
-        """Start a new task: a stable offer (:class:`OfferConfig`) starts over from the next request."""
+        """Start a new task: the next request's message is the task's, and a stable offer
+        (:class:`OfferConfig`) starts over from the next request. A task's later requests (after a
+        reply to it was recorded with :meth:`record_reply`) are its steps: they size their offer by
+        their message and carry ``task_tools`` of the task's tools (see :class:`AgentSettings`). A
+        request made with no reply recorded since the last one starts a new task by itself."""
         with self._lock:
             self._stable.new_task()
+            self._task.start()
 
     @_locked
     def request_for(self, ctx: RequestContext, message: str) -> Request:
@@ -349,12 +360,13 @@ class Session:
         if isinstance(key, str) and key.startswith("stash:"):
             return self._explain_stashed(message, key[len("stash:") :])
         item = self.agent.get(key)
-        saved, notes, turn = dict(self._items.modes), list(self._stash.notes), self._turn_start
+        saved, notes, turn, task = dict(self._items.modes), list(self._stash.notes), self._turn_start, self._task
+        self._task = task.copy()
         try:
             request = self.build_request(message)
             in_session = self._items.modes.get(item.key)
         finally:
-            self._items.modes, self._stash.notes, self._turn_start = saved, notes, turn
+            self._items.modes, self._stash.notes, self._turn_start, self._task = saved, notes, turn, task
         available = not isinstance(item, Tool) or self.tool_available(item)
         return explain_item(
             item.key,
@@ -369,11 +381,12 @@ class Session:
         """Why a stashed segment is or is not in the request for ``message``: the request is built once
         and its retrieve trace read (see :meth:`SessionStash.explain`)."""
         self._stash.owned(segment_id)  # UnknownSegmentError before any work
-        saved, notes, turn = dict(self._items.modes), list(self._stash.notes), self._turn_start
+        saved, notes, turn, task = dict(self._items.modes), list(self._stash.notes), self._turn_start, self._task
+        self._task = task.copy()
         try:
             request = self.build_request(message)
         finally:
-            self._items.modes, self._stash.notes, self._turn_start = saved, notes, turn
+            self._items.modes, self._stash.notes, self._turn_start, self._task = saved, notes, turn, task
         return self._stash.explain(segment_id, request.context, request.message, request.stash_trace)
 
     @_locked
@@ -383,6 +396,7 @@ class Session:
         at = self._turn_start if self._turn_start is not None else len(self.history)
         self.history.insert(min(at, len(self.history)), Message("user", request.message))  # before its tool results
         self._turn_start = None
+        self._task.replied = True  # the task goes on: the next request is one of its steps
         msg = Message("assistant", reply, request.context)
         self.history.append(msg)
         self._keep_history_budget()

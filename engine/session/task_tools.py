@@ -1,0 +1,135 @@
+"""The task a session's requests belong to, and the tools its later requests carry from it.
+
+In an agent loop a model asks one step at a time, and what a step needs is often named only in the
+task ("Create the branch fix/x and switch to it." then "Branch created."). :class:`TaskState` keeps a
+task's first message and the tools its requests selected; :func:`task_entries` gives a later request
+of the task the best tools of the task's first message that no request of the task selected yet,
+from the servers that message ranks highest (``AgentSettings.task_tools`` / ``task_servers``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contextsieve.agent.agent import Agent, ItemTable
+from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
+from contextsieve.agent.settings import AgentSettings
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.context import ContextEntry
+from contextsieve.selection.search import search
+
+__all__ = ["TaskState", "task_entries", "task_ranking", "wanted", "step_settings", "TASK_RANKING_DEPTH"]
+
+#: How many of the task message's best tools are kept to walk down (the tool search's own limit).
+TASK_RANKING_DEPTH = 50
+
+
+@dataclass
+class TaskState:
+    """One task of a session (from :meth:`Session.new_task`, or the session's start, to the next).
+
+    Attributes:
+        message: the task's first message (``None``: no request in this task yet).
+        selected: the tools the task's requests selected (their keys).
+        ranking: the task message's tool ranking, best first (computed at the task's second request,
+            then kept): ``(tool key, ranking score, chunk, query chunk)``.
+        requests: requests built in this task.
+        replied: whether a reply was recorded (``Session.record_reply``) since the task started: only
+            then is a next request a step of this task (else it starts a task of its own).
+    """
+
+    message: str | None = None
+    selected: set[ItemKey] = field(default_factory=set)
+    ranking: list[ContextEntry] | None = None
+    requests: int = 0
+    replied: bool = False
+
+    def start(self) -> None:
+        """Start over: the next request's message is the task's."""
+        self.message, self.ranking, self.requests, self.replied = None, None, 0, False
+        self.selected.clear()
+
+    def copy(self) -> "TaskState":
+        """An independent copy (an explanation builds a request without changing the session's task)."""
+        return TaskState(self.message, set(self.selected), self.ranking, self.requests, self.replied)
+
+    def note(self, message: str, entries: tuple[ContextEntry, ...] | list[ContextEntry]) -> None:
+        """Record a request of this task: its message (the first one is the task's) and its tools."""
+        if self.message is None:
+            self.message = message
+        self.requests += 1
+        self.selected |= {e.key for e in entries if e.key.kind is ItemKind.TOOL}
+
+
+def task_entries(
+    settings: AgentSettings, state: TaskState, table: ItemTable, allowed: np.ndarray, chosen: set[ItemKey]
+) -> list[ContextEntry]:
+    """The tools a later request of ``state``'s task carries from the task's first message (see the
+    module docstring): at most ``settings.task_tools`` of them, none in ``chosen`` (this request's
+    entries) or already selected in the task, each allowed by ``allowed`` (a bool per item of
+    ``table``), with ``via="task"`` and their ranking score for the task's message (``state.ranking``,
+    from :func:`task_ranking`). Nothing for the task's first request or without a ranking."""
+    if not wanted(settings, state) or not state.ranking:
+        return []
+    position = {k: i for i, k in enumerate(table.keys)}
+    servers: list[str] = []
+    for e in state.ranking:
+        if e.key.server not in servers:
+            servers.append(e.key.server)
+    top = set(servers[: settings.task_servers])
+    out: list[ContextEntry] = []
+    for e in state.ranking:
+        if len(out) >= settings.task_tools:
+            break
+        i = position.get(e.key)
+        if i is None or not allowed[i] or e.key.server not in top or e.key in chosen or e.key in state.selected:
+            continue
+        out.append(ContextEntry(e.key, IncludeMode.AGENT, e.score, e.chunk, e.query_chunk, None, "task"))
+    return out
+
+
+def wanted(settings: AgentSettings, state: TaskState) -> bool:
+    """Whether a request of ``state``'s task now carries task tools: a later request of a task, with
+    ``task_tools`` above 0 and tools searched as a domain of their own (not ``tool_domain="shared"``)."""
+    return state.message is not None and state.requests > 0 and settings.task_tools > 0 and settings.own_tool_domain
+
+
+def step_settings(settings: AgentSettings, task: TaskState | None) -> AgentSettings:
+    """The settings a request's own search runs with. A task's first request (or a request outside
+    a session's tasks, ``task`` ``None``) aims for ``tool_top_n`` tools: a whole task asks for
+    several. A later request sizes its offer by its message (``tool_base_n``, ``tool_chunk_n``),
+    ``task_tools`` of those places left to the task's tools (at least one place its own)."""
+    if task is None or task.requests == 0:
+        return settings if settings.tool_base_n is None else settings.with_overrides(tool_base_n=None)
+    if not wanted(settings, task):
+        return settings
+    k = settings.task_tools
+    base = None if settings.tool_base_n is None else max(1, settings.tool_base_n - k)
+    return settings.with_overrides(tool_top_n=max(1, settings.tool_top_n - k), tool_base_n=base)
+
+
+def task_ranking(
+    store: ChunkStore, agent: Agent, settings: AgentSettings, chunks: list[str], n_sentences: int
+) -> list[ContextEntry]:
+    """The tools of a task's first message (its query ``chunks``, the first ``n_sentences`` of them
+    sentences), best first: the tools domain's search with no cut-offs (as a tool search: no include
+    score, no floor, no expansion) over every tool of the agent. The agent's lock is held by the caller."""
+    tools = settings.for_tools()
+    wide = tools.with_overrides(
+        context_top_n=TASK_RANKING_DEPTH,
+        context_top_k=100,  # the setting's range
+        context_include_score=0.0,
+        context_min_ratio=None,
+        context_min_score=None,
+        tool_base_n=None,
+        expansion_depth=0,
+        min_representation_floor=None,
+        token_budget=None,
+    )
+    if not chunks:
+        return []
+    table = agent.table()
+    entries, _ = search(store, table, table.tool.copy(), wide, chunks, agent.server_descriptions(), n_sentences)
+    return [e for e in entries if e.via == "query"]

@@ -1,0 +1,152 @@
+"""Issue 41: selection in the agent loop. A task's later requests size their offer by their message
+(``tool_base_n``, ``tool_chunk_n``) and carry ``task_tools`` of the task's first message's tools
+(``via="task"``), from the ``task_servers`` servers it ranks highest."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.items import IncludeMode, ItemKey, Tool
+from contextsieve.agent.settings import AgentSettings
+from contextsieve.errors import InputError
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.session.session import Session
+from tests.helpers.fake_embedder import FakeEmbedder
+
+G = IncludeMode.AGENT
+TOOLS = {
+    "git": [
+        ("git_create_branch", "create a new branch from main or another start point"),
+        ("git_checkout", "switch the working tree to a branch"),
+        ("git_add", "stage files for the next commit"),
+        ("git_commit", "record the staged changes as a commit with a message"),
+        ("git_log", "show the commit history of a branch"),
+        ("git_status", "show what is modified in the working tree"),
+    ],
+    "notes": [
+        ("write_note", "write a note with a title and text"),
+        ("find_notes", "search notes by words"),
+        ("delete_note", "delete a note"),
+        ("tag_note", "add a tag to a note"),
+    ],
+    "mail": [
+        ("send_mail", "send an email message to a person"),
+        ("read_inbox", "list the newest email messages"),
+        ("reply_mail", "reply to an email message"),
+    ],
+}
+TASK = "Create a new branch fix from main and switch to it."
+STEP = "Done, fix exists."
+LIMITS = {"tool_top_n": 4, "tool_base_n": 3, "task_tools": 2, "tool_query_split": "sentences"}
+
+
+@pytest.fixture
+def agent() -> Agent:
+    return Agent(
+        servers={s: McpServer(s, default_include=G) for s in TOOLS},
+        tools=[Tool(s, n, d) for s, tools in TOOLS.items() for n, d in tools],
+    )
+
+
+def session(agent: Agent, **settings: object) -> Session:
+    return Session(agent, ChunkStore(FakeEmbedder()), **{**LIMITS, **settings})  # type: ignore[arg-type]
+
+
+def tools_via(request: object, via: str | None = None) -> list[ItemKey]:
+    entries = request.context.entries  # type: ignore[attr-defined]
+    return [e.key for e in entries if e.key.kind.value == "tool" and (via is None or e.via == via)]
+
+
+def oracle(agent: Agent, first: set[ItemKey], own: set[ItemKey], n: int, n_servers: int) -> list[ItemKey]:
+    """The task's tools a later request carries, from the tool search's ranking of the task (the same
+    search without cut-offs): the first ``n`` of the ``n_servers`` best servers not selected yet."""
+    ranking = [m.tool.key for m in session(agent).search_tools(TASK, 50)]
+    servers: list[str] = []
+    for k in ranking:
+        if k.server not in servers:
+            servers.append(k.server)
+    top = set(servers[:n_servers])
+    return [k for k in ranking if k.server in top and k not in first and k not in own][:n]
+
+
+def test_a_later_step_carries_the_tasks_best_tools_not_selected_yet(agent: Agent) -> None:
+    s = session(agent)
+    first = s.build_request(TASK)
+    assert tools_via(first, "task") == []  # the task's first request carries nothing
+    assert 1 <= len(first.tools) <= 4  # and aims for tool_top_n
+    s.record_reply(first, "")
+    second = s.build_request(STEP)
+    s.record_reply(second, "")
+    own, carried = tools_via(second, "query"), tools_via(second, "task")
+    assert len(own) <= 2  # min(tool_top_n, tool_base_n) minus the 2 places the task's tools take
+    assert carried == oracle(agent, set(tools_via(first)), set(own), 2, 2)
+    assert len(carried) == 2
+    assert {t["name"] for t in second.tools} >= {f"{k.server}_{k.name}" for k in carried}
+    explained = {k: s.explain(STEP, k) for k in agent.table().keys}  # the next request, the session unchanged
+    third = s.build_request(STEP)
+    s.record_reply(third, "")
+    again = tools_via(third, "task")
+    assert again and not set(again) & (set(tools_via(first)) | set(tools_via(second)))  # walks on down the ranking
+    for k, ex in explained.items():
+        assert ex.included == (k in set(tools_via(third))), str(ex)
+        if k in again:
+            assert "carried from the task" in " ".join(ex.reasons)
+
+
+def test_new_task_starts_over_and_task_tools_zero_carries_nothing(agent: Agent) -> None:
+    s = session(agent)
+    first = s.build_request(TASK)
+    s.record_reply(first, "")
+    s.record_reply(s.build_request(STEP), "")
+    s.new_task()
+    assert [t["name"] for t in s.build_request(TASK).tools] == [t["name"] for t in first.tools]  # a first again
+    off = session(agent, task_tools=0)
+    off.record_reply(off.build_request(TASK), "")
+    later = off.build_request("stage files and record a commit with a message")
+    assert tools_via(later, "task") == []
+    assert len(later.tools) <= 3  # tool_base_n, and no more than tool_top_n
+
+
+def test_without_sizing_and_task_tools_a_later_request_selects_as_a_first_one(agent: Agent) -> None:
+    old = {"tool_base_n": None, "task_tools": 0}
+    s = session(agent, **old)
+    s.record_reply(s.build_request(TASK), "")
+    later = [t["name"] for t in s.build_request(STEP).tools]
+    assert later == [t["name"] for t in session(agent, **old).build_request(STEP).tools]
+
+
+def test_a_request_with_no_reply_recorded_since_the_last_starts_a_task_of_its_own(agent: Agent) -> None:
+    """A host that sends independent requests through one session (a benchmark harness, a one-shot
+    tool) records no replies: each request selects as a task's first, as before issue 41."""
+    s = session(agent)
+    s.build_request(TASK)
+    alone = s.build_request(STEP)
+    assert tools_via(alone, "task") == []
+    assert [t["name"] for t in alone.tools] == [t["name"] for t in session(agent).build_request(STEP).tools]
+    s.record_reply(alone, "")  # now a reply: the next request is a step of the task STEP started
+    step = s.build_request(TASK)
+    assert tools_via(step, "query") and len(tools_via(step, "query")) <= 2
+
+
+def test_the_offer_size_follows_the_message() -> None:
+    s = AgentSettings(tool_top_n=10, tool_base_n=5, tool_chunk_n=1).for_tools()
+    assert [s.tool_offer_size(n) for n in (1, 2, 3, 6, 9)] == [5, 6, 7, 10, 10]
+    assert AgentSettings(tool_top_n=10, tool_base_n=None).for_tools().tool_offer_size(3) == 10
+    assert AgentSettings(tool_top_n=4, tool_base_n=5).for_tools().tool_offer_size(1) == 4  # a cap
+    for bad in ({"task_tools": -1}, {"tool_base_n": 0}, {"task_servers": 0}, {"tool_chunk_n": 1.5}):
+        with pytest.raises(InputError):
+            AgentSettings(**bad)  # type: ignore[arg-type]
+    assert AgentSettings().with_overrides("reference").task_tools == 0
+
+
+def test_a_carried_tool_left_uncalled_is_no_miss_of_the_steps_message(agent: Agent) -> None:
+    """A tool carried from the task was offered for the task, not chosen for the step's message: the
+    model leaving it is no evidence against it for messages like the step's."""
+    s = session(agent)
+    s.record_reply(s.build_request(TASK), "")
+    step = s.build_request(STEP)
+    carried, own = tools_via(step, "task"), tools_via(step, "query")
+    assert carried
+    recorded = s.record_outcome(step, [])
+    assert sorted(recorded["misses"]) == sorted(str(k) for k in own)
