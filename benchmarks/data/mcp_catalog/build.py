@@ -19,21 +19,21 @@ servers, some in German, Spanish and Chinese (``relevant``: ``server/tool``; ``l
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ALLOWED_LICENCES = {"MIT", "Apache-2.0", "BSD-3-Clause", "BSD-2-Clause", "ISC", "MPL-2.0", "0BSD", "Unlicense"}
+sys.path.insert(0, str(HERE.parents[2]))  # run as a script: the repository's packages
+
+from benchmarks.data import mcp_recording as rec  # noqa: E402
 
 #: name -> (registry, package, arguments after the command, environment). ``{root}`` is a temp folder.
 #: ``pypi-mcp1``: a server written for the MCP SDK 1.x, installed beside ``mcp<2`` in a venv of its own.
-SERVERS: dict[str, tuple[str, str, list[str], dict[str, str]]] = {
+#: Licences (the reference servers' included) and virtualenvs: ``mcp_recording``.
+SERVERS: dict[str, rec.ServerSpec] = {
     "filesystem": ("npm", "@modelcontextprotocol/server-filesystem", ["{root}"], {}),
     "memory": ("npm", "@modelcontextprotocol/server-memory", [], {}),
     "sequential-thinking": ("npm", "@modelcontextprotocol/server-sequential-thinking", [], {}),
@@ -80,79 +80,33 @@ SERVERS: dict[str, tuple[str, str, list[str], dict[str, str]]] = {
     "excel": ("pypi", "excel-mcp-server", ["stdio"], {}),
 }
 
-
-#: ``@modelcontextprotocol/*`` packages say "SEE LICENSE IN LICENSE" and ship no LICENSE file; their
-#: READMEs say MIT, and the repository (modelcontextprotocol/servers) is MIT with Apache-2.0 for
-#: contributions since January 2026 (its pull request #3206).
-MCP_REFERENCE_LICENCE = "MIT"
-#: PyPI packages of the same repository (some declare no licence in their metadata).
-REFERENCE_PYPI = {"mcp-server-sqlite", "mcp-server-fetch", "mcp-server-time", "mcp-server-git"}
-
-
-def _licence_npm(package: str) -> tuple[str, str, str]:
-    out = subprocess.run(
-        ["npm", "view", package, "version", "license", "description", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    info = json.loads(out)
-    lic = str(info.get("license", ""))
-    if package.startswith("@modelcontextprotocol/") and lic.startswith("SEE LICENSE"):
-        lic = MCP_REFERENCE_LICENCE
-    return str(info.get("version", "")), lic, str(info.get("description", ""))
-
-
-def _licence_pypi(python: Path, package: str) -> tuple[str, str, str]:
-    code = (
-        "import json, importlib.metadata as m, sys\n"
-        "d = m.metadata(sys.argv[1])\n"
-        "lic = d.get('License-Expression') or d.get('License') or ''\n"
-        "if not lic or len(lic) > 40:\n"
-        "    cl = [c.split('::')[-1].strip() for c in d.get_all('Classifier') or [] if c.startswith('License ::')]\n"
-        "    lic = cl[0] if cl else lic[:40]\n"
-        "print(json.dumps([d['Version'], lic, d.get('Summary') or '']))\n"
-    )
-    out = subprocess.run([str(python), "-c", code, package], capture_output=True, text=True, check=True).stdout
-    version, lic, summary = json.loads(out)
-    lic = {"MIT License": "MIT", "Apache Software License": "Apache-2.0", "BSD License": "BSD-3-Clause"}.get(lic, lic)
-    if not lic and package in REFERENCE_PYPI:
-        lic = MCP_REFERENCE_LICENCE
-    return version, lic, summary
-
-
-def _venv(path: Path, packages: list[str]) -> Path:
-    if not (path / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-    subprocess.run([str(path / "bin" / "pip"), "install", "--quiet", *packages], check=True)
-    return path
+#: ``list``'s virtualenv option and its default folder, ``--timeout``'s default (seconds) and help.
+COMMAND_LINE = rec.CommandLine(
+    "--venv", "mcp-catalog-venv", 180.0, "first runs install it", "the existing catalog.json"
+)
 
 
 def list_servers(venv: Path, timeout: float, only: list[str] | None = None) -> None:
     """List the servers (all, or ``only`` these, merged into the existing ``catalog.json``)."""
-    sys.path.insert(0, str(HERE.parents[2]))
     from contextsieve.agent.agent import McpServer
     from contextsieve.mcp_client.client import ListConfig, list_tools
 
     chosen = {k: v for k, v in SERVERS.items() if only is None or k in only}
     pypi = [p for reg, p, _, _ in chosen.values() if reg == "pypi"]
     if pypi:
-        _venv(venv, pypi)
+        rec.make_venv(venv, pypi)
     root = Path(tempfile.mkdtemp(prefix="mcp-catalog-"))
-    base_env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    base = rec.base_env()
     servers, meta = [], {}
     for name, (reg, package, args, env) in chosen.items():
-        args = [a.replace("{root}", str(root)) for a in args]
+        args, env = rec.fill_root(args, env, root)
         if reg == "npm":
-            version, lic, summary = _licence_npm(package)
-            command, args = "npx", ["-y", f"{package}@{version}", *args]
+            command, args, (version, lic, summary) = rec.npm_launch(package, args)
         else:
-            home = venv if reg == "pypi" else _venv(venv.with_name(f"{venv.name}-{name}"), [package, "mcp<2"])
-            version, lic, summary = _licence_pypi(home / "bin" / "python", package)
-            command = str(home / "bin" / package)
+            home = venv if reg == "pypi" else rec.make_venv(venv.with_name(f"{venv.name}-{name}"), [package, "mcp<2"])
+            command, args, (version, lic, summary) = rec.pypi_launch(home, package, args)
         meta[name] = {"registry": reg, "package": package, "version": version, "licence": lic, "summary": summary}
-        cfg = {"command": command, "args": args, "env": {**base_env, **env}}
+        cfg = {"command": command, "args": args, "env": {**base, **env}}
         servers.append(McpServer(name, cfg))
     listings: dict = {}
     for i in range(0, len(servers), 6):  # a few at a time: first runs install packages
@@ -161,8 +115,8 @@ def list_servers(venv: Path, timeout: float, only: list[str] | None = None) -> N
     catalog = json.loads(path.read_text(encoding="utf-8")) if only and path.exists() else {}
     for name, listing in listings.items():
         m = meta[name]
-        ok = listing.tools is not None and m["licence"] in ALLOWED_LICENCES
-        why = listing.error or ("" if m["licence"] in ALLOWED_LICENCES else f"licence {m['licence']!r}")
+        ok = listing.tools is not None and m["licence"] in rec.ALLOWED_LICENCES
+        why = listing.error or ("" if m["licence"] in rec.ALLOWED_LICENCES else f"licence {m['licence']!r}")
         print(
             f"{name:20} {m['package']}@{m['version']} {m['licence']}: " + (f"{len(listing.tools)} tools" if ok else why)
         )
@@ -197,10 +151,9 @@ def write_jsonl() -> None:
             }
             for s, c in catalog.items()
         ]
-        for fname, rows in (("tools.jsonl", tools), ("servers.jsonl", servers)):
-            (HERE / fname).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    lines = (HERE / "tools.jsonl").read_text(encoding="utf-8").splitlines()
-    known = {f"{t['server']}/{t['name']}" for t in map(json.loads, lines)}
+        rec.write_jsonl(HERE / "tools.jsonl", tools)
+        rec.write_jsonl(HERE / "servers.jsonl", servers)
+    known = rec.tool_names(HERE / "tools.jsonl")
     queries = []
     for i, (lang, query, needed) in enumerate(TASKS):
         steps = [[x] if isinstance(x, str) else list(x) for x in needed]
@@ -218,24 +171,13 @@ def write_jsonl() -> None:
         if any(len(g) > 1 for g in steps):
             row["relevant_groups"] = steps
         queries.append(row)
-    (HERE / "queries.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in queries), encoding="utf-8"
-    )
+    rec.write_jsonl(HERE / "queries.jsonl", queries)
     n_servers = len((HERE / "servers.jsonl").read_text(encoding="utf-8").splitlines())
     print(f"{n_servers} servers, {len(known)} tools, {len(queries)} tasks")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", nargs="?", choices=["list", "write"], default="write")
-    ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "mcp-catalog-venv")
-    ap.add_argument("--timeout", type=float, default=180.0, help="seconds per server (first runs install it)")
-    ap.add_argument("--only", help="comma-separated server names to (re-)list into the existing catalog.json")
-    args = ap.parse_args()
-    if args.step == "list":
-        list_servers(args.venv, args.timeout, args.only.split(",") if args.only else None)
-    else:
-        write_jsonl()
+    rec.run_build(__doc__ or "", list_servers, write_jsonl, COMMAND_LINE)
 
 
 if __name__ == "__main__":

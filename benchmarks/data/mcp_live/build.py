@@ -43,11 +43,9 @@ or several groups). Every named tool is checked against ``tools.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -57,15 +55,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-ALLOWED_LICENCES = {"MIT", "Apache-2.0", "BSD-3-Clause", "BSD-2-Clause", "ISC", "MPL-2.0", "0BSD", "Unlicense"}
-#: ``@modelcontextprotocol/*`` npm packages say "SEE LICENSE IN LICENSE"; their repository
-#: (modelcontextprotocol/servers) is MIT (see ``mcp_catalog/build.py``), as are its PyPI packages.
-REFERENCE_PYPI = {"mcp-server-fetch", "mcp-server-time", "mcp-server-git"}
+sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
+
+from benchmarks.data import mcp_recording as rec  # noqa: E402
 
 #: name -> (registry, package, arguments after the command, environment). ``{root}`` is a temp folder.
 #: ``pypi`` packages start by their console script of the same name unless the arguments begin with
-#: ``@SCRIPT`` (another console script of the package).
-SERVERS: dict[str, tuple[str, str, list[str], dict[str, str]]] = {
+#: ``@SCRIPT`` (another console script of the package). Licences and virtualenvs: ``mcp_recording``.
+SERVERS: dict[str, rec.ServerSpec] = {
     "filesystem": ("npm", "@modelcontextprotocol/server-filesystem", ["{root}"], {}),
     "git": ("pypi", "mcp-server-git", [], {}),
     "fetch": ("pypi", "mcp-server-fetch", [], {}),
@@ -147,7 +144,10 @@ SERVERS: dict[str, tuple[str, str, list[str], dict[str, str]]] = {
     "pinecone": ("npm", "@pinecone-database/mcp", [], {"PINECONE_API_KEY": "x"}),
 }
 
-#: PyPI servers that need another Python than the one running this (see :func:`_python`).
+#: ``list``'s virtualenv option and its default folder, ``--timeout``'s default (seconds) and help.
+COMMAND_LINE = rec.CommandLine("--venvs", "mcp-live-venvs", 240.0, "a first run installs it", "the existing files")
+
+#: PyPI servers that need another Python than the one running this (see ``mcp_recording.find_python``).
 PYTHONS = {"docker": "3.12", "postgres-pro": "3.12"}
 #: PyPI servers installed beside other requirements (written for the MCP SDK 1.x).
 EXTRAS = {"tree-sitter": ["mcp<2"]}
@@ -164,82 +164,6 @@ SKIPPED: dict[str, str] = {
     "postgres-pro": "postgres-mcp: not installable here (every version needs pglast==7.2.0, which does not resolve)",
     "exa": "exa-mcp-server: no licence in its npm metadata",
 }
-
-
-def _npm_info(package: str) -> tuple[str, str, str]:
-    out = subprocess.run(
-        ["npm", "view", package, "version", "license", "description", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    info = json.loads(out)
-    lic = info.get("license", "")
-    lic = lic.get("type", "") if isinstance(lic, dict) else str(lic)
-    if package.startswith("@modelcontextprotocol/") and lic.startswith("SEE LICENSE"):
-        lic = "MIT"
-    return str(info.get("version", "")), lic, str(info.get("description", ""))
-
-
-def _pypi_info(python: Path, package: str) -> tuple[str, str, str]:
-    code = (
-        "import json, importlib.metadata as m, sys\n"
-        "d = m.metadata(sys.argv[1])\n"
-        "lic = d.get('License-Expression') or d.get('License') or ''\n"
-        "if not lic or len(lic) > 40:\n"
-        "    cl = [c.split('::')[-1].strip() for c in d.get_all('Classifier') or [] if c.startswith('License ::')]\n"
-        "    lic = cl[0] if cl else lic[:40]\n"
-        "lic = 'Apache-2.0' if lic.startswith('Apache License') else 'MIT' if lic.startswith('MIT License') else lic\n"
-        "if not lic:  # no licence in the metadata: the licence file the wheel ships, by its first line\n"
-        "    for f in m.distribution(sys.argv[1]).files or []:\n"
-        "        if 'licen' in str(f).lower() and '.dist-info' in str(f):\n"
-        "            head = f.read_text()[:200].strip().lower()\n"
-        "            lic = 'MIT' if head.startswith('mit license') else 'Apache-2.0' if 'apache license' in head else ''\n"
-        "            break\n"
-        "print(json.dumps([d['Version'], lic, d.get('Summary') or '']))\n"
-    )
-    out = subprocess.run([str(python), "-c", code, package], capture_output=True, text=True, check=True).stdout
-    version, lic, summary = json.loads(out)
-    lic = {
-        "MIT License": "MIT",
-        "Apache Software License": "Apache-2.0",
-        "Apache 2.0": "Apache-2.0",
-        "BSD License": "BSD-3-Clause",
-        "GNU General Public License v3 (GPLv3)": "GPL-3.0",
-    }.get(lic, lic)
-    if not lic and package in REFERENCE_PYPI:
-        lic = "MIT"
-    return version, lic, summary
-
-
-def _python(version: str) -> str:
-    """A ``python{version}`` that runs: on PATH, or one of pyenv's versions (its shims refuse versions
-    not selected)."""
-    for exe in (shutil.which(f"python{version}"), *sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python3"))):
-        if exe and subprocess.run([str(exe), "-V"], capture_output=True).returncode == 0:
-            return str(exe)
-    raise OSError(f"no python{version} that runs")
-
-
-def _venv(path: Path, package: str, python: str | None = None, extras: list[str] | None = None) -> Path:
-    """A virtualenv at ``path`` holding ``package`` (``uv`` when one is on PATH or beside this Python)."""
-    uv = shutil.which("uv") or os.environ.get("UV")
-    env = os.environ | {"UV_NATIVE_TLS": "1"}
-    if not (path / "bin" / "python").exists():
-        exe = _python(python) if python else sys.executable
-        cmd = [uv, "venv", "-q", "-p", exe, str(path)] if uv else [exe, "-m", "venv", str(path)]
-        subprocess.run(cmd, check=True, env=env)
-    if uv:
-        subprocess.run(
-            [uv, "pip", "install", "-q", "-p", str(path / "bin" / "python"), package, *(extras or [])],
-            check=True,
-            env=env,
-            timeout=900,
-        )
-    else:
-        subprocess.run([str(path / "bin" / "pip"), "install", "-q", package, *(extras or [])], check=True, timeout=900)
-    return path
 
 
 async def _record(command: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
@@ -351,23 +275,17 @@ def placeholders(root: Path) -> Path:
 def _prepare(name: str, venv_root: Path, root: Path) -> tuple[str, list[str], dict[str, str], dict[str, str]]:
     """The command, arguments, environment and package metadata of one server (installing it)."""
     reg, package, args, env = SERVERS[name]
-    args = [a.replace("{root}", str(root)) for a in args]
-    env = {k: v.replace("{root}", str(root)) for k, v in env.items()}
-    base = {k: os.environ[k] for k in ("PATH", "HOME", "SSL_CERT_FILE", "LANG") if k in os.environ}
+    args, env = rec.fill_root(args, env, root)
+    base = rec.base_env()
     if reg == "npm":
-        version, lic, summary = _npm_info(package)
-        command, args = "npx", ["-y", f"{package}@{version}", *args]
+        command, args, (version, lic, summary) = rec.npm_launch(package, args)
         if name in NODE22:
             if not (NODE22_DIR / "node").exists():
                 raise OSError(f"{name} needs Node 22: no {NODE22_DIR / 'node'}")
             base["PATH"] = f"{NODE22_DIR}{os.pathsep}{base.get('PATH', '')}"
     else:
-        home = _venv(venv_root / name, package, PYTHONS.get(name), EXTRAS.get(name))
-        version, lic, summary = _pypi_info(home / "bin" / "python", package)
-        script = package
-        if args and args[0].startswith("@"):
-            script, args = args[0][1:], args[1:]
-        command = str(home / "bin" / script)
+        home = rec.make_venv(venv_root / name, [package, *EXTRAS.get(name, [])], PYTHONS.get(name))
+        command, args, (version, lic, summary) = rec.pypi_launch(home, package, args)
     meta = {"registry": reg, "package": package, "version": version, "licence": lic, "description": summary}
     return command, args, base | env, meta
 
@@ -388,7 +306,7 @@ def list_servers(venv_root: Path, timeout: float, only: list[str] | None) -> Non
             skipped[name] = f"install failed: {str(e)[:160]}"
             print(f"{name:14} SKIPPED {skipped[name]}", flush=True)
             continue
-        if meta["licence"] not in ALLOWED_LICENCES:
+        if meta["licence"] not in rec.ALLOWED_LICENCES:
             skipped[name] = f"licence {meta['licence']!r}"
             print(f"{name:14} SKIPPED {skipped[name]}", flush=True)
             continue
@@ -463,7 +381,7 @@ def _read(fname: str) -> dict[str, Any]:
     path = HERE / fname
     if not path.exists():
         return {}
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = rec.read_jsonl(path)
     if fname == "servers.jsonl":
         return {r["server"]: r for r in rows}
     out: dict[str, list[dict[str, Any]]] = {}
@@ -473,18 +391,17 @@ def _read(fname: str) -> dict[str, Any]:
 
 
 def _write(fname: str, rows: list[dict[str, Any]]) -> None:
-    (HERE / fname).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    rec.write_jsonl(HERE / fname, rows)
 
 
 def write_queries() -> None:
     """``queries.jsonl`` from :data:`tasks.TASKS`, every tool checked against ``tools.jsonl``."""
-    sys.path.insert(0, str(ROOT))
     from benchmarks.data.loop_steps.steps import task_rows
 
     sys.path.insert(0, str(HERE))
     from tasks import TASKS  # the file beside this one
 
-    known = {f"{t['server']}/{t['name']}" for t in map(json.loads, (HERE / "tools.jsonl").read_text().splitlines())}
+    known = rec.tool_names(HERE / "tools.jsonl")
     rows = task_rows(TASKS, known)
     _write("queries.jsonl", rows)
     n_steps = sum(len(r["steps"]) for r in rows)
@@ -492,16 +409,7 @@ def write_queries() -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", nargs="?", choices=["list", "write"], default="write")
-    ap.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "mcp-live-venvs")
-    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per server (a first run installs it)")
-    ap.add_argument("--only", help="comma-separated server names to (re-)list into the existing files")
-    args = ap.parse_args()
-    if args.step == "list":
-        list_servers(args.venvs, args.timeout, args.only.split(",") if args.only else None)
-    else:
-        write_queries()
+    rec.run_build(__doc__ or "", list_servers, write_queries, COMMAND_LINE)
 
 
 if __name__ == "__main__":
