@@ -175,7 +175,8 @@ def _explain(
         else:
             reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
     elif dropped is not None:
-        reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason} ({dropped.tokens} tokens)")
+        tokens = f" ({dropped.tokens} tokens)" if dropped.tokens else ""
+        reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason}{tokens}")
     elif facts.item_rank is not None:
         grouped = facts.domain.grouped
         mine = grouped[facts.item_rank - 1]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from contextsieve.agent.agent import Agent
-from contextsieve.agent.items import Item, ItemKey, Tool
+from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.errors import InputError, check_text
 from contextsieve.retrieval.text import query_chunks, split_query
@@ -136,14 +136,14 @@ def build(
     entries = list(held)
     found, trace = search_items(store, agent, mask, step_settings(settings, task), qchunks, n_sentences)
     entries += found
+    dropped: list[Dropped] = []
     if task is not None and wanted(settings, task):
-        if task.ranking is None and task.message is not None:
-            task_chunks, task_n, _ = query_texts(task.message, settings, agent)
-            task.ranking = task_ranking(store, agent, settings, task_chunks, task_n)
-        entries += task_entries(settings, task, agent.table(), mask, {e.key for e in entries})
+        tools = settings.for_tools()
+        n_tool_chunks = len(qchunks) if tools.query_split == "steps" or n_sentences is None else n_sentences
+        size = tools.tool_offer_size(n_tool_chunks)
+        entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
     recorded = context_settings(settings)
     total: int | None = None
-    dropped: list[Dropped] = []
     notes: list[str] = [cap_note] if cap_note else []
     notes += stash.notes
     stash.notes = []
@@ -175,6 +175,39 @@ def build(
         stash_texts,
         stash_trace,
     )
+
+
+#: Why a step's own tool left the request (:class:`Dropped`): a tool carried from the task took its place.
+CARRY_REASON = "its place went to a tool carried from the task (task_tools)"
+
+
+def _carry(
+    store: ChunkStore,
+    agent: Agent,
+    settings: AgentSettings,
+    task: TaskState,
+    mask: np.ndarray,
+    entries: list[ContextEntry],
+    found: list[ContextEntry],
+    size: int,
+) -> tuple[list[ContextEntry], list[Dropped]]:
+    """``entries`` with the tools a later request of ``task`` carries from the task's first message
+    (:func:`~contextsieve.session.task_tools.task_entries`): in free places up to ``size`` (the tools
+    the request aimed for), then each in the place of one of the request's own tools, the lowest
+    ranked first (one of its own always stays). The tools that gave their place are returned
+    as dropped."""
+    if task.ranking is None and task.message is not None:
+        task_chunks, task_n, _ = query_texts(task.message, settings, agent)
+        task.ranking = task_ranking(store, agent, settings, task_chunks, task_n)
+    own = [e for e in found if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
+    carried = task_entries(settings, task, agent.table(), mask, {e.key for e in entries}, own)
+    if not carried:
+        return entries, []
+    over = len(own) + len(carried) - size
+    n_give = min(max(0, over), max(0, len(own) - 1))
+    give = own[len(own) - n_give :]  # the search's order is the ranking score's (entries show similarity)
+    gone = {id(e) for e in give}
+    return [e for e in entries if id(e) not in gone] + carried, [Dropped(e, 0, CARRY_REASON) for e in give]
 
 
 def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: str, limit: int) -> list[ToolMatch]:

@@ -20,8 +20,21 @@ from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry
 from contextsieve.selection.search import search
 
-__all__ = ["TaskState", "task_entries", "task_ranking", "wanted", "step_settings", "TASK_RANKING_DEPTH"]
+__all__ = [
+    "TaskState",
+    "task_entries",
+    "task_ranking",
+    "wanted",
+    "moved_on",
+    "step_settings",
+    "TASK_RANKING_DEPTH",
+    "MOVED_ON_RATIO",
+]
 
+#: A step whose own best tool is of another server than the task's best and matches the step at least
+#: this share as well as the task's best tool matches the task has moved on: nothing is carried.
+#: Chosen with ``python -m benchmarks.quality.tool_loop`` (0.8 and 0.9 select the same on its sets).
+MOVED_ON_RATIO = 0.8
 #: How many of the task message's best tools are kept to walk down (the tool search's own limit).
 TASK_RANKING_DEPTH = 50
 
@@ -64,13 +77,20 @@ class TaskState:
 
 
 def task_entries(
-    settings: AgentSettings, state: TaskState, table: ItemTable, allowed: np.ndarray, chosen: set[ItemKey]
+    settings: AgentSettings,
+    state: TaskState,
+    table: ItemTable,
+    allowed: np.ndarray,
+    chosen: set[ItemKey],
+    own: list[ContextEntry],
 ) -> list[ContextEntry]:
     """The tools a later request of ``state``'s task carries from the task's first message (see the
     module docstring): at most ``settings.task_tools`` of them, none in ``chosen`` (this request's
     entries) or already selected in the task, each allowed by ``allowed`` (a bool per item of
     ``table``), with ``via="task"`` and their ranking score for the task's message (``state.ranking``,
-    from :func:`task_ranking`). Nothing for the task's first request or without a ranking."""
+    from :func:`task_ranking`). Nothing for the task's first request, without a ranking, or when the
+    step has moved on (:func:`moved_on`; ``own``: the tools the request's own search chose, in its
+    order)."""
     if not wanted(settings, state) or not state.ranking:
         return []
     position = {k: i for i, k in enumerate(table.keys)}
@@ -79,6 +99,8 @@ def task_entries(
         if e.key.server not in servers:
             servers.append(e.key.server)
     top = set(servers[: settings.task_servers])
+    if moved_on(own, top, state.ranking):
+        return []
     out: list[ContextEntry] = []
     for e in state.ranking:
         if len(out) >= settings.task_tools:
@@ -90,6 +112,16 @@ def task_entries(
     return out
 
 
+def moved_on(own: list[ContextEntry], top: set[str], ranking: list[ContextEntry]) -> bool:
+    """Whether a step has moved on from its task: its own best tool (``own``, the search's order) is of
+    none of the task's best servers ``top`` and matches the step at least :data:`MOVED_ON_RATIO` as
+    well as the task's best tool matches the task (similarities). A step that says little ("Page
+    open.", "Filled.") finds weak tools anywhere and has not moved on."""
+    if not own or not ranking or own[0].key.server in top:
+        return False
+    return (own[0].score or 0.0) >= MOVED_ON_RATIO * (ranking[0].score or 0.0)
+
+
 def wanted(settings: AgentSettings, state: TaskState) -> bool:
     """Whether a request of ``state``'s task now carries task tools: a later request of a task, with
     ``task_tools`` above 0 and tools searched as a domain of their own (not ``tool_domain="shared"``)."""
@@ -99,15 +131,10 @@ def wanted(settings: AgentSettings, state: TaskState) -> bool:
 def step_settings(settings: AgentSettings, task: TaskState | None) -> AgentSettings:
     """The settings a request's own search runs with. A task's first request (or a request outside
     a session's tasks, ``task`` ``None``) aims for ``tool_top_n`` tools: a whole task asks for
-    several. A later request sizes its offer by its message (``tool_base_n``, ``tool_chunk_n``),
-    ``task_tools`` of those places left to the task's tools (at least one place its own)."""
+    several. A later request sizes its offer by its message (``tool_base_n``, ``tool_chunk_n``)."""
     if task is None or task.requests == 0:
         return settings if settings.tool_base_n is None else settings.with_overrides(tool_base_n=None)
-    if not wanted(settings, task):
-        return settings
-    k = settings.task_tools
-    base = None if settings.tool_base_n is None else max(1, settings.tool_base_n - k)
-    return settings.with_overrides(tool_top_n=max(1, settings.tool_top_n - k), tool_base_n=base)
+    return settings
 
 
 def task_ranking(

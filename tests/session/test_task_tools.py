@@ -11,6 +11,7 @@ from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.errors import InputError
 from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.session.requests import CARRY_REASON
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 
@@ -82,6 +83,9 @@ def test_a_later_step_carries_the_tasks_best_tools_not_selected_yet(agent: Agent
     assert len(own) <= 2  # min(tool_top_n, tool_base_n) minus the 2 places the task's tools take
     assert carried == oracle(agent, set(tools_via(first)), set(own), 2, 2)
     assert len(carried) == 2
+    gave = [d for d in second.context.dropped if d.reason == CARRY_REASON]  # the step's own lowest-ranked tools
+    assert len(own) + len(gave) <= 3 and len(own) >= 1  # tool_base_n 3 places: own first, then carried
+    assert not {d.entry.key for d in gave} & set(own)
     assert {t["name"] for t in second.tools} >= {f"{k.server}_{k.name}" for k in carried}
     explained = {k: s.explain(STEP, k) for k in agent.table().keys}  # the next request, the session unchanged
     third = s.build_request(STEP)
@@ -150,3 +154,17 @@ def test_a_carried_tool_left_uncalled_is_no_miss_of_the_steps_message(agent: Age
     assert carried
     recorded = s.record_outcome(step, [])
     assert sorted(recorded["misses"]) == sorted(str(k) for k in own)
+
+
+def test_a_step_that_moved_on_carries_nothing_and_one_that_says_little_does(agent: Agent) -> None:
+    """A step whose own best tool is of another server and matches it about as well as the task's
+    best tool matches the task has moved on: nothing is carried, its own tools keep every place. A
+    step that says little ("Done, fix exists.") finds weak tools and still carries the task's."""
+    s = session(agent, task_servers=1)
+    s.record_reply(s.build_request(TASK), "")
+    step = s.build_request("send an email message to a person")
+    assert tools_via(step, "query")[0] == ItemKey.parse("tool:mail:send_mail")
+    assert tools_via(step, "task") == []
+    assert not step.context.dropped
+    s.record_reply(step, "")
+    assert [k.server for k in tools_via(s.build_request(STEP), "task")] == ["git", "git"]
