@@ -22,7 +22,16 @@ signals scaled by min-max or z-score instead of their best, the keyword signal a
 the query's idf mass matched (``kwabs``; ``abs`` also leaves the cosine unscaled), each turn raised
 by a share of the previous turn's fused score (``forward``) or BM25 (``kw forward``), a turn
 raised when the query names its speaker, and a second pass (the query plus the best hit, in both
-signals) filling places 6-10 (``hop``).
+signals) filling places 6-10 (``hop``). Issue 41's (:mod:`benchmarks.quality.stash_stages`): a
+second stage (``stage N``: the candidates of the N groups with the best candidates first), the session
+prior grouped ``by day`` (the store's ``RankConfig.day_weight``: a store sees a turn's creation day, not
+its dialogue session), a boost for segments dated near the date the question points to (``dates``:
+"yesterday", "two weeks ago", "last month", "in May", "last Monday", relative to the time asked), the
+question's names and quoted phrases found verbatim (``names``, the store's own
+:func:`~contextsieve.stash.names.query_names`), and the second pass kept to other sessions or days than
+the best hit's (``hop ... other``: multi-hop evidence sits in two scenes). The plays set's questions
+are also scored by kind (single-hop, multi-hop, temporal, open-domain) in a second table. ``Ranking()``
+is the store's default before issue 41 (no day stage, no names): every row changes one thing of it.
 ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or ``type``, the
 store's default form).
 
