@@ -21,7 +21,7 @@ with ``IndexConfig(backend="exact")`` and ``backend="hnsw"``; PostgreSQL (the ``
 wheel, pgvector HNSW, started here) gets the same rows. Recall@10: the dense top 10 of HNSW (and
 pgvector) against the exact dense top 10 of the same query. The HNSW store is opened twice: first it
 builds its graph (and saves it beside the store), then it is closed and opened again with the saved
-graph; both times are printed (open + first retrieve). ``sqlite exact, before issue 41``: the exact
+graph; both times are printed (open + first retrieve). ``sqlite exact, before 41``: the exact
 store without the day stage and the names boost (``RankConfig(day_weight=0, name_weight=0)``: no
 candidate texts read before the ranking); ``sqlite exact, fixed weights``: also without the per-query
 weights (``spread_power=0, drop_query_auxiliaries=False``), the ranking of issue 27.
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             report("sqlite exact", store, filled)
             exact = SqliteConfig(index=IndexConfig(backend="exact"))
             for label, before in (
-                ("sqlite exact, before issue 41", RankConfig(day_weight=0.0, name_weight=0.0)),
+                ("sqlite exact, before 41", RankConfig(**_NO_41)),
                 ("sqlite exact, fixed weights", RankConfig(spread_power=0.0, drop_query_auxiliaries=False, **_NO_41)),
             ):
                 fixed = StashStore.open(path, syn, StashConfig(rank=before), backend_config=exact)
