@@ -92,7 +92,10 @@ class RankConfig:
             parts) among the candidates created on its UTC day, its own included (default 0.1; 0 turns
             it off). A conversation's session is a day's turns; the turn that answers sits in the
             session that talks about the question, beside turns that match it better on their own.
-            Measured (issue 41, ``benchmarks.stash_recall`` row ``session prior 0.1 by day``, R@5):
+            Days are UTC calendar days of ``created`` (a session that crosses midnight UTC counts as
+            two; segments stashed at once without a timestamp share one day, where the stage adds the
+            same to each and ranks nothing differently). Cost: one grouping of the candidates.
+            Measured (issue 41, ``benchmarks.quality.stash_recall`` row ``session prior 0.1 by day``, R@5):
             conversations +0.025, plays +0.008, RealMem -0.008, SciFact unchanged; with
             ``name_weight`` through the store in docs/stash.md.
         name_weight: each candidate gains this times the share of the query's names and quoted
