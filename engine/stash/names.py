@@ -37,8 +37,10 @@ def query_names(query: str) -> tuple[str, ...]:
     rest = _QUOTED.sub(" ", query)
     for m in _WORD.finditer(rest):
         word = _POSSESSIVE.sub("", m.group(0))
-        before = rest[: m.start()].rstrip()
-        opens = not before or before[-1] in ".!?:\n"
+        i = m.start() - 1  # the last character before the word that is not white space
+        while i >= 0 and rest[i].isspace():
+            i -= 1
+        opens = i < 0 or rest[i] in ".!?:"
         if len(word) > 1 and word[0].isupper() and not opens and word not in NOT_NAMES:
             out.append(word)
     return tuple(dict.fromkeys(x for x in out if x))
