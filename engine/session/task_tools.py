@@ -93,7 +93,6 @@ def task_entries(
     order)."""
     if not wanted(settings, state) or not state.ranking:
         return []
-    position = {k: i for i, k in enumerate(table.keys)}
     servers: list[str] = []
     for e in state.ranking:
         if e.key.server not in servers:
@@ -105,7 +104,7 @@ def task_entries(
     for e in state.ranking:
         if len(out) >= settings.task_tools:
             break
-        i = position.get(e.key)
+        i = table.position.get(e.key)
         if i is None or not allowed[i] or e.key.server not in top or e.key in chosen or e.key in state.selected:
             continue
         out.append(ContextEntry(e.key, IncludeMode.AGENT, e.score, e.chunk, e.query_chunk, None, "task"))
