@@ -210,6 +210,10 @@ class Inspector:
                 items = [(k, mode) for k, mode in wanted if agent.has(k)]
             replay.replace_items(items)
             replay.history = history[:i]
+            if recorded is not None and recorded.settings.get("task_step"):
+                replay.continue_task()  # a step of the task the turns before it replayed
+            else:
+                replay.new_task()
             turn: dict[str, Any] = {"turn": len(out) + 1, "message": m.content}
             try:
                 t = time.perf_counter()

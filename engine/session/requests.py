@@ -143,6 +143,8 @@ def build(
         size = tools.tool_offer_size(n_tool_chunks)
         entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
     recorded = context_settings(settings)
+    if task is not None and task.requests:
+        recorded["task_step"] = task.requests  # a step: this many requests of its task came before
     total: int | None = None
     notes: list[str] = [cap_note] if cap_note else []
     notes += stash.notes

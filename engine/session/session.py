@@ -329,6 +329,13 @@ class Session:
             self._stable.new_task()
             self._task.start()
 
+    def continue_task(self) -> None:
+        """The next request is a step of the current task, as after :meth:`record_reply` (for a replay
+        of a recorded session, whose replies are already in the history: the inspect page). Without a
+        request in the task yet, the next request starts it."""
+        with self._lock:
+            self._task.replied = True
+
     @_locked
     def request_for(self, ctx: RequestContext, message: str) -> Request:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key; stashed

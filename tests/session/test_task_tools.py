@@ -168,3 +168,18 @@ def test_a_step_that_moved_on_carries_nothing_and_one_that_says_little_does(agen
     assert not step.context.dropped
     s.record_reply(step, "")
     assert [k.server for k in tools_via(s.build_request(STEP), "task")] == ["git", "git"]
+
+
+def test_a_step_records_its_place_in_the_task_and_a_replay_can_continue_it(agent: Agent) -> None:
+    """A step's request context records ``task_step`` (how many requests of its task came before):
+    a replay of a saved session (the inspect page) continues the task there instead of starting one."""
+    s = session(agent)
+    first = s.build_request(TASK)
+    s.record_reply(first, "")
+    step = s.build_request(STEP)
+    assert "task_step" not in first.context.settings and step.context.settings["task_step"] == 1
+    replay = session(agent)
+    replay.build_request(TASK)
+    replay.continue_task()
+    again = replay.build_request(STEP)
+    assert again.context.keys() == step.context.keys()
