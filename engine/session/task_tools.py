@@ -46,8 +46,8 @@ class TaskState:
     Attributes:
         message: the task's first message (``None``: no request in this task yet).
         selected: the tools the task's requests selected (their keys).
-        ranking: the task message's tool ranking, best first (computed at the task's second request,
-            then kept): ``(tool key, ranking score, chunk, query chunk)``.
+        ranking: the task message's tools, best first by ranking score, as the search's entries
+            (key, similarity, chunk, query chunk), computed at the task's second request and then kept.
         requests: requests built in this task.
         replied: whether a reply was recorded (``Session.record_reply``) since the task started: only
             then is a next request a step of this task (else it starts a task of its own).
