@@ -245,11 +245,23 @@ class BM25Index:
     Args:
         texts: the documents (chunks).
         k1: term-frequency saturation (default 1.2). b: length normalisation (default 0.75).
+        terms: each text's :func:`tokenize` terms when the caller has them (e.g. kept from the last
+            build); ``None``: tokenized here.
     """
 
-    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75, terms: Sequence[list[str]] | None = None
+    ) -> None:
         self.k1, self.b = k1, b
-        self._index = TermIndex.from_texts(texts, tokenize, Bm25Config(k1, b, LUCENE.idf, LUCENE.repeated_query_terms))
+        config = Bm25Config(k1, b, LUCENE.idf, LUCENE.repeated_query_terms)
+        if terms is None:
+            self._index = TermIndex.from_texts(texts, tokenize, config)
+        else:  # the texts' :func:`tokenize` terms, already known (one list per text)
+            if len(terms) != len(texts):
+                raise InputError(f"{len(terms)} term lists for {len(texts)} texts")
+            self._index = TermIndex(config)
+            for slot, words in enumerate(terms):
+                self._index.add(slot, words)
 
     def __len__(self) -> int:
         return len(self._index)

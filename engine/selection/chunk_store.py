@@ -21,7 +21,7 @@ from contextsieve.agent.items import Item, ItemKey, ItemKind, Tool
 from contextsieve.agent.usage import UsageLog
 from contextsieve.choices import RelationPooling
 from contextsieve.progress import note
-from contextsieve.retrieval.bm25 import BM25Index
+from contextsieve.retrieval.bm25 import BM25Index, tokenize
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
@@ -42,6 +42,10 @@ _KINDS = list(ItemKind)
 QUERY_CACHE_SIZE = 1024
 #: Chunk texts embedded per embedder call when indexing; each part is cached as soon as it is done.
 EMBED_PART = 256
+#: Up to this many chunks, the keyword index keeps each text's terms for its next rebuild (a recorded
+#: example rebuilds it: only the new texts are tokenized); a larger agent rebuilds rarely and would
+#: hold a second copy of every term.
+TERMS_KEPT_UP_TO = 20_000
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,7 @@ class ChunkStore:
         )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
+        self._bm25_terms: dict[str, list[str]] = {}  # each indexed text's terms, for the next rebuild
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self._profiles: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, vectors, row per item)
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
@@ -481,7 +486,10 @@ class ChunkStore:
         self.matrix(order)
         if self._bm25 is None or self._bm25[0] is not self._matrix:
             texts = [c.embed_text for k in order for c in self._items[k].chunks]
-            self._bm25 = (self._matrix, BM25Index(texts))
+            known = self._bm25_terms  # a rebuild after a change (a recorded example) tokenizes only new texts
+            terms = [known[t] if t in known else tokenize(t) for t in texts]
+            self._bm25_terms = dict(zip(texts, terms)) if len(texts) <= TERMS_KEPT_UP_TO else {}
+            self._bm25 = (self._matrix, BM25Index(texts, terms=terms))
         return self._bm25[1]
 
     def server_profiles(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
