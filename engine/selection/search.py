@@ -314,8 +314,9 @@ def _search_synced(
             continue
         n_queries = qvec_all.shape[0] if ds.query_split == "steps" or n_sentences is None else n_sentences
         qvec = qvec_all[:n_queries]
-        if name == "tools" and ds.tool_offer_size(n_queries) != ds.context_top_n:  # the size follows the message
-            ds = dataclasses.replace(ds, context_top_n=ds.tool_offer_size(n_queries))
+        size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
+        if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
+            ds = dataclasses.replace(ds, context_top_n=size)
         exclude = ~mask[owner]
         keyword = None
         if raw_keyword is not None and ds.keyword_weight > 0:

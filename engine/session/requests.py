@@ -138,9 +138,8 @@ def build(
     entries += found
     dropped: list[Dropped] = []
     if task is not None and wanted(settings, task):
-        tools = settings.for_tools()
-        n_tool_chunks = len(qchunks) if tools.query_split == "steps" or n_sentences is None else n_sentences
-        size = tools.tool_offer_size(n_tool_chunks)
+        # the tools the step's search aimed for (its tools domain's settings, sized by the message)
+        size = next((d.settings.context_top_n for d in trace.domains if d.name == "tools"), 0)
         entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
     recorded = context_settings(settings)
     if task is not None and task.requests:
