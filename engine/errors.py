@@ -30,6 +30,7 @@ __all__ = [
     "StashError",
     "StashModelError",
     "StashIntegrityError",
+    "StashNotFoundError",
     "UnknownSegmentError",
     "ToolArgumentError",
     "ToolChoiceError",
@@ -122,6 +123,13 @@ class StashModelError(StashError):
 class StashIntegrityError(StashError):
     """A stored segment failed its check on read (its text no longer matches its sha256, or its bytes
     are not valid text): the message names the segment and the store; nothing of it is returned."""
+
+
+class StashNotFoundError(StashError):
+    """No stash store is at the location a command that only reads named (``StashStore.open(...,
+    create=False)``: ``contextsieve stash stats``, ``export``, ``cleanup``, ``rebuild``, the source of
+    ``migrate``, ``inspect --stash``): a SQLite path with no file there (or an empty database), or a
+    PostgreSQL database without the stash's tables. The message names the location; nothing was created."""
 
 
 class UnknownSegmentError(ContextSieveError, KeyError):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from contextsieve.agent.agent import Agent
 from contextsieve.cli.agent_commands import is_example, load_engine
-from contextsieve.errors import InputError
+from contextsieve.errors import InputError, StashError
 
 __all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
 
@@ -114,8 +114,6 @@ def inspect_page(args: argparse.Namespace) -> None:
     from contextsieve.inspect.inspector import Inspector
     from contextsieve.inspect.server import InspectServer
 
-    if args.stash and "://" not in args.stash and not Path(args.stash).is_file():
-        raise InputError(f"--stash {args.stash}: no stash store there (inspect does not create one)")
     if args.session is not None and not args.session.is_file():
         raise InputError(f"--session {args.session}: no such file")
     engine = load_engine(args.agent, args.tools, args.offline)
@@ -123,7 +121,7 @@ def inspect_page(args: argparse.Namespace) -> None:
     if args.stash:
         from contextsieve.stash.store import StashStore
 
-        stash = StashStore.open(args.stash, engine.embedder)
+        stash = StashStore.open(args.stash, engine.embedder, create=False)  # inspect reads a store, never makes one
     try:
         engine.index(show_progress=sys.stderr.isatty())  # the first message is then as quick as the others
         inspector = Inspector(
@@ -148,10 +146,16 @@ def _default_stash(agent: Agent) -> str:
     by every agent of that name) is not read; a note on stderr says how to use it."""
     import re
 
-    from contextsieve.fileio import default_data_dir
+    from contextsieve.fileio import DATA_ENV, default_data_dir
 
     folder = default_data_dir() / "stash"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # the data folder or its stash folder is a file (or cannot be made)
+        raise StashError(
+            f"cannot use the stash folder {folder}: {_why(e, folder)}; move that file away, set "
+            f"${DATA_ENV} to another folder, or pass --stash PATH or --no-stash"
+        ) from e
     path = folder / f"{agent.identity}.db"
     old = folder / f"{(re.sub(r'[^A-Za-z0-9._-]+', '-', agent.name).strip('.-') or 'agent')[:100]}.db"
     if old != path and old.is_file() and not path.exists():
@@ -162,3 +166,11 @@ def _default_stash(agent: Agent) -> str:
             file=sys.stderr,
         )
     return str(path)
+
+
+def _why(error: OSError, folder: Path) -> str:
+    """Why ``folder`` could not be made: the first path on the way that is a file, else the OS's reason."""
+    for p in (*reversed(folder.parents), folder):
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, not a folder"
+    return error.strerror or str(error)

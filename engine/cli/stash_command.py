@@ -1,5 +1,10 @@
 """``contextsieve stash``: a stash store's counts (``stats``), expiry cleanup (``cleanup``), re-embedding
-after a model change (``rebuild``), and moving a stash as JSON Lines (``export``, ``import``, ``migrate``)."""
+after a model change (``rebuild``), and moving a stash as JSON Lines (``export``, ``import``, ``migrate``).
+
+Only ``import`` and ``migrate`` make the store they write into when it is missing. Every other action,
+and the source of ``migrate``, needs an existing store: a missing one (a mistyped path, the data folder
+itself) is a one-line error and nothing is created (:class:`~contextsieve.errors.StashNotFoundError`);
+``cleanup`` and ``rebuild`` write, but have nothing to do on a store that does not exist yet."""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ def stash(args: argparse.Namespace) -> None:
                 f"contextsieve stash {args.action}: name the {'file' if args.action == 'export' else 'store'} to write"
             )
         if args.action == "export":
-            with StashStore.open(args.store) as store:
+            with StashStore.open(args.store, create=False) as store:
                 n = export_store(store, args.target, vectors=args.vectors, show_progress=True)
                 print(f"exported {n} segments to {args.target}" + (" with their vectors" if args.vectors else ""))
             return
@@ -32,17 +37,17 @@ def stash(args: argparse.Namespace) -> None:
             with StashStore.open(args.target) as store:
                 r = import_store(store, args.store, show_progress=True)
         else:
-            with StashStore.open(args.store) as src, StashStore.open(args.target) as dst:
+            with StashStore.open(args.store, create=False) as src, StashStore.open(args.target) as dst:
                 r = migrate(src, dst, show_progress=True)
         reused = f" ({r.vectors_reused} with the file's vectors)" if r.vectors_reused else ""
         print(f"wrote {r.written} segments{reused}, skipped {r.skipped} already there, of {r.total}")
         return
     if args.action == "rebuild":
-        with StashStore.open(args.store, rebuild=True) as store:
+        with StashStore.open(args.store, rebuild=True, create=False) as store:
             n = store.rebuild(show_progress=True)
             print(f"re-embedded {n} segments with {store.model_id}")
         return
-    with StashStore.open(args.store) as store:
+    with StashStore.open(args.store, create=False) as store:  # stats, cleanup
         if args.action == "cleanup":
             n = store.cleanup_expired()
             print(f"deleted {n} expired segments")

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from contextsieve.errors import InputError, MissingExtraError, StashError
+from contextsieve.errors import InputError, MissingExtraError, StashError, StashNotFoundError
 from contextsieve.stash.backend import FORMAT, OKAPI_B, Filters, Hit, SegmentRow, index_terms
 from contextsieve.stash.dialect import Dialect
 from contextsieve.stash.segment import ContextSegment
@@ -134,10 +134,12 @@ def _vec(v: np.ndarray) -> str:
 
 
 class PostgresBackend(SqlBackend):
-    """A stash in a PostgreSQL database (``postgresql://user:password@host:port/db``).
+    """A stash in a PostgreSQL database (``postgresql://user:password@host:port/db``). ``create``:
+    make the stash's tables when the database has none (False: open an existing store only).
 
     Raises:
         MissingExtraError: psycopg is not installed (the ``postgres`` extra).
+        StashNotFoundError: ``create`` is False and the database holds no stash tables (nothing created).
         StashError: the server cannot be reached, refuses the login, lacks pgvector, or holds a stash
             of another format.
     """
@@ -145,7 +147,7 @@ class PostgresBackend(SqlBackend):
     kind = "postgres"
     dialect = DIALECT
 
-    def __init__(self, uri: str, config: PostgresConfig | None = None) -> None:
+    def __init__(self, uri: str, config: PostgresConfig | None = None, *, create: bool = True) -> None:
         try:
             import psycopg
         except ImportError as e:
@@ -157,6 +159,7 @@ class PostgresBackend(SqlBackend):
         self.lock = threading.RLock()
         self._closed = False
         self._uri = uri
+        self._create = create
         self._db = self._connect()
         try:
             self._setup()
@@ -196,6 +199,11 @@ class PostgresBackend(SqlBackend):
     def _setup(self) -> None:
         with self._tx() as db:
             db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            if not self._create and db.execute("SELECT to_regclass('stash_meta')").fetchone()[0] is None:
+                raise StashNotFoundError(
+                    f"no stash store at {self.location} (the database has no stash tables); nothing was created "
+                    "(a store is made by its first writer: serve, stash import or stash migrate)"
+                )
             for statement in _SCHEMA:
                 db.execute(statement)
             self._write_format(db, FORMAT)

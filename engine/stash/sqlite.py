@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from contextsieve.errors import GraphFileWarning, InputError, StashError, StashIntegrityError, StashIntegrityWarning
+from contextsieve.errors import (
+    GraphFileWarning,
+    InputError,
+    StashError,
+    StashIntegrityError,
+    StashIntegrityWarning,
+    StashNotFoundError,
+)
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow, vector_digest
@@ -132,12 +139,16 @@ class SqliteConfig:
 
 
 class SqliteBackend(SqlBackend):
-    """A stash in one SQLite file (created with its folder when missing).
+    """A stash in one SQLite file (created with its folder when missing, unless ``create`` is False).
 
     Args:
         path: the database file. config: :class:`SqliteConfig`.
+        create: make the file (and its folder) when missing. False: open an existing store only; the
+            file is opened in a mode that cannot create it, and an empty file is not given a schema.
 
     Raises:
+        StashNotFoundError: ``create`` is False and there is no file (or an empty one) at ``path``;
+            nothing was created.
         StashError: the path is a folder, FIFO or other non-file, not a SQLite database, a database
             of something else, or cannot be opened.
     """
@@ -147,7 +158,9 @@ class SqliteBackend(SqlBackend):
     _conflict = sqlite3.IntegrityError
     _failure = sqlite3.Error
 
-    def __init__(self, path: str | os.PathLike[str], config: SqliteConfig | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], config: SqliteConfig | None = None, *, create: bool = True
+    ) -> None:
         self.config = config or SqliteConfig()
         self.path = Path(path)
         self.location = str(self.path)
@@ -155,13 +168,20 @@ class SqliteBackend(SqlBackend):
         self._pinned: VectorTable | None = None  # the table of the open reading() scope
         self._warned = False
         self.corrupt: set[str] = set()
+        self._create = create
         self._check_path()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                target, uri = str(self.path), False
+            else:  # SQLite's mode=rw fails on a missing file instead of creating it
+                target, uri = self.path.absolute().as_uri() + "?mode=rw", True
             self._db = sqlite3.connect(
-                str(self.path), timeout=self.config.busy_timeout, isolation_level=None, check_same_thread=False
+                target, timeout=self.config.busy_timeout, isolation_level=None, check_same_thread=False, uri=uri
             )
         except (sqlite3.Error, OSError) as e:
+            if not create and not self.path.exists():  # removed since it was checked
+                raise self._missing() from e
             raise StashError(f"cannot open the stash {self.location}: {e}") from e
         try:
             self._setup()
@@ -175,11 +195,23 @@ class SqliteBackend(SqlBackend):
 
     # -- opening ----------------------------------------------------------------------------------
 
+    def _missing(self, what: str = "no such file") -> StashNotFoundError:
+        return StashNotFoundError(
+            f"no stash store at {self.location} ({what}); nothing was created (a store is made by its first "
+            "writer: serve, stash import or stash migrate)"
+        )
+
     def _check_path(self) -> None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
+            if not self._create:
+                raise self._missing() from None
             return
+        except NotADirectoryError:  # a folder on the way is a file
+            if not self._create:
+                raise self._missing("a folder on its path is a file") from None
+            raise StashError(f"cannot open the stash {self.location}: a folder on its path is a file") from None
         except OSError as e:
             raise StashError(f"cannot open the stash {self.location}: {e}") from e
         if not stat.S_ISREG(st.st_mode):
@@ -197,14 +229,17 @@ class SqliteBackend(SqlBackend):
     def _setup(self) -> None:
         db = self._db
         db.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:  # checked before WAL mode is set: that writes to the file
+            if tables - {"sqlite_sequence"}:
+                raise StashError(f"{self.location} is a SQLite database of something else, not a stash")
+            if not self._create:
+                raise self._missing("an empty database")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StashError(f"the stash {self.location} cannot use WAL mode (got {mode})")
         db.execute(f"PRAGMA synchronous = {self.config.synchronous}")
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "meta" not in tables:
-            if tables - {"sqlite_sequence"}:
-                raise StashError(f"{self.location} is a SQLite database of something else, not a stash")
             with self._write():
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():

@@ -72,22 +72,25 @@ class StashStore(StashCore):
         *,
         rebuild: bool = False,
         backend_config: Any = None,
+        create: bool = True,
     ) -> "StashStore":
         """Open (creating when new) the store at ``location``: a SQLite file path, or a
         ``postgresql://user:password@host:port/db`` URI (the ``postgres`` extra). ``embedder``
         defaults to all-MiniLM-L6-v2 (``variant="auto"``). ``backend_config``: a
         :class:`~contextsieve.stash.sqlite.SqliteConfig` or
-        :class:`~contextsieve.stash.postgres.PostgresConfig`."""
+        :class:`~contextsieve.stash.postgres.PostgresConfig`. ``create=False`` opens an existing store
+        only (what a command that reads one uses): no file, folder or table is made, and a location
+        without a store is a :class:`~contextsieve.errors.StashNotFoundError` naming it."""
         loc = os.fspath(location)
         backend: StashBackend
         if isinstance(loc, str) and loc.startswith(("postgresql://", "postgres://")):
             from contextsieve.stash.postgres import PostgresBackend
 
-            backend = PostgresBackend(loc, backend_config)
+            backend = PostgresBackend(loc, backend_config, create=create)
         else:
             from contextsieve.stash.sqlite import SqliteBackend
 
-            backend = SqliteBackend(Path(loc), backend_config)
+            backend = SqliteBackend(Path(loc), backend_config, create=create)
         if embedder is None:
             from contextsieve.models.embedder import Embedder
 

@@ -203,6 +203,51 @@ def test_stash_rebuild_of_a_current_store_shows_no_bar(tmp_path: Path, capsys: p
     assert "re-embedding" not in captured.err and "0/1" not in captured.err
 
 
+@pytest.mark.parametrize("action", ["stats", "cleanup", "rebuild", "export", "migrate"])
+def test_a_stash_command_on_a_missing_store_says_so_and_creates_nothing(
+    action: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 47 defect 6: `stash stats PATH` at a mistyped or missing path made a store there (aimed at the
+    data folder on a fresh machine, it made a file where serve wants a folder). Every action but import,
+    and migrate's source, needs an existing store: one line on stderr, exit 1, no file or folder made
+    (neither the store, its folder, nor export's or migrate's target)."""
+    missing = tmp_path / "typo" / "stash.db"
+    target = {"export": [str(tmp_path / "out.jsonl")], "migrate": [str(tmp_path / "copy.db")]}.get(action, [])
+    assert main(["stash", action, str(missing), *target]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err == f"contextsieve: error: no stash store at {missing} (no such file); nothing was created (a store is "
+        "made by its first writer: serve, stash import or stash migrate)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stash_stats_on_the_data_folder_and_serve_with_a_file_there(tmp_path: Path) -> None:
+    """Issue 47 defect 6, as it was met: `stash stats $CONTEXTSIEVE_DATA` on a fresh machine made a file
+    where the data folder belongs, and every later `serve` died with a NotADirectoryError traceback. Now
+    stats makes nothing, and serve facing such a file (or a file named stash in the data folder) says
+    which path is in the way on one line, exit 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    env = {**os.environ, "CONTEXTSIEVE_DATA": str(data), "PYTHONIOENCODING": "utf-8"}
+    cli = [sys.executable, "-m", "contextsieve"]
+    stats = subprocess.run([*cli, "stash", "stats", str(data)], capture_output=True, text=True, env=env, timeout=300)
+    assert stats.returncode == 1 and stats.stderr.startswith(f"contextsieve: error: no stash store at {data} ")
+    assert not data.exists()
+    serve = [*cli, "serve", str(example_agent_path()), "--offline"]
+    for blocker in (data, data / "stash"):  # what `stash stats DATA` and `stash stats DATA/stash` used to leave
+        blocker.parent.mkdir(parents=True, exist_ok=True)
+        blocker.write_bytes(b"")
+        run = subprocess.run(serve, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300)
+        errors = [line for line in run.stderr.splitlines() if line.startswith("contextsieve: error:")]
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+        assert len(errors) == 1 and f"{blocker} is a file, not a folder" in errors[0], run.stderr[-2000:]
+        blocker.unlink()
+
+
 def test_the_bundled_example_is_quick_and_quiet_without_offline(capsys: pytest.CaptureFixture[str]) -> None:
     """Its servers belong to a fictional company and cannot start anywhere: select reads it offline
     instead of trying eight servers and printing their failures (issue 27 item 16)."""

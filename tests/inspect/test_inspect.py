@@ -314,8 +314,8 @@ def test_the_cli_prints_the_url_and_serves(int8: Any, model_cache: Path, tmp_pat
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     agent = str(example_agent_path())
-    assert main(["inspect", agent, "--stash", str(tmp_path / "missing.db")]) == 1
-    assert "no stash store there" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()
+    assert main(["inspect", agent, "--stash", str(tmp_path / "typo" / "missing.db")]) == 1  # issue 47 defect 6
+    assert "no stash store at" in capsys.readouterr().err and not (tmp_path / "typo").exists()
     assert main(["inspect", agent, "--session", str(tmp_path / "missing.json")]) == 1
     assert "no such file" in capsys.readouterr().err
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")

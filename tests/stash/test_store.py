@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sqlite3
 import warnings
 from datetime import datetime, timedelta
@@ -13,7 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextsieve.errors import InputError, StashError, StashIntegrityWarning, StashModelError, UnknownSegmentError
+from contextsieve.errors import (
+    InputError,
+    StashError,
+    StashIntegrityWarning,
+    StashModelError,
+    StashNotFoundError,
+    UnknownSegmentError,
+)
 from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash.backend import query_terms
 from contextsieve.stash.config import StashConfig
@@ -511,6 +519,36 @@ def test_not_a_store(tmp_path: Path) -> None:
     other.close()
     with pytest.raises(StashError, match="something else"):
         StashStore.open(tmp_path / "other.db", fake())
+
+
+def test_a_store_opened_only_to_read_is_never_created_on_both_backends(location: str, tmp_path: Path) -> None:
+    """Issue 47 defect 6: ``create=False`` (what ``stash stats`` / ``export`` / ``inspect --stash`` open
+    with) finds no store at a missing path, an empty file or a database without the stash's tables: a
+    StashNotFoundError naming it, and no file, folder or table made. A writer then makes the store, and
+    it opens to read."""
+    if location.startswith("postgresql://"):
+        with pytest.raises(StashNotFoundError, match="no stash store at postgresql://.*no stash tables"):
+            StashStore.open(location, fake(), create=False)
+        import psycopg
+
+        with psycopg.connect(location) as c:
+            assert c.execute("SELECT to_regclass('stash_meta')").fetchone() == (None,)
+    else:
+        missing = tmp_path / "typo" / "stash.db"
+        with pytest.raises(StashNotFoundError, match=f"no stash store at {re.escape(str(missing))} "):
+            StashStore.open(missing, fake(), create=False)
+        (tmp_path / "empty.db").touch()
+        with pytest.raises(StashNotFoundError, match="an empty database"):
+            StashStore.open(tmp_path / "empty.db", fake(), create=False)
+        (tmp_path / "afile").touch()
+        with pytest.raises(StashNotFoundError, match="a folder on its path is a file"):
+            StashStore.open(tmp_path / "afile" / "stash.db", fake(), create=False)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "empty.db"]
+        assert (tmp_path / "empty.db").stat().st_size == 0
+    with StashStore.open(location, fake()) as s:
+        s.stash(["kept"])
+    with StashStore.open(location, fake(), create=False) as s:
+        assert [x.text for x in s.list()] == ["kept"]
 
 
 def test_tampered_vectors_are_left_out_then_rebuilt(tmp_path: Path) -> None:
