@@ -1,6 +1,6 @@
 """Flip bytes in the files contextsieve writes for itself and check that each flip is detected or harmless.
 
-    python -m benchmarks.robustness.tamper [--flips 500] [--seed 1]
+    python -m benchmarks.robustness.tamper [--flips 500] [--seed 1] [--kinds stash,graph]
 
 For each file kind, one byte at a random position gets a random bit flipped (a fresh copy of the file
 each time), then the file is opened as the library opens it. Outcomes: *detected* (a typed
@@ -12,10 +12,13 @@ A model entry that no longer names an existing graph file counts as harmless: th
 Kinds: the saved HNSW graph of a chunk index (its state file and its graph file; a flip that makes
 the graph unusable counts as detected when a :class:`GraphFileWarning` says so and the index then
 serves what the untouched graph served, from a graph built again), a stash store (SQLite: its
-segments read back and three retrievals; a flip in stored vectors counts as detected when their
-checksum leaves them out and every text and field still reads as written), the embedding cache (SQLite), the built
+segments read back, each session's listing (what the session index serves), three retrievals, then
+each session's listing in pages of 4; a flip in stored vectors counts as detected when their checksum leaves them out
+and every text, field and listing still reads as written), the embedding cache (SQLite), the built
 model graph (``.onnx``) and its cache entry (``.json``). Agent and session files are the user's own
 text (any edit is an edit, validated on load) and are fuzzed by ``benchmarks.robustness.fuzz`` instead.
+``--kinds`` runs only the kinds whose names start with one of its comma-separated words (``stash``,
+``graph``, ``embedding``, ``model``).
 """
 
 from __future__ import annotations
@@ -117,11 +120,16 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             with StashStore.open(p, HashEmbedder(), backend_config=plain) as st:
+                sessions = [[x.id for x in st.list(session=f"sess{k}")] for k in range(3)]
                 segs = st.backend.get(st.backend.select_ids(Filters()))
                 listing = [(x.id, x.session, x.text, x.type, x.timestamp, x.topic, x.source, x.tokens) for x in segs]
                 found = [[r.segment.id for r in st.retrieve(f"note {k} crash", session=f"sess{k}")] for k in range(3)]
+                pages = [  # after a search: the store's in-memory table is loaded
+                    [x.id for o in range(0, 20, 4) for x in st.list(session=f"sess{k}", limit=4, offset=o)]
+                    for k in range(3)
+                ]
                 rejected = bool(st.backend.corrupt) or any("checksum" in str(w.message) for w in seen)
-        return ("rejected" if rejected else "all", listing, found)
+        return ("rejected" if rejected else "all", (listing, sessions, pages), found)
 
     return {
         "stash store (SQLite)": (store_path, read_stash),
@@ -133,7 +141,9 @@ def make_files(folder: Path) -> dict[str, tuple[Path, Reader]]:
     }
 
 
-def run(flips: int, seed: int) -> dict[str, Counter[str]]:
+def run(flips: int, seed: int, kinds: tuple[str, ...] = ()) -> dict[str, Counter[str]]:
+    """Flip ``flips`` bits one at a time in each file kind (only those whose names start with one of
+    ``kinds``, when given); the outcomes counted per kind."""
     rng = random.Random(seed)
     stats: dict[str, Counter[str]] = {}
     warnings.simplefilter("ignore")
@@ -141,6 +151,8 @@ def run(flips: int, seed: int) -> dict[str, Counter[str]]:
         folder = Path(tmp)
         files = make_files(folder)
         for kind, (path, read) in files.items():
+            if kinds and not kind.startswith(kinds):
+                continue
             s = stats.setdefault(kind, Counter())
             original = path.read_bytes()
             backup = folder / "backup"
@@ -182,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flips", type=int, default=500, help="flips per file kind (default 500)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--kinds", default="", help="only the kinds whose names start with these comma-separated words (e.g. stash)"
+    )
     args = ap.parse_args(argv)
-    stats = run(args.flips, args.seed)
-    print(f"# tamper: {args.flips} flips per kind, seed {args.seed}; {cpu_summary()}")
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    stats = run(args.flips, args.seed, kinds)
+    only = f", kinds {','.join(kinds)}" if kinds else ""
+    print(f"# tamper: {args.flips} flips per kind, seed {args.seed}{only}; {cpu_summary()}")
     cols = ["flips", "detected", "harmless", "silent", "untyped"]
     print(f"{'file':<22}" + "".join(f"{c:>10}" for c in cols))
     total: Counter[str] = Counter()

@@ -292,7 +292,16 @@ class SqlBackend(SqlWrites):
             q += f" LIMIT {m} OFFSET {m}"
             args.extend([limit, offset])
         with self.lock:
-            return [r[0] for r in self._db.execute(q, args)]
+            ids = [r[0] for r in self._db.execute(q, args)]
+            if expired_before is None and created_before is None:  # a listing (a session's, an export's)
+                self._check_listing(filters, ids, limit, offset)
+            return ids
+
+    def _check_listing(self, filters: Filters, ids: list[str], limit: int | None, offset: int) -> None:
+        """Called with a listing (:meth:`select_ids` without a time bound; the lock held) as read through
+        the indexes the database chose: a backend whose indexes can disagree with its table after
+        damage raises StashIntegrityError when one hides, adds or moves a row (see the embedded
+        backend's)."""
 
     @reads
     def stats(self, filters: Filters) -> dict[str, object]:

@@ -17,9 +17,11 @@ import sqlite3
 import stat
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,9 @@ _HEADER = b"SQLite format 3\x00"
 _LOG_KEEP = 20_000
 _LOAD_BATCH = 5_000  # segments quantised together while a store's table is loaded
 _OP_ADD, _OP_DELETE, _OP_FLAGS = 1, 2, 3
+#: The indexes of ``segments`` a listing is read through (a session's, the whole store's in time order)
+#: and the columns each holds before the row: checked against the table (``SqliteBackend._check_indexes``).
+_LISTING_INDEXES = {"segments_session_hash": ("session", "sha256"), "segments_created": ("created",)}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -169,6 +174,7 @@ class SqliteBackend(SqlBackend):
         self._warned = False
         self.corrupt: set[str] = set()
         self._create = create
+        self._indexes_checked = False  # the listing indexes matched the table (checked once, on a listing)
         self._check_path()
         try:
             if create:
@@ -366,6 +372,47 @@ class SqliteBackend(SqlBackend):
                     "in its id index (the file was changed outside contextsieve); run `sqlite3 FILE 'REINDEX'` "
                     "or restore the store"
                 )
+
+    def _check_listing(self, filters: Filters, ids: list[str], limit: int | None, offset: int) -> None:
+        """See :meth:`SqlBackend._check_listing`: a listing is read through an index (a session's through
+        the session index, the whole store's through the creation time's), where a flipped bit can hide
+        a row, move it or point at another session's without a word. Once a search has loaded the
+        in-memory table, the listing is held against it, brought up to date first
+        (:meth:`VectorTable.listing_agrees`: one pass over the passing rows in memory). Before that,
+        the first listing of the open store checks those indexes against the table once
+        (:meth:`_check_indexes`); so does a listing the table disagrees with (another process wrote
+        since, or an index is damaged)."""
+        if self._table is not None:
+            if self._sync().listing_agrees(filters, ids, limit, offset):
+                return
+        elif self._indexes_checked:
+            return
+        self._check_indexes()
+
+    def _check_indexes(self) -> None:
+        """Compare the entries of the indexes a listing reads through (:data:`_LISTING_INDEXES`) with the
+        table's rows, in one snapshot: StashIntegrityError naming the first index that differs. A scan
+        of the table and of each index, once per open store while no search has loaded the table (0.5 s at
+        100,000 segments, 10 ms at 2,000)."""
+        db = self._db
+        columns = ["row", *dict.fromkeys(c for cs in _LISTING_INDEXES.values() for c in cs)]
+        db.execute("BEGIN")  # one snapshot for every read
+        try:
+            rows = db.execute(f"SELECT {', '.join(columns)} FROM segments NOT INDEXED").fetchall()
+            for name, held in _LISTING_INDEXES.items():
+                entry = itemgetter(*[columns.index(c) for c in held], 0)  # an index entry: its columns, the row
+                table = Counter(map(entry, rows))
+                index = Counter(db.execute(f"SELECT {', '.join(held)}, row FROM segments INDEXED BY {name}"))
+                if index != table:
+                    row = next(iter((index - table) or (table - index)))[-1]
+                    raise StashIntegrityError(
+                        f"the stash {self.location} is damaged: its index {name} does not match its table (row "
+                        f"{row!r}), so listings would hide or move segments (the file was changed outside "
+                        "contextsieve); run `sqlite3 FILE 'REINDEX'` or restore the store"
+                    )
+        finally:
+            db.execute("COMMIT")
+        self._indexes_checked = True
 
     @guarded
     def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

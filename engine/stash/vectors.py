@@ -91,6 +91,7 @@ class VectorTable:
         self._expires = np.zeros(n, np.int64)  # NEVER: no expiry
         self._protected = np.zeros(n, np.bool_)
         self._superseded = np.zeros(n, np.bool_)
+        self._row = np.zeros(n, np.int64)  # slot -> store row (a listing's order after the creation time)
         self._sha: list[str] = []  # slot -> sha256 of the text
         self._mutations = 0  # changes since the table was made (the filter masks' memo key)
         self._allowed_memo: tuple[Filters, int, np.ndarray] | None = None
@@ -135,6 +136,7 @@ class VectorTable:
             "_expires",
             "_protected",
             "_superseded",
+            "_row",
         ):
             old = getattr(self, name)
             grown = np.zeros(new, old.dtype)
@@ -169,6 +171,7 @@ class VectorTable:
             self._expires[s] = NEVER if r.expires is None else r.expires
             self._protected[s] = r.protected
             self._superseded[s] = r.superseded
+            self._row[s] = r.row
             self._sha.append(r.sha256)
             self.ids.append(r.segment_id)
             self.slot_of_id[r.segment_id] = s
@@ -263,6 +266,38 @@ class VectorTable:
         if f.current is not None:
             ok &= self._superseded[:n] != f.current
         return ok  # the expiry condition (alive_at) is applied by allowed()
+
+    def listing_agrees(self, f: Filters, ids: Sequence[str], limit: int | None, offset: int) -> bool:
+        """Whether ``ids`` can be what a store lists of the segments passing ``f``, newest first (creation
+        time, then store row, descending), from ``offset`` and at most ``limit`` long (None: all), given
+        what this table holds: each id it holds is listed once, passes ``f`` and comes in that order, and
+        none of its passing segments is missing between the first and the last of them, before them
+        beyond ``offset``, or after them when the listing is shorter than ``limit``. Ids the table does
+        not hold (left out when it loaded, written since) may be anywhere. Costs a pass over the
+        passing segments (the filter mask is :meth:`allowed`'s)."""
+        if len(set(ids)) != len(ids):
+            return False
+        ok = self.allowed(f)
+        passing = np.flatnonzero(ok)
+        created, rows = self._created[passing], self._row[passing]
+        held = [(i, self.slot_of_id[x]) for i, x in enumerate(ids) if x in self.slot_of_id]
+        keys = [(int(self._created[s]), int(self._row[s])) for _, s in held]
+        if not all(ok[s] for _, s in held) or any(a <= b for a, b in zip(keys, keys[1:])):
+            return False
+        short = limit is None or len(ids) < limit
+        if not held:
+            return not short or passing.size <= offset + len(ids)
+
+        def listed_before(key: tuple[int, int]) -> np.ndarray:  # the passing segments newer than ``key``
+            return (created > key[0]) | ((created == key[0]) & (rows > key[1]))
+
+        above_first = listed_before(keys[0])
+        from_last = listed_before(keys[-1]) | ((created == keys[-1][0]) & (rows == keys[-1][1]))
+        if int(np.count_nonzero(above_first)) > offset + held[0][0]:
+            return False  # more of them come before the listing's first than the offset and its own
+        if int(np.count_nonzero(from_last & ~above_first)) != len(held):
+            return False  # one between the first and the last is missing
+        return not short or bool(from_last.all())  # a short listing reached the end
 
     def _chunks_allowed(self, f: Filters) -> tuple[np.ndarray, int]:
         """Per chunk row: its segment passes ``f`` and it is live; and how many do (kept as the slot

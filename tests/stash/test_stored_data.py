@@ -69,6 +69,19 @@ def _tamper(location: str, sql: str, args: tuple) -> None:
         db.close()
 
 
+def _flip_in_index(path: str, index: str, old: bytes, new: bytes) -> None:
+    """Change bytes inside one index's page of a closed SQLite store (as a flipped bit on disk would)."""
+    db = sqlite3.connect(path)
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()[0]
+    db.close()
+    assert not Path(path + "-wal").exists()  # closed: every page is in the file
+    data = bytearray(Path(path).read_bytes())
+    at = data.index(old, (root - 1) * page, root * page)
+    data[at : at + len(new)] = new
+    Path(path).write_bytes(bytes(data))
+
+
 FAR_TIMES = [
     datetime(1, 1, 2, 0, 0, 0, 999_999, tzinfo=UTC),
     datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC),
@@ -314,3 +327,73 @@ def test_changed_index_terms_or_a_null_field_are_caught_not_served(tmp_path: Pat
     with StashStore.open(path, fake()) as s:
         with pytest.raises(StashIntegrityError, match=ids[1]):
             s.get([ids[1]])
+
+
+def test_a_session_index_that_hides_a_row_is_a_typed_error_not_a_shorter_list(tmp_path: Path) -> None:
+    """Issue 47 defect 7 (found by benchmarks.robustness.tamper): a flipped bit in the session index
+    (``segments_session_hash``) made ``list`` (and ``list_stashed_context``) drop a row without a word,
+    while ``get``, retrieval and export still found it. Before a search the listing indexes are checked
+    against the table, after one a listing is held against the in-memory table: either way, whole or
+    in pages, the hidden row is a StashIntegrityError naming the index and the fix."""
+    from contextsieve.errors import StashIntegrityError
+
+    path = str(tmp_path / "s.db")
+    texts = ["the deploy key is in vault", "lunch: two pizzas", "the cat is grey", "a fourth note", "a fifth"]
+    with StashStore.open(path, fake()) as s:
+        ids = s.stash(texts, session="session-alpha").segment_ids
+        s.stash(["another session's note"], session="session-beta")
+        assert len(s.list(session="session-alpha")) == 5
+    _flip_in_index(path, "segments_session_hash", b"session-alpha", b"session-alphq")  # a -> q: one bit
+    with StashStore.open(path, fake()) as s:
+        assert sorted(x.id for x in s.get(ids, session="session-alpha")) == sorted(ids)  # the rows are intact
+        damaged = "damaged: its index segments_session_hash does not match its table .*REINDEX"
+        with pytest.raises(StashIntegrityError, match=damaged):
+            s.list(session="session-alpha")  # before any search: the indexes are checked against the table
+        assert [r.segment.text for r in s.retrieve("pizzas", session="session-alpha", top_k=1)] == [texts[1]]
+        with pytest.raises(StashIntegrityError, match=damaged):  # after one: held against the in-memory table
+            for offset in range(0, 6, 2):
+                s.list(session="session-alpha", limit=2, offset=offset)
+        assert [x.text for x in s.list(session="session-beta")] == ["another session's note"]
+    db = sqlite3.connect(path)
+    db.execute("REINDEX")
+    db.close()
+    with StashStore.open(path, fake()) as s:
+        assert sorted(x.id for x in s.list(session="session-alpha")) == sorted(ids)
+
+
+def test_a_listing_behind_another_writer_is_read_again_not_an_error(tmp_path: Path) -> None:
+    """The check of a listing against the in-memory table never mistakes another process's write for
+    damage: a table held from before a delete (a ``reading()`` scope) disagrees with the listing, which
+    is then read again with and without the indexes (the same rows) and returned."""
+    path = str(tmp_path / "s.db")
+    with StashStore.open(path, fake()) as a, StashStore.open(path, fake()) as b:
+        ids = a.stash(["one", "two", "three"], session="s").segment_ids
+        assert len(a.list(session="s")) == 3
+        with a.backend.reading():  # a's table stays as it is now
+            assert b.delete([ids[0]], session="s") == 1
+            b.stash(["four"], session="s")
+            assert sorted(x.text for x in a.list(session="s")) == ["four", "three", "two"]
+            assert sorted(x.text for x in a.list(session="s", limit=1, offset=2)) in (["two"], ["three"], ["four"])
+
+
+def test_listings_held_against_a_loaded_table_read_no_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a search has loaded the in-memory table, a sound store's listings (whole, in pages, filtered,
+    after writes) are checked against it alone: the scan of the table and its indexes runs for none."""
+    from contextsieve.stash.sqlite import SqliteBackend
+
+    path = str(tmp_path / "s.db")
+    with StashStore.open(path, fake()) as s:
+        ids = s.stash([f"note {i} about the deploy" for i in range(12)], session="s").segment_ids
+        s.stash([{"text": "a decision", "type": "decision", "topic": "t"}], session="s")
+        s.stash(["elsewhere"], session="other")
+        s.retrieve("deploy", session="s")
+        scans: list[int] = []
+        monkeypatch.setattr(SqliteBackend, "_check_indexes", lambda self: scans.append(1))
+        pages = [x.id for o in range(0, 14, 5) for x in s.list(session="s", limit=5, offset=o)]
+        assert len(pages) == 13 == len(set(pages))
+        assert [x.text for x in s.list(session="s", filters={"types": ["decision"]})] == ["a decision"]
+        s.delete([ids[3]], session="s")
+        s.protect([ids[4]], session="s")
+        assert len(s.list(session="s", filters={"protected": False})) == 11
+        assert s.list(session="s", offset=20) == [] and len(s.list(session="other")) == 1
+        assert scans == []
