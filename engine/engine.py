@@ -14,9 +14,10 @@ import numpy as np
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import ItemKey
+from contextsieve.agent.registry import AgentRegistry, Resolution
 from contextsieve.agent.settings import SettingsOverrides
 from contextsieve.agent.usage import UsageLog
-from contextsieve.errors import EventLoopError, InputError
+from contextsieve.errors import AgentRegistryError, AgentRegistryWarning, EventLoopError, InputError
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -158,6 +159,8 @@ class Engine:
         )
 
         self.tool_catalog: ToolCatalog | None = None  # the last connect()'s report
+        self.resolution: Resolution | None = None
+        """How :meth:`from_file` found the agent's identity (``None``: not looked up)."""
 
     @classmethod
     def from_file(
@@ -168,9 +171,16 @@ class Engine:
         connect: bool = False,
         refresh: bool = False,
         listing: ListConfig | None = None,
+        registry: AgentRegistry | bool | None = None,
         **kwargs: Any,
     ) -> Engine:
         """Load an agent file (current YAML or legacy folder) and wrap it.
+
+        The agent's identity (what its stash namespace, learned examples and tools' names are kept under:
+        :attr:`Agent.identity`) is looked up in its registry and kept there (:attr:`resolution` says how
+        it was found: see :mod:`contextsieve.agent.identity`), so it holds when the file is renamed,
+        moved, linked or its name edited. Should the registry fail, the agent goes on under the identity
+        of its path for this process, with an :class:`~contextsieve.errors.AgentRegistryWarning`.
 
         Args:
             tools: a catalog (server -> MCP ``tools/list`` entries) instead of asking the servers.
@@ -179,15 +189,19 @@ class Engine:
                 this raises :class:`~contextsieve.errors.EventLoopError` before loading anything:
                 load with ``connect=False``, then ``await engine.connect_async()``.
             refresh, listing: passed to :meth:`connect`.
+            registry: where agents' identities are kept (default ``None``: the
+                :class:`~contextsieve.agent.registry.AgentRegistry` in the data folder,
+                ``$CONTEXTSIEVE_DATA``); ``False``: none (the identity of the file's path, nothing written).
             kwargs: as for :class:`Engine`.
         """
         from contextsieve.agent.agentfile import load_agent
 
         if connect:
             _no_running_loop("Engine.from_file(path) and then await engine.connect_async()")
+        if registry is not None and registry is not False and not isinstance(registry, AgentRegistry):
+            raise InputError(f"registry must be an AgentRegistry, None or False, got {type(registry).__name__}")
         engine = cls(load_agent(Path(path), tools=tools), **kwargs)
-        # recorded tool examples belong to this file (many agent files share a name such as "agent")
-        engine.store.usage_scope = str(Path(path).resolve())
+        engine.resolution = _resolve(engine, None if registry is False else registry or AgentRegistry())
         if connect:
             engine.connect(refresh=refresh, listing=listing)
         return engine
@@ -337,6 +351,29 @@ class Engine:
         """One-off request for ``message`` in a fresh session with ``preset`` and ``settings`` (see
         :class:`~contextsieve.agent.settings.SettingsOverrides`)."""
         return self.session(preset=preset, **settings).build_request(message)
+
+
+def _resolve(engine: Engine, registry: AgentRegistry | None) -> Resolution | None:
+    """The agent's identity from ``registry`` (see :meth:`Engine.from_file`); its recorded tool examples
+    follow it (those an earlier version kept under the file's path are moved to it)."""
+    import warnings
+
+    agent = engine.agent
+    found = None
+    if registry is not None:
+        try:
+            found = registry.resolve(agent)
+        except AgentRegistryError as e:
+            warnings.warn(
+                f"{e}; agent {agent.name!r} goes on as {agent.identity} (the identity of its path) in this process, "
+                "so its data is not found again if the file moves, and its tools' names are kept in memory only",
+                AgentRegistryWarning,
+                stacklevel=3,
+            )
+    engine.store.usage_scope = agent.identity
+    if engine._remember_requests and agent.source:
+        engine.store.usage().rescope(agent.source, agent.identity)
+    return found
 
 
 def _no_running_loop(instead: str) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "EventLoopError",
     "AgentFileError",
     "SessionFileError",
+    "AgentRegistryError",
     "UnknownItemError",
     "SummarizerError",
     "EmbedderOutputError",
@@ -37,6 +38,7 @@ __all__ = [
     "check_text",
     "brief",
     "AgentFileWarning",
+    "AgentRegistryWarning",
     "CacheIntegrityWarning",
     "GraphFileWarning",
     "StashIntegrityWarning",
@@ -88,6 +90,11 @@ class AgentFileError(ContextSieveError):
 
 class SessionFileError(ContextSieveError):
     """A saved session file is missing, malformed, or names items or settings the agent does not have."""
+
+
+class AgentRegistryError(ContextSieveError):
+    """The agent registry (``agents.sqlite`` in the data folder: which identity each agent file has, and its
+    tools' names) cannot be opened, read or written; the message names the file."""
 
 
 class UnknownItemError(ContextSieveError, KeyError):
@@ -174,6 +181,12 @@ class AgentFileWarning(UserWarning):
     the file, the place and the key's likely meaning ("did you mean ..."); the key is kept in the file
     (saves write it back) but has no effect. Issued with :func:`warnings.warn` once per problem at load,
     and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
+
+
+class AgentRegistryWarning(UserWarning):
+    """An agent's identity could not be looked up or kept in its registry (the data folder cannot be
+    written, say): the agent goes on under the identity of its path for this process, and its tools'
+    names are kept in memory only. The message says why and what it means for the agent's data."""
 
 
 class StashIntegrityWarning(UserWarning):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,20 @@ def bert_oracle(tensors: dict[str, np.ndarray], cfg: BertConfig, ids: np.ndarray
     m = mask[:, :, None].astype(np.float64)
     pooled = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _data_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test writes contextsieve's data (the agent registry, default stash stores) into a temp folder
+    of the run, never the user's ``~/.local/share/contextsieve`` (a test may set its own)."""
+    folder = tmp_path_factory.mktemp("data")
+    old = os.environ.get("CONTEXTSIEVE_DATA")
+    os.environ["CONTEXTSIEVE_DATA"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("CONTEXTSIEVE_DATA", None)
+    else:
+        os.environ["CONTEXTSIEVE_DATA"] = old
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,6 @@ The agent is the source of truth; sessions copy its settings and may override th
 
 from __future__ import annotations
 
-import hashlib
-import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from contextsieve.agent.identity import path_identity, stem
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.agent.settings import AgentSettings
-from contextsieve.agent.toolnames import ToolNames, tool_names
+from contextsieve.agent.toolnames import NameBook, ToolNames, tool_names
 from contextsieve.errors import InputError, UnknownItemError
 
 __all__ = [
@@ -88,8 +87,10 @@ class Agent:
     document: dict[str, Any] = field(default_factory=dict, repr=False)  # the file as read, for round trips
     catalog: Mapping[ItemKey, tuple[str, str]] = field(default_factory=dict, repr=False)  # tools a catalog described
     source: str = field(default="", compare=False)
-    """Where the agent was loaded from (the agent file, resolved; ``""``: made in code): part of its
-    :attr:`identity`."""
+    """Where the agent was loaded from (the agent file, resolved; ``""``: made in code): what its
+    :attr:`identity` is found by (:mod:`contextsieve.agent.identity`)."""
+    agent_id: str = field(default="", compare=False)
+    """The ``id`` the agent file declares (``""``: none): when given, it is the agent's :attr:`identity`."""
     load_warnings: tuple[str, ...] = field(default=(), compare=False)
     """What loading the agent file warned about, one message per problem (each also issued as an
     :class:`~contextsieve.errors.AgentFileWarning`): keys nobody reads, with their likely meaning;
@@ -102,6 +103,8 @@ class Agent:
         self._check_unique()
         self.rules.sort(key=lambda r: (r.priority, r.name))
         self.references.sort(key=lambda r: (r.priority, r.name))
+        self._book = NameBook()
+        self._identity = ""
         self._reindex()
         self.loaded_keys = frozenset(self._by_key)
 
@@ -148,26 +151,45 @@ class Agent:
 
     @property
     def identity(self) -> str:
-        """What keeps this agent's data apart from every other agent's: its default stash store, its stash
-        namespace (``agent:<identity>``) and its usage log are named by it. The declared name made
-        file-safe (at most 60 characters), then, for an agent loaded from a file, ``-`` and 10 hex
-        digits of the SHA-256 of the file's resolved path: two agents named alike (every ``agent.yaml``
-        is "agent" without a declared name) in two folders never share data unless the user points them
-        at one store and namespace on purpose. An agent made in code is its name alone."""
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", self.name).strip(".-")[:60] or "agent"
-        if not self.source:
-            return stem
-        return f"{stem}-{hashlib.sha256(self.source.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+        """What keeps this agent's data apart from every other agent's and finds it again over time: its
+        default stash store, its stash namespace (``agent:<identity>``), its learned tool examples and
+        its tools' names are kept under it. The declared :attr:`agent_id` when the file has one; else the
+        identity its registry found or gave it (:meth:`contextsieve.agent.registry.AgentRegistry.resolve`,
+        which :meth:`contextsieve.Engine.from_file` runs: see :mod:`contextsieve.agent.identity`); before
+        that, for an agent loaded from a file, its name made file-safe, ``-`` and 10 hex digits of the
+        SHA-256 of the file's resolved path. An agent made in code is its name made file-safe."""
+        if self.agent_id:
+            return self.agent_id
+        if self._identity:
+            return self._identity
+        return path_identity(self.name, self.source) if self.source else stem(self.name)
+
+    def set_identity(self, identity: str) -> None:
+        """The identity the registry found for this agent (see :attr:`identity`); ignored when the file
+        declares an ``id``."""
+        self._identity = identity
 
     def tool_names(self) -> ToolNames:
         """The name a model sees for each tool, and the way back (:mod:`contextsieve.agent.toolnames` has the
         rule): what every payload, the gateway and the integrations name tools by. Rebuilt when the
-        tools change, as :meth:`table`."""
+        tools change, as :meth:`table`; a tool keeps the name its :meth:`name book <use_name_book>` gave it
+        for as long as the agent has it, and no name is ever given to a second tool."""
         with self.lock:
             table = self._current_table()
             if self._names is None or self._names[0] != table.shape:
-                self._names = (table.shape, tool_names(t.key for t in self.tools))
+                keys = [t.key for t in self.tools]
+                self._names = (table.shape, tool_names(keys, self._book.assign(keys)))
             return self._names[1]
+
+    def use_name_book(self, book: NameBook) -> None:
+        """Keep the tools' names in ``book`` from now on (the agent's registry keeps them with its data:
+        :meth:`contextsieve.agent.registry.AgentRegistry.resolve`); names given so far in this process that
+        the book lacks are added to it."""
+        with self.lock:
+            if self._names is not None:
+                book.adopt(self._book.assign([]))
+            self._book = book
+            self._names = None
 
     def _check_unique(self) -> None:
         seen: set[ItemKey] = set()

@@ -61,6 +61,7 @@ from contextsieve.agent.file_checks import (
 from contextsieve.agent.file_guards import load_yaml, read_folder_file, read_yaml, yaml_problem
 from contextsieve.agent.file_servers import servers_and_tools
 from contextsieve.agent.file_writer import to_yaml
+from contextsieve.agent.identity import declared_id
 from contextsieve.agent.items import IncludeMode, Reference, Rule
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.errors import AgentFileError, ContextSieveError, brief
@@ -223,6 +224,7 @@ def _from_document(
             document=doc,
             catalog=from_catalog,
             source=_source(path),
+            agent_id=_agent_id(doc, path),
             load_warnings=found,
         )
     except AgentFileError:
@@ -243,6 +245,17 @@ def _name(doc: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
     if top is not None and declared and top != declared:
         raise fail(path, "name", f"{brief(top)} differs from metadata.name {brief(declared)}: give the name once")
     return top or declared or path.stem
+
+
+def _agent_id(doc: dict[str, Any], path: Path) -> str:
+    """The top-level ``id:`` (a contextsieve key: the agent's identity wherever its file goes, see
+    :mod:`contextsieve.agent.identity`); ``""`` without one."""
+    if doc.get("id") is None:
+        return ""
+    try:
+        return declared_id(doc["id"], "id")
+    except ContextSieveError as e:
+        raise fail(path, "id", str(e).partition(": ")[2]) from e
 
 
 def _source(path: Path) -> str:

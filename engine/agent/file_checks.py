@@ -71,6 +71,7 @@ INCLUDE_MODES = ("always", "manual", "agent")
 #: warning (:class:`~contextsieve.errors.AgentFileWarning`) names it with its likely meaning.
 _TOP_KEYS = (
     "name",
+    "id",
     "metadata",
     "settings",
     "systemPrompt",

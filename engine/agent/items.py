@@ -62,6 +62,12 @@ class ItemKey(NamedTuple):
     """Identity of an item: ``rule:<name>``, ``reference:<name>`` or ``tool:<server>:<name>``.
 
     A tuple, so hashing and comparing keys (done per item on every request) costs next to nothing.
+
+    Its string form (``str(key)``, what session files, the usage log, MCP arguments, explanations and the
+    inspect page carry) escapes the two characters that would make it ambiguous in each part: ``%`` is
+    written ``%25`` and ``:`` is written ``%3A``. So a proxy's tool ``github:create_issue`` of server
+    ``gh`` is ``tool:gh:github%3Acreate_issue``, and every key reads back as itself
+    (:meth:`parse`). A key with neither character is written as it always was.
     """
 
     kind: ItemKind
@@ -69,7 +75,9 @@ class ItemKey(NamedTuple):
     server: str = ""
 
     def __str__(self) -> str:
-        return f"{self.kind.value}:{self.server + ':' if self.kind is ItemKind.TOOL else ''}{self.name}"
+        if self.kind is ItemKind.TOOL:
+            return f"{self.kind.value}:{_escape(self.server)}:{_escape(self.name)}"
+        return f"{self.kind.value}:{_escape(self.name)}"
 
     @classmethod
     def parse(cls, text: str) -> "ItemKey":
@@ -77,16 +85,29 @@ class ItemKey(NamedTuple):
         if not isinstance(text, str):
             raise InputError(f"an item key must be a str, got {type(text).__name__}")
         parts = text.split(":")
-        bad = f"not an item key: {brief(text)} (rule:NAME, reference:NAME or tool:SERVER:NAME)"
+        bad = f"not an item key: {brief(text)} (rule:NAME, reference:NAME or tool:SERVER:NAME; a : in a name is %3A)"
         try:
             kind = ItemKind(parts[0])
         except ValueError:
             raise InputError(bad) from None
-        if kind is ItemKind.TOOL and len(parts) == 3:
-            return cls(kind, parts[2], parts[1])
-        if kind is not ItemKind.TOOL and len(parts) == 2:
-            return cls(kind, parts[1])
+        if kind is ItemKind.TOOL and len(parts) == 3 and parts[2]:
+            return cls(kind, _unescape(parts[2]), _unescape(parts[1]))
+        if kind is not ItemKind.TOOL and len(parts) == 2 and parts[1]:
+            return cls(kind, _unescape(parts[1]))
         raise InputError(bad)
+
+
+_ESCAPED = re.compile(r"%(25|3[Aa])")
+
+
+def _escape(part: str) -> str:
+    """A key part with ``%`` and ``:`` escaped (``%25``, ``%3A``): see :class:`ItemKey`."""
+    return part.replace("%", "%25").replace(":", "%3A") if ("%" in part or ":" in part) else part
+
+
+def _unescape(part: str) -> str:
+    """Inverse of :func:`_escape`; any other ``%`` is kept as it is (keys written before escaping)."""
+    return _ESCAPED.sub(lambda m: "%" if m.group(1) == "25" else ":", part) if "%" in part else part
 
 
 def _check_strings(item: object, fields: tuple[str, ...]) -> None:

@@ -166,6 +166,33 @@ class UsageLog:
                 )
             return int(cur.rowcount)
 
+    def rescope(self, old: str, new: str) -> int:
+        """Move every example and miss kept under the scope ``old`` to ``new`` (an agent whose examples
+        were kept under its file's path, now under its identity); returns how many moved. Nothing is
+        created: a log that does not exist has nothing to move."""
+        if old == new:
+            return 0
+        if not self.persistent:
+            with self._lock:
+                moved = [k for k in self._memory if k[1] == old]
+                for k in moved:
+                    self._memory.setdefault((k[0], new, k[2]), {}).update(self._memory.pop(k))
+            return len(moved)
+        with self._guard() as db:
+            if db is None:
+                return 0
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                n = 0
+                for kind in KINDS:
+                    n += db.execute(f"UPDATE OR IGNORE {kind} SET agent = ? WHERE agent = ?", (new, old)).rowcount
+                    db.execute(f"DELETE FROM {kind} WHERE agent = ?", (old,))  # kept under ``new`` already
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return int(n)
+
 
 def _kind(kind: str) -> None:
     if kind not in KINDS:

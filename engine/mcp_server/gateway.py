@@ -168,6 +168,8 @@ def build_gateway(
                 f"tool {brief(name)} cannot be called: server {key.server!r} is unavailable ({link.error}); "
                 "its tools are out of the offer until it is back",
             )
+        if key is None and engine.agent.tool_names().gone(name) is not None:
+            raise MCPError(INVALID_PARAMS, engine.agent.tool_names().unknown(name))
         if key is None or key not in {t.key for t in gw.offered(st)}:
             raise MCPError(
                 INVALID_PARAMS,

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
+from contextsieve.agent.toolnames import ToolNames
 from contextsieve.errors import InputError, brief
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.session.assembly import Request
@@ -15,17 +16,21 @@ from contextsieve.session.assembly import Request
 __all__ = ["Outcomes", "tool_keys"]
 
 
-def tool_keys(agent: Agent, calls: Iterable[ItemKey | str], what: str) -> list[ItemKey]:
+def tool_keys(agent: Agent, calls: Iterable[ItemKey | str], what: str, names: ToolNames | None = None) -> list[ItemKey]:
     """Tools named as :class:`ItemKey`, ``"tool:SERVER:NAME"``, ``"SERVER:NAME"`` or the offered name
     ``"SERVER_NAME"``, each once in order; :class:`~contextsieve.errors.UnknownItemError` for a tool
-    the agent does not have, :class:`InputError` for one name instead of a list or a key of another kind."""
+    the agent does not have, :class:`InputError` for one name instead of a list or a key of another kind.
+    An offered name is read through ``names`` (a request's own names: what the model was offered under),
+    then the agent's current names (a name never changes meaning: :mod:`contextsieve.agent.toolnames`)."""
     if isinstance(calls, (str, ItemKey)):
         raise InputError(f"{what} takes a list of tools, not one")
-    offered = agent.tool_names()
     keys: list[ItemKey] = []
     for c in calls:
         if isinstance(c, str) and ":" not in c:  # the name a model called it by
-            keys.append(offered.key(c))
+            found = names.get(c) if names is not None else None
+            key = found if found is not None else agent.tool_names().key(c)
+            agent.get(key)  # UnknownItemError when the agent no longer has it
+            keys.append(key)
             continue
         if isinstance(c, str) and c.count(":") == 1 and c.split(":")[0] not in {k.value for k in ItemKind}:
             c = "tool:" + c  # SERVER:NAME
@@ -49,8 +54,8 @@ class Outcomes:
         """The called and failed tools as keys, checked before anything is recorded."""
         if not isinstance(request, Request):
             raise InputError(f"record_outcome takes a Request, got {brief(request)}")
-        done = tool_keys(agent, called, "called")
-        bad = tool_keys(agent, failed, "failed")
+        done = tool_keys(agent, called, "called", request.names)
+        bad = tool_keys(agent, failed, "failed", request.names)
         if not set(bad) <= set(done):
             raise InputError(f"failed names tools that were not called: {[str(k) for k in bad if k not in done]}")
         if not request.message.strip():
