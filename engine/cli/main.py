@@ -166,18 +166,47 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser(
         "stash",
         help="a stash store: stats, cleanup of expired segments, rebuild after a model change, export to a file, "
-        "import from one, migrate between stores",
+        "import from one, migrate between stores; its namespaces, renaming one, adopting one for an agent",
     )
-    st.add_argument("action", choices=["stats", "cleanup", "rebuild", "export", "import", "migrate"])
-    st.add_argument("store", help="SQLite file or postgresql:// URI (import: the export file)")
-    st.add_argument("target", nargs="?", help="export: the file to write; import, migrate: the store to write into")
-    st.add_argument("--max-age-days", type=float, help="cleanup: also delete unprotected segments older than this")
-    st.add_argument(
+    acts = st.add_subparsers(dest="action", required=True)
+    store_help = "SQLite file or postgresql:// URI"
+    for action, helped in (
+        ("stats", "counts of a store (it must exist)"),
+        ("cleanup", "delete expired segments"),
+        ("rebuild", "re-embed segments of another model"),
+        ("namespaces", "each namespace (session) of a store: segments, last stash, whose agent"),
+    ):
+        a = acts.add_parser(action, help=helped)
+        a.add_argument("store", help=store_help)
+        if action == "cleanup":
+            a.add_argument("--max-age-days", type=float, help="also delete unprotected segments older than this")
+    a = acts.add_parser("export", help="write a store's segments to a JSON Lines file")
+    a.add_argument("store", help=store_help)
+    a.add_argument("target", nargs="?", help="the file to write")
+    a.add_argument(
         "--vectors",
         action="store_true",
-        help="export: write each segment's vectors too (an import into a store of the same model and "
-        "settings then checks a sample and writes them instead of embedding)",
+        help="write each segment's vectors too (an import into a store of the same model and settings then "
+        "checks a sample and writes them instead of embedding)",
     )
+    a = acts.add_parser("import", help="read an export file into a store (made when missing)")
+    a.add_argument("store", help="the export file")
+    a.add_argument("target", nargs="?", help="the store to write into")
+    a = acts.add_parser("migrate", help="copy a store's segments into another store (made when missing)")
+    a.add_argument("store", help=store_help)
+    a.add_argument("target", nargs="?", help="the store to write into")
+    a = acts.add_parser("rename", help="move every segment of namespace OLD into NEW, in one step")
+    a.add_argument("store", help=store_help)
+    a.add_argument("old")
+    a.add_argument("new")
+    a = acts.add_parser(
+        "adopt",
+        help="make a namespace an agent's: agent:IDENTITY makes the agent that identity (its stash, learned "
+        "examples and tool names); any other namespace moves into the agent's, in one step",
+    )
+    a.add_argument("agent", type=Path, help="the agent file")
+    a.add_argument("namespace", help="e.g. agent:travel-desk-1a2b3c4d5e (serve names it when it finds one)")
+    a.add_argument("--stash", metavar="PATH|URI", help="the store holding it (default: the agent's default store)")
     g = sub.add_parser(
         "gateway",
         help="one MCP server (stdio) in front of the agent's servers, offering the task's tools",

@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
 from contextsieve.agent.agent import Agent
 from contextsieve.cli.agent_commands import is_example, load_engine
-from contextsieve.errors import InputError, StashError
+from contextsieve.errors import InputError
 
 __all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
 
@@ -72,12 +71,18 @@ def serve(args: argparse.Namespace) -> None:
         header_seconds=args.header_timeout,
         body_seconds=args.body_timeout,
     )
+    from contextsieve.cli.agent_data import print_notes, settle
+
     stash = None
     if not args.no_stash:
         from contextsieve.stash.store import StashStore
 
         location = args.stash or _default_stash(engine.agent)
         stash = StashStore.open(location, engine.embedder)
+        if not args.stash_session:  # the agent's own namespace: find it, or say where its data may be
+            print_notes(settle(engine, stash, explicit=args.stash is not None))
+    elif engine.resolution is not None and engine.resolution.note():
+        print_notes([engine.resolution.note()])
     run_server(
         engine,
         transport=args.transport,
@@ -100,8 +105,12 @@ def gateway(args: argparse.Namespace) -> None:
     from contextsieve.mcp_server.gateway import run_gateway
     from contextsieve.mcp_server.gateway_state import apply_cached_listings
 
+    from contextsieve.cli.agent_data import print_notes
+
     _log_to_stderr(args.log_level)
     engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
+    if engine.resolution is not None and engine.resolution.note():  # found again after a move: say so
+        print_notes([engine.resolution.note()])
     from contextsieve.mcp_server.common import ServeConfig
 
     listing = ListConfig(timeout=args.timeout, call_timeout=args.call_timeout)
@@ -141,23 +150,16 @@ def _has_servers(agent: Agent) -> bool:
 
 
 def _default_stash(agent: Agent) -> str:
-    """The embedded store ``serve`` uses without ``--stash``: one per agent (:attr:`Agent.identity`: its
-    name and its file) in the data folder. A store an earlier version kept under the name alone (shared
-    by every agent of that name) is not read; a note on stderr says how to use it."""
-    import re
+    """The embedded store ``serve`` uses without ``--stash``: one per agent (:attr:`Agent.identity`, which
+    follows the agent when its file moves: :mod:`contextsieve.agent.identity`) in the data folder
+    (:func:`contextsieve.cli.agent_data.default_store`). A store an earlier version kept under the name
+    alone (shared by every agent of that name) is not read; a note on stderr says how to use it."""
+    from contextsieve.agent.identity import stem
+    from contextsieve.agent.registry import AgentRegistry
+    from contextsieve.cli.agent_data import default_store
 
-    from contextsieve.fileio import DATA_ENV, default_data_dir
-
-    folder = default_data_dir() / "stash"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:  # the data folder or its stash folder is a file (or cannot be made)
-        raise StashError(
-            f"cannot use the stash folder {folder}: {_why(e, folder)}; move that file away, set "
-            f"${DATA_ENV} to another folder, or pass --stash PATH or --no-stash"
-        ) from e
-    path = folder / f"{agent.identity}.db"
-    old = folder / f"{(re.sub(r'[^A-Za-z0-9._-]+', '-', agent.name).strip('.-') or 'agent')[:100]}.db"
+    path = default_store(AgentRegistry(), agent.identity)
+    old = path.parent / f"{stem(agent.name)}.db"
     if old != path and old.is_file() and not path.exists():
         print(
             f"contextsieve: note: an earlier version kept the stash of every agent named {agent.name!r} in {old}; "
@@ -166,11 +168,3 @@ def _default_stash(agent: Agent) -> str:
             file=sys.stderr,
         )
     return str(path)
-
-
-def _why(error: OSError, folder: Path) -> str:
-    """Why ``folder`` could not be made: the first path on the way that is a file, else the OS's reason."""
-    for p in (*reversed(folder.parents), folder):
-        if p.exists() and not p.is_dir():
-            return f"{p} is a file, not a folder"
-    return error.strerror or str(error)

@@ -1,5 +1,6 @@
 """``contextsieve stash``: a stash store's counts (``stats``), expiry cleanup (``cleanup``), re-embedding
-after a model change (``rebuild``), and moving a stash as JSON Lines (``export``, ``import``, ``migrate``).
+after a model change (``rebuild``), moving a stash as JSON Lines (``export``, ``import``, ``migrate``), and
+its namespaces (``namespaces``, ``rename``, ``adopt``: :mod:`contextsieve.cli.agent_data`).
 
 Only ``import`` and ``migrate`` make the store they write into when it is missing. Every other action,
 and the source of ``migrate``, needs an existing store: a missing one (a mistyped path, the data folder
@@ -18,6 +19,11 @@ def stash(args: argparse.Namespace) -> None:
     """Run ``args.action`` on the store ``args.store`` (``args.target``: the file or store written)."""
     from contextsieve.stash.store import StashStore
 
+    if args.action in ("namespaces", "rename", "adopt"):
+        from contextsieve.cli import agent_data
+
+        {"namespaces": agent_data.namespaces, "rename": agent_data.rename, "adopt": agent_data.adopt}[args.action](args)
+        return
     if args.action in ("export", "import", "migrate"):
         from contextsieve.stash.transfer import export_store, import_store, migrate
 
@@ -51,6 +57,6 @@ def stash(args: argparse.Namespace) -> None:
         if args.action == "cleanup":
             n = store.cleanup_expired()
             print(f"deleted {n} expired segments")
-            if args.max_age_days is not None:
+            if getattr(args, "max_age_days", None) is not None:
                 print(f"deleted {store.cleanup_old(args.max_age_days)} segments older than {args.max_age_days:g} days")
         print(json.dumps(store.stats(), indent=2))

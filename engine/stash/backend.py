@@ -297,6 +297,15 @@ class StashBackend(Protocol):
 
     def stats(self, filters: Filters) -> dict[str, object]: ...
 
+    def sessions(self) -> list[tuple[str, int, int | None]]:
+        """Every session holding segments: ``(session, segments, latest stash time in epoch ms)``, by name."""
+        ...
+
+    def rename_session(self, old: str, new: str) -> int:
+        """Move every segment of session ``old`` into ``new`` (kept with the segments already there), in
+        one transaction; returns how many moved."""
+        ...
+
     def stale(self, model: str, limit: int) -> list[ContextSegment]:
         """Up to ``limit`` segments whose vectors are not of ``model`` (for a rebuild)."""
         ...

@@ -419,6 +419,11 @@ class PostgresBackend(SqlBackend):
             return len(self._set_protected(db, ids, protected))
 
     @guarded
+    def rename_session(self, old: str, new: str) -> int:
+        with self._tx() as db:
+            return len(self._rename_session(db, old, new))
+
+    @guarded
     def replace_vectors(self, rows: Sequence[SegmentRow]) -> None:
         with self._tx() as db:
             self._replace_vectors(db, rows)

@@ -1,15 +1,27 @@
 """What the stash's calls return: :class:`StashResult` (a stash), :class:`Retrieved` (one retrieval
 result), :class:`RetrieveTrace` with its :class:`Candidate` entries (every candidate a retrieve ranked)
-and :class:`MergeResult` (segments handed back for the active context)."""
+and :class:`MergeResult` (segments handed back for the active context); :class:`Namespace` (a session of
+the store, as :meth:`StashStore.namespaces <contextsieve.stash.store.StashStore.namespaces>` lists it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from contextsieve.stash.segment import ContextSegment
 
-__all__ = ["StashResult", "Retrieved", "RetrieveTrace", "Candidate", "MergeResult"]
+__all__ = ["StashResult", "Retrieved", "RetrieveTrace", "Candidate", "MergeResult", "Namespace"]
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """A session (namespace) of a store: its name, how many segments it holds, and when the latest was
+    stashed (UTC; ``None`` for an empty one)."""
+
+    name: str
+    segments: int
+    last_stashed: datetime | None
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,14 @@ class SqlBackend(SqlWrites):
         backend's)."""
 
     @reads
+    def sessions(self) -> list[tuple[str, int, int | None]]:
+        with self.lock:
+            rows = self._db.execute(
+                f"SELECT session, count(*), max(stashed) FROM {self.dialect.segments} GROUP BY session ORDER BY session"
+            ).fetchall()
+        return [(str(s), int(n), None if t is None else int(t)) for s, n, t in rows]
+
+    @reads
     def stats(self, filters: Filters) -> dict[str, object]:
         d = self.dialect
         cond, args = self._where(filters)

@@ -157,6 +157,13 @@ class SqlWrites:
             db.execute(f"UPDATE {d.segments} SET superseded_by = NULL WHERE {newer}", newer_args)  # current again
         return gone, freed
 
+    def _rename_session(self, db: Any, old: str, new: str) -> list[int]:
+        """Move the segments of session ``old`` into ``new``; returns the rows moved."""
+        d = self.dialect
+        rows = [int(r[0]) for r in db.execute(f"SELECT row FROM {d.segments} WHERE session = {d.mark}", [old])]
+        db.execute(f"UPDATE {d.segments} SET session = {d.mark} WHERE session = {d.mark}", [new, old])
+        return rows
+
     def _set_protected(self, db: Any, ids: Sequence[str], protected: bool) -> list[int]:
         """Set the flag of these segments; returns the rows of those stored."""
         d = self.dialect

@@ -664,6 +664,14 @@ class SqliteBackend(SqlBackend):
         return len(rows)
 
     @guarded
+    def rename_session(self, old: str, new: str) -> int:
+        with self._write() as db:
+            rows = self._rename_session(db, old, new)
+            self._log(db, rows, _OP_ADD)  # read again by every process: the row's session changed
+        self._after_write()
+        return len(rows)
+
+    @guarded
     def replace_vectors(self, rows: Sequence[SegmentRow]) -> None:
         with self._write() as db:
             self._log(db, self._replace_vectors(db, rows), _OP_ADD)

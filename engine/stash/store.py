@@ -27,12 +27,12 @@ import numpy as np
 from contextsieve.errors import InputError, brief, check_text
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.stash import maintenance, records, retrieve, write
-from contextsieve.stash.backend import StashBackend
+from contextsieve.stash.backend import StashBackend, from_epoch
 from contextsieve.stash.config import StashConfig
 from contextsieve.stash.core import Progress, StashCore
 from contextsieve.stash.options import DEFAULT_SESSION, RetrieveKeywords, RetrieveOptions, SegmentFilter
-from contextsieve.stash.results import MergeResult, Retrieved, RetrieveTrace, StashResult
-from contextsieve.stash.segment import ContextSegment, no_nul
+from contextsieve.stash.results import MergeResult, Namespace, Retrieved, RetrieveTrace, StashResult
+from contextsieve.stash.segment import ContextSegment, check_session, no_nul
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -190,6 +190,23 @@ class StashStore(StashCore):
         """The segment and those it refers to, breadth first up to ``max_hops`` references away
         (default 2; 0 gives the segment alone). Each segment once, cycles included."""
         return retrieve.retrieve_by_reference(self, segment_id, session, max_hops)
+
+    # -- namespaces -------------------------------------------------------------------------------
+
+    def namespaces(self) -> list[Namespace]:
+        """Every session (namespace) holding segments, by name, with its segment count and last stash time
+        (``contextsieve stash namespaces``)."""
+        return [Namespace(s, n, None if t is None else from_epoch(t)) for s, n, t in self.backend.sessions()]
+
+    def rename_namespace(self, old: str, new: str) -> int:
+        """Move every segment of namespace ``old`` into ``new`` (merged with those already there; ids,
+        references, times and protection kept), in one transaction: all or nothing. Returns how many
+        moved (0 when ``old`` holds none). Other processes on the store see the move at their next call.
+        Named values that name a namespace (serve's session items) are not moved."""
+        old, new = check_session(old), check_session(new)
+        if old == new:
+            return 0
+        return self.backend.rename_session(old, new)
 
     # -- by id ------------------------------------------------------------------------------------
 

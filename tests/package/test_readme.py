@@ -323,7 +323,11 @@ def test_the_command_table_matches_the_cli() -> None:
         command = m.group(1)
         assert command in listed, f"guide.md's command table names `contextsieve {command}`, which does not exist"
         seen.add(command)
-        options = set(re.findall(r"--[a-z][a-z0-9-]*", _help(command)))
+        text = _help(command)
+        actions = re.search(r"\{([a-z,-]+)\}", text)  # a command with actions: each action's options count
+        for action in actions.group(1).split(",") if actions else ():
+            text += _help(command, action)
+        options = set(re.findall(r"--[a-z][a-z0-9-]*", text))
         for option in re.findall(r"--[a-z][a-z0-9-]*", row):
             assert option in options, f"`contextsieve {command}` has no {option} (guide.md's command table)"
     assert seen == set(listed), f"commands missing from guide.md's table: {sorted(set(listed) - seen)}"
