@@ -35,11 +35,15 @@ from contextsieve.integrations.selector import (
     check_fail_open,
     failed_choice,
 )
-from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
+from contextsieve.integrations.stash_tools import (
+    FRAMEWORK_STASH_TOOLS,
+    agent_namespace,
+    stash_scope,
+    stash_tool_defs,
+)
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.session.offer import OfferConfig
-from contextsieve.stash.options import DEFAULT_SESSION
 from contextsieve.stash.store import StashStore
 
 try:
@@ -238,7 +242,8 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
 def stash_tools(
     store: StashStore,
     *,
-    session: str = DEFAULT_SESSION,
+    agent: object = None,
+    session: str | None = None,
     max_segments: int = 1000,
     cross_session: bool = False,
     tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
@@ -250,7 +255,10 @@ def stash_tools(
 
     Args:
         store: the stash store (:meth:`StashStore.open`); the caller closes it.
-        session: the stash session every call stashes to and retrieves from (default ``"default"``).
+        agent: whose stash it is (an :class:`~contextsieve.Agent`, :class:`~contextsieve.Engine` or
+            :class:`~contextsieve.integrations.selector.ToolSelector`): every call stashes to and retrieves
+            from its own namespace, ``agent:<identity>``, as ``contextsieve serve`` does.
+        session: instead of ``agent``, the stash namespace every call uses (one of the two is needed).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
         tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
@@ -258,7 +266,8 @@ def stash_tools(
     A bad argument of the model's (a value out of range, an unknown segment id...) comes back to the
     model as the tool's message (``ToolException``, ``handle_tool_error``); a failing store raises.
     """
-    scope = stash_scope(store, session=session, max_segments=max_segments, cross_session=cross_session)
+    namespace = agent_namespace(agent, session, "stash_tools")
+    scope = stash_scope(store, session=namespace, max_segments=max_segments, cross_session=cross_session)
 
     def make(tool: AgentTool) -> StructuredTool:
         def call(**arguments: Any) -> str:

@@ -72,7 +72,12 @@ from contextsieve.integrations.selector import (
     ToolSpec,
     check_fail_open,
 )
-from contextsieve.integrations.stash_tools import FRAMEWORK_STASH_TOOLS, stash_scope, stash_tool_defs
+from contextsieve.integrations.stash_tools import (
+    FRAMEWORK_STASH_TOOLS,
+    agent_namespace,
+    stash_scope,
+    stash_tool_defs,
+)
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.session.offer import OfferConfig
@@ -313,7 +318,8 @@ class ContextSieveHooks(RunHooks[Any]):
 def stash_tools(
     store: StashStore,
     *,
-    session: str | Callable[[RunContextWrapper[Any]], str] = DEFAULT_SESSION,
+    agent: object = None,
+    session: str | Callable[[RunContextWrapper[Any]], str] | None = None,
     max_segments: int = 1000,
     cross_session: bool = False,
     tools: Sequence[str] = FRAMEWORK_STASH_TOOLS,
@@ -325,9 +331,12 @@ def stash_tools(
 
     Args:
         store: the stash store (``StashStore.open(path)``).
-        session: the stash session the tools read and write (default ``"default"``), or a function of
+        agent: whose stash it is (an :class:`~contextsieve.Agent`, :class:`~contextsieve.Engine` or
+            :class:`~contextsieve.integrations.selector.ToolSelector`): the tools read and write its own
+            namespace, ``agent:<identity>``, as ``contextsieve serve`` does.
+        session: instead of ``agent``, the stash namespace the tools read and write, or a function of
             the run context giving it per run (e.g. ``lambda ctx: ctx.context.user_id``), so users of
-            one agent keep to their own segments.
+            one agent keep to their own segments (one of ``agent`` and ``session`` is needed).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
         tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
@@ -335,9 +344,11 @@ def stash_tools(
     A bad argument or a store error reaches the model as the tool's output ``"Error: <why>"`` (as the
     SDK answers a failing function tool).
     """
+    if callable(session) and agent is not None:
+        raise InputError("stash_tools: give agent= (its own namespace) or session= (a namespace you name), not both")
     base = stash_scope(
         store,
-        session=DEFAULT_SESSION if callable(session) else session,
+        session=DEFAULT_SESSION if callable(session) else agent_namespace(agent, session, "stash_tools"),
         max_segments=max_segments,
         cross_session=cross_session,
     )

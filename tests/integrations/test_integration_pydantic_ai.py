@@ -483,16 +483,16 @@ def test_stash_tools_are_the_shared_definitions(tmp_path: Path, int8) -> None:  
     from contextsieve.session.agent_tools import STASH_TOOLS
 
     with StashStore.open(tmp_path / "s.db", int8) as store:
-        tools = stash_toolset(store)
+        tools = stash_toolset(store, session="alice")
         defs = {name: t.function_schema.json_schema for name, t in tools.tools.items()}
         shared = {t.name: t for t in STASH_TOOLS}
         assert list(defs) == ["stash_context", "retrieve_stashed_context", "merge_stashed_context"]
         for name, schema in defs.items():
             assert schema == shared[name].input_schema()
             assert tools.tools[name].description == shared[name].description
-        assert len(stash_toolset(store, tools=[t.name for t in STASH_TOOLS]).tools) == 6
+        assert len(stash_toolset(store, session="alice", tools=[t.name for t in STASH_TOOLS]).tools) == 6
         with pytest.raises(InputError, match="stash tools"):
-            stash_toolset(store, tools=["drop_everything"])
+            stash_toolset(store, session="alice", tools=["drop_everything"])
         calls: list[ModelRequest] = []
 
         def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -531,7 +531,7 @@ def test_bad_arguments_are_input_errors(int8, tmp_path: Path) -> None:  # noqa: 
         with pytest.raises(InputError):
             make()
     with StashStore.open(tmp_path / "s.db", int8) as store:
-        for kw in ({"session": ""}, {"max_segments": 0}, {"cross_session": "no"}):
+        for kw in ({"session": ""}, {"max_segments": 0, "session": "s"}, {"cross_session": "no", "session": "s"}):
             with pytest.raises(InputError):
                 stash_toolset(store, **kw)
     # an always_include name the wrapped toolset lacks fails the first step's choice: by default the

@@ -164,9 +164,9 @@ def test_every_adapter_shows_the_model_the_same_tools(served: Any, tmp_path: Pat
         for t in own:
             tool = {x.name: x for x in (SET_TASK, SELECT_CONTEXT, SEARCH_TOOLS)}[t.name]
             assert _listed(t) == _mcp_definition(tool)
-        pyd = stash_toolset(stash, tools=names)
-        sdk = agents_tools(stash, tools=names)
-        lc = langchain_tools(stash, tools=names)
+        pyd = stash_toolset(stash, session="s", tools=names)
+        sdk = agents_tools(stash, session="s", tools=names)
+        lc = langchain_tools(stash, session="s", tools=names)
         for tool, p, a, lang in zip(STASH_TOOLS, pyd.tools.values(), sdk, lc):
             schema = tool.input_schema()
             assert (p.name, p.description, p.function_schema.json_schema) == (tool.name, tool.description, schema)
