@@ -191,3 +191,31 @@ def test_a_registry_that_cannot_be_written_fails_open(tmp_path: Path) -> None:
     engine.agent.add_server(McpServer("s"))
     engine.agent.upsert(_tool("s", "t"))
     assert engine.agent.tool_names().name(ItemKey(ItemKind.TOOL, "t", "s")) == "s_t"  # names go on in memory
+
+
+def test_learned_examples_follow_the_agent(tmp_path: Path, registry: AgentRegistry) -> None:
+    """Examples kept with --remember-requests were scoped by the file's path: a rename lost them."""
+    servers = {"ops": {"type": "stdio", "command": "x"}}
+    path = write_agent(tmp_path / "proj" / "agent.yaml", mcpServers=servers)
+    key = ItemKey(ItemKind.TOOL, "restart", "ops")
+
+    def engine(at: Path) -> Engine:
+        e = Engine.from_file(
+            at, registry=registry, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache", remember_requests=True
+        )
+        e.agent.upsert(Tool("ops", "restart", "Restart a service", {"type": "object"}, include=IncludeMode.AGENT))
+        return e
+
+    engine(path).record_tool_calls("the checkout service is down, bring it back", [key])
+    moved = tmp_path / "moved.yaml"
+    path.rename(moved)
+    kept = engine(moved).store.usage().examples(registry.records()[0].identity, 5)
+    assert kept == {key: ("the checkout service is down, bring it back",)}
+    # examples an earlier version kept under the file's path move to the identity on first use
+    from contextsieve.agent.usage import UsageLog
+
+    old = write_agent(tmp_path / "old" / "agent.yaml", mcpServers=servers)
+    UsageLog(tmp_path / "cache" / "usage.sqlite").record(str(old.resolve()), "restart checkout", [key])
+    e = engine(old)
+    assert e.store.usage().examples(e.agent.identity, 5) == {key: ("restart checkout",)}
+    assert e.store.usage().examples(str(old.resolve()), 5) == {}
