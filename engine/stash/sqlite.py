@@ -1,7 +1,9 @@
 """The embedded stash backend: one SQLite file in WAL mode holding segments, their vectors, their
 references and their index terms; dense search in memory with the project's int8 kernels (HNSW when
 large), keyword search (BM25) on the in-memory term index (:mod:`contextsieve.retrieval.bm25`). The
-statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql` and ``sql_writes``.
+statements shared with the PostgreSQL backend are in :mod:`contextsieve.stash.sql` and ``sql_writes``;
+the file's tables in :mod:`contextsieve.stash.sqlite_schema`, the checks of its data (vectors against
+their digests, listings against the indexes they are read through) in ``sqlite_checks``.
 
 Several processes may read and write one file at once: writes are ``BEGIN IMMEDIATE`` transactions
 (waiting up to ``busy_timeout`` seconds for another writer), every write appends to a change log,
@@ -17,11 +19,9 @@ import sqlite3
 import stat
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,16 @@ from contextsieve.errors import (
     GraphFileWarning,
     InputError,
     StashError,
-    StashIntegrityError,
-    StashIntegrityWarning,
     StashNotFoundError,
 )
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
-from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow, vector_digest
+from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow
 from contextsieve.stash.dialect import Dialect, checked_fields
 from contextsieve.stash.segment import ContextSegment, SegmentType
-from contextsieve.stash.sql import SqlBackend, guarded
+from contextsieve.stash.sql import guarded
+from contextsieve.stash.sqlite_checks import SqliteChecks
+from contextsieve.stash.sqlite_schema import create_tables, integer_times
 from contextsieve.stash.vectors import TableRow, VectorTable
 
 __all__ = [
@@ -53,52 +53,7 @@ _HEADER = b"SQLite format 3\x00"
 _LOG_KEEP = 20_000
 _LOAD_BATCH = 5_000  # segments quantised together while a store's table is loaded
 _OP_ADD, _OP_DELETE, _OP_FLAGS = 1, 2, 3
-#: The indexes of ``segments`` a listing is read through (a session's, the whole store's in time order)
-#: and the columns each holds before the row: checked against the table (``SqliteBackend._check_indexes``).
-_LISTING_INDEXES = {"segments_session_hash": ("session", "sha256"), "segments_created": ("created",)}
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS segments (
-    row INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    session TEXT NOT NULL,
-    text TEXT NOT NULL,
-    type TEXT NOT NULL,
-    created INTEGER NOT NULL,
-    stashed INTEGER NOT NULL,
-    tokens INTEGER NOT NULL,
-    topic TEXT,
-    source TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    model TEXT NOT NULL,
-    expires INTEGER,
-    protected INTEGER NOT NULL,
-    chunks INTEGER NOT NULL,
-    vectors BLOB NOT NULL,
-    digest BLOB NOT NULL,
-    terms TEXT NOT NULL,
-    fields BLOB NOT NULL,
-    superseded_by TEXT
-);
-CREATE INDEX IF NOT EXISTS segments_session_hash ON segments (session, sha256);
-CREATE INDEX IF NOT EXISTS segments_created ON segments (created);
-CREATE INDEX IF NOT EXISTS segments_expires ON segments (expires) WHERE expires IS NOT NULL;
-CREATE INDEX IF NOT EXISTS segments_superseded ON segments (superseded_by) WHERE superseded_by IS NOT NULL;
-CREATE TABLE IF NOT EXISTS refs (
-    src TEXT NOT NULL, dst TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (src, dst)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS refs_dst ON refs (dst);
-CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL, op INTEGER NOT NULL);
-"""
-# Stores made before this schema also hold an FTS5 table ``fts`` (external content over ``segments``,
-# written by every insert and delete, never read: keyword search runs on the in-memory term index).
-# Such a store is opened as it is and its ``fts`` is left alone, unread and unwritten, rather than
-# dropped on open: no write at open (a read-only file or a SQLite built without FTS5, where DROP TABLE
-# of an FTS5 table fails, still opens and works), and an older contextsieve sharing the file (same
-# FORMAT) keeps writing its ``fts`` (FTS5 accepts the deletes of rows it never indexed, and an
-# external-content index is checked without its content table, so PRAGMA integrity_check stays "ok").
-# No trigger ever fed it, so the statements here never touch it.
 
 #: How SQLite spells what differs from PostgreSQL (see :class:`~contextsieve.stash.dialect.Dialect`).
 DIALECT = Dialect(
@@ -143,7 +98,7 @@ class SqliteConfig:
             raise InputError(f"synchronous must be 'FULL' or 'NORMAL', got {self.synchronous!r}")
 
 
-class SqliteBackend(SqlBackend):
+class SqliteBackend(SqliteChecks):
     """A stash in one SQLite file (created with its folder when missing, unless ``create`` is False).
 
     Args:
@@ -247,9 +202,7 @@ class SqliteBackend(SqlBackend):
         db.execute(f"PRAGMA synchronous = {self.config.synchronous}")
         if "meta" not in tables:
             with self._write():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                create_tables(db)
                 self._write_format(db, FORMAT)
         fmt = self._format(db)
         if fmt is not None and fmt[0] in UPGRADES:
@@ -265,28 +218,7 @@ class SqliteBackend(SqlBackend):
         """See :meth:`SqlBackend._integer_times`: SQLite cannot change a column's type (a REAL column
         turns every integer written to it into a float), so the table is copied into one of the new
         schema, rows and their numbers (``row``, the AUTOINCREMENT sequence) kept."""
-        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'segments'").fetchone()
-        start = _SCHEMA.index("CREATE TABLE IF NOT EXISTS segments")
-        create = _SCHEMA[start : _SCHEMA.index(");", start) + 1]
-        create = create.replace("IF NOT EXISTS segments", "segments_upgrade").replace(
-            "fields BLOB NOT NULL", "fields BLOB"
-        )
-        db.execute(create)
-        kept = (
-            "row, id, session, text, type, created, stashed, tokens, topic, source, sha256, model, expires, protected, "
-            "chunks, vectors, digest, terms"
-        )
-        us = "CAST(round({0} * 1000000) AS INTEGER)"
-        copied = kept.replace("created", us.format("created")).replace("stashed", us.format("stashed"))
-        copied = copied.replace("expires", us.format("expires"))  # NULL stays NULL
-        db.execute(f"INSERT INTO segments_upgrade ({kept}) SELECT {copied} FROM segments")
-        db.execute("DROP TABLE segments")
-        db.execute("ALTER TABLE segments_upgrade RENAME TO segments")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip().startswith("CREATE INDEX") and " ON segments " in statement:
-                db.execute(statement)
-        if seq is not None:
-            db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'segments'", (seq[0],))
+        integer_times(db)
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -335,84 +267,6 @@ class SqliteBackend(SqlBackend):
             return self._put_setting(db, key, value, replace)
 
     # -- the in-memory table ----------------------------------------------------------------------
-
-    def _vectors_of(self, r: sqlite3.Row | tuple[Any, ...], dim: int) -> np.ndarray | None:
-        """A row's vectors if they match their digest; else None (and the id is marked corrupt)."""
-        row_id, seg_id, model, chunks, blob, digest = r
-        v = np.frombuffer(blob, dtype=np.float32) if isinstance(blob, bytes) else np.zeros(0, np.float32)
-        if v.size == chunks * dim and chunks > 0:
-            v = v.reshape(chunks, dim)
-            if vector_digest(seg_id, model, v) == digest and bool(np.isfinite(v).all()):
-                self.corrupt.discard(seg_id)
-                return v
-        self._flag(seg_id, "has vectors that fail their checksum")
-        return None
-
-    def _flag(self, seg_id: object, what: str) -> None:
-        """Mark a segment as failing a check on load (left out of search) and warn once per store."""
-        self.corrupt.add(str(seg_id))
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"stash {self.location}: segment {str(seg_id)[:200]!r} {what}; such segments are left out of search "
-                "(vectors: `contextsieve stash rebuild` re-embeds them; other fields: reading the segment names it)",
-                StashIntegrityWarning,
-                stacklevel=6,
-            )
-
-    def _check_unindexed(self, ids: Sequence[str]) -> None:
-        """See :meth:`SqlBackend._check_unindexed`: a segment the id index does not find but the table
-        holds (a flipped bit in its id or in the index) would vanish from every read without a word."""
-        for batch in self.dialect.batches(ids):
-            cond, args = self.dialect.any_of("id", batch)
-            hidden = [r[0] for r in self._db.execute(f"SELECT id FROM segments NOT INDEXED WHERE {cond}", args)]
-            if hidden:
-                raise StashIntegrityError(
-                    f"the stash {self.location} is damaged: segment {str(hidden[0])[:200]!r} is in the table but not "
-                    "in its id index (the file was changed outside contextsieve); run `sqlite3 FILE 'REINDEX'` "
-                    "or restore the store"
-                )
-
-    def _check_listing(self, filters: Filters, ids: list[str], limit: int | None, offset: int) -> None:
-        """See :meth:`SqlBackend._check_listing`: a listing is read through an index (a session's through
-        the session index, the whole store's through the creation time's), where a flipped bit can hide
-        a row, move it or point at another session's without a word. Once a search has loaded the
-        in-memory table, the listing is held against it, brought up to date first
-        (:meth:`VectorTable.listing_agrees`: one pass over the passing rows in memory). Before that,
-        the first listing of the open store checks those indexes against the table once
-        (:meth:`_check_indexes`); so does a listing the table disagrees with (another process wrote
-        since, or an index is damaged)."""
-        if self._table is not None:
-            if self._sync().listing_agrees(filters, ids, limit, offset):
-                return
-        elif self._indexes_checked:
-            return
-        self._check_indexes()
-
-    def _check_indexes(self) -> None:
-        """Compare the entries of the indexes a listing reads through (:data:`_LISTING_INDEXES`) with the
-        table's rows, in one snapshot: StashIntegrityError naming the first index that differs. A scan
-        of the table and of each index, once per open store while no search has loaded the table (0.5 s at
-        100,000 segments, 10 ms at 2,000)."""
-        db = self._db
-        columns = ["row", *dict.fromkeys(c for cs in _LISTING_INDEXES.values() for c in cs)]
-        db.execute("BEGIN")  # one snapshot for every read
-        try:
-            rows = db.execute(f"SELECT {', '.join(columns)} FROM segments NOT INDEXED").fetchall()
-            for name, held in _LISTING_INDEXES.items():
-                entry = itemgetter(*[columns.index(c) for c in held], 0)  # an index entry: its columns, the row
-                table = Counter(map(entry, rows))
-                index = Counter(db.execute(f"SELECT {', '.join(held)}, row FROM segments INDEXED BY {name}"))
-                if index != table:
-                    row = next(iter((index - table) or (table - index)))[-1]
-                    raise StashIntegrityError(
-                        f"the stash {self.location} is damaged: its index {name} does not match its table (row "
-                        f"{row!r}), so listings would hide or move segments (the file was changed outside "
-                        "contextsieve); run `sqlite3 FILE 'REINDEX'` or restore the store"
-                    )
-        finally:
-            db.execute("COMMIT")
-        self._indexes_checked = True
 
     @guarded
     def chunk_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -676,11 +530,3 @@ class SqliteBackend(SqlBackend):
         with self._write() as db:
             self._log(db, self._replace_vectors(db, rows), _OP_ADD)
         self._after_write()
-
-    # -- checks -----------------------------------------------------------------------------------
-
-    @guarded
-    def integrity_check(self) -> str:
-        """SQLite's ``PRAGMA integrity_check`` result (``"ok"`` when the file is sound)."""
-        with self.lock:
-            return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
