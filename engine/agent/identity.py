@@ -15,14 +15,19 @@ examples and the names its tools were offered under) is keyed on its **identity*
 How a record is found again (:func:`match`; the numbers are :data:`SAME_FILE_MIN` and :data:`MOVED_MIN`):
 
 1. **the same file**: a record of this path (a symlink is followed) or of this file (its device and inode:
-   a hard link), whose parts this agent shares at least half of: edits in place (the name too) keep the
-   identity; another agent written to the same path (a container's ``/app/agent.yaml`` holding another
-   agent) does not share parts and gets its own.
-2. **moved**: a record whose path no longer exists, whose parts this agent shares at least 80% of: a
-   rename, a move of its folder (with its name edited too).
-3. **a store's record** (only with a store the agent was pointed at: :func:`match` with ``anywhere``): a
-   record in that store sharing 80% of the parts, wherever its file was: a project copied with its own
-   ``--stash`` file, or one agent deployed at several paths on one shared store.
+   a hard link, a rename), whose parts this agent shares at least half of: edits in place (the name too)
+   keep the identity; another agent written to the same path (a container's ``/app/agent.yaml`` holding
+   another agent) does not share parts and gets its own.
+2. **moved**: a record of the same name whose path no longer exists, whose parts this agent shares at
+   least 80% of: a move of its folder, or of the file to another file system.
+3. **a store's record** (only for an agent the registry does not know, with a store it was pointed at:
+   :func:`match` with ``anywhere``): a record in that store of the same name sharing 80% of the parts,
+   wherever its file was: a project copied with its own ``--stash`` file, or one agent deployed at several
+   paths on one shared store.
+
+The parts are digests of the system prompt, each rule and reference (name and text) and each server (its
+name, type and command file name or URL); two agents made of nothing (no prompt, rules, references or
+servers) are told apart by their names alone.
 
 Anything else is a new agent: its identity is born (:func:`birth`) as its name made file-safe, ``-`` and
 10 hex digits of the SHA-256 of its path (what every agent file's identity was before records were kept,
@@ -114,7 +119,7 @@ class AgentPrint:
         """The print of ``agent`` now."""
         parts = {_digest("rule", r.name, r.text)[:16] for r in agent.rules}
         parts |= {_digest("reference", r.name, r.text)[:16] for r in agent.references}
-        parts |= {_digest("server", s)[:16] for s in agent.servers}
+        parts |= {_digest("server", name, *_endpoint(s.config))[:16] for name, s in agent.servers.items()}
         if agent.system_prompt.strip():
             parts.add(_digest("prompt", agent.system_prompt.strip())[:16])
         return cls(agent.name, agent.source, file_id(agent.source) if agent.source else "", frozenset(parts))
@@ -135,6 +140,15 @@ class AgentPrint:
             return cls(*fields, frozenset(parts))
         except (KeyError, TypeError) as e:
             raise InputError(f"not an agent record: {brief(d)}") from e
+
+
+def _endpoint(config: Any) -> tuple[str, str]:
+    """What a server is, not where the project lies: its type and its command's file name (a command
+    given as a path moves with the project) or its URL."""
+    config = config if isinstance(config, dict) else {}
+    command = config.get("command")
+    what = os.path.basename(command) if isinstance(command, str) else str(config.get("url") or config.get("tool") or "")
+    return str(config.get("type") or config.get("transport") or ""), what
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -188,10 +202,11 @@ def match(
     moved: list[tuple[float, AgentRecord]] = []
     for r in records:
         s = similarity(current.parts, r.print.parts)
+        named = r.print.name == current.name
         if r.print.source == current.source or (current.file_id and r.print.file_id == current.file_id):
-            if s >= SAME_FILE_MIN:
-                same.append((s, r))
-        elif s >= MOVED_MIN and (anywhere or not r.print.source or not exists(r.print.source)):
+            if s >= SAME_FILE_MIN and (named or (current.parts and r.print.parts)):
+                same.append((s, r))  # two agents made of nothing are told apart by their names alone
+        elif named and s >= MOVED_MIN and (anywhere or not r.print.source or not exists(r.print.source)):
             moved.append((s, r))
     best = _best(same)
     if best is not None:  # found by its file id at a path that is gone: the file was renamed

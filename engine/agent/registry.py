@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from contextsieve.agent.identity import AgentPrint, AgentRecord, Match, birth, match, similarity
+from contextsieve.agent.identity import AgentPrint, AgentRecord, Match, birth, declared_id, match, similarity
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.toolnames import NameBook, new_names
 from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, brief
@@ -81,13 +81,24 @@ class Resolution:
     previous: AgentRecord | None = None
 
     def note(self) -> str:
-        """One line for a user when the identity was found anywhere but at the same file (else ``""``)."""
-        if self.how in ("moved", "store") and self.previous is not None:
-            was = self.previous.print
+        """One line for a user when the identity was found anywhere but at the same file, or may be
+        another agent's (else ``""``)."""
+        was = self.previous.print if self.previous is not None else None
+        if self.how in ("moved", "store") and was is not None:
             where = "in the stash store" if self.how == "store" else "in the agent registry"
             return (
                 f"agent {brief(was.name)} found {where} as {self.identity} (it was at {was.source}; "
-                "same rules, references and servers): its data is kept"
+                "same name, rules, references and servers): its data is kept"
+            )
+        if self.how == "declared" and was is not None:
+            return (
+                f"the declared id {self.identity} is also that of agent {brief(was.name)} at {was.source}, which "
+                "looks like another agent: the two share their stash, learned examples and tool names"
+            )
+        if self.how == "new" and was is not None and self.previous is not None:
+            return (
+                f"the stash store's namespace agent:{self.previous.identity} is another agent's ({brief(was.name)} at "
+                f"{was.source}): this agent is {self.identity} there"
             )
         return ""
 
@@ -123,7 +134,9 @@ class AgentRegistry:
                     self._db = connect_wal(self.path, _SCHEMA, "the agent registry")
                 db = self._db
                 db.execute("BEGIN IMMEDIATE")
-            except (sqlite3.Error, ContextSieveError) as e:
+            except ContextSieveError as e:  # connect_wal's error names the file already
+                raise AgentRegistryError(str(e)) from e
+            except sqlite3.Error as e:
                 raise AgentRegistryError(f"the agent registry {self.path} cannot be opened: {e}") from e
             try:
                 yield db
@@ -147,24 +160,48 @@ class AgentRegistry:
     def resolve(self, agent: Agent) -> Resolution:
         """Find ``agent``'s identity (see :mod:`contextsieve.agent.identity`) or give it one, record where
         it is now, and give it this registry's name book (:meth:`Agent.use_name_book`). One transaction.
-        An agent made in code (no file) is left as it is (``how="code"``)."""
+        An agent made in code (no file) is left as it is (``how="code"``). A new identity is never one
+        the registry or a default store (``stash/<identity>.db`` beside it) holds already."""
         if not agent.source:
             return Resolution(agent.identity, "code")
         current = AgentPrint.of(agent)
         with self._transaction() as db:
             records = _records(db)
             if agent.agent_id:
-                found = Resolution(agent.agent_id, "declared")
+                others = [
+                    r
+                    for r in records
+                    if r.identity == agent.agent_id
+                    and match(current, [r], exists=lambda _: False, anywhere=True) is None
+                ]
+                found = Resolution(agent.agent_id, "declared", others[0] if others else None)
             else:
                 m = match(current, records)
                 if m is not None:
                     found = Resolution(m.record.identity, m.how, m.record)
                 else:
                     held = {r.identity for r in records}
-                    found = Resolution(birth(current, held.__contains__), "new")
+                    found = Resolution(birth(current, lambda i: i in held or self.has_store(i)), "new")
             _put(db, found.identity, current, found.previous if found.how == "moved" else None)
         self._attach(agent, found.identity)
         return found
+
+    def store_path(self, identity: str) -> Path:
+        """The default store of ``identity`` (``stash/<identity>.db`` beside the registry: ``serve`` without
+        ``--stash``); :class:`InputError` for an identity that is not one (see
+        :data:`~contextsieve.agent.identity.ID_PATTERN`)."""
+        return self.path.parent / "stash" / f"{declared_id(identity, 'an identity')}.db"
+
+    def has_store(self, identity: str) -> bool:
+        """Whether ``identity`` has a default store (:meth:`store_path`)."""
+        try:
+            return self.store_path(identity).exists()
+        except InputError:
+            return False
+
+    def known(self, identity: str) -> bool:
+        """Whether ``identity`` is an agent's: the registry records it, or it has a default store."""
+        return any(r.identity == identity for r in self.records()) or self.has_store(identity)
 
     def adopt(self, agent: Agent, identity: str) -> Resolution:
         """Make ``identity`` this agent's at its place from now on (its data, under that identity, is
@@ -175,6 +212,7 @@ class AgentRegistry:
             raise InputError(f"the agent file declares id {agent.agent_id!r}: edit the file to change its identity")
         if not agent.source:
             raise InputError("an agent made in code has no records to adopt into: give it the name instead")
+        declared_id(identity, "an identity")
         current = AgentPrint.of(agent)
         with self._transaction() as db:
             db.execute("DELETE FROM agents WHERE source = ? AND identity != ?", (current.source, identity))
@@ -183,10 +221,11 @@ class AgentRegistry:
         return Resolution(identity, "adopted")
 
     def resolve_in_store(self, agent: Agent, store: StashStore) -> Resolution | None:
-        """For an agent whose namespace in ``store`` (``agent:<identity>``) is empty: the identity of a
-        record ``store`` keeps of an agent sharing its parts (:func:`contextsieve.agent.identity.match`
-        with ``anywhere``: a project copied with its own store, one agent at several paths on one shared
-        store), adopted (:meth:`adopt`); ``None`` when there is none (or the file declares an ``id``)."""
+        """For an agent the registry did not know (a new identity) whose namespace in ``store``
+        (``agent:<identity>``) is empty: the identity of a record ``store`` keeps of an agent of its name
+        sharing its parts (:func:`contextsieve.agent.identity.match` with ``anywhere``: a project copied
+        with its own store, one agent at several paths on one shared store), adopted (:meth:`adopt`);
+        ``None`` when there is none (or the file declares an ``id``)."""
         if agent.agent_id or not agent.source:
             return None
         m = _store_match(agent, store)
@@ -194,6 +233,25 @@ class AgentRegistry:
             return None
         self.adopt(agent, m.record.identity)
         return Resolution(m.record.identity, "store", m.record)
+
+    def claim_in_store(self, agent: Agent, store: StashStore) -> Resolution | None:
+        """For an agent the registry did not know (a new identity): when ``store`` holds segments under its
+        namespace and a record of another agent there (another container's agent at the same path, its
+        registry elsewhere), give this agent an identity of its own that ``store`` does not hold
+        (adopted); ``None`` when the namespace is free or the record is this agent's."""
+        if agent.agent_id or not agent.source:
+            return None
+        held = {n.name[len("agent:") :] for n in store.namespaces() if n.name.startswith("agent:")}
+        if agent.identity not in held:
+            return None
+        current = AgentPrint.of(agent)
+        theirs = store_records(store, [agent.identity])
+        if theirs and match(current, theirs, exists=lambda _: True, anywhere=True) is not None:
+            return None
+        taken = {r.identity for r in self.records()} | held
+        fresh = birth(current, lambda i: i in taken or self.has_store(i))
+        self.adopt(agent, fresh)
+        return Resolution(fresh, "new", theirs[0] if theirs else None)
 
     def similar(self, agent: Agent) -> list[AgentRecord]:
         """Records of other identities that may be this agent's: at its path, of its name, or sharing at

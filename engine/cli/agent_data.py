@@ -14,10 +14,10 @@ from datetime import datetime
 from pathlib import Path
 
 from contextsieve.agent.agent import Agent
-from contextsieve.agent.identity import AgentPrint, AgentRecord, similarity
+from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, StashError, brief
+from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, StashError, brief
 from contextsieve.fileio import DATA_ENV
 from contextsieve.stash.store import StashStore
 
@@ -40,9 +40,10 @@ _MOST = 5
 
 def default_store(registry: AgentRegistry, identity: str) -> Path:
     """The embedded store ``serve`` uses without ``--stash``: ``stash/<identity>.db`` in the data folder
-    (one per agent); the folder is made when missing. :class:`StashError` when it cannot be (a file
-    stands where a folder should)."""
-    folder = registry.path.parent / "stash"
+    (one per agent, :meth:`AgentRegistry.store_path`); the folder is made when missing. :class:`StashError`
+    when it cannot be (a file stands where a folder should)."""
+    path = registry.store_path(identity)
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # the data folder or its stash folder is a file (or cannot be made)
@@ -50,7 +51,7 @@ def default_store(registry: AgentRegistry, identity: str) -> Path:
             f"cannot use the stash folder {folder}: {_why(e, folder)}; move that file away, set "
             f"${DATA_ENV} to another folder, or pass --stash PATH or --no-stash"
         ) from e
-    return folder / f"{identity}.db"
+    return path
 
 
 def _why(error: OSError, folder: Path) -> str:
@@ -105,7 +106,7 @@ def candidates(
         found.sort(key=lambda c: (-score(c), -c.segments, c.namespace))
         return found
     for record in registry.similar(agent):
-        path = registry.path.parent / "stash" / f"{record.identity}.db"
+        path = registry.store_path(record.identity)
         if not path.is_file() or any(c.namespace == AGENT_PREFIX + record.identity for c in found):
             continue
         try:
@@ -119,42 +120,68 @@ def candidates(
 
 
 def settle(engine: Engine, store: StashStore, *, explicit: bool, registry: AgentRegistry | None = None) -> list[str]:
-    """Before ``serve`` uses ``store`` for the agent's namespace: when the namespace is empty and the store
-    was given (``--stash``), a record the store keeps of this agent at another path makes its namespace
-    the agent's (:meth:`AgentRegistry.resolve_in_store`: a project copied with its own store); else data
-    that may be the agent's is named, with the one command that adopts it. The agent's record is kept in
-    the store. Returns the lines to print on stderr (``contextsieve: ...``)."""
+    """Before ``serve`` uses ``store`` for the agent's namespace. For an agent the registry did not know
+    (a new identity) and a store given with ``--stash``: a namespace of that store that is another agent's
+    gives this one an identity of its own (:meth:`AgentRegistry.claim_in_store`), and a record the store
+    keeps of this agent at another path makes that namespace the agent's
+    (:meth:`AgentRegistry.resolve_in_store`: a project copied with its own store). When the agent's
+    namespace is still empty, data that may be its is named with the one command that adopts it. The
+    agent's record is kept in the store. A registry that cannot be used changes nothing here (said in the
+    notes). Returns the lines to print on stderr (``contextsieve: ...``)."""
     agent = engine.agent
     registry = registry or AgentRegistry()
     notes: list[str] = []
-    if engine.resolution is not None and engine.resolution.note():
-        notes.append(engine.resolution.note())
-    mine = {n.name: n for n in store.namespaces()}.get(AGENT_PREFIX + agent.identity)
-    if mine is None or not mine.segments:
-        found = registry.resolve_in_store(agent, store) if explicit else None
-        if found is not None:
-            engine.resolution = found
-            engine.store.usage_scope = agent.identity
+    found = engine.resolution
+    try:
+        if explicit and found is not None and found.how == "new":
+            for step in (registry.claim_in_store, registry.resolve_in_store):
+                moved = step(agent, store)
+                if moved is not None:
+                    engine.resolution = found = moved
+                    engine.store.usage_scope = agent.identity
+        if found is not None and found.note():
             notes.append(found.note())
-        else:
-            others = candidates(registry, agent, store if explicit else None, lambda p: _open(p, engine))
-            if others:
-                where = f" --stash {shlex.quote(_label(store))}" if explicit else ""
-                notes.append(
-                    f"agent {brief(agent.name)} has nothing stashed under its namespace {AGENT_PREFIX}{agent.identity} "
-                    "yet; stashed data that may be this agent's:"
-                )
-                notes += ["  " + c.line() for c in others[:_MOST]]
-                if len(others) > _MOST:
-                    notes.append(f"  ... and {len(others) - _MOST} more (contextsieve stash namespaces STORE)")
-                best = others[0]
-                store_arg = where or (f" --stash {shlex.quote(best.store)}" if best.store else "")
-                notes.append(
-                    "  to make one this agent's: contextsieve stash adopt "
-                    f"{shlex.quote(agent.source)} {shlex.quote(best.namespace)}{store_arg}"
-                )
+        if not _holds(store, agent.identity):
+            notes += _candidate_notes(registry, engine, store, explicit)
+    except AgentRegistryError as e:
+        notes.append(f"{e}; the agent's data elsewhere is not looked for")
     keep_in_store(agent, store)
     return notes
+
+
+def _holds(store: StashStore, identity: str) -> bool:
+    got = {n.name: n for n in store.namespaces()}.get(AGENT_PREFIX + identity)
+    return got is not None and got.segments > 0
+
+
+def _candidate_notes(registry: AgentRegistry, engine: Engine, store: StashStore, explicit: bool) -> list[str]:
+    """The lines naming data that may be the agent's, and the command that adopts the best of it."""
+    agent = engine.agent
+    others = candidates(registry, agent, store if explicit else None, lambda p: _open(p, engine))
+    if not others:
+        return []
+    notes = [
+        f"agent {brief(agent.name)} has nothing stashed under its namespace {AGENT_PREFIX}{agent.identity} yet; "
+        "stashed data that may be this agent's:"
+    ]
+    notes += ["  " + c.line() for c in others[:_MOST]]
+    if len(others) > _MOST:
+        notes.append(f"  ... and {len(others) - _MOST} more (contextsieve stash namespaces STORE)")
+    best = others[0]
+    command = f"contextsieve stash adopt {_quote(agent.source)} {_quote(best.namespace)}"
+    if explicit:
+        command += f" --stash {_quote(_label(store))}"
+    elif agent.agent_id or not best.namespace.startswith(AGENT_PREFIX):
+        command += f" --from {_quote(best.store)}"  # copied into the agent's own store
+    notes.append(f"  to make it this agent's: {command}")
+    return notes
+
+
+def _quote(text: str) -> str:
+    """A shell word for ``text`` that stays on one line (``$'...'`` for a newline or other control)."""
+    if text.isprintable():
+        return shlex.quote(text)
+    return "$'" + "".join(c if c.isprintable() and c not in "'\\" else f"\\x{ord(c):02x}" for c in text) + "'"
 
 
 def _open(path: Path, engine: Engine) -> StashStore:
@@ -182,26 +209,47 @@ def namespaces(args: argparse.Namespace) -> None:
 def rename(args: argparse.Namespace) -> None:
     """``contextsieve stash rename STORE OLD NEW``: every segment of namespace OLD moved to NEW, at once."""
     with StashStore.open(args.store, create=False) as store:
+        if not _holds(store, args.old[len(AGENT_PREFIX) :]) and not any(n.name == args.old for n in store.namespaces()):
+            raise InputError(
+                f"{_label(store)} has no namespace {brief(args.old)} (contextsieve stash namespaces STORE)"
+            )
+        if args.old == args.new:
+            raise InputError("the old and the new namespace are the same")
         n = store.rename_namespace(args.old, args.new)
     print(f"moved {n} segments from {args.old} to {args.new}")
 
 
 def adopt(args: argparse.Namespace) -> None:
-    """``contextsieve stash adopt AGENT NAMESPACE [--stash STORE]``: make NAMESPACE the agent's, in one
-    step that moves or loses nothing. An agent namespace ``agent:<identity>``: the agent takes that
-    identity (the registry's record of its file is changed; its stashed segments in every store, its
-    learned examples and its tools' names come with it). Any other namespace, or any namespace for a
-    file that declares its ``id``: its segments move into the agent's namespace of STORE (default: the
-    agent's default store) in one transaction."""
+    """``contextsieve stash adopt AGENT NAMESPACE [--stash STORE] [--from SOURCE]``: make NAMESPACE the
+    agent's, moving or losing nothing.
+
+    An agent namespace ``agent:<identity>`` the agent registry knows (or that has a default store, or
+    that STORE holds), for an agent file without a declared ``id``: the agent takes that identity (the
+    registry's record of its file is changed; its stashed segments in every store, its learned examples
+    and its tools' names come with it). Any other namespace, or any namespace for a file that declares
+    its ``id``: its segments go into the agent's namespace of the agent's store (STORE, default: its
+    default store), renamed in one transaction when they are in that store, else copied from SOURCE
+    (left as it was)."""
     registry = AgentRegistry()
     engine = Engine.from_file(args.agent, registry=registry)
     agent = engine.agent
-    target = args.namespace
+    target: str = args.namespace
     identity = target[len(AGENT_PREFIX) :] if target.startswith(AGENT_PREFIX) else None
     if identity == agent.identity:
         print(f"{target} is already agent {agent.name!r}'s namespace")
         return
-    if identity and not agent.agent_id:
+    if identity is not None and not agent.agent_id and args.source is None:
+        declared_id(identity, "the namespace's identity")
+        in_store = False
+        if args.stash:
+            with StashStore.open(args.stash, engine.embedder, create=False) as store:
+                in_store = _holds(store, identity)
+        if not in_store and not registry.known(identity):
+            raise InputError(
+                f"no agent {target} is known: the agent registry has no record of it, it has no default store, "
+                f"and {'the store' if args.stash else 'no --stash store'} holds no segments under it "
+                "(contextsieve stash namespaces STORE lists a store's)"
+            )
         registry.adopt(agent, identity)
         if args.stash:
             with StashStore.open(args.stash, engine.embedder, create=False) as store:
@@ -209,10 +257,23 @@ def adopt(args: argparse.Namespace) -> None:
         print(f"agent {agent.name!r} ({agent.source}) is now {identity}: its stash, learned examples and tool names")
         return
     location = args.stash or str(default_store(registry, agent.identity))
+    mine = AGENT_PREFIX + agent.identity
     with StashStore.open(location, engine.embedder, create=args.stash is None) as store:
-        n = store.rename_namespace(target, AGENT_PREFIX + agent.identity)
+        if args.source is None or args.source == location:
+            if not any(n.name == target and n.segments for n in store.namespaces()):
+                raise InputError(f"{location} holds no segments under {brief(target)}")
+            n = store.rename_namespace(target, mine)
+            done = f"moved {n} segments of {target} into {mine} ({location})"
+        else:
+            from contextsieve.stash.transfer import migrate
+
+            with StashStore.open(args.source, engine.embedder, create=False) as source:
+                if not any(n.name == target and n.segments for n in source.namespaces()):
+                    raise InputError(f"{args.source} holds no segments under {brief(target)}")
+                r = migrate(source, store, session=target, into=mine, show_progress=True)
+            done = f"copied {r.written} segments of {target} in {args.source} into {mine} ({location})"
         keep_in_store(agent, store)
-    print(f"moved {n} segments of {target} into {AGENT_PREFIX}{agent.identity} ({location}), agent {agent.name!r}")
+    print(f"{done}, agent {agent.name!r}")
 
 
 def print_notes(notes: list[str]) -> None:

@@ -206,7 +206,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("agent", type=Path, help="the agent file")
     a.add_argument("namespace", help="e.g. agent:travel-desk-1a2b3c4d5e (serve names it when it finds one)")
-    a.add_argument("--stash", metavar="PATH|URI", help="the store holding it (default: the agent's default store)")
+    a.add_argument("--stash", metavar="PATH|URI", help="the agent's store (default: its default store)")
+    a.add_argument(
+        "--from",
+        dest="source",
+        metavar="PATH|URI",
+        help="the store holding the namespace when it is not the agent's: its segments are copied into the "
+        "agent's store (the source is left as it was)",
+    )
     g = sub.add_parser(
         "gateway",
         help="one MCP server (stdio) in front of the agent's servers, offering the task's tools",

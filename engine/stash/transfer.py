@@ -353,11 +353,25 @@ def import_store(store: StashStore, path: str | os.PathLike[str], *, show_progre
     return _write(store, segs, show_progress, vectors, spec)
 
 
-def migrate(src: StashStore, dst: StashStore, *, show_progress: bool = False) -> TransferResult:
+def migrate(
+    src: StashStore,
+    dst: StashStore,
+    *,
+    show_progress: bool = False,
+    session: str | None = None,
+    into: str | None = None,
+) -> TransferResult:
     """Copy every segment of ``src`` into ``dst`` (re-embedded with ``dst``'s model when it differs,
     else too: vectors are never copied, so ``dst`` checks what it stores), then verify that ``dst``
-    holds each with the same session and text digest. Run it again to resume an interrupted one."""
-    segs = list(_segments(src, _all_ids(src)))
+    holds each with the same session and text digest. Run it again to resume an interrupted one.
+    ``session``: only the segments of that session (namespace), written into session ``into`` (default:
+    the same): what ``contextsieve stash adopt`` runs to bring an agent a namespace of another store."""
+    from dataclasses import replace
+
+    ids = _all_ids(src) if session is None else src.backend.select_ids(Filters(sessions=(session,)))[::-1]
+    segs = list(_segments(src, ids))
+    if session is not None and into is not None:
+        segs = [replace(s, session=into) for s in segs]
     result = _write(dst, segs, show_progress)
     from tqdm.auto import tqdm
 

@@ -187,7 +187,7 @@ def test_a_registry_that_cannot_be_written_fails_open(tmp_path: Path) -> None:
         engine = load(path, AgentRegistry(tmp_path / "data" / "agents.sqlite"))
     assert engine.resolution is None
     assert engine.agent.identity == path_identity("travel-desk", str(path.resolve()))
-    assert any(issubclass(w.category, AgentRegistryWarning) and "cannot be opened" in str(w.message) for w in caught)
+    assert any(issubclass(w.category, AgentRegistryWarning) and "cannot open the agent registry" in str(w.message) for w in caught)
     engine.agent.add_server(McpServer("s"))
     engine.agent.upsert(_tool("s", "t"))
     assert engine.agent.tool_names().name(ItemKey(ItemKind.TOOL, "t", "s")) == "s_t"  # names go on in memory
@@ -219,3 +219,128 @@ def test_learned_examples_follow_the_agent(tmp_path: Path, registry: AgentRegist
     e = engine(old)
     assert e.store.usage().examples(e.agent.identity, 5) == {key: ("restart checkout",)}
     assert e.store.usage().examples(str(old.resolve()), 5) == {}
+
+
+# -- what a hostile or careless user met (found by probing the first version) ------------------------
+
+
+def _store(path: Path, int8):  # noqa: ANN001, ANN202
+    from contextsieve.stash.store import StashStore
+
+    return StashStore.open(path, int8)
+
+
+def _engine(path: Path, registry: AgentRegistry, int8) -> Engine:  # noqa: ANN001
+    return Engine.from_file(path, registry=registry, embedder=int8, cache_dir=False)
+
+
+def test_agents_made_alike_but_named_apart_never_share(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """alice-private and bob-public each had only a server named github: one print, so bob took alice's
+    identity (and her stash) on a shared store, and once her file was gone on the default store too; two
+    files holding only a name matched each other."""
+    from contextsieve.cli.agent_data import settle
+
+    servers = {"github": {"type": "stdio", "command": "github-mcp"}}
+    alice_file = tmp_path / "a" / "agent.yaml"
+    alice_file.parent.mkdir()
+    alice_file.write_text(yaml.safe_dump({"name": "alice-private", "mcpServers": servers}))
+    bob_file = tmp_path / "b" / "agent.yaml"
+    bob_file.parent.mkdir()
+    bob_file.write_text(yaml.safe_dump({"name": "bob-public", "mcpServers": servers}))
+    with _store(tmp_path / "shared.db", int8) as shared:
+        for registry in (
+            AgentRegistry(tmp_path / "r1" / "agents.sqlite"),
+            AgentRegistry(tmp_path / "r2" / "agents.sqlite"),
+        ):
+            alice = _engine(alice_file, registry, int8)
+            settle(alice, shared, explicit=True, registry=registry)
+            shared.stash(["the payroll password is hunter2"], session="agent:" + alice.agent.identity)
+            bob = _engine(bob_file, registry, int8)
+            settle(bob, shared, explicit=True, registry=registry)
+            assert bob.agent.identity != alice.agent.identity
+            assert shared.list(session="agent:" + bob.agent.identity) == []
+    registry = AgentRegistry(tmp_path / "r3" / "agents.sqlite")
+    first = _engine(alice_file, registry, int8).agent.identity
+    alice_file.unlink()
+    assert _engine(bob_file, registry, int8).agent.identity != first  # not "moved": another name
+    app = tmp_path / "app" / "agent.yaml"
+    app.parent.mkdir()
+    app.write_text("name: first\n")
+    one = _engine(app, registry, int8).agent.identity
+    app.write_text("name: second\n")
+    assert _engine(app, registry, int8).agent.identity != one  # made of nothing: the names tell them apart
+
+
+def test_containers_with_registries_of_their_own_on_one_store(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """Two containers' /app/agent.yaml (other agents), each with a fresh data folder, one shared store: the
+    second is born with the same path identity, finds the first one's segments under it, and is given an
+    identity of its own instead."""
+    from contextsieve.cli.agent_data import settle
+
+    app = tmp_path / "app" / "agent.yaml"
+    with _store(tmp_path / "shared.db", int8) as shared:
+        write_agent(app, None, "You answer payroll questions.", rules=RULES[:1])
+        payroll = _engine(app, AgentRegistry(tmp_path / "c1" / "agents.sqlite"), int8)
+        settle(payroll, shared, explicit=True, registry=AgentRegistry(tmp_path / "c1" / "agents.sqlite"))
+        shared.stash(["the bonus pool is 2 million"], session="agent:" + payroll.agent.identity)
+        write_agent(app, None, "You plan trips.", rules=RULES[1:])
+        fresh = AgentRegistry(tmp_path / "c2" / "agents.sqlite")
+        trips = _engine(app, fresh, int8)
+        assert trips.agent.identity == payroll.agent.identity  # what a fresh registry gives first ...
+        notes = settle(trips, shared, explicit=True, registry=fresh)
+        assert trips.agent.identity != payroll.agent.identity  # ... and the store's record corrects
+        assert any("another agent's" in n for n in notes), notes
+        assert shared.list(session="agent:" + trips.agent.identity) == []
+        again = _engine(app, fresh, int8)
+        assert again.agent.identity == trips.agent.identity  # and the registry keeps it
+
+
+def test_a_known_agent_keeps_its_identity_on_a_shared_store(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """An agent the registry knows ran once with --stash on a store where a look-alike had stashed: it
+    took the look-alike's identity and lost its own default store."""
+    from contextsieve.cli.agent_data import settle
+
+    registry = AgentRegistry(tmp_path / "data" / "agents.sqlite")
+    a = write_agent(tmp_path / "a" / "agent.yaml")
+    b = write_agent(tmp_path / "b" / "agent.yaml")
+    with _store(tmp_path / "shared.db", int8) as shared:
+        ea = _engine(a, registry, int8)
+        settle(ea, shared, explicit=True, registry=registry)
+        shared.stash(["a's note"], session="agent:" + ea.agent.identity)
+        mine = _engine(b, registry, int8).agent.identity  # b is known to the registry from now on
+        eb = _engine(b, registry, int8)
+        settle(eb, shared, explicit=True, registry=registry)
+        assert eb.agent.identity == mine
+
+
+def test_a_new_identity_is_never_one_with_a_store(tmp_path: Path) -> None:
+    registry = AgentRegistry(tmp_path / "data" / "agents.sqlite")
+    path = write_agent(tmp_path / "app" / "agent.yaml", None)
+    taken = path_identity("agent", str(path.resolve()))
+    (tmp_path / "data" / "stash").mkdir(parents=True)
+    (tmp_path / "data" / "stash" / f"{taken}.db").write_bytes(b"")  # an earlier agent's store
+    assert load(path, registry).agent.identity != taken
+
+
+def test_a_declared_id_that_is_another_agents_is_said(tmp_path: Path, registry: AgentRegistry) -> None:
+    alice = load(write_agent(tmp_path / "a" / "agent.yaml", "alice", "You run payroll."), registry)
+    other = write_agent(tmp_path / "b" / "agent.yaml", "mallory", "You sell hats.", id=alice.agent.identity)
+    found = load(other, registry)
+    assert found.agent.identity == alice.agent.identity
+    assert "looks like another agent" in found.resolution.note()  # type: ignore[union-attr]
+
+
+def test_adopt_refuses_what_is_no_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from contextsieve.cli.agent_data import adopt
+    from contextsieve.errors import InputError
+
+    path = write_agent(tmp_path / "agent.yaml")
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(tmp_path / "data"))
+    for bad in ("agent:../../../escaped", "agent:x/y", "agent:a\nb"):
+        with pytest.raises(InputError, match="must be"):
+            adopt(argparse.Namespace(agent=path, namespace=bad, stash=None, source=None))
+    with pytest.raises(InputError, match="no agent agent:nobody-1234567890 is known"):
+        adopt(argparse.Namespace(agent=path, namespace="agent:nobody-1234567890", stash=None, source=None))
+    assert not list((tmp_path).rglob("escaped*"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -247,3 +248,31 @@ def test_tools_named_with_colons_keep_their_always_tools_across_processes(
             assert len(listed) == 2 and all(n.startswith("github_enterprise_issues_") for n in listed), listed
     with http_server(model_cache, "--stash", store, agent=agent, token=None) as url:
         assert anyio.run(explained, url)["key"] == "tool:github%3Aenterprise:issues%3Acreate"
+
+
+def test_a_damaged_registry_fails_open(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    """serve exited with 'the agent registry ... cannot be opened' for every new agent."""
+    env = environment(model_cache, tmp_path / "data")
+    (tmp_path / "data" / "agents.sqlite").mkdir(parents=True)  # a folder where the registry file should be
+    agent = write_agent(tmp_path / "proj" / "agent.yaml")
+    anyio.run(stash, serve(agent, env))
+    assert anyio.run(found, serve(agent, env)) == [SECRET]  # under the identity of its path
+    assert "AgentRegistryWarning" in stderr_of(agent, env)
+
+
+def test_an_id_added_later_is_told_how_to_bring_its_data(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    """The printed command moved the segments within the old store, which the agent with its new id
+    never opens: the data was stranded."""
+    env = environment(model_cache, tmp_path / "data")
+    agent = write_agent(tmp_path / "proj" / "agent.yaml")
+    anyio.run(stash, serve(agent, env))
+    agent.write_text("id: travel-desk-prod\n" + agent.read_text())
+    said = stderr_of(agent, env)
+    command = next(line for line in said.splitlines() if "contextsieve stash adopt" in line)
+    assert "--from" in command, said
+    argv = shlex.split(command.split("contextsieve stash adopt ", 1)[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "stash", "adopt", *argv], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert anyio.run(found, serve(agent, env)) == [SECRET]
