@@ -11,7 +11,11 @@ the gateway and the framework integrations; JSON results), registered by
   ``merge_stashed_context``, ``list_stashed_context``, ``delete_stashed_context``,
   ``protect_stashed_context`` (:data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
 
-Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``).
+Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``), and
+the ``context`` prompt gives the rules and references selected for a message.
+
+The server is the MCP SDK's low-level ``Server`` with one handler per method (:class:`ServeHandlers`),
+through the SDK's public API only.
 
 Sessions: every result carries ``session``, a random 128-bit handle of a contextsieve
 :class:`~contextsieve.session.session.Session` (session items, settings, history of request contexts). A
@@ -37,8 +41,8 @@ namespace instead, and ``ServeConfig.stash_cross_session`` lets retrieval search
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from contextsieve.agent.items import Reference, Rule
 from contextsieve.engine import Engine
@@ -50,6 +54,7 @@ from contextsieve.mcp_server.common import (
     ServeConfig,
     SessionRegistry,
     Warmup,
+    connection_scope,
     connection_state,
     handle_owner,
     invalid_params,
@@ -71,14 +76,7 @@ from contextsieve.session.agent_tools import (
 from contextsieve.session.session import Session
 from contextsieve.stash.store import StashStore
 
-try:  # the tools' annotations are evaluated by the SDK, so Context must be a module global
-    from mcp.server.mcpserver import Context, MCPServer
-except ImportError:  # build_server raises MissingExtraError naming the extra
-    Context = MCPServer = None  # type: ignore[assignment,misc]
-
-__all__ = ["build_server", "serve"]
-
-_T = TypeVar("_T")
+__all__ = ["build_server", "serve", "ServeHandlers", "HandlerContext"]
 
 #: Tools that never need the model (they only read or change stored segments' records): they do not wait
 #: for the background model load, and work when it failed.
@@ -92,230 +90,330 @@ SERVE_CALLING_TOOLS = (
     "instead of serve."
 )
 
+#: The one prompt ``serve`` declares, its one argument, and what it says of itself.
+PROMPT_NAME = "context"
+PROMPT_ARGUMENT = "message"
+PROMPT_DESCRIPTION = (
+    "The rules and references contextsieve selects for a message (a fresh session), as one user message to "
+    "put before it."
+)
+
+#: The MIME type of the rule and reference resources.
+RESOURCE_MIME_TYPE = "text/markdown"
+
+
+def _instructions(agent_name: str) -> str:
+    return (
+        f"Context selection for the agent {agent_name!r}: call select_context with each user message to get "
+        "the rules, references and tools to put into the prompt; search_tools finds tools by meaning. "
+        "Every result carries a session handle: pass it back as the session argument to stay in one session "
+        "(its items, history and own stashed segments). Without it, a connection of the handshake protocol "
+        "keeps one session, and a stateless call starts a new one whose stash is the agent's shared stash."
+    )
+
 
 def build_server(
     engine: Engine, config: ServeConfig = ServeConfig(), stash: StashStore | None = None, warmup: Warmup | None = None
 ) -> Any:
-    """The MCP server object (``mcp.server.mcpserver.MCPServer``) serving ``engine``'s agent, and
-    the stash tools when ``stash`` is given. ``warmup``: the background work (:class:`Warmup`, started
-    by the caller) that calls and the ``context`` prompt wait for (``tools/list``, resources and the
-    listings never wait): every tool waits for its listing step, all but :data:`WITHOUT_MODEL` for the
-    model, with progress notifications when the request carried a progress token. Without one the
-    model loads on first use, in the call that needs it."""
+    """The MCP server (the SDK's low-level ``mcp.server.lowlevel.Server``) serving ``engine``'s agent,
+    and the stash tools when ``stash`` is given: run it over your own transport, with
+    ``streamable_http_app()``, or connect the SDK's in-memory ``Client`` to it. ``warmup``: the
+    background work (:class:`Warmup`, started by the caller) that calls and the ``context`` prompt wait
+    for (``tools/list``, resources and the listings never wait): every tool waits for its listing step,
+    all but :data:`WITHOUT_MODEL` for the model, with progress notifications when the request carried a
+    progress token. Without one the model loads on first use, in the call that needs it."""
     require_sdk("contextsieve serve (the MCP server for hosts)")
-    from mcp import types
+    return ServeHandlers(engine, config, stash, warmup).server()
 
-    agent = engine.agent
-    from contextsieve import __version__
 
-    server = MCPServer(
-        name=f"contextsieve ({agent.name})",
-        version=__version__,
-        instructions=(
-            f"Context selection for the agent {agent.name!r}: call select_context with each user message to get "
-            "the rules, references and tools to put into the prompt; search_tools finds tools by meaning. "
-            "Every result carries a session handle: pass it back as the session argument to stay in one session "
-            "(its items, history and own stashed segments). Without it, a connection of the handshake protocol "
-            "keeps one session, and a stateless call starts a new one whose stash is the agent's shared stash."
-        ),
-    )
-    sessions = SessionRegistry(engine, config, stash)
+class HandlerContext:
+    """One request as :mod:`~contextsieve.mcp_server.common`'s helpers read it (``connection_state``,
+    ``log_notes``, ``progress_reporter``): the SDK's public request context (``ServerRequestContext``:
+    its protocol version, transport request and lifespan value say which connection it came on), with
+    the request's progress and log notifications sent through its ``session``."""
 
-    def session_of(ctx: Context, handle: str | None) -> tuple[str, Session]:
-        state = connection_state(ctx)
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.protocol_version = ctx.protocol_version
+        self.request = ctx.request
+        self.lifespan_context = ctx.lifespan_context
+        self.session = ctx.session
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """A progress notification for this request (none when it carried no progress token)."""
+        await self.session.report_progress(progress, total, message)
+
+    async def log(self, level: Any, data: Any, *, logger_name: str | None = None) -> None:
+        """A ``notifications/message`` for this request (on the stateless protocol only at a level the
+        request's ``_meta`` asked for; the SDK decides)."""
+        await self.session.send_log_message(level, data, logger_name, related_request_id=self.ctx.request_id)
+
+
+class ServeHandlers:
+    """What ``serve`` answers, one method per MCP request, over the sessions they share
+    (:class:`~contextsieve.mcp_server.common.SessionRegistry`); :meth:`server` registers them on the SDK's
+    low-level ``Server``.
+
+    Errors: an unknown tool, prompt or resource, and a bad prompt argument are JSON-RPC invalid params;
+    anything a model can act on in a tool call is an ``isError`` result (see the module docstring)."""
+
+    def __init__(
+        self, engine: Engine, config: ServeConfig, stash: StashStore | None = None, warmup: Warmup | None = None
+    ) -> None:
+        self.engine, self.config, self.stash, self.warmup = engine, config, stash, warmup
+        self.sessions = SessionRegistry(engine, config, stash)
+        self.tools: dict[str, AgentTool] = {
+            t.name: t for t in (*CONTEXT_TOOLS, *(STASH_TOOLS if stash is not None else ()))
+        }
+        self.resources: dict[str, Rule | Reference] = {
+            f"contextsieve://{it.kind.value}/{it.name}": it for it in [*engine.agent.rules, *engine.agent.references]
+        }
+
+    def server(self) -> Any:
+        """The SDK's low-level ``Server`` answering with these handlers. It declares tools, prompts,
+        resources and logging; ``subscriptions/listen`` is served (the 2026-07-28 capabilities say so,
+        nothing is ever published: the lists never change); each run over one connection (stdio, in
+        memory) has its own connection state (:func:`~contextsieve.mcp_server.common.connection_scope`)."""
+        from mcp import types
+        from mcp.server.lowlevel import Server
+        from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+
+        from contextsieve import __version__
+
+        name = f"contextsieve ({self.engine.agent.name})"
+        server = Server(
+            name,
+            version=__version__,
+            instructions=_instructions(self.engine.agent.name),
+            lifespan=self.lifespan,
+            get_tool_input_schema=self.header_schema,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
+            on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
+            on_read_resource=self.read_resource,
+            on_subscriptions_listen=ListenHandler(InMemorySubscriptionBus()),
+        )
+        # registered here, not as on_set_logging_level: that one warns that logging is deprecated from 2026-07-28
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self.set_level)
+        # a request that carries a requestState this server never issued is invalid params
+        server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name))
+        return server
+
+    def lifespan(self, server: Any) -> AbstractAsyncContextManager[object]:
+        """Entered once per run of the server (a stdio or in-memory connection, an HTTP app)."""
+        return connection_scope()
+
+    def header_schema(self, name: str) -> None:
+        """No tool of ``serve`` declares an argument sent as an ``Mcp-Param-*`` HTTP header: nothing to
+        check before a call (the SDK would list the tools for each call to find that out)."""
+        return None
+
+    # -- sessions ---------------------------------------------------------------------------------------
+
+    def session_of(self, call: HandlerContext, handle: str | None) -> tuple[str, Session]:
+        """The session a call works on, and its handle: the one ``handle`` names (if the caller may use
+        it), else the connection's own (the stateful protocol), else a new one in the agent's shared
+        stash namespace (the stateless protocol)."""
+        state = connection_state(call)
         owner = handle_owner(state)
         if handle is not None:
             if not isinstance(handle, str):
                 raise ToolArgumentError("session must be a string handle from an earlier result")
-            found = sessions.get(handle, owner)
+            found = self.sessions.get(handle, owner)
             if found is None:
                 raise ToolArgumentError(
                     "unknown or expired session handle (a connection's handles work on that connection only); "
                     "call without one to start a new session"
                 )
             return handle, found
-        if state is not None:  # the stateful protocol: one session per connection
-            handle = state.get(STATE_KEY)
-            found = sessions.get(handle, owner) if handle else None
-            if found is not None:
-                return str(handle), found
-            if handle:  # evicted (idle, or the session limit): the same handle again, so the same stash
-                handle, found = sessions.new(owner, handle=str(handle))
-                found.add_note(
-                    "this connection's session was dropped (idle or over the session limit) and started again: "
-                    "its session items and history are gone, its stashed segments are not"
-                )
-                return handle, found
-            handle, found = sessions.new(owner)
-            state[STATE_KEY] = handle
+        if state is None:  # stateless, no handle: the agent's shared stash namespace
+            return self.sessions.new(owner, shared=True)
+        handle = state.get(STATE_KEY)  # the stateful protocol: one session per connection
+        found = self.sessions.get(handle, owner) if handle else None
+        if found is not None:
+            return str(handle), found
+        if handle:  # evicted (idle, or the session limit): the same handle again, so the same stash
+            handle, found = self.sessions.new(owner, handle=str(handle))
+            found.add_note(
+                "this connection's session was dropped (idle or over the session limit) and started again: "
+                "its session items and history are gone, its stashed segments are not"
+            )
             return handle, found
-        return sessions.new(owner, shared=True)  # stateless, no handle: the agent's shared stash namespace
+        handle, found = self.sessions.new(owner)
+        state[STATE_KEY] = handle
+        return handle, found
 
-    def run(fn: Callable[[], _T]) -> _T:
-        try:
-            return fn()
-        except ContextSieveError as e:
-            raise mcp_error(e) from e
-
-    def text(value: Any, what: str) -> str:
-        if not isinstance(value, str):
-            raise invalid_params(f"{what} must be a string")
-        if len(value) > config.max_message_chars:
-            raise invalid_params(f"{what} has {len(value)} characters; the limit is {config.max_message_chars}")
-        return value
-
-    def stash_namespace(ctx: Any, session: str | None) -> tuple[str | None, str]:
+    def stash_namespace(self, call: HandlerContext, session: str | None) -> tuple[str | None, str]:
         """(the handle to answer with, the stash namespace): the namespace of the call's session (the
         agent's for a call without a handle on either protocol, a private handle's own; see
         :class:`~contextsieve.mcp_server.common.SessionRegistry`). A stateless call without a handle answers
         with none: no session is made for it."""
-        fixed = config.stash_session
-        if session is None and connection_state(ctx) is None:
-            return None, fixed or sessions.default_namespace()
-        handle, s = session_of(ctx, session)
+        fixed = self.config.stash_session
+        if session is None and connection_state(call) is None:
+            return None, fixed or self.sessions.default_namespace()
+        handle, s = self.session_of(call, session)
         return handle, fixed or s.stash_session
 
-    tools: dict[str, AgentTool] = {t.name: t for t in (*CONTEXT_TOOLS, *(STASH_TOOLS if stash is not None else ()))}
-    listed = [mcp_tool(t, SESSION_ARGUMENT) for t in tools.values()]
+    # -- tools ------------------------------------------------------------------------------------------
 
-    def work(tool: AgentTool, ctx: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def list_tools(self, ctx: Any, params: Any) -> Any:
+        from mcp import types
+
+        return types.ListToolsResult(tools=[mcp_tool(t, SESSION_ARGUMENT) for t in self.tools.values()])
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        """``tools/call``: the arguments checked, the warmup awaited (with progress), the tool run in a
+        worker thread; an unknown tool is invalid params, a contextsieve error an ``isError`` result."""
+        import anyio
+
+        tool = self.tools.get(params.name)
+        if tool is None:
+            raise unknown_tool(params.name, list(self.tools))
+        call = HandlerContext(ctx)
+        try:
+            arguments = self.checked(tool, params.arguments)
+            if self.warmup is not None:
+                await self.warmup.wait(tool.name, call.report_progress, model=tool.name not in WITHOUT_MODEL)
+            return json_result(await anyio.to_thread.run_sync(self.work, tool, call, arguments))
+        except ContextSieveError as e:
+            return error_result(str(e))
+
+    def checked(self, tool: AgentTool, arguments: Any) -> dict[str, Any]:
+        """A call's arguments checked against the tool's schema and the server's limits."""
+        out = tool.check(arguments, extra=("session",))
+        limit = self.config.max_message_chars
+        for name in ("message", "query"):
+            if isinstance(out.get(name), str) and len(out[name]) > limit:
+                raise ToolArgumentError(f"{tool.name}: {name} has {len(out[name])} characters; the limit is {limit}")
+        if tool.name == "search_tools" and isinstance(out.get("limit"), int) and out["limit"] > self.config.max_limit:
+            raise ToolArgumentError(f"search_tools: limit must be from 1 to {self.config.max_limit}")
+        return out
+
+    def work(self, tool: AgentTool, call: HandlerContext, arguments: dict[str, Any]) -> dict[str, Any]:
         """One call in a worker thread: the scope the tool works on, the tool, the session handle added."""
         handle_arg = arguments.pop("session", None)
         if handle_arg is not None and not isinstance(handle_arg, str):
             raise ToolArgumentError(f"{tool.name}: session must be a handle from an earlier result")
         if tool in STASH_TOOLS:
-            assert stash is not None
-            handle, name = stash_namespace(ctx, handle_arg)
-            scope = StashScope(
-                stash, name, config.stash_cross_session, config.max_stash_segments, progress_reporter(ctx)
-            )
+            assert self.stash is not None
+            handle, name = self.stash_namespace(call, handle_arg)
+            c = self.config
+            scope = StashScope(self.stash, name, c.stash_cross_session, c.max_stash_segments, progress_reporter(call))
             return {"session": handle, **tool.run(scope, arguments)}
-        handle, s = session_of(ctx, handle_arg)
+        handle, s = self.session_of(call, handle_arg)
         cscope = ContextScope(s, HISTORY_TURNS, calling_tools=SERVE_CALLING_TOOLS)
         if tool.name in ("add_to_session", "remove_from_session"):  # kept in the store for stateless handles
             out: dict[str, Any] = {}
-            sessions.change_items(handle, s, lambda: out.update(tool.run(cscope, arguments)))
+            self.sessions.change_items(handle, s, lambda: out.update(tool.run(cscope, arguments)))
             return {"session": handle, **out}
         result = {"session": handle, **tool.run(cscope, arguments)}
         if tool.name == "select_context":
-            log_notes(ctx, result.get("notes", ()))  # also as log messages: hosts show those to the user
+            log_notes(call, result.get("notes", ()))  # also as log messages: hosts show those to the user
         return result
 
-    async def list_tools(ctx: Any, params: Any) -> Any:
-        return types.ListToolsResult(tools=listed)
+    # -- the context prompt -----------------------------------------------------------------------------
 
-    async def call_tool(ctx: Any, params: Any) -> Any:
+    async def list_prompts(self, ctx: Any, params: Any) -> Any:
+        from mcp import types
+
+        argument = types.PromptArgument(name=PROMPT_ARGUMENT, required=True)
+        prompt = types.Prompt(name=PROMPT_NAME, description=PROMPT_DESCRIPTION, arguments=[argument])
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(self, ctx: Any, params: Any) -> Any:
+        """``prompts/get`` of ``context``: its message checked, the model awaited (with progress), the
+        selection made in a worker thread for a fresh session. An unknown prompt, a missing or unknown
+        argument and an oversize message are invalid params."""
         import anyio
+        from mcp import types
 
-        tool = tools.get(params.name)
-        if tool is None:
-            raise unknown_tool(params.name, list(tools))
-        context = Context(
-            request_context=ctx,
-            mcp_server=server,
-            input_params=params,
-            subscriptions=getattr(server, "_subscriptions", None),
+        message = self.prompt_message(params.name, params.arguments)
+        if self.warmup is not None:
+            try:
+                await self.warmup.wait(f"the {PROMPT_NAME} prompt", HandlerContext(ctx).report_progress)
+            except ContextSieveError as e:
+                raise mcp_error(e) from e
+        text = await anyio.to_thread.run_sync(self.prompt_text, message)
+        content = types.TextContent(type="text", text=text)
+        return types.GetPromptResult(
+            description=PROMPT_DESCRIPTION, messages=[types.PromptMessage(role="user", content=content)]
         )
+
+    def prompt_message(self, name: str, arguments: Any) -> str:
+        """The ``message`` of a ``prompts/get`` request, checked (an MCP invalid-params error says what is wrong)."""
+        if name != PROMPT_NAME:
+            raise invalid_params(f"unknown prompt {brief(name)}; this server's prompts: {PROMPT_NAME}")
+        args = dict(arguments or {})
+        unknown = sorted(k for k in args if k != PROMPT_ARGUMENT)
+        if unknown:
+            raise invalid_params(f"unknown argument {brief(unknown[0])}; the {PROMPT_NAME} prompt takes message")
+        message = args.get(PROMPT_ARGUMENT)
+        if not isinstance(message, str):
+            raise invalid_params(f"the {PROMPT_NAME} prompt needs the argument message (a string)")
+        if len(message) > self.config.max_message_chars:
+            limit = self.config.max_message_chars
+            raise invalid_params(f"message has {len(message)} characters; the limit is {limit}")
+        return message
+
+    def prompt_text(self, message: str) -> str:
+        """The ``context`` prompt's text for ``message``: the rules and references selected for it in a
+        fresh session (whose handle is never handed out)."""
         try:
-            arguments = tool.check(params.arguments, extra=("session",))
-            for name in ("message", "query"):
-                if isinstance(arguments.get(name), str) and len(arguments[name]) > config.max_message_chars:
-                    raise ToolArgumentError(
-                        f"{tool.name}: {name} has {len(arguments[name])} characters; "
-                        f"the limit is {config.max_message_chars}"
-                    )
-            limit = arguments.get("limit")
-            if tool.name == "search_tools" and isinstance(limit, int) and limit > config.max_limit:
-                raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
-            if warmup is not None:
-                await warmup.wait(tool.name, context.report_progress, model=tool.name not in WITHOUT_MODEL)
-            return json_result(await anyio.to_thread.run_sync(work, tool, context, arguments))
+            _, s = self.sessions.new("prompt")
+            texts = context_result(s.build_request(message), self.engine.agent)["texts"]
         except ContextSieveError as e:
-            return error_result(str(e))
+            raise mcp_error(e) from e
+        parts = [f"{t['type'].capitalize()} {t['name']}:\n{t['text']}" for t in texts]
+        return "\n\n".join(parts) or "(no rules or references selected for this message)"
 
-    server._lowlevel_server.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
-    server._lowlevel_server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # -- rules and references as resources --------------------------------------------------------------
 
-    for it in [*agent.rules, *agent.references]:
-        _add_resource(server, it)
-    _add_prompts(server, engine, sessions, run, text, warmup)
-    _add_logging(server)
-    return server
+    async def list_resources(self, ctx: Any, params: Any) -> Any:
+        from mcp import types
 
+        listed = [
+            types.Resource(
+                uri=uri,
+                name=f"{it.kind.value}:{it.name}",
+                description=it.description or f"the {it.kind.value} {it.name}",
+                mime_type=RESOURCE_MIME_TYPE,
+            )
+            for uri, it in self.resources.items()
+        ]
+        return types.ListResourcesResult(resources=listed)
 
-def _add_logging(server: Any) -> None:
-    """The ``logging`` capability: ``logging/setLevel`` keeps a stateful connection's level (see
-    :func:`~contextsieve.mcp_server.common.log_notes`; an unknown level is invalid params)."""
-    from mcp import types
+    async def list_resource_templates(self, ctx: Any, params: Any) -> Any:
+        from mcp import types
 
-    async def on_set_level(ctx: Any, params: Any) -> Any:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def read_resource(self, ctx: Any, params: Any) -> Any:
+        """``resources/read``: a rule's or reference's text; an unknown URI is invalid params."""
+        from mcp import MCPError, types
+
+        uri = str(params.uri)
+        item = self.resources.get(uri)
+        if item is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}", data={"uri": uri})
+        contents = types.TextResourceContents(uri=params.uri, text=item.text, mime_type=RESOURCE_MIME_TYPE)
+        return types.ReadResourceResult(contents=[contents])
+
+    # -- logging ----------------------------------------------------------------------------------------
+
+    async def set_level(self, ctx: Any, params: Any) -> Any:
+        """``logging/setLevel`` keeps a stateful connection's level (see
+        :func:`~contextsieve.mcp_server.common.log_notes`; an unknown level is invalid params)."""
+        from mcp import types
+
         try:
-            set_log_level(connection_state(ctx), params.level)
+            set_log_level(connection_state(HandlerContext(ctx)), params.level)
         except ValueError as e:
             raise invalid_params(str(e)) from None
         return types.EmptyResult()
-
-    server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_level)
-
-
-def _add_prompts(
-    server: Any,
-    engine: Engine,
-    sessions: SessionRegistry,
-    run: Callable[[Callable[[], Any]], Any],
-    text: Callable[[Any, str], str],
-    warmup: Warmup | None = None,
-) -> None:
-    """The ``context`` prompt (the server declares prompts, so it serves one; it waits for ``warmup``'s
-    model load), and MCP's invalid-params error for an unknown prompt name (the SDK answers an internal
-    error and logs a traceback)."""
-
-    @server.prompt(
-        name="context",
-        description=(
-            "The rules and references contextsieve selects for a message (a fresh session), as one user "
-            "message to put before it."
-        ),
-    )
-    def context(message: str) -> str:
-        msg = text(message, "message")
-
-        def build() -> str:
-            _, s = sessions.new("prompt")  # never handed out
-            texts = context_result(s.build_request(msg), engine.agent)["texts"]
-            parts = [f"{t['type'].capitalize()} {t['name']}:\n{t['text']}" for t in texts]
-            return "\n\n".join(parts) or "(no rules or references selected for this message)"
-
-        return str(run(build))
-
-    original = server.get_prompt
-
-    async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
-        known = sorted(p.name for p in await server.list_prompts())
-        if name not in known:
-            raise invalid_params(f"unknown prompt {brief(name)}; this server's prompts: {', '.join(known)}")
-        if warmup is not None:
-            try:
-                await warmup.wait(f"the {name} prompt", context.report_progress if context is not None else None)
-            except ContextSieveError as e:
-                raise mcp_error(e) from e
-        return await original(name, arguments, context)
-
-    server.get_prompt = get_prompt
-
-
-def _add_resource(server: Any, item: Rule | Reference) -> None:
-    kind = item.kind.value
-
-    def read() -> str:
-        return item.text
-
-    server.resource(
-        f"contextsieve://{kind}/{item.name}",
-        name=f"{kind}:{item.name}",
-        description=item.description or f"the {kind} {item.name}",
-        mime_type="text/markdown",
-    )(read)
 
 
 def serve(
@@ -359,9 +457,8 @@ def serve(
 
         from contextsieve.mcp_server.stdio import run_stdio
 
-        low = server._lowlevel_server  # what the SDK's own run("stdio") serves
         warmup.start()
-        anyio.run(run_stdio, low, low.create_initialization_options(), warmup.host_answered)
+        anyio.run(run_stdio, server, server.create_initialization_options(), warmup.host_answered)
         return
     check_exposure(host, token, allow_unauthenticated)
     sockets = bind(host, port)
