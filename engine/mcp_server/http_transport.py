@@ -83,6 +83,9 @@ def guarded_app(
             and json_type
         ):
             refused = _refusal(body)
+            if refused == b"":  # accepted, never answered (JSON-RPC: a notification gets no reply)
+                await reply(send, 202, b"")
+                return
             if refused is not None:
                 await reply(send, 400, refused, b"application/json")
                 return
@@ -103,7 +106,8 @@ def guarded_app(
 def _refusal(body: bytes) -> bytes | None:
     """The JSON-RPC error (as JSON) owed to an HTTP POST body that is JSON but not one MCP message, the
     same as stdio answers (:func:`contextsieve.mcp_server.stdio.refusal`); ``None`` for a message, and for a
-    body that is not JSON (the SDK answers ``-32700`` for that itself)."""
+    body that is not JSON (the SDK answers ``-32700`` for that itself); ``b""`` when nothing is owed (a
+    notification with params by position, a batch of notifications: ``202``, no body)."""
     import json
 
     import pydantic_core
@@ -117,8 +121,13 @@ def _refusal(body: bytes) -> bytes | None:
     error = refusal(decoded)
     if error is None:
         return None
-    # id null when there is no id to answer: JSON-RPC requires it on the wire
-    out = {"jsonrpc": "2.0", "id": error.id, "error": error.error.model_dump(mode="json", exclude_none=True)}
+    if error == []:
+        return b""  # a notification, or a batch of them: nothing is owed
+
+    def wire(e: Any) -> dict[str, Any]:  # id null when there is no id to answer: JSON-RPC requires it
+        return {"jsonrpc": "2.0", "id": e.id, "error": e.error.model_dump(mode="json", exclude_none=True)}
+
+    out = [wire(e) for e in error] if isinstance(error, list) else wire(error)
     return json.dumps(out, separators=(",", ":")).encode()
 
 

@@ -4,22 +4,31 @@ and it reads a request whose ``id`` is not a string or an integer as a notificat
 nothing at all.
 
 Here such a line gets a JSON-RPC error at once, the same as over HTTP (:func:`refusal` decides for
-both transports; ``serve``'s HTTP app calls it on every POST body): ``-32700`` (parse error) for a
-line that is not JSON the SDK accepts (not JSON at all, a lone surrogate escape such as
-``"\\ud800"``, nesting deeper than the parser allows), ``-32600`` (invalid request) for JSON that is
-no JSON-RPC message (a batch: MCP has none since 2025-06-18; a wrong field type) and for a request
-whose ``id`` is an object, an array, a fraction, a boolean or ``null`` (MCP's ids are strings and
-integers; a message with an ``id`` member is never a notification, JSON-RPC 2.0 section 4.1). The
-reply carries the request's ``id`` when the line is JSON whose ``id`` is a string or an integer (a
-lenient second parse), else ``null`` as JSON-RPC prescribes. A line whose ``id`` cannot be recovered
-and that is not a request (a broken notification) still gets the ``null`` reply: the host cannot tell
-the two apart either. A notification (no ``id`` member) is never answered.
+both transports; ``serve``'s HTTP app calls it on every POST body), and every request whose ``id`` can
+be read gets that ``id`` back (JSON-RPC 2.0 section 5: the same value): ``-32700`` (parse error) for a
+line that is not JSON the SDK accepts (not JSON at all, a lone surrogate escape such as ``"\\ud800"``,
+nesting deeper than the parser allows); ``-32602`` (invalid params) for a request whose ``params`` are
+by position (an array: valid JSON-RPC, but every MCP method takes its params by name); ``-32600``
+(invalid request) for JSON that is no JSON-RPC message (a wrong field type, ``params`` that are no
+structured value) and for a request whose ``id`` is an object, an array, a fraction, a boolean or
+``null`` (MCP's ids are strings and integers; a message with an ``id`` member is never a
+notification, JSON-RPC 2.0 section 4.1). A reply carries the request's ``id`` when the line is JSON
+whose ``id`` is a string or a number (a lenient second parse), else ``null`` as JSON-RPC prescribes. A
+batch (MCP has none since 2025-06-18) is refused as a whole, as JSON-RPC 2.0 section 6 answers one: an
+array with a ``-32600`` reply to each of its requests (with its ``id``), nothing for its notifications,
+no answer at all when it holds only notifications, and one ``-32600`` reply with ``id: null`` for an
+empty array. A notification (no ``id`` member, a string ``method``, ``params`` absent, an object or an
+array) is never answered, not even when its params are by position; a line whose ``id`` cannot be
+recovered and that is no notification still gets the ``null`` reply: the host cannot tell it from a
+broken request either. ``"params": null`` is read as no params, as the SDK reads it.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -34,16 +43,61 @@ __all__ = ["error_reply", "refusal", "run_stdio"]
 BATCH_MESSAGE = "Invalid request: JSON-RPC batches are not part of MCP; send one message per request"
 #: The message of the -32600 answer to a request whose id is not a string or an integer.
 BAD_ID_MESSAGE = "Invalid request: a request's id must be a string or an integer"
+#: The message of the -32600 answer to JSON that is no JSON-RPC message.
+NOT_A_MESSAGE = "Invalid request: not a JSON-RPC message"
+#: The message of the -32602 answer to a request whose params are by position.
+BY_POSITION_MESSAGE = "Invalid params: MCP takes a request's params by name (a JSON object), not by position (an array)"
 
 
-def _recover_id(value: object) -> str | int | None:
-    if isinstance(value, list):
+def _echoed_id(value: object) -> str | int | float | None:
+    """The ``id`` a reply to ``value`` carries: its ``id`` when that is a string or a finite number,
+    else ``None`` (no id, a batch, an id of another type)."""
+    if not isinstance(value, dict):
         return None  # a batch: no one id to answer
-    if isinstance(value, dict):
-        rid = value.get("id")
-        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
-            return rid
+    rid = value.get("id")
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return rid
+    if isinstance(rid, float) and math.isfinite(rid):
+        return rid  # a fraction: a JSON-RPC id, though not an MCP one
     return None
+
+
+def _is_mcp_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_notification(value: object) -> bool:
+    """Whether ``value`` is a JSON-RPC 2.0 notification (whatever its method and params mean to MCP)."""
+    return (
+        isinstance(value, dict)
+        and "id" not in value
+        and value.get("jsonrpc") == "2.0"
+        and isinstance(value.get("method"), str)
+        and isinstance(value.get("params", {}), (dict, list))
+    )
+
+
+@functools.cache
+def _reply_types() -> tuple[Any, Any]:
+    """The error reply (``mcp_types.JSONRPCError`` whose ``id`` may also be a fraction, as JSON-RPC
+    allows and the request had it) and a batch of them, as models the SDK's writer serializes."""
+    import mcp_types as types
+    from pydantic import RootModel
+
+    class Reply(types.JSONRPCError):
+        id: str | int | float | None  # type: ignore[assignment]
+
+    class Replies(RootModel[list[Reply]]):
+        pass
+
+    return Reply, Replies
+
+
+def _error(rid: str | int | float | None, code: int, message: str) -> Any:
+    import mcp_types as types
+
+    reply, _ = _reply_types()
+    return reply(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
 def error_reply(exc: Exception) -> Any:
@@ -51,7 +105,7 @@ def error_reply(exc: Exception) -> Any:
     import mcp_types as types
     from pydantic import ValidationError
 
-    code, message, rid = types.INVALID_REQUEST, "Invalid request: not a JSON-RPC message", None
+    code, message, rid = types.INVALID_REQUEST, NOT_A_MESSAGE, None
     if isinstance(exc, ValidationError):
         errors = exc.errors()
         raw = errors[0].get("input") if errors else None
@@ -59,43 +113,51 @@ def error_reply(exc: Exception) -> Any:
             code, message = types.PARSE_ERROR, "Parse error: the line is not JSON this server can read"
             if isinstance(raw, (str, bytes)):
                 try:
-                    rid = _recover_id(json.loads(raw))
+                    rid = _echoed_id(json.loads(raw))
                 except (ValueError, RecursionError):
                     rid = None
-        else:  # the whole message is the input of the errors about it as a whole (a missing field)
-            raw = next((e["input"] for e in errors if isinstance(e.get("input"), (dict, list))), raw)
-            rid = _recover_id(raw)
+        else:  # the whole message: the input of an error about a field it lacks, or of one about its type
+            whole = [e["input"] for e in errors if e.get("type") == "missing" and len(e.get("loc", ())) == 2]
+            whole += [e["input"] for e in errors if len(e.get("loc", ())) <= 1]
+            raw = whole[0] if whole else raw
+            rid = _echoed_id(raw)
             if isinstance(raw, list):
                 message = BATCH_MESSAGE
     else:
         code, message = types.PARSE_ERROR, f"Parse error: {type(exc).__name__}"
-    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+    return _error(rid, code, message)
 
 
 def refusal(decoded: Any) -> Any:
-    """The JSON-RPC error (``mcp_types.JSONRPCError``) owed to ``decoded``, one JSON value read off the
-    wire (a stdio line, an HTTP POST body), when it is not one MCP message; ``None`` when it is.
+    """What is owed to ``decoded``, one JSON value read off the wire (a stdio line, an HTTP POST body),
+    when it is not one MCP message the SDK answers as it should (see the module docstring): ``None``
+    when it is (pass it on); otherwise a JSON-RPC error (an ``mcp_types.JSONRPCError``, whose ``id`` may
+    also be a fraction), or a list of them for a batch, which is empty when nothing is owed (a
+    notification with params by position, a batch of notifications: answer nothing, pass nothing on).
 
-    ``-32600`` with ``id: null`` for a batch (a JSON array, empty or not) and for an object with an
-    ``id`` member that the SDK would read as a notification (its ``id`` is an object, an array, a
-    fraction, a boolean or ``null``), so it would get no answer; what :func:`error_reply` says for
-    anything else the SDK's message types refuse (``-32600``, with the ``id`` when it is a string or
-    an integer)."""
+    ``-32600`` with ``id: null`` for an empty batch and for an object with an ``id`` member that the SDK
+    would read as a notification (its ``id`` is an object, an array, a boolean or ``null``) or refuse (a
+    fraction, answered with its ``id``); ``-32602`` with its ``id`` for a request with params by
+    position; ``-32600`` (with the ``id`` when it is a string or a number) for anything else the SDK's
+    message types refuse."""
     import mcp_types as types
     from pydantic import ValidationError
 
     if isinstance(decoded, list):
-        return types.JSONRPCError(
-            jsonrpc="2.0", id=None, error=types.ErrorData(code=types.INVALID_REQUEST, message=BATCH_MESSAGE)
-        )
+        if not decoded:
+            return _error(None, types.INVALID_REQUEST, BATCH_MESSAGE)
+        return [_error(_echoed_id(m), types.INVALID_REQUEST, BATCH_MESSAGE) for m in decoded if not _is_notification(m)]
+    if isinstance(decoded, dict) and "id" in decoded and "method" in decoded and not _is_mcp_id(decoded["id"]):
+        return _error(_echoed_id(decoded), types.INVALID_REQUEST, BAD_ID_MESSAGE)
+    if isinstance(decoded, dict) and isinstance(decoded.get("params"), list):
+        if _is_notification(decoded):
+            return []  # a notification is never answered, whatever its params (JSON-RPC 2.0 section 4.1)
+        if decoded.get("jsonrpc") == "2.0" and isinstance(decoded.get("method"), str):
+            return _error(decoded["id"], types.INVALID_PARAMS, BY_POSITION_MESSAGE)
     try:
-        message = types.jsonrpc_message_adapter.validate_python(decoded, by_name=False)
-    except ValidationError as e:
-        return error_reply(e)
-    if isinstance(message, types.JSONRPCNotification) and isinstance(decoded, dict) and "id" in decoded:
-        return types.JSONRPCError(
-            jsonrpc="2.0", id=None, error=types.ErrorData(code=types.INVALID_REQUEST, message=BAD_ID_MESSAGE)
-        )
+        types.jsonrpc_message_adapter.validate_python(decoded, by_name=False)
+    except ValidationError:
+        return _error(_echoed_id(decoded), types.INVALID_REQUEST, NOT_A_MESSAGE)
     return None
 
 
@@ -235,9 +297,11 @@ def _wire_stdin() -> Iterator[IO[bytes]]:
 
 class _CheckedLines:
     """The lines of the host's stdin as the SDK's transport reads them, each line that is owed an error
-    the SDK would not send (:func:`refusal`: a request whose ``id`` is not a string or an integer, a
-    batch, JSON that is no JSON-RPC message) answered here instead of passed on. A line that is not JSON
-    is passed on: the SDK's exception for it is answered by :class:`_AnsweringReader`."""
+    the SDK would not send (:func:`refusal`: a request whose ``id`` is not a string or an integer or
+    whose params are by position, a batch, JSON that is no JSON-RPC message) answered here instead of
+    passed on, and a notification with params by position dropped (never answered; the SDK would
+    answer it). A line that is not JSON is passed on: the SDK's exception for it is answered by
+    :class:`_AnsweringReader`."""
 
     def __init__(self, lines: Any) -> None:
         import anyio
@@ -268,6 +332,10 @@ class _CheckedLines:
             if error is None:
                 yield line
                 continue
+            if isinstance(error, list):
+                if not error:
+                    continue  # a notification, or a batch of them: nothing is owed
+                error = _reply_types()[1](error)  # a batch's replies: one array on one line
             await self._ready.wait()
             assert self._reply is not None
             await self._reply(SessionMessage(error))

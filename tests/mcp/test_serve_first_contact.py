@@ -215,19 +215,28 @@ def test_a_host_other_machines_can_reach_is_refused_without_a_token(model_cache:
 
 BAD_ID = "Invalid request: a request's id must be a string or an integer"
 BATCH = "Invalid request: JSON-RPC batches are not part of MCP; send one message per request"
+BY_POSITION = "Invalid params: MCP takes a request's params by name (a JSON object), not by position (an array)"
 #: (a line or body, the answer owed to it)
-NOT_ONE_MESSAGE = [
+NOT_ONE_MESSAGE: list[tuple[str, Any]] = [
     (line, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32600, "message": message}})
     for line, rid, message in [
         ('{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, BAD_ID),
         ('{"jsonrpc":"2.0","id":[1],"method":"ping"}', None, BAD_ID),
-        ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, BAD_ID),
+        ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5, BAD_ID),  # JSON-RPC: the same value
         ('{"jsonrpc":"2.0","id":true,"method":"ping"}', None, BAD_ID),
         ('{"jsonrpc":"2.0","id":null,"method":"tools/list"}', None, BAD_ID),
-        ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, BATCH),
         ("[]", None, BATCH),
         ('{"jsonrpc":"2.0","id":"seven","method":3}', "seven", "Invalid request: not a JSON-RPC message"),
     ]
+] + [  # a batch: one reply to each request in it, with its id (issue 48 item 8)
+    (
+        '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
+        [{"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": BATCH}}],
+    ),
+    (
+        '{"jsonrpc":"2.0","id":2,"method":"ping","params":[]}',
+        {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": BY_POSITION}},
+    ),
 ]
 
 
@@ -246,7 +255,7 @@ class _Stdio:
         self.proc.stdin.write(line.encode() + b"\n")
         self.proc.stdin.flush()
 
-    def reply(self, wait: float = 60.0) -> dict[str, Any] | None:
+    def reply(self, wait: float = 60.0) -> Any:
         """The next line the server writes, or None if none comes within ``wait`` seconds."""
         assert self.proc.stdout is not None
         end = time.monotonic() + wait
@@ -258,7 +267,7 @@ class _Stdio:
             assert chunk, "the server exited"
             self.pending += chunk
         first, self.pending = self.pending.split(b"\n", 1)
-        return dict(json.loads(first))
+        return json.loads(first)
 
     def close(self) -> str:
         """End the process (stdin closed: the host went away); its stderr."""
