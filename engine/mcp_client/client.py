@@ -10,7 +10,10 @@ and the tail of its stderr; the others are listed anyway.
 A stdio server runs in a process group of its own (:class:`StdioChild`) that ends with its connection:
 stdin is closed, then the group gets SIGTERM and then SIGKILL, each after :data:`STOP_GRACE_SECONDS`,
 so no child (nor a child of it) outlives its listing or the gateway, even one that ignores stdin EOF
-and SIGTERM; :func:`end_child_groups` ends every live group at once (the gateway's signal handler).
+and SIGTERM; :func:`end_child_groups` ends every live group at once (the gateway's signal handler). A
+process that dies without a chance to do either (SIGKILL, a crash) leaves its groups to the
+:mod:`~contextsieve.mcp_client.reaper`, a small process that ends them when it sees the pipe from its
+parent close.
 
 Security: a stdio server runs the command its agent file declares, with ``args`` as a list (never a
 shell), the file's ``env`` plus the SDK's inherited basics (``HOME``, ``PATH``, ``LOGNAME``,
@@ -35,6 +38,7 @@ from typing import Any, TypeVar
 from contextsieve.agent.agent import McpServer
 from contextsieve.agent.tool_limits import ToolLimits
 from contextsieve.errors import EventLoopError, InputError, MissingExtraError, brief
+from contextsieve.mcp_client.reaper import REAPER
 
 T = TypeVar("T")
 
@@ -283,6 +287,7 @@ class StdioChild:
             self.argv, env=self.env, cwd=self.cwd, stderr=self.errlog, start_new_session=True
         )
         _GROUPS[self.process.pid] = self.name
+        REAPER.watch(self.process.pid)  # ended by the reaper if this process dies first, even of SIGKILL
         read_send, read_recv = anyio.create_memory_object_stream[Any](0)
         write_send, write_recv = anyio.create_memory_object_stream[Any](0)
         self._streams = (read_send, read_recv, write_send, write_recv)
@@ -293,6 +298,7 @@ class StdioChild:
         except BaseException:  # cancelled right after the start: the child must not outlive it
             _signal_group(self.process.pid, signal.SIGKILL)
             _GROUPS.pop(self.process.pid, None)
+            REAPER.forget(self.process.pid)
             raise
         self._tg.start_soon(self._read_stdout, read_send)
         self._tg.start_soon(self._write_stdin, write_recv, read_send)
@@ -386,6 +392,7 @@ class StdioChild:
                     _ = self.process.returncode  # reading it reaps the leader on some event loops
                     await anyio.sleep(0.02)
         _GROUPS.pop(pgid, None)
+        REAPER.forget(pgid)
         try:
             await self.process.stdout.aclose()
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):

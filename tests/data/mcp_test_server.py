@@ -7,7 +7,8 @@ the list). Over stdio by default; ``--http PORT`` serves streamable HTTP on 127.
 ``--token``, requests without ``Authorization: Bearer TOKEN`` get 401).
 
 ``--linger PIDFILE``: a stubborn child: writes its pid to PIDFILE, ignores SIGTERM, and keeps running
-after stdin closes (only SIGKILL ends it). ``--modern-only``: speaks the 2026-07-28 protocol only
+after stdin closes (only SIGKILL ends it); it starts a child of its own, as stubborn, whose pid it
+writes to PIDFILE.child first. ``--modern-only``: speaks the 2026-07-28 protocol only
 (``initialize`` is refused with -32022). A change of the tool list (``add_tool``, ``storm``) is
 announced as each protocol says: ``notifications/tools/list_changed`` on the handshake, an event on
 the ``subscriptions/listen`` streams on 2026-07-28.
@@ -112,9 +113,14 @@ def main() -> None:
     if "--linger" in sys.argv:  # a stubborn child: ignores SIGTERM and outlives its stdin
         import os
         import signal
+        import subprocess
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        Path(sys.argv[sys.argv.index("--linger") + 1]).write_text(str(os.getpid()))
+        pidfile = Path(sys.argv[sys.argv.index("--linger") + 1])
+        stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+        child = subprocess.Popen([sys.executable, "-c", stubborn], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        Path(f"{pidfile}.child").write_text(str(child.pid))
+        pidfile.write_text(str(os.getpid()))
     if "--http" in sys.argv:
         import uvicorn
 
