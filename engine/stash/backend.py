@@ -298,7 +298,8 @@ class StashBackend(Protocol):
     def stats(self, filters: Filters) -> dict[str, object]: ...
 
     def sessions(self) -> list[tuple[str, int, int | None]]:
-        """Every session holding segments: ``(session, segments, latest stash time in epoch ms)``, by name."""
+        """Every session holding segments, by name: ``(session, segments, latest stash time)``, the time
+        in microseconds since 1970 (:func:`to_epoch`)."""
         ...
 
     def rename_session(self, old: str, new: str) -> int:

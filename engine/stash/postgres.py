@@ -376,6 +376,10 @@ class PostgresBackend(SqlBackend):
     def _stored_terms(self, terms: list[str]) -> dict[str, Any]:
         return {"terms": " ".join(terms), "nterms": len(terms)}  # terms: a tsvector (see DIALECT.casts)
 
+    def _stored_chunks(self, db: Any, row: int) -> np.ndarray:
+        found = db.execute("SELECT embedding::text FROM stash_chunks WHERE seg = %s ORDER BY n", (row,)).fetchall()
+        return np.array([json.loads(r[0]) for r in found], dtype=np.float32)
+
     def _write_chunks(self, db: Any, row: int, v: np.ndarray, replace: bool) -> None:
         if replace:
             db.execute("DELETE FROM stash_chunks WHERE seg = %s", (row,))
@@ -421,6 +425,8 @@ class PostgresBackend(SqlBackend):
     @guarded
     def rename_session(self, old: str, new: str) -> int:
         with self._tx() as db:
+            for name in sorted({old, new}):  # as insert takes them: a stash into either waits, or is moved
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
             return len(self._rename_session(db, old, new))
 
     @guarded

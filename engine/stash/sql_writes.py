@@ -13,7 +13,8 @@ import numpy as np
 
 from contextsieve.errors import InputError
 from contextsieve.stash.backend import SegmentRow, fields_check, to_epoch, vector_digest
-from contextsieve.stash.dialect import Dialect
+from contextsieve.stash.dialect import Dialect, checked_fields
+from contextsieve.stash.ids import public_id, qualified
 
 __all__ = ["SqlWrites"]
 
@@ -158,11 +159,57 @@ class SqlWrites:
         return gone, freed
 
     def _rename_session(self, db: Any, old: str, new: str) -> list[int]:
-        """Move the segments of session ``old`` into ``new``; returns the rows moved."""
-        d = self.dialect
-        rows = [int(r[0]) for r in db.execute(f"SELECT row FROM {d.segments} WHERE session = {d.mark}", [old])]
-        db.execute(f"UPDATE {d.segments} SET session = {d.mark} WHERE session = {d.mark}", [new, old])
-        return rows
+        """Move the segments of session ``old`` into ``new``; returns the rows moved.
+
+        A row's fields check covers its session and id, so it is written again for ``new``, but only where
+        it holds for ``old``: a row that fails it keeps it, and fails it still (a move never makes a damaged
+        row sound). An id chosen in ``old`` (stored with ``old``'s mark: :func:`~contextsieve.stash.ids.qualified`)
+        is stored with ``new``'s, so it is the same name in ``new``; the references and supersessions
+        naming it and its vectors' digest (which covers the id) follow. Unless ``new`` already has a
+        segment of that name, or the vectors fail their digest: then it keeps its stored id (which ``new``
+        shows in full)."""
+        d, m = self.dialect, self.dialect.mark
+        found = db.execute(
+            f"SELECT row, id, model, digest, text, type, created, stashed, tokens, topic, source, sha256, expires, "
+            f"fields FROM {d.segments} WHERE session = {m}{d.lock_row}",
+            [old],
+        ).fetchall()
+        names = {
+            r[1]: qualified(new, given)
+            for r in found
+            if isinstance(r[1], str) and (given := public_id(r[1], old)) != r[1]
+        }
+        taken: set[str] = set()  # the names new has already
+        for batch in d.batches(list(names.values())):
+            cond, args = d.any_of("id", batch)
+            taken.update(r[0] for r in db.execute(f"SELECT id FROM {d.segments} WHERE {cond}", args))
+        moved: list[tuple[Any, ...]] = []
+        renamed: list[tuple[str, str]] = []
+        for row, sid, model, digest, *rest in found:
+            text, kind, created, stashed, tokens, topic, source, sha, expires, check = rest
+            fields = (text, kind, created, stashed, tokens, topic, source, sha, expires, None)
+            to = sid
+            if check is not None and checked_fields(sid, old, *fields) == check:  # (None: a wrong-typed field)
+                name = names.get(sid)
+                if name is not None and name not in taken and isinstance(model, str):
+                    v = self._stored_chunks(db, int(row))
+                    if vector_digest(sid, model, v) == digest:
+                        to, digest = name, vector_digest(name, model, v)
+                        renamed.append((sid, to))
+                check = checked_fields(to, new, *fields)
+            moved.append((new, to, check, digest, int(row)))
+        if moved:
+            update = f"UPDATE {d.segments} SET session = {m}, id = {m}, fields = {m}, digest = {m} WHERE row = {m}"
+            db.cursor().executemany(update, moved)
+        for was, to in renamed:
+            db.execute(f"UPDATE {d.refs} SET src = {m} WHERE src = {m}", (to, was))
+            db.execute(f"UPDATE {d.refs} SET dst = {m} WHERE dst = {m}", (to, was))
+            db.execute(f"UPDATE {d.segments} SET superseded_by = {m} WHERE superseded_by = {m}", (to, was))
+        return [int(r[-1]) for r in moved]
+
+    def _stored_chunks(self, db: Any, row: int) -> np.ndarray:
+        """The float32 chunk vectors stored for the segment at ``row``, in order (what its digest covers)."""
+        raise NotImplementedError
 
     def _set_protected(self, db: Any, ids: Sequence[str], protected: bool) -> list[int]:
         """Set the flag of these segments; returns the rows of those stored."""

@@ -488,6 +488,10 @@ class SqliteBackend(SqliteChecks):
     def _stored_terms(self, terms: list[str]) -> dict[str, Any]:
         return {"terms": " ".join(terms)}
 
+    def _stored_chunks(self, db: sqlite3.Connection, row: int) -> np.ndarray:
+        blob = db.execute("SELECT vectors FROM segments WHERE row = ?", (row,)).fetchone()
+        return np.frombuffer(blob[0], np.float32) if blob and isinstance(blob[0], bytes) else np.zeros(0, np.float32)
+
     @guarded
     def insert(
         self, rows: Sequence[SegmentRow], dedup: bool, supersede: Sequence[tuple[str, str]] = ()

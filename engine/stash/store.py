@@ -200,9 +200,12 @@ class StashStore(StashCore):
 
     def rename_namespace(self, old: str, new: str) -> int:
         """Move every segment of namespace ``old`` into ``new`` (merged with those already there; ids,
-        references, times and protection kept), in one transaction: all or nothing. Returns how many
-        moved (0 when ``old`` holds none). Other processes on the store see the move at their next call.
-        Named values that name a namespace (serve's session items) are not moved."""
+        references, supersessions, times and protection kept), in one transaction: all or nothing. Returns
+        how many moved (0 when ``old`` holds none). An id chosen in ``old`` (a name within it) is the same
+        name in ``new``, unless ``new`` has a segment of that name already: then ``new`` shows the moved
+        one by its stored id (``name~<mark>``), which its references use too. Other processes on the store
+        see the move at their next call. Named values that name a namespace (serve's session items) are
+        not moved."""
         old, new = check_session(old), check_session(new)
         if old == new:
             return 0
