@@ -223,7 +223,31 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("agent", type=Path)
+    g.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (default: one host) or streamable HTTP at http://HOST:PORT/mcp (many hosts, each "
+        "conversation its own offer)",
+    )
+    g.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP only (default 127.0.0.1); an address other machines can reach needs --token-env",
+    )
+    g.add_argument("--port", type=_port, default=8000, help="HTTP only (default 8000; 0: any free port)")
+    g.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
+    )
+    g.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="HTTP only: serve a --host other machines can reach without a token (something in front authenticates)",
+    )
     g.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help=_LOG_HELP)
+    g.set_defaults(usage_error=g.error)
     g.add_argument(
         "--timeout",
         type=_seconds,

@@ -19,10 +19,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
 def _log_to_stderr(level: str) -> None:
-    """Log records of ``level`` (a name of :data:`LOG_LEVELS`) and above to stderr, one line each.
-    Done before the MCP SDK's server object is made: that calls ``logging.basicConfig(level=INFO)``,
-    which does nothing once the root logger has a handler, so the SDK's and uvicorn's INFO lines (a
-    line per request, session manager start and stop) stay out of the host's log by default."""
+    """Log records of ``level`` (a name of :data:`LOG_LEVELS`) and above to stderr, one line each, so the
+    SDK's and uvicorn's INFO lines (a line per request, session manager start and stop) stay out of the
+    host's log by default."""
     import logging
 
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -97,25 +96,53 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def gateway(args: argparse.Namespace) -> None:
-    """``contextsieve gateway``: one MCP server (stdio) in front of the agent's, offering the task's tools.
-    The transport starts at once: the agent gets its servers' cached listings (none is started before
-    the transport: the gateway starts and lists every server right after), and the model loads in a
-    background thread its own tools wait for."""
-    from contextsieve.mcp_client.client import ListConfig
-    from contextsieve.mcp_server.gateway import run_gateway
-    from contextsieve.mcp_server.gateway_state import apply_cached_listings
+    """``contextsieve gateway``: one MCP server (stdio, or HTTP for many hosts) in front of the agent's,
+    offering each conversation's task its tools. The transport starts at once: the agent gets its
+    servers' cached listings (none is started before the transport: the gateway starts and lists every
+    server right after), and the model loads in a background thread its own tools wait for. The bundled
+    example agent's servers are placeholders: the gateway says so and exits."""
+    import os
 
     from contextsieve.cli.agent_data import print_notes
+    from contextsieve.mcp_client.client import ListConfig
+    from contextsieve.mcp_server.common import ServeConfig
+    from contextsieve.mcp_server.gateway import run_gateway
+    from contextsieve.mcp_server.gateway_state import apply_cached_listings
+    from contextsieve.session.offer import OfferConfig
 
     _log_to_stderr(args.log_level)
+    if is_example(args.agent):
+        raise InputError(
+            "the bundled example agent's MCP servers are placeholders (a fictional shop's hosts and folders), so "
+            "the gateway has nothing to start: run `contextsieve serve` on it, or the gateway on an agent with "
+            "real servers (README: the gateway)"
+        )
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_env and not token:
+        raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
+    if args.transport == "http":  # before the agent is loaded: a refused host fails at once, as serve's
+        from contextsieve.mcp_server.http_transport import check_exposure
+
+        try:
+            check_exposure(args.host, token, args.allow_unauthenticated)
+        except InputError as e:
+            args.usage_error(str(e))  # exit code 2
     engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
     if engine.resolution is not None and engine.resolution.note():  # found again after a move: say so
         print_notes([engine.resolution.note()])
-    from contextsieve.mcp_server.common import ServeConfig
-
     listing = ListConfig(timeout=args.timeout, call_timeout=args.call_timeout)
     apply_cached_listings(engine, listing)
-    run_gateway(engine, listing=listing, config=ServeConfig(stable_offer=args.stable_offer))
+    offer = OfferConfig(mode="stable", span="session") if args.stable_offer else OfferConfig()
+    run_gateway(
+        engine,
+        listing=listing,
+        config=ServeConfig(offer=offer),
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        token=token,
+        allow_unauthenticated=args.allow_unauthenticated,
+    )
 
 
 def inspect_page(args: argparse.Namespace) -> None:

@@ -25,7 +25,9 @@ from contextsieve.errors import (
     UnknownSegmentError,
     brief,
 )
+from contextsieve.mcp_server.connections import connection_state
 from contextsieve.selection.context import ContextEntry, StashedEntry
+from contextsieve.session.offer import OfferConfig
 from contextsieve.session.session import Session
 from contextsieve.session.stash_link import StashSettings
 from contextsieve.stash.store import StashStore
@@ -40,7 +42,6 @@ __all__ = [
     "progress_reporter",
     "Warmup",
     "handle_owner",
-    "connection_state",
     "reference_item",
     "mcp_error",
     "invalid_params",
@@ -78,11 +79,11 @@ class ServeConfig:
             ``agent``-mode tool the host calls successfully (learning from use), and when the next task
             begins, the outcome of the last one (:meth:`Session.record_outcome`: the tools it selected
             and the host never called become misses); default True.
-        stable_offer: the gateway's offer only grows within a connection: each task adds the tools it
-            selects instead of replacing the offer, so the host's tool list (and the provider's prompt
-            cache) changes only when a task needs a tool not offered yet (default False).
-        offer_budget: most tools a stable offer holds beyond the always and session tools (default 30;
-            over it, the tools selected by the oldest tasks are dropped first).
+        offer: how the gateway's conversations offer tools across their tasks: the sessions' own
+            :class:`~contextsieve.session.offer.OfferConfig` (default: each task its own selection).
+            ``OfferConfig(mode="stable", span="session")`` (``contextsieve gateway --stable-offer``): each
+            task adds the tools it selects, within ``budget``, so the host's tool list (and the
+            provider's prompt cache) changes only when a task needs a tool not offered yet.
     """
 
     max_message_chars: int = 100_000
@@ -97,8 +98,7 @@ class ServeConfig:
     stash_per_connection: bool = False
     max_stash_segments: int = 1000
     learn_from_calls: bool = True
-    stable_offer: bool = False
-    offer_budget: int = 30
+    offer: OfferConfig = OfferConfig()
 
 
 def reference_item(entry: ContextEntry | StashedEntry) -> dict[str, Any]:
@@ -368,16 +368,6 @@ def handle_owner(state: dict[str, Any] | None) -> str:
     if not isinstance(ident, str):
         ident = state[CONNECTION_KEY] = secrets.token_hex(16)
     return "connection:" + ident
-
-
-def connection_state(ctx: Any) -> dict[str, Any] | None:
-    """The per-connection state dict of a stateful (``initialize``) connection, ``None`` for a request
-    of the stateless protocol (its connection lives for one request)."""
-    version = str(getattr(ctx, "protocol_version", "") or "")
-    if not version or version >= "2026-07-28":
-        return None
-    state = getattr(getattr(ctx.session, "_connection", None), "state", None)
-    return state if isinstance(state, dict) else None
 
 
 #: Key in the stash store of the random key that signs stateless handles (shared by every server process

@@ -42,23 +42,223 @@ server the host talks to, the forwarding of calls and :func:`run_gateway`).
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from contextsieve.agent.items import IncludeMode, ItemKey
+from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
 from contextsieve.mcp_client.client import ListConfig, describe_error, end_child_groups, require_sdk
-from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup, connection_state
-from contextsieve.mcp_server.gateway_state import Gateway, HostState
+from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup
+from contextsieve.mcp_server.connections import connection_scope, connection_state
+from contextsieve.mcp_server.gateway_state import Conversation, Gateway
 from contextsieve.mcp_server.tool_surface import error_result, json_result, mcp_tool
 from contextsieve.session.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
 from contextsieve.session.assembly import tool_definition
 
-__all__ = ["build_gateway", "run_gateway"]
+_log = logging.getLogger(__name__)
+
+__all__ = ["CONVERSATION_ARGUMENT", "build_gateway", "run_gateway"]
+
+#: The ``conversation`` argument the gateway adds to its own tools: a stateless host passes back the
+#: handle its earlier result gave; a stateful host may name a conversation of its own (default: one per
+#: connection).
+CONVERSATION_ARGUMENT = {
+    "conversation": {
+        "type": "string",
+        "description": "The conversation this task belongs to: the 'conversation' of an earlier result (omit it "
+        "to start one).",
+    }
+}
+#: The gateway's own tools, by name.
+OWN_TOOLS: dict[str, AgentTool] = {t.name: t for t in (SET_TASK, SELECT_CONTEXT, SEARCH_TOOLS)}
+
+
+class GatewayHandlers:
+    """The MCP requests the gateway answers (:func:`build_gateway` registers them): ``tools/list``,
+    ``tools/call`` of its own tools and of the offered tools (forwarded), and its lifespan (the
+    downstream servers run while a host is connected)."""
+
+    def __init__(self, gw: Gateway, listen: Any, warmup: Warmup | None) -> None:
+        from mcp import types
+
+        self.gw, self.listen, self.warmup = gw, listen, warmup
+        self.own_listed = [mcp_tool(t, CONVERSATION_ARGUMENT) for t in OWN_TOOLS.values()]
+        self._types = types
+        self._connections = 0  # connections in process whose lifespan is running
+        self._all_left: Any = None  # set when the last of them leaves
+
+    @asynccontextmanager
+    async def lifespan(self, _: Any) -> AsyncIterator[object]:
+        """Start every downstream server with the first connection (the others in process share them,
+        and the servers end when the last one leaves); yield a scope of the connection's own (its state
+        is released when it ends)."""
+        import anyio
+
+        gw = self.gw
+        async with connection_scope() as scope:
+            self._connections += 1
+            if gw.tg is not None:  # another connection (in process) runs the servers already
+                try:
+                    yield scope
+                finally:
+                    self._leave()
+                return
+            self._all_left = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                gw.tg = tg
+                for link in gw.links.values():
+                    tg.start_soon(link.run)
+                try:
+                    yield scope
+                finally:
+                    self._leave()
+                    with anyio.CancelScope(shield=True):
+                        await self._all_left.wait()  # the servers serve every connection until the last leaves
+                    self.listen.close()
+                    for link in gw.links.values():
+                        link.stop()
+                    gw.tg = None
+
+    def _leave(self) -> None:
+        self._connections -= 1
+        if self._connections == 0 and self._all_left is not None:
+            self._all_left.set()
+
+    def _definitions(self, tools: list[Tool]) -> list[Any]:
+        names = self.gw.engine.agent.tool_names()
+        out = []
+        for t in tools:
+            d = tool_definition(t, names)
+            out.append(self._types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"]))
+        return out
+
+    async def list_tools(self, ctx: Any, params: Any) -> Any:
+        """The gateway's own tools, then the offers of the request's conversations."""
+        self.gw.register(ctx)
+        return self._types.ListToolsResult(tools=[*self.own_listed, *self._definitions(self.gw.listed(ctx))])
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        """A call of the gateway's own tools, or of an offered tool (forwarded to its server)."""
+        tool = OWN_TOOLS.get(params.name)
+        if tool is not None:
+            return await self.call_own(ctx, tool, params.arguments)
+        return await self.forward(ctx, params.name, dict(params.arguments or {}))
+
+    async def call_own(self, ctx: Any, tool: AgentTool, arguments: Any) -> Any:
+        """A call of the gateway's own tools: an error the model can act on is an ``isError`` result.
+        The result names its conversation and the servers that are down or still starting."""
+        import anyio
+
+        gw = self.gw
+        try:
+            args = tool.check(arguments, extra=("conversation",))
+            conv = gw.conversation(ctx, args.pop("conversation", None))
+            self._check_sizes(tool, args)
+            relay = _progress_relay(ctx)
+            if self.warmup is not None:  # the model, loading in the background since the start
+                await self.warmup.wait(tool.name, relay)
+            await gw.first_starts(relay)  # a task right after the start: wait a bounded time for the servers
+            before = [t.key for t in gw.listed(ctx)]
+            scope = ContextScope(
+                conv.session,
+                HISTORY_TURNS,
+                select=lambda message, preset, settings: gw.task(conv, message, preset, settings),
+                offered=lambda: [gw.prompt_name(t.key) for t in gw.offered(conv)],
+            )
+            result = await anyio.to_thread.run_sync(tool.run, scope, args)
+        except ContextSieveError as e:
+            return error_result(str(e))
+        if tool is SEARCH_TOOLS:
+            self._mark_found(conv, result)
+        else:  # a new task: servers down long enough are tried again
+            gw.retry_down()
+        notes = [*result.pop("notes", []), *gw.notes()]
+        if tool is SET_TASK and not result["tools"] and not notes:
+            notes.append("no tool of the agent matched this task; search_tools finds tools by what they do")
+        if [t.key for t in gw.listed(ctx)] != before:  # list_changed only when the list changed
+            await (gw.announce() if connection_state(ctx) is None else _tools_changed(ctx))
+        return json_result({"conversation": conv.name, **result, "notes": notes})
+
+    def _check_sizes(self, tool: AgentTool, args: dict[str, Any]) -> None:
+        config = self.gw.config
+        text = args.get("message", args.get("query"))
+        if isinstance(text, str) and len(text) > config.max_message_chars:
+            raise ToolArgumentError(f"{tool.name}: {len(text)} characters; the limit is {config.max_message_chars}")
+        if tool is SEARCH_TOOLS and args["limit"] > config.max_limit:
+            raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
+
+    def _mark_found(self, conv: Conversation, result: dict[str, Any]) -> None:
+        """Tools search_tools found: those of servers that are up are offered from now on; the others are
+        marked ``available: false`` with why."""
+        gw = self.gw
+        names = gw.engine.agent.tool_names()
+        missing = gw.not_ready()
+        found = []
+        for r in result["tools"]:
+            key = names.get(r["name"])
+            why = missing.get(key.server) if key is not None else None
+            r["available"] = why is None
+            if why is not None:
+                r["unavailable"] = f"server {key.server!r} is {why}"  # type: ignore[union-attr]
+            elif key is not None:
+                found.append(key)
+        gw.found(conv, found)
+
+    async def forward(self, ctx: Any, name: str, args: dict[str, Any]) -> Any:
+        """A call of an offered tool, forwarded to its server and its result returned as it ran."""
+        from mcp import MCPError, types
+        from mcp.types import INVALID_PARAMS
+
+        gw, agent = self.gw, self.gw.engine.agent
+        key = gw.tool_key(name)
+        if key is None or not gw.may_call(ctx, key):
+            # a tool of a server still in its first start (the transport starts before the servers are
+            # listed): known once that start ends (at most FIRST_TASK_WAIT)
+            await gw.first_starts()
+            key = gw.tool_key(name)
+        if key is None and agent.tool_names().gone(name) is not None:
+            raise MCPError(INVALID_PARAMS, agent.tool_names().unknown(name))
+        if key is not None and gw.down(key.server) and agent.has(key):
+            link = gw.links[key.server]
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"tool {brief(name)} cannot be called: server {key.server!r} is unavailable ({link.error}); "
+                "its tools are out of the offer until it is back",
+            )
+        if key is None or not gw.may_call(ctx, key):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
+            )
+        owners = gw.owners(ctx, key)
+        result = await _forward(gw, key, args, _progress_relay(ctx))
+        try:  # bookkeeping never turns a call that ran into an error
+            await self._learn(owners, key, result)
+        except Exception as e:  # noqa: BLE001 - e.g. the tool left its server's list while it ran
+            _log.warning("the call of %s ran; recording it failed: %s", brief(name), e)
+        return result
+
+    async def _learn(self, owners: list[Conversation], key: ItemKey, result: Any) -> None:
+        """Record a forwarded call: every conversation that may have made it counts it as called (so it is
+        no miss of their tasks); when exactly one may have, its task's message becomes an example of an
+        ``agent``-mode tool called successfully (learning from use; a call that may be another
+        conversation's teaches nothing)."""
+        import anyio
+
+        gw, agent = self.gw, self.gw.engine.agent
+        failed = bool(getattr(result, "is_error", False))
+        for conv in owners:
+            conv.called[key] = conv.called.get(key, False) or failed
+        if len(owners) != 1 or failed or not gw.config.learn_from_calls:
+            return
+        conv = owners[0]
+        if conv.task and agent.has(key) and agent.include_mode(agent.get(key)) is IncludeMode.AGENT:
+            await anyio.to_thread.run_sync(conv.session.record_tool_calls, conv.task, [key])
 
 
 def build_gateway(
@@ -76,117 +276,20 @@ def build_gateway(
     call carried a progress token; forwarded calls and ``tools/list`` never wait for it. Without one
     the model loads on first use."""
     require_sdk("contextsieve gateway (the MCP gateway for hosts)")
-    import anyio
-    from mcp import MCPError, types
     from mcp.server.caching import CacheHint
     from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-    from mcp.types import INVALID_PARAMS
+
+    from contextsieve import __version__
 
     bus = InMemorySubscriptionBus()
     listen = ListenHandler(bus)
     gw = Gateway(engine, listing, config, bus)
-
-    @asynccontextmanager
-    async def lifespan(_: Any) -> AsyncIterator[Gateway]:
-        if gw.tg is not None:  # another connection (in process) runs the servers already
-            yield gw
-            return
-        async with anyio.create_task_group() as tg:
-            gw.tg = tg
-            for link in gw.links.values():
-                tg.start_soon(link.run)
-            try:
-                yield gw
-            finally:
-                listen.close()
-                for link in gw.links.values():
-                    link.stop()
-                gw.tg = None
-
-    own = {t.name: t for t in (SET_TASK, SELECT_CONTEXT, SEARCH_TOOLS)}
-    own_listed = [mcp_tool(t) for t in own.values()]
-
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        st = gw.state(ctx)
-        tools = list(own_listed)
-        names = engine.agent.tool_names()
-        for t in gw.offered(st):
-            d = tool_definition(t, names)
-            tools.append(types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"]))
-        return types.ListToolsResult(tools=tools)
-
-    async def call_own(ctx: Any, st: HostState, tool: AgentTool, arguments: Any) -> types.CallToolResult:
-        """A call of the gateway's own tools: an error the model can act on is an ``isError`` result."""
-        scope = ContextScope(
-            st.session,
-            HISTORY_TURNS,
-            select=lambda message, preset, settings: gw.task(st, message, preset, settings),
-            offered=lambda: [gw.prompt_name(t.key) for t in gw.offered(st)],
-        )
-        before = [t.key for t in gw.offered(st)]
-        try:
-            args = tool.check(arguments)
-            text = args.get("message", args.get("query"))
-            if isinstance(text, str) and len(text) > config.max_message_chars:
-                raise ToolArgumentError(f"{tool.name}: {len(text)} characters; the limit is {config.max_message_chars}")
-            if tool is SEARCH_TOOLS and args["limit"] > config.max_limit:
-                raise ToolArgumentError(f"search_tools: limit must be from 1 to {config.max_limit}")
-            if warmup is not None:  # the model, loading in the background since the start
-                await warmup.wait(tool.name, ctx.session.report_progress)
-            await gw.first_starts()  # a task right after the start: choose from the servers' tools, not from none
-            result = await anyio.to_thread.run_sync(tool.run, scope, args)
-        except ContextSieveError as e:
-            return error_result(str(e))
-        if tool is SEARCH_TOOLS:  # the tools found are offered from now on
-            names = engine.agent.tool_names()
-            st.offered |= {names[r["name"]] for r in result["tools"] if r["name"] in names}
-        else:  # a new task: servers down long enough are tried again
-            gw.retry_down()
-        if [t.key for t in gw.offered(st)] != before:  # list_changed only when the list changed
-            if connection_state(ctx) is None:
-                await gw.announce()  # the stateless protocol: the shared offer, on subscriptions/listen
-            else:
-                await _tools_changed(ctx)
-        return json_result(result)
-
-    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
-        name, args = params.name, dict(params.arguments or {})
-        st = gw.state(ctx)
-        if name in own:
-            return await call_own(ctx, st, own[name], params.arguments)
-        key = gw.tool_key(name)
-        if key is None or key not in {t.key for t in gw.offered(st)}:
-            # a tool of a server still in its first start (the transport starts before the servers are
-            # listed): known once that start ends; at once when every server has started
-            await gw.first_starts()
-            key = gw.tool_key(name)
-        if key is not None and gw.down(key.server) and engine.agent.has(key):
-            link = gw.links[key.server]
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                f"tool {brief(name)} cannot be called: server {key.server!r} is unavailable ({link.error}); "
-                "its tools are out of the offer until it is back",
-            )
-        if key is None and engine.agent.tool_names().gone(name) is not None:
-            raise MCPError(INVALID_PARAMS, engine.agent.tool_names().unknown(name))
-        if key is None or key not in {t.key for t in gw.offered(st)}:
-            raise MCPError(
-                INVALID_PARAMS,
-                f"tool {brief(name)} is not offered for this task; call set_task or search_tools to get it offered",
-            )
-        result = await _forward(gw, key, args, _progress_relay(ctx))
-        st.called[key] = st.called.get(key, False) or bool(getattr(result, "is_error", False))
-        if config.learn_from_calls and st.task and not getattr(result, "is_error", False):
-            if engine.agent.include_mode(engine.agent.get(key)) is IncludeMode.AGENT:
-                await anyio.to_thread.run_sync(st.session.record_tool_calls, st.task, [key])
-        return result
-
-    from contextsieve import __version__
+    handlers = GatewayHandlers(gw, listen, warmup)
 
     class GatewayServer(Server):
         """The SDK's server declaring ``listChanged: true`` on the handshake protocol wherever it is
-        run (stdio, the SDK's in-memory client), as the gateway sends it."""
+        run (stdio, HTTP, the SDK's in-memory client), as the gateway sends it."""
 
         def create_initialization_options(
             self,
@@ -201,15 +304,15 @@ def build_gateway(
     server = GatewayServer(
         "contextsieve-gateway",
         version=__version__,
-        lifespan=lifespan,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        lifespan=handlers.lifespan,
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
         on_subscriptions_listen=listen,
         # the offer changes with every task and with the servers' states: a host that listens hears of
         # each change, one that does not lists again
         cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
     )
-    server._contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI
+    server.contextsieve_gateway = gw  # type: ignore[attr-defined]  # for tests and the CLI
     return server
 
 
@@ -286,26 +389,55 @@ def run_gateway(
     listing: ListConfig = ListConfig(),
     config: ServeConfig = ServeConfig(),
     warmup: Warmup | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    allow_unauthenticated: bool = False,
 ) -> None:
-    """Serve the gateway over stdio until the host disconnects. The downstream servers end with the
-    gateway: when the host disconnects, and on SIGTERM or SIGHUP (their process groups are ended,
-    then the gateway dies of the signal). The transport starts at once: right before it, ``warmup``
-    (default: a :class:`~contextsieve.mcp_server.common.Warmup` of ``engine`` that loads the model)
-    starts in a background thread (see :func:`build_gateway`)."""
+    """Serve the gateway until the host disconnects (stdio) or until interrupted (``transport="http"``:
+    streamable HTTP at ``http://host:port/mcp``, as :func:`contextsieve.mcp_server.server.serve` serves,
+    for many hosts at once: each conversation has its own offer). The downstream servers end with the
+    gateway: when the host disconnects, and on SIGTERM or SIGHUP (their process groups are ended, then
+    the gateway dies of the signal). The transport starts at once: right before it, ``warmup`` (default:
+    a :class:`~contextsieve.mcp_server.common.Warmup` of ``engine`` that loads the model) starts in a
+    background thread (see :func:`build_gateway`).
+
+    Raises:
+        InputError: an unknown ``transport``; a ``host`` that is not loopback without a ``token`` or
+            ``allow_unauthenticated``.
+        ContextSieveError: the HTTP address cannot be listened on.
+    """
     import anyio
 
-    from contextsieve.mcp_server.stdio import run_stdio
+    from contextsieve.errors import InputError
 
+    if transport not in ("stdio", "http"):
+        raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
     warmup = warmup or Warmup(engine)
-    server = build_gateway(engine, listing=listing, config=config, warmup=warmup)
-    options = server.create_initialization_options()
     handled = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, _end_children_and_die) for sig in handled}
     try:
+        if transport == "http":
+            from contextsieve.mcp_server.http_transport import bind, check_exposure, serve_http
+
+            check_exposure(host, token, allow_unauthenticated)
+            sockets = bind(host, port)
+            try:
+                server = build_gateway(engine, listing=listing, config=config, warmup=warmup)
+                warmup.start(after_answers=False)  # many hosts: no one host's first answers to wait for
+                serve_http(server, sockets, host, token, config)
+            finally:
+                for sock in sockets:
+                    sock.close()
+            return
+        from contextsieve.mcp_server.stdio import run_stdio
+
+        server = build_gateway(engine, listing=listing, config=config, warmup=warmup)
         warmup.start()
-        anyio.run(run_stdio, server, options, warmup.host_answered)
+        anyio.run(run_stdio, server, server.create_initialization_options(), warmup.host_answered)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -54,8 +54,6 @@ from contextsieve.mcp_server.common import (
     ServeConfig,
     SessionRegistry,
     Warmup,
-    connection_scope,
-    connection_state,
     handle_owner,
     invalid_params,
     log_notes,
@@ -63,6 +61,7 @@ from contextsieve.mcp_server.common import (
     progress_reporter,
     set_log_level,
 )
+from contextsieve.mcp_server.connections import connection_scope, connection_state
 from contextsieve.mcp_server.http_transport import bind, check_exposure, serve_http
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
 from contextsieve.session.agent_tools import (
@@ -127,7 +126,7 @@ def build_server(
 
 
 class HandlerContext:
-    """One request as :mod:`~contextsieve.mcp_server.common`'s helpers read it (``connection_state``,
+    """One request as the helpers of :mod:`~contextsieve.mcp_server.connections` read it (``connection_state``,
     ``log_notes``, ``progress_reporter``): the SDK's public request context (``ServerRequestContext``:
     its protocol version, transport request and lifespan value say which connection it came on), with
     the request's progress and log notifications sent through its ``session``."""
@@ -173,7 +172,7 @@ class ServeHandlers:
         """The SDK's low-level ``Server`` answering with these handlers. It declares tools, prompts,
         resources and logging; ``subscriptions/listen`` is served (the 2026-07-28 capabilities say so,
         nothing is ever published: the lists never change); each run over one connection (stdio, in
-        memory) has its own connection state (:func:`~contextsieve.mcp_server.common.connection_scope`)."""
+        memory) has its own connection state (:func:`~contextsieve.mcp_server.connections.connection_scope`)."""
         from mcp import types
         from mcp.server.lowlevel import Server
         from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity

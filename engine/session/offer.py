@@ -42,12 +42,17 @@ class OfferConfig:
         grow: after a task's first request, add at most this many of a request's selected tools (its
             best by score) that are not offered yet (default None: every selected tool). With
             ``prefill``, later steps mostly find their tools offered and the array rarely changes.
+        span: how long a stable offer grows: ``"task"`` (default: :meth:`Session.new_task` starts it
+            over) or ``"session"`` (it grows across the session's tasks, within ``budget``: the MCP
+            gateway's ``--stable-offer``, whose host's tool list then changes only when a task needs a
+            tool not offered yet).
     """
 
     mode: str = "request"
     budget: int = 30
     prefill: int = 0
     grow: int | None = None
+    span: str = "task"
 
     def __post_init__(self) -> None:
         if self.mode not in ("request", "stable"):
@@ -58,6 +63,8 @@ class OfferConfig:
             raise InputError(f"offer prefill must be an int from 0 to the budget, got {brief(self.prefill)}")
         if self.grow is not None and (isinstance(self.grow, bool) or not isinstance(self.grow, int) or self.grow < 0):
             raise InputError(f"offer grow must be None or an int >= 0, got {brief(self.grow)}")
+        if self.span not in ("task", "session"):
+            raise InputError(f"offer span must be 'task' or 'session', got {brief(self.span)}")
 
 
 class StableOffer:

@@ -142,6 +142,7 @@ class Session:
     @_locked
     def items(self) -> list[tuple[ItemKey, IncludeMode]]:
         """Session items in order (always items as created, then manual items in the order added)."""
+        self._items.sync(self.agent)
         return self._items.items()
 
     @_locked
@@ -285,6 +286,7 @@ class Session:
 
     def _build_request(self, message: str) -> Request:
         """:meth:`build_request` under the session's lock, with the settings in force."""
+        self._items.sync(self.agent)  # always items the agent gained since (a server listed late)
         query = self._items.take_mentions(self.agent, message)
         if self._task.requests and not self._task.replied:  # no reply since: the last request was a task of its own
             self._task.start()
@@ -321,12 +323,14 @@ class Session:
 
     def new_task(self) -> None:
         """Start a new task: the next request's message is the task's, and a stable offer
-        (:class:`OfferConfig`) starts over from the next request. A task's later requests (after a
-        reply to it was recorded with :meth:`record_reply`) are its steps: they size their offer by
-        their message and carry ``task_tools`` of the task's tools (see :class:`AgentSettings`). A
-        request made with no reply recorded since the last one starts a new task by itself."""
+        (:class:`OfferConfig`) starts over from the next request (unless its ``span`` is the session).
+        A task's later requests (after a reply to it was recorded with :meth:`record_reply`) are its
+        steps: they size their offer by their message and carry ``task_tools`` of the task's tools (see
+        :class:`AgentSettings`). A request made with no reply recorded since the last one starts a new
+        task by itself."""
         with self._lock:
-            self._stable.new_task()
+            if self.offer.span == "task":
+                self._stable.new_task()
             self._task.start()
 
     def continue_task(self) -> None:
@@ -512,10 +516,7 @@ class Session:
                 stash_settings=stash_settings,
                 **d["settings"],
             )
-            items = {ItemKey.parse(i["key"]): IncludeMode(i["mode"]) for i in d["items"]}
-            for k in items:
-                agent.get(k)
-            s._items.modes = items
+            s._items.replace(agent, [(ItemKey.parse(i["key"]), IncludeMode(i["mode"])) for i in d["items"]])
             s.history = [Message.from_dict(m) for m in d["history"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, ContextSieveError) as e:
             raise SessionFileError(f"cannot load session {path}: {e}") from e

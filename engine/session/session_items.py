@@ -33,23 +33,38 @@ class SessionItems:
     """A session's own items, in order: key -> include mode (``always`` or ``manual``).
 
     At creation it holds the agent's ``always`` items: references, then rules (each by priority, then
-    name), then tools (server, then tool order). An ``always`` item removed stays removed; adding it
-    back makes it ``manual``. Not thread-safe: the session holds its lock and the agent's around it.
+    name), then tools (server, then tool order). ``always`` items the agent gains later (a server listed
+    after the session began, a tool a server added) join it at its next use (:meth:`sync`), after the
+    others. An ``always`` item removed stays removed; adding it back makes it ``manual``. An item the
+    agent no longer has (a tool its server stopped listing) is left out of requests and comes back with
+    its mode when the agent has it again. Not thread-safe: the session holds its lock and the agent's
+    around it.
     """
 
     def __init__(self, agent: Agent) -> None:
+        self.modes: dict[ItemKey, IncludeMode] = {}
+        self.seen: set[ItemKey] = set()  # the agent's always items this session has taken (or was loaded past)
+        self._shape: tuple[int, ...] | None = None
+        self.sync(agent)
+
+    def sync(self, agent: Agent) -> None:
+        """Take the ``always`` items the agent gained since the last call (at once when its items did
+        not change)."""
         table = agent.table()
-        always = [table.items[i] for i in np.flatnonzero(table.always)]  # rules, references, tools
-        self.modes: dict[ItemKey, IncludeMode] = {
-            it.key: IncludeMode.ALWAYS
-            for it in sorted(always, key=lambda it: _SESSION_ORDER[it.kind])  # stable
-        }
+        if table.shape == self._shape:
+            return
+        self._shape = table.shape
+        new = [table.items[i] for i in np.flatnonzero(table.always) if table.keys[i] not in self.seen]
+        for it in sorted(new, key=lambda it: _SESSION_ORDER[it.kind]):  # stable
+            self.modes.setdefault(it.key, IncludeMode.ALWAYS)
+            self.seen.add(it.key)
 
     def items(self) -> list[tuple[ItemKey, IncludeMode]]:
         return list(self.modes.items())
 
     def replace(self, agent: Agent, items: Iterable[tuple[ItemKey | str, IncludeMode | str]]) -> None:
-        """Set the items as a whole; every key and mode is checked before anything changes."""
+        """Set the items as a whole; every key and mode is checked before anything changes. The agent's
+        ``always`` items now are taken as seen: one not among ``items`` stays out."""
         new: dict[ItemKey, IncludeMode] = {}
         for key, mode in items:
             try:
@@ -58,6 +73,9 @@ class SessionItems:
                 raise InputError(f"unknown include mode {brief(mode)}") from e
             new[agent.get(key).key] = m
         self.modes = new
+        table = agent.table()
+        self.seen = {table.keys[i] for i in np.flatnonzero(table.always)} | set(new)
+        self._shape = table.shape
 
     def add(self, agent: Agent, key: ItemKey | str) -> None:
         self.modes.setdefault(agent.get(key).key, IncludeMode.MANUAL)
@@ -72,8 +90,12 @@ class SessionItems:
         return " ".join(_MENTION.sub(" ", message).split())
 
     def entries(self, agent: Agent) -> list[ContextEntry]:
-        """The items as request context entries, in order (with their priorities)."""
-        return [ContextEntry(k, m, priority=getattr(agent.get(k), "priority", None)) for k, m in self.modes.items()]
+        """The items the agent has as request context entries, in order (with their priorities)."""
+        return [
+            ContextEntry(k, m, priority=getattr(agent.get(k), "priority", None))
+            for k, m in self.modes.items()
+            if agent.has(k)
+        ]
 
     def searchable(self, agent: Agent, settings: AgentSettings) -> np.ndarray:
         """Per item position of the agent's table: whether search may choose it now (agent mode, not

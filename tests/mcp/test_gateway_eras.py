@@ -98,7 +98,7 @@ def test_hosts_of_both_eras_call_servers_of_both_eras_without_ping(tmp_path: Pat
     assert catalog.ok, catalog.summary()
     assert {"new:echo", "old:echo", "time:get_current_time"} <= {f"{t.server}:{t.name}" for t in engine.agent.tools}
     gateway = build_gateway(engine, listing=ListConfig(timeout=60))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
 
     async def main() -> None:
         async with Client(gateway, mode=mode) as c:
@@ -136,7 +136,7 @@ def test_a_slow_call_on_a_one_request_at_a_time_server_is_not_cut_or_probed(tmp_
     )
     engine.connect()
     gateway = build_gateway(engine, listing=ListConfig(timeout=1.5))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
     steps: list[float] = []
     got: dict[str, Any] = {}
 
@@ -177,7 +177,7 @@ def test_a_call_over_its_limit_fails_alone_and_the_server_stays(tmp_path: Path) 
     )
     engine.connect()
     gateway = build_gateway(engine, listing=ListConfig(timeout=5, call_timeout=2))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
 
     async def main() -> None:
         async with Client(gateway, mode="auto") as c:
@@ -204,7 +204,7 @@ def test_a_server_that_does_not_answer_the_probe_gets_the_handshake(tmp_path: Pa
         cache_dir=tmp_path / "cache",
     )
     gateway = build_gateway(engine, listing=ListConfig(timeout=1.5))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
 
     async def main() -> None:
         async with Client(gateway, mode="auto") as c:
@@ -242,7 +242,7 @@ def test_every_change_of_the_offer_is_announced(tmp_path: Path, mode: str) -> No
     engine = Engine.from_file(write_agent(tmp_path, servers), embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
     assert engine.connect(listing=ListConfig(timeout=60)).ok
     gateway = build_gateway(engine, listing=ListConfig(timeout=60))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
     heard: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -336,7 +336,7 @@ def test_a_tool_added_since_the_cached_listing_is_callable(tmp_path: Path) -> No
     report = engine.connect()
     assert report.servers[0].source == "cache" and not engine.agent.has("tool:srv:second")
     gateway = build_gateway(engine)
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
 
     async def main() -> None:
         async with Client(gateway, mode="legacy") as c:

@@ -70,7 +70,7 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
     catalog = engine.connect(listing=ListConfig(timeout=120))
     assert catalog.ok, catalog.summary()
     gateway = build_gateway(engine, listing=ListConfig(timeout=120))
-    gw = gateway._contextsieve_gateway
+    gw = gateway.contextsieve_gateway
     changed: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -249,7 +249,7 @@ def test_a_storm_of_tools_list_changed_is_coalesced(tmp_path: Path) -> None:
     running, at most one more queued), and the host is told a few times, not 500."""
     engine = _test_server_engine(tmp_path, "noisy", [{"name": "storm", "description": "notify many times"}])
     gateway = build_gateway(engine)
-    link = gateway._contextsieve_gateway.links["noisy"]
+    link = gateway.contextsieve_gateway.links["noisy"]
     told: list[int] = []
 
     async def on_message(message: Any) -> None:
@@ -292,14 +292,15 @@ def _test_server_engine(tmp_path: Path, server: str, tools: list[dict[str, str]]
 
 
 def test_a_stable_offer_grows_and_list_changed_comes_only_with_a_change(agent_file: Path) -> None:
-    """Issue 29: with ``ServeConfig(stable_offer=True)`` each task adds its tools to the offer; the
+    """Issue 29: with a stable offer over the session (``--stable-offer``) each task adds its tools to the offer; the
     same task again sends no ``tools/list_changed`` (the list did not change), a task needing a new
     tool sends one and keeps the earlier tools."""
     from contextsieve.mcp_server.common import ServeConfig
+    from contextsieve.session.offer import OfferConfig
 
     engine = Engine.from_file(agent_file, embedder=FakeEmbedder(), cache_dir=agent_file.parent / "cache3")
     engine.connect(listing=ListConfig(timeout=120))
-    gateway = build_gateway(engine, config=ServeConfig(stable_offer=True))
+    gateway = build_gateway(engine, config=ServeConfig(offer=OfferConfig(mode="stable", span="session")))
     changed: list[str] = []
 
     async def on_message(message: Any) -> None:

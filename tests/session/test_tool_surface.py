@@ -17,6 +17,7 @@ from mcp import Client
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.engine import Engine
 from contextsieve.errors import ToolArgumentError
+from contextsieve.mcp_server.gateway import CONVERSATION_ARGUMENT
 from contextsieve.mcp_server.server import build_server
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT
 from contextsieve.session.agent_tools import (
@@ -163,7 +164,7 @@ def test_every_adapter_shows_the_model_the_same_tools(served: Any, tmp_path: Pat
         own = [t for t in gateway if t.name in ("set_task", "select_context", "search_tools")]
         for t in own:
             tool = {x.name: x for x in (SET_TASK, SELECT_CONTEXT, SEARCH_TOOLS)}[t.name]
-            assert _listed(t) == _mcp_definition(tool)
+            assert _listed(t) == _mcp_definition(tool, CONVERSATION_ARGUMENT)
         pyd = stash_toolset(stash, session="s", tools=names)
         sdk = agents_tools(stash, session="s", tools=names)
         lc = langchain_tools(stash, session="s", tools=names)

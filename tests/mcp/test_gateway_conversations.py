@@ -1,0 +1,264 @@
+"""The gateway for many hosts and bad days, against real processes (``contextsieve gateway``, over HTTP and
+stdio) with the MCP SDK as host: one offer per conversation on both protocol eras, a first contact that
+offers tools before any task, answers that say which servers are down or still starting, a first task
+that waits a bounded time for a stuck server, and the bundled example refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+
+from contextsieve.agent.agentfile import example_agent_path
+from tests.helpers.servers import free_port
+
+DATA = Path(__file__).parents[1] / "data"
+RAW = DATA / "mcp_raw_server.py"
+
+#: twelve tools a host's conversations each need one of, with a task that names what it does
+TASKS = {
+    "get_weather": ("Current weather and forecast for a city", "What is the weather forecast for Lisbon?"),
+    "convert_currency": ("Convert money between currencies", "Convert 250 dollars into euros"),
+    "search_flights": ("Search airline flights between airports", "Search flights from Oslo to Rome"),
+    "book_hotel": ("Book a hotel room in a city", "Book a hotel room in Paris"),
+    "send_email": ("Send an email message to a recipient", "Send an email message to Anna"),
+    "get_stock_price": ("Latest stock market price of a ticker", "What is the stock price of Apple?"),
+    "translate_text": ("Translate text into another language", "Translate good morning into Japanese"),
+    "run_sql_query": ("Run a SQL query on the analytics database", "Run a SQL query on the analytics database"),
+    "restart_service": ("Restart a systemd service on a server", "Restart the nginx service on the server"),
+    "order_pizza": ("Order a pizza for delivery", "Order a pepperoni pizza for delivery"),
+    "set_reminder": ("Set a reminder that notifies the user", "Set a reminder to call mum"),
+    "play_music": ("Play a song on the speakers", "Play a song on the speakers"),
+}
+
+
+def _agent(folder: Path, servers: dict[str, Any], **extra: Any) -> Path:
+    path = folder / "agent.yaml"
+    doc = {"name": "desk", "systemPrompt": "You help with errands.", "mcpServers": servers, **extra}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _raw(folder: Path, name: str, tools: list[dict[str, Any]], *extra: str, include: str = "agent") -> dict[str, Any]:
+    (folder / f"{name}.tools.json").write_text(json.dumps(tools))
+    return {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [str(RAW), str(folder / f"{name}.jsonl"), "--tools", str(folder / f"{name}.tools.json"), *extra],
+        "serverToolDefaults": {"include": include, "permissionRequired": False},
+    }
+
+
+def _calls(log: Path) -> list[str]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [r["name"] for r in map(json.loads, lines) if r["method"] == "tools/call"]
+
+
+def _env(model_cache: Path, folder: Path) -> dict[str, str]:
+    return {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(folder / "data")}
+
+
+@contextmanager
+def http_gateway(agent: Path, env: dict[str, str], *args: str) -> Iterator[str]:
+    """``contextsieve gateway AGENT --transport http`` on a free port; yields its URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "contextsieve", "gateway", str(agent), "--transport", "http", "--port", str(port)]
+    proc = subprocess.Popen([*cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        deadline = time.monotonic() + 120
+        while not seen or url not in seen[-1]:
+            line = proc.stderr.readline().decode()
+            assert line or proc.poll() is None, "".join(seen)
+            assert time.monotonic() < deadline, "".join(seen)
+            seen.append(line)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def result(r: Any) -> dict[str, Any]:
+    assert not r.is_error, r.content
+    return json.loads(r.content[0].text)
+
+
+@pytest.mark.parametrize("transport", ["http", "memory"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_twelve_hosts_eight_rounds_each_get_their_own_offer(
+    model_cache: Path,
+    int8,  # noqa: ANN001
+    tmp_path: Path,
+    mode: str,
+    transport: str,
+) -> None:
+    """Item 1: every request of the 2026-07-28 protocol used one gateway state: stateless clients were
+    told 'not offered for this task' right after their own set_task offered the tool (10 of 48), or
+    given another client's tools (2 of 48). Each client here runs 8 tasks (its own tool and one
+    other's, in turn) in its conversation and calls the tool its set_task offered: all 96 calls answer
+    from the right tool, each runs once, and a handshake connection lists its own offer only."""
+    tools = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, (d, _) in TASKS.items()]
+    agent = _agent(tmp_path, {"desk": _raw(tmp_path, "desk", tools)}, settings={"contextTopN": 3})
+    names = list(TASKS)
+    wrong: list[str] = []
+
+    async def client(where: Any, i: int) -> None:
+        async with Client(where, mode=mode, read_timeout_seconds=120) as c:
+            conversation = None
+            for r in range(8):
+                tool = names[(i + r * 5) % 12] if r % 2 else names[i]
+                args: dict[str, Any] = {"message": TASKS[tool][1]}
+                if conversation is not None:
+                    args["conversation"] = conversation
+                got = result(await c.call_tool("set_task", args))
+                conversation = got["conversation"]
+                offered = got["tools"]
+                if f"desk_{tool}" not in offered:
+                    wrong.append(f"client {i} round {r}: {tool} not offered: {offered}")
+                    continue
+                if mode == "legacy":  # a connection lists its own conversation's offer, no other's
+                    listed = {t.name for t in (await c.list_tools()).tools} - {
+                        "set_task",
+                        "select_context",
+                        "search_tools",
+                    }
+                    if listed != set(offered):
+                        wrong.append(f"client {i} round {r}: lists {sorted(listed)}, offered {offered}")
+                answer = await c.call_tool(f"desk_{tool}", {"client": i, "round": r})
+                if answer.is_error or json.loads(answer.content[0].text) != {"tool": tool, "client": i, "round": r}:
+                    wrong.append(f"client {i} round {r}: {answer.content}")
+
+    async def main(where: Any) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(client, where, i)
+
+    if transport == "http":
+        with http_gateway(agent, _env(model_cache, tmp_path)) as url:
+            anyio.run(main, url)
+    else:  # twelve hosts of one gateway in process (each its own connection on the handshake)
+        from contextsieve.engine import Engine
+        from contextsieve.mcp_server.gateway import build_gateway
+
+        engine = Engine.from_file(agent, embedder=int8, cache_dir=tmp_path / "cache")
+        anyio.run(main, build_gateway(engine))
+    assert wrong == []
+    assert len(_calls(tmp_path / "desk.jsonl")) == 96  # each call ran once
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_first_contact_offers_tools_and_old_offers_stay_callable(
+    model_cache: Path,
+    int8,  # noqa: ANN001
+    tmp_path: Path,
+    mode: str,
+) -> None:
+    """Item 7: before set_task the host saw no agent tool, and a tool offered in the previous task was
+    refused. Now the first tools/list has the always tools and a starter offer (the tools this agent
+    used most; before any use, those its description names), and a tool offered before stays callable
+    in the conversation."""
+    tools = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, (d, _) in TASKS.items()]
+    servers = {"desk": _raw(tmp_path, "desk", tools), "ops": _raw(tmp_path, "ops", tools[:1], include="always")}
+    agent = _agent(tmp_path, servers, systemPrompt="You order pizza and play music for the user.")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "contextsieve", "gateway", str(agent)], env=_env(model_cache, tmp_path)
+    )
+
+    async def main() -> None:
+        async with Client(params, mode=mode, read_timeout_seconds=120) as c:
+            with anyio.fail_after(60):
+                while "ops_get_weather" not in {t.name for t in (await c.list_tools()).tools}:
+                    await anyio.sleep(0.1)
+            first = {t.name for t in (await c.list_tools()).tools}
+            assert {"ops_get_weather", "desk_order_pizza", "desk_play_music"} <= first, first
+            assert result(await c.call_tool("desk_play_music", {"song": "x"})) == {"tool": "play_music", "song": "x"}
+            task = result(await c.call_tool("set_task", {"message": TASKS["book_hotel"][1]}))
+            conv = task["conversation"]
+            assert "desk_book_hotel" in task["tools"]
+            later = {"message": TASKS["send_email"][1], "conversation": conv}
+            assert "desk_book_hotel" not in result(await c.call_tool("set_task", later))["tools"]
+            again = await c.call_tool("desk_book_hotel", {"city": "Paris"})  # offered in the previous task
+            assert result(again) == {"tool": "book_hotel", "city": "Paris"}
+
+    anyio.run(main)
+
+
+def test_answers_say_which_servers_are_down_or_starting(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    """Items 4 and 5: a server stuck at start-up held the first set_task for 61.4 s (twice --timeout plus
+    one) with one progress notification; set_task never said why it offered nothing and search_tools
+    offered a down server's tools. Now the first task waits at most 10 s, with progress at least every
+    5 s, and says which server is still starting; a down server is named, and search_tools marks its
+    tools unavailable."""
+    tools = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, (d, _) in TASKS.items()]
+    stuck = {"type": "stdio", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    down = _raw(tmp_path, "down", tools[:2], "--fail-if", str(tmp_path / "down.fail"))
+    servers = {"desk": _raw(tmp_path, "desk", tools[2:]), "stuck": stuck, "broken": down}
+    agent = _agent(tmp_path, servers)
+    env = _env(model_cache, tmp_path)
+    subprocess.run(  # a listing of "broken" in the cache, while it still starts: then it breaks
+        [sys.executable, "-m", "contextsieve", "tools", str(agent), "--timeout", "5"], env=env, capture_output=True
+    )
+    (tmp_path / "down.fail").write_text("")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextsieve", "gateway", str(agent), "--timeout", "30"],
+        env=env,
+    )
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(time.monotonic())
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            t0 = time.monotonic()
+            got = result(
+                await c.call_tool("set_task", {"message": TASKS["search_flights"][1]}, progress_callback=on_progress)
+            )
+            took = time.monotonic() - t0
+            assert took <= 15, took
+            assert "desk_search_flights" in got["tools"]
+            notes = " ".join(got["notes"])
+            assert "'stuck' is still starting" in notes and "'broken' is down" in notes, notes
+            assert "desk_get_weather" not in got["tools"]  # the broken server's tool, from its cached listing
+            gaps = [b - a for a, b in zip([t0, *progress], [*progress, t0 + took])]
+            assert progress and max(gaps) <= 5.5, gaps
+            found = result(await c.call_tool("search_tools", {"query": "weather forecast for a city", "limit": 3}))
+            weather = next(t for t in found["tools"] if t["name"] == "broken_get_weather")
+            assert weather["available"] is False and "down" in weather["unavailable"]
+
+    anyio.run(main)
+
+
+def test_the_gateway_on_the_bundled_example_says_so_and_exits(tmp_path: Path) -> None:
+    """Item 6: `contextsieve gateway $(contextsieve example-agent)` started npx for a folder that does not
+    exist, resolved placeholder host names, printed 16 warnings and offered nothing."""
+    env = {**os.environ, "CONTEXTSIEVE_DATA": str(tmp_path / "data")}
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "gateway", str(example_agent_path())],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "placeholders" in lines[0], done.stderr
