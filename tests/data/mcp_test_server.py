@@ -60,7 +60,8 @@ def make_server(path: Path, modern_only: bool = False) -> Server:
     async def call_tool(ctx, params):  # noqa: ANN001, ANN202
         """``add_tool(name, description)`` adds a tool to the file and sends tools/list_changed;
         ``crash`` notes its run in ``TOOLS.json.runs`` and exits before answering, ``malformed`` notes it
-        and answers content that is not a list; any other tool echoes its arguments."""
+        and answers content that is not a list; ``vanish`` removes itself from the file, sends
+        tools/list_changed, waits ``seconds`` (default 1) and echoes; any other tool echoes its arguments."""
         args = dict(params.arguments or {})
         meta = ctx.meta or {}
         token = meta.get("progress_token") if isinstance(meta, dict) else None
@@ -80,6 +81,11 @@ def make_server(path: Path, modern_only: bool = False) -> Server:
         if params.name == "storm":  # many tools/list_changed at once
             for _ in range(int(args.get("count", 500))):
                 await announce(ctx)
+        if params.name == "vanish":  # leaves the tool list (announced) while it runs, then answers
+            tools = [t for t in json.loads(path.read_text(encoding="utf-8")) if t["name"] != "vanish"]
+            path.write_text(json.dumps(tools), encoding="utf-8")
+            await announce(ctx)
+            await anyio.sleep(float(args.get("seconds", 1.0)))
         if params.name == "add_tool":
             tools = json.loads(path.read_text(encoding="utf-8"))
             tools.append({"name": args["name"], "description": args.get("description", "")})

@@ -21,6 +21,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 
 from contextsieve.agent.agentfile import example_agent_path
+from tests.helpers.fake_embedder import FakeEmbedder
 from tests.helpers.servers import free_port
 
 DATA = Path(__file__).parents[1] / "data"
@@ -262,3 +263,60 @@ def test_the_gateway_on_the_bundled_example_says_so_and_exits(tmp_path: Path) ->
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "placeholders" in lines[0], done.stderr
+
+
+def _engine_on_test_server(tmp_path: Path, tools: list[dict[str, Any]], include: str = "always") -> Any:
+    from contextsieve.engine import Engine
+
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [str(DATA / "mcp_test_server.py"), str(tmp_path / "tools.json")],
+        "serverToolDefaults": {"include": include, "permissionRequired": False},
+    }
+    return Engine.from_file(_agent(tmp_path, {"probe": server}), embedder=FakeEmbedder(), cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_tool_that_leaves_the_list_during_its_call_returns_what_it_ran(tmp_path: Path, mode: str) -> None:
+    """Item 3: the bookkeeping after the call looked the vanished tool up (agent.get) and turned the call
+    that ran into an error (code 0 on the handshake, -32603 on 2026-07-28), with a traceback; a host that
+    retries runs it twice."""
+    from contextsieve.mcp_server.gateway import build_gateway
+
+    engine = _engine_on_test_server(tmp_path, [{"name": "vanish", "description": "Leave while running"}])
+
+    async def main() -> None:
+        async with Client(build_gateway(engine), mode=mode) as c:
+            with anyio.fail_after(60):
+                while "probe_vanish" not in {t.name for t in (await c.list_tools()).tools}:
+                    await anyio.sleep(0.1)
+            await c.call_tool("set_task", {"message": "leave while running"})  # a task: its calls are recorded
+            got = await c.call_tool("probe_vanish", {"seconds": 1.5, "n": 7})
+            assert result(got) == {"tool": "vanish", "seconds": 1.5, "n": 7}
+            assert "probe_vanish" not in {t.name for t in (await c.list_tools()).tools}  # it did leave
+
+    anyio.run(main)
+    assert not engine.agent.has("tool:probe:vanish")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_select_context_on_a_cold_cache_offers_the_always_tools(tmp_path: Path, mode: str) -> None:
+    """Item 2: with no cached listing, select_context offered '0 rules, 0 references, 0 tools' for the
+    gateway's whole life while set_task offered the always tools (its session began before the server
+    listed them)."""
+    from contextsieve.mcp_server.gateway import build_gateway
+
+    tools = [{"name": n, "description": f"{n} things"} for n in ("read", "write", "list")]
+    engine = _engine_on_test_server(tmp_path, tools)
+    assert engine.agent.tools == []  # nothing listed, nothing cached
+
+    async def main() -> None:
+        async with Client(build_gateway(engine), mode=mode) as c:
+            ctx = result(await c.call_tool("select_context", {"message": "list the things"}))
+            assert sorted(t["name"] for t in ctx["tools"]) == ["probe_list", "probe_read", "probe_write"], ctx
+            task = result(await c.call_tool("set_task", {"message": "list the things"}))
+            assert sorted(task["tools"]) == ["probe_list", "probe_read", "probe_write"]
+
+    anyio.run(main)
