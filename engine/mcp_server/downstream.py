@@ -228,21 +228,24 @@ class Link:
                         cache=None,  # a re-listing must reach the server
                         client_info=types.Implementation(name="contextsieve-gateway", version=__version__),
                     ) as client:
-                        async with anyio.create_task_group() as tg:
-                            self._conn_tg = tg
-                            tools = client.server_capabilities.tools
-                            if client.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
-                                await tg.start(self._listen, client)  # subscribed before listing: no change lost
-                            entries = await self._list(client)
-                            scope.deadline = math.inf  # up: the start-up limit is over
-                            self.client, self.era, self.error = client, client.protocol_version, None
-                            self._up_since, up = time.monotonic(), True
-                            changed = await self._apply(entries)
-                            self._set("up")
-                            if back and not changed:
-                                await self.gateway.offer_changed()  # its tools are back
-                            await self._wake.wait()
-                            tg.cancel_scope.cancel()
+                        try:
+                            async with anyio.create_task_group() as tg:
+                                self._conn_tg = tg
+                                tools = client.server_capabilities.tools
+                                if client.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
+                                    await tg.start(self._listen, client)  # subscribed before listing: no change lost
+                                entries = await self._list(client)
+                                scope.deadline = math.inf  # up: the start-up limit is over
+                                self.client, self.era, self.error = client, client.protocol_version, None
+                                self._up_since, up = time.monotonic(), True
+                                changed = await self._apply(entries)
+                                self._set("up")
+                                if back and not changed:
+                                    await self.gateway.offer_changed()  # its tools are back
+                                await self._wake.wait()
+                                tg.cancel_scope.cancel()
+                        finally:
+                            self._conn_tg = None  # closed: a notification arriving now starts nothing
                 if scope.cancelled_caught and not up:
                     self._timed_out = True
                     self.error = f"no connection and tool list within {self.config.timeout:g} s"
@@ -314,7 +317,10 @@ class Link:
             self._again = True
             return
         self._relisting = True
-        self._conn_tg.start_soon(self._relist_until_settled)
+        try:
+            self._conn_tg.start_soon(self._relist_until_settled)
+        except RuntimeError:  # the connection is ending (its task group closed): its next start lists anyway
+            self._relisting = False
 
     async def _relist_until_settled(self) -> None:
         """Re-list :data:`RELIST_AFTER_SECONDS` after a notification, and again if more came meanwhile (so
