@@ -9,6 +9,7 @@ contextsieve gateway AGENT_FILE                      front the agent's MCP serve
 contextsieve inspect AGENT_FILE [--session FILE]     a local page: the request context per message or saved turn
 contextsieve stash stats|cleanup|rebuild STORE        a stash store's counts, expiry cleanup, re-embedding
 contextsieve stash export STORE FILE | import FILE STORE | migrate SRC DST   move a stash (JSON Lines)
+contextsieve eval AGENT_FILE TASKS.jsonl [--json]    tool selection measured on your tasks, cold and with history
 contextsieve demo                                    a few messages against the bundled example agent
 contextsieve build [--force] [--variant V|all]       measure the variants on this CPU (table), cache the choice
 contextsieve embed TEXT [TEXT ...]                   print one vector per text (JSON lines)
@@ -16,5 +17,5 @@ contextsieve embed TEXT [TEXT ...]                   print one vector per text (
 Modules: :mod:`~contextsieve.cli.main` (the parser, :func:`~contextsieve.cli.main.main` and the dispatch),
 :mod:`~contextsieve.cli.agent_commands` (loading an agent; select, index, tools, demo),
 :mod:`~contextsieve.cli.server_commands` (serve, gateway, inspect), :mod:`~contextsieve.cli.stash_command`
-(stash) and :mod:`~contextsieve.cli.model_commands` (build, embed).
+(stash), :mod:`~contextsieve.cli.model_commands` (build, embed) and :mod:`~contextsieve.cli.evaluate` (eval).
 """

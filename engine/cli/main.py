@@ -1,7 +1,7 @@
 """The ``contextsieve`` command's parser, :func:`main` (the console script) and the dispatch to the
 commands (:mod:`~contextsieve.cli.agent_commands`, :mod:`~contextsieve.cli.server_commands`,
-:mod:`~contextsieve.cli.stash_command`, :mod:`~contextsieve.cli.model_commands`); the commands are listed in
-:mod:`contextsieve.cli`'s docstring."""
+:mod:`~contextsieve.cli.stash_command`, :mod:`~contextsieve.cli.model_commands`,
+:mod:`~contextsieve.cli.evaluate`); the commands are listed in :mod:`contextsieve.cli`'s docstring."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from contextsieve.agent.agentfile import example_agent_path
-from contextsieve.cli import agent_commands, model_commands, server_commands, stash_command
+from contextsieve.cli import agent_commands, evaluate, model_commands, server_commands, stash_command
 from contextsieve.cli.server_commands import LOG_LEVELS
 from contextsieve.errors import AgentFileWarning, ContextSieveError
 
@@ -302,8 +302,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     n.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
     n.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
+    evaluate.add_parser(sub)
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
-    sub.add_parser("example-agent", help="print the path of the bundled example agent file (to copy or try)")
+    x = sub.add_parser("example-agent", help="print the path of the bundled example agent file (to copy or try)")
+    x.add_argument(
+        "--tasks", action="store_true", help="print the path of its task file instead (for contextsieve eval)"
+    )
     b = sub.add_parser(
         "build",
         help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table), "
@@ -417,7 +421,14 @@ def _run(args: argparse.Namespace) -> int:
         elif args.command == "demo":
             agent_commands.demo()
         elif args.command == "example-agent":
-            print(example_agent_path())
+            if args.tasks:
+                from contextsieve.evaluation.tasks import example_tasks_path
+
+                print(example_tasks_path())
+            else:
+                print(example_agent_path())
+        elif args.command == "eval":
+            evaluate.run(args)
         elif args.command == "build":
             model_commands.build(args)
         elif args.command == "embed":

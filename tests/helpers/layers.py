@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("session",),  # a session: state, offer, requests and their assembly, explanations, stash link, agent tools
     ("mcp_client",),  # the client of an agent's MCP servers
     ("engine",),  # the entry point that ties an agent to its embedder, store and sessions
-    ("mcp_server",),  # serve and the gateway, over an Engine
+    ("mcp_server", "evaluation"),  # over an Engine: serve and the gateway; selection measured on tasks (eval)
     ("integrations",),  # the frameworks
     ("inspect",),  # the page
     ("cli", "__main__"),  # the command line
