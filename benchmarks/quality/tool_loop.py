@@ -3,6 +3,7 @@
     python -m benchmarks.quality.tool_loop [--limit N] [--sets mcp_live,mcp_tasks] [--configs "defaults,top_n"]
     python -m benchmarks.quality.tool_loop --sets mcp_live --configs defaults --misses defaults  # the steps missed
     python -m benchmarks.quality.tool_loop --ranks --configs "-"  # where the steps' needed tools rank
+    python -m benchmarks.quality.tool_loop --history-folds 2 --configs "defaults"  # cold and with history
 
 Sets (:data:`SETS`; each one :class:`Engine` over its catalog, every tool in ``agent`` mode, the
 default embedder):
@@ -25,7 +26,14 @@ of the task's groups not called yet, at the first step that offers it): with ``l
 tools misses), with ``"examples"`` ``record_tool_calls``, with ``None`` nothing. Recorded outcomes are
 kept by the engine (learning across the set's tasks, in file order, as a host's usage log would);
 each configuration runs on a fresh engine (the tools' vectors from a shared temporary embedding
-cache), so nothing learned and no query vector carries over from one to the next.
+cache), so nothing learned and no query vector carries over from one to the next. The loop itself is
+:func:`contextsieve.evaluation.runner.run_tasks` (what ``contextsieve eval`` runs too).
+
+``--history-folds K`` (:mod:`benchmarks.quality.history_folds`): each set's tasks in K folds (task ``i``
+in fold ``i % K``), each fold scored on a fresh engine cold (nothing recorded first: row ``cold``) and on
+a fresh engine that first recorded every task of the other folds as a host does,
+``Engine.record_tool_calls(task's first message, the tools its annotation needs, in order)`` (row
+``K folds``); both rows cover every task of the set.
 
 Configurations are :data:`CONFIGS` (name, session settings, :class:`OfferConfig` arguments or
 ``None``, what is learned): add a row to measure another.
@@ -34,16 +42,16 @@ Columns: ``union R`` = share of a task's needed tool groups that some step offer
 a group counts when any member was offered), averaged over tasks; ``all found`` = share of tasks
 whose every group was offered at some step; ``step R`` = share of a step's own needed groups offered
 at that step, averaged over the steps that need a tool; ``first R`` = share of the task's groups the
-first request (the user's message alone) offered; ``tools/step`` = tools offered per request (mean);
-``tools/task`` = distinct tools offered over a task's steps (mean); ``p50 ms`` = median request time
-(``build_request``; indicative on a shared machine).
+first request (the user's message alone) offered; ``prec`` = share of a request's offered tools that
+its task needs (a member of one of its groups), averaged over the requests; ``tools/step`` = tools
+offered per request (mean); ``tools/task`` = distinct tools offered over a task's steps (mean);
+``p50 ms`` = median request time (``build_request``; indicative on a shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,9 +59,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DATA, cpu_line, group_recall
+from benchmarks.common import DATA, cpu_line
+from benchmarks.quality.history_folds import LOOP_COLUMNS, as_task, history_rows, loop_columns
 from benchmarks.quality.tool_offers import steps as regex_steps
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
+from contextsieve.evaluation.runner import label
 
 
 @dataclass(frozen=True)
@@ -125,66 +135,35 @@ SETS: dict[str, Callable[[], tuple[list[dict], dict[str, str], list]]] = {
 }
 
 
-def run_set(
-    engine: Any,
-    name_of: dict[str, str],
-    tasks: list[dict],
-    config: Config,
-    per_session: int,
-    misses: list | None = None,
-) -> dict:
-    """Every task of a set under one configuration, on a fresh engine (nothing learned, no query
-    vector kept); the table's columns (see the module docstring). ``misses``, when given, receives
-    ``(task id, step number, step text, [needed groups not offered], offered tools)`` per step that
-    left one of its needs out."""
+def run_set(engine: Any, tasks: list[dict], config: Config, per_session: int, misses: list | None = None) -> dict:
+    """Every task of a set under one configuration on ``engine`` (fresh: nothing learned, no query
+    vector kept), scored by :mod:`contextsieve.evaluation`; the table's columns (see the module
+    docstring). ``misses``, when given, receives ``(task id, step number, step text, [needed groups not
+    offered], offered tools)`` per step that left one of its needs out."""
+    from contextsieve.evaluation.runner import run_tasks, scores
+
+    runs = run_tasks(engine, [as_task(q) for q in tasks], on_miss=_miss_hook(misses), **_run_args(config, per_session))
+    return loop_columns(scores(runs))
+
+
+def _run_args(config: Config, per_session: int) -> dict[str, Any]:
+    """:func:`contextsieve.evaluation.runner.run_tasks`'s arguments for ``config``."""
     from contextsieve import OfferConfig
 
     offer = OfferConfig(**config.offer) if config.offer else None
-    key_of = {v: k for k, v in name_of.items()}
-    out: dict[str, list[float]] = {k: [] for k in ("union", "all", "step", "first", "tools", "task_tools", "ms")}
-    session = None
-    for i, task in enumerate(tasks):
-        if session is None or i % per_session == 0:
-            session = engine.session(offer=offer, **config.settings)
-        session.new_task()
-        need, offered_task, called_task = groups(task), set(), set()
-        for n, step in enumerate(task["steps"]):
-            t = time.perf_counter()
-            request = session.build_request(step["text"])
-            out["ms"].append((time.perf_counter() - t) * 1e3)
-            session.record_reply(request, "")
-            offered = {name_of[t["name"]] for t in request.tools if t["name"] in name_of}
-            offered_task |= offered
-            out["tools"].append(len(request.tools))
-            if n == 0:
-                out["first"].append(group_recall(offered, need))
-            if "relevant" in step:
-                step_need = groups(step)
-                if step_need:
-                    out["step"].append(group_recall(offered, step_need))
-                lost = [sorted(g) for g in step_need if not g & offered]
-                if lost and misses is not None:
-                    misses.append((task["id"], n, step["text"], lost, sorted(offered)))
-            else:  # no per-step needs: the model calls a needed tool the first time it is offered
-                step_need = [g for g in need if g & offered and not g & called_task]
-            called = [key_of[sorted(g & offered)[0]] for g in step_need if g & offered]
-            called_task |= {name_of[k] for k in called}
-            if config.learn == "outcome":
-                session.record_outcome(request, called)
-            elif config.learn == "examples" and called:
-                session.record_tool_calls(request.message, called)
-        out["union"].append(group_recall(offered_task, need))
-        out["all"].append(float(all(g & offered_task for g in need)))
-        out["task_tools"].append(len(offered_task))
-    return {
-        "union R": statistics.fmean(out["union"]),
-        "all found": statistics.fmean(out["all"]),
-        "step R": statistics.fmean(out["step"]) if out["step"] else None,
-        "first R": statistics.fmean(out["first"]),
-        "tools/step": statistics.fmean(out["tools"]),
-        "tools/task": statistics.fmean(out["task_tools"]),
-        "p50 ms": statistics.median(out["ms"]),
-    }
+    return {"settings": config.settings, "offer": offer, "learn": config.learn, "per_session": per_session}
+
+
+def _miss_hook(misses: list | None) -> Callable[..., None] | None:
+    """What collects ``misses`` (see :func:`run_set`) from :func:`run_tasks`' report of each step."""
+    if misses is None:
+        return None
+
+    def hear(task: Any, n: int, lost: list, offered: frozenset) -> None:
+        need = [sorted(map(label, g)) for g in lost]
+        misses.append((task.id, n, task.steps[n].message, need, sorted(map(label, offered))))
+
+    return hear
 
 
 #: Rank buckets of :func:`ranks` (a needed group's best member's rank in a tool search).
@@ -228,6 +207,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", default=None, help="embedder variant (default: auto)")
     ap.add_argument("--misses", help="print the steps whose needed tools this configuration did not offer")
     ap.add_argument("--ranks", action="store_true", help="first, where the steps' needed tools rank (see ranks())")
+    ap.add_argument(
+        "--history-folds",
+        type=int,
+        metavar="K",
+        help="each configuration cold and with the other folds' tasks recorded first (task i in fold i %% K)",
+    )
     args = ap.parse_args(argv)
     from contextsieve import Embedder
     from contextsieve.engine import Engine
@@ -236,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     configs = [c for c in CONFIGS if not args.configs or any(p in c.name for p in args.configs.split(","))]
     emb = Embedder(variant=args.variant)
     print(cpu_line(), flush=True)
-    rows, about = [], []
+    rows: list[tuple[str, str, str, dict]] = []
     for set_name in names:
         tools, servers, tasks = SETS[set_name]()
         tasks = tasks[: args.limit] if args.limit else tasks
@@ -245,34 +230,45 @@ def main(argv: list[str] | None = None) -> None:
         t = time.perf_counter()
         Engine(agent, embedder=emb, cache_dir=cache.name).index()
         n_steps = sum(len(q["steps"]) for q in tasks)
-        about.append(
+        print(
             f"{set_name}: {len(tools)} tools on {len(agent.servers)} servers, {len(tasks)} tasks, {n_steps} steps "
             f"({n_steps / len(tasks):.2f} per task, {sum(len(groups(q)) for q in tasks) / len(tasks):.2f} tool "
-            f"groups per task); indexed in {time.perf_counter() - t:.1f} s"
+            f"groups per task); indexed in {time.perf_counter() - t:.1f} s",
+            flush=True,
         )
-        print(about[-1], flush=True)
         name_of = {n: f"{k.server}/{k.name}" for n, k in agent.tool_names().items()}
         if args.ranks and any(step.get("relevant") for q in tasks for step in q["steps"]):
             labels = [label for _, label in BUCKETS] + [">50"]
             print("  rank of a step's needed tool group, by the text searched: " + " | ".join(labels))
             for w, counts in ranks(Engine(agent, embedder=emb, cache_dir=cache.name), name_of, tasks).items():
                 print(f"  {w}: " + " | ".join(str(counts.get(label, 0)) for label in labels))
-        for config in configs:
-            engine = Engine(agent, embedder=emb, cache_dir=cache.name)  # fresh: no examples, no query cache
+
+        def fresh() -> Any:  # no examples, no query cache; the tools' vectors from the shared cache
+            engine = Engine(agent, embedder=emb, cache_dir=cache.name)  # noqa: B023 (used in this iteration)
             engine.index()
+            return engine
+
+        for config in configs:
+            if args.history_folds:
+                run = _run_args(config, args.tasks_per_session)
+                for history, s, _ in history_rows(fresh, [as_task(q) for q in tasks], args.history_folds, **run):
+                    rows.append((set_name, config.name, history, loop_columns(s)))
+                    print(f"  {config.name}, {history}: " + ", ".join(_cell(k, v) for k, v in rows[-1][3].items()))
+                continue
             lost: list = []
-            m = run_set(engine, name_of, tasks, config, args.tasks_per_session, lost)
-            rows.append((set_name, config.name, m))
+            m = run_set(fresh(), tasks, config, args.tasks_per_session, lost)
+            rows.append((set_name, config.name, "", m))
             print(f"  {config.name}: " + ", ".join(_cell(k, v) for k, v in m.items()), flush=True)
             if args.misses == config.name:
                 for task_id, n, text, need, offered in lost:
                     print(f"    miss {task_id} step {n + 1}: {text[:90]!r} needs {need}; offered {offered}")
         cache.cleanup()
-    cols = ["union R", "all found", "step R", "first R", "tools/step", "tools/task", "p50 ms"]
-    print("\n| set | configuration | " + " | ".join(cols) + " |")
-    print("| --- | --- | " + " | ".join("---" for _ in cols) + " |")
-    for set_name, config_name, m in rows:
-        print(f"| {set_name} | {config_name} | " + " | ".join(_cell(c, m[c]) for c in cols) + " |")
+    history_col = ["history"] if args.history_folds else []
+    print("\n| set | configuration | " + " | ".join(history_col + list(LOOP_COLUMNS)) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in history_col + list(LOOP_COLUMNS)) + " |")
+    for set_name, config_name, history, m in rows:
+        cells = ([history] if history_col else []) + [_cell(c, m[c]) for c in LOOP_COLUMNS]
+        print(f"| {set_name} | {config_name} | " + " | ".join(cells) + " |")
 
 
 def _cell(col: str, value: float | None) -> str:

@@ -6,6 +6,8 @@ Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jso
 "query", "relevant": ["server/name", ...]}`` (optional ``relevant_groups``: any member of a group
 satisfies it). By default a fixed sample of 2,000 queries (``random.Random(0)``), the tuning set;
 ``--full`` adds the whole file; ``--split multi`` keeps only the queries needing several tools.
+``--history-folds K --data A B ...`` prints instead the default pipeline cold and with k-fold history,
+every folder in one table (:func:`benchmarks.quality.history_folds.one_request_table`).
 An optional ``servers.jsonl`` (``{"server", "description"}`` lines) gives servers descriptions.
 The hand-written multi-server task set is ``--data benchmarks/data/mcp_tasks``.
 
@@ -21,7 +23,8 @@ tool's ``inputSchema``. With a ``lang`` field on the queries, a table by languag
 Metrics: R@k = mean over queries of |relevant in top k| / |relevant| (groups count once);
 all@5 = share of queries with every relevant tool in the top 5; nDCG@10 (binary gains); R@sel /
 all@sel / n: the same for the whole list a system returns (a pipeline: its selection; a ranking
-system: its top 10) and that list's mean length; p50 = median milliseconds per query, each query
+system: its top 10) and that list's mean length; prec@sel = share of that list the query needs (a
+member of one of its groups), averaged over queries; p50 = median milliseconds per query, each query
 embedded and scored alone (200 queries). ``--only A,B`` runs the systems whose names contain A or B.
 """
 
@@ -108,6 +111,7 @@ def groups(q: dict) -> list[set[str]]:
 
 def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
     out = {f"R@{k}": 0.0 for k in KS} | {"all@5": 0.0, "nDCG@10": 0.0, "R@sel": 0.0, "all@sel": 0.0, "n": 0.0}
+    out["prec@sel"] = 0.0
     disc = 1.0 / np.log2(np.arange(2, 12))
     for ids, q in zip(ranked, qs):
         gs = groups(q)
@@ -116,6 +120,7 @@ def metrics(ranked: list[list[str]], qs: list[dict]) -> dict[str, float]:
         out["all@5"] += float(all(g & set(ids[:5]) for g in gs))
         out["R@sel"] += group_recall(ids, gs)
         out["all@sel"] += float(all(g & set(ids) for g in gs))
+        out["prec@sel"] += sum(1 for t in ids if any(t in g for g in gs)) / len(ids) if ids else 1.0
         out["n"] += len(ids)
         hit, seen = np.zeros(10), set()
         for i, t in enumerate(ids[:10]):
@@ -136,7 +141,7 @@ def rank(scores: np.ndarray, ids: list[str], k: int = 10) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--data", type=Path, nargs="+", required=True, help="the data folder (several: --history-folds)")
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--full", action="store_true", help="also evaluate every query in the file")
     ap.add_argument("--variant", default="int8")
@@ -154,7 +159,22 @@ def main(argv: list[str] | None = None) -> None:
         "outside the evaluated sample, then the default pipeline on the sample",
     )
     ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
+    ap.add_argument(
+        "--history-folds",
+        type=int,
+        metavar="K",
+        help="instead: the default pipeline cold and with the other folds' tasks recorded first (task i in fold "
+        "i %% K), every --data folder in one table (benchmarks.quality.history_folds.one_request_table)",
+    )
     args = ap.parse_args(argv)
+    if args.history_folds:
+        from benchmarks.quality.history_folds import one_request_table
+
+        one_request_table(args.data, args.history_folds, sample=args.sample, split=args.split, variant=args.variant)
+        return
+    if len(args.data) > 1:
+        ap.error("several --data folders are for --history-folds")
+    args.data = args.data[0]
     from contextsieve import Embedder
     from contextsieve.engine import Engine
     from contextsieve.selection.chunking import ChunkConfig
@@ -249,14 +269,14 @@ def main(argv: list[str] | None = None) -> None:
             f"\n{args.data.name} {name} queries, {len(ids)} tools on {len(agent.servers)} servers, contextsieve "
             f"{args.variant}\n"
         )
-        print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | R@sel | all@sel | n | p50 ms |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| system | R@1 | R@3 | R@5 | R@10 | all@5 | nDCG@10 | R@sel | all@sel | prec@sel | n | p50 ms |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, f in systems.items():
             emb.enabled = False  # latency: every query embedded for real
             lat = [timed(lambda q=q: f(q["query"])) for q in ([] if args.no_latency else qs[:200])]
             emb.enabled = True  # quality: the same vectors, computed once per query text
             m = metrics([f(q["query"]) for q in qs], qs)
-            cols = ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10", "R@sel", "all@sel")
+            cols = ("R@1", "R@3", "R@5", "R@10", "all@5", "nDCG@10", "R@sel", "all@sel", "prec@sel")
             p50 = f"{np.median(lat) * 1e3:.2f}" if lat else "-"
             print(f"| {sname} | " + " | ".join(f"{m[k]:.3f}" for k in cols) + f" | {m['n']:.1f} | {p50} |", flush=True)
         langs = sorted({q["lang"] for q in qs if "lang" in q})

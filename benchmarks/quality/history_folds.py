@@ -1,0 +1,121 @@
+"""Learning from history in the tool benchmarks (``--history-folds K`` of :mod:`benchmarks.quality.tool_loop`
+and :mod:`benchmarks.quality.tool_selection`): the sets' tasks as :mod:`contextsieve.evaluation` tasks, and
+the rows of their tables, cold and with history.
+
+The scoring is the package's (:func:`contextsieve.evaluation.runner.evaluate`, also behind ``contextsieve eval``):
+a set's tasks are split into K folds by position (task ``i`` in fold ``i % K``); each fold is scored on a
+fresh engine with nothing recorded (``cold``) and on a fresh engine that first recorded every task of the
+other folds through the path a host uses, ``Engine.record_tool_calls(task's first message, the tools its
+annotation needs, in order)`` (``K folds``). The rows hold every task of the set, each scored once per
+column.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import cpu_line
+from contextsieve.agent.items import ItemKey, ItemKind
+from contextsieve.evaluation.runner import Scores, TaskRun, evaluate, scores
+from contextsieve.evaluation.tasks import Step, Task
+
+__all__ = ["key", "ordered_groups", "as_task", "history_rows", "loop_columns", "one_request_table", "LOOP_COLUMNS"]
+
+#: The loop table's columns, in order (see :mod:`benchmarks.quality.tool_loop`).
+LOOP_COLUMNS = ("union R", "all found", "step R", "first R", "prec", "tools/step", "tools/task", "p50 ms")
+
+
+def key(tool: str) -> ItemKey:
+    """The key of a benchmark tool id ``server/name``."""
+    server, name = tool.split("/", 1)
+    return ItemKey(ItemKind.TOOL, name, server)
+
+
+def ordered_groups(q: dict[str, Any]) -> tuple[tuple[ItemKey, ...], ...]:
+    """A task's or step's needed groups as annotated (``relevant_groups``, else each of ``relevant``
+    alone), in their order."""
+    raw = q.get("relevant_groups") or [[r] for r in q.get("relevant", [])]
+    return tuple(dict.fromkeys(tuple(key(t) for t in dict.fromkeys(g)) for g in raw))
+
+
+def as_task(q: dict[str, Any], *, loop: bool = True) -> Task:
+    """A benchmark task (``query``, ``relevant``/``relevant_groups``, optional ``steps`` of ``text`` with
+    their own needs or none) as an evaluation task: its steps when ``loop`` and it has them, else its
+    query as one request needing the whole task's groups."""
+    needs = ordered_groups(q)
+    if loop and q.get("steps"):
+        steps = tuple(Step(s["text"], ordered_groups(s) if "relevant" in s else None) for s in q["steps"])
+    else:
+        steps = (Step(q["query"], needs),)
+    return Task(steps, needs, str(q.get("id", "")))
+
+
+def loop_columns(s: Scores) -> dict[str, float | None]:
+    """The loop table's cells of ``s``."""
+    return {
+        "union R": s.recall,
+        "all found": s.all_found,
+        "step R": s.step_recall,
+        "first R": s.first_recall,
+        "prec": s.precision,
+        "tools/step": s.tools_per_request,
+        "tools/task": s.tools_per_task,
+        "p50 ms": s.p50_ms,
+    }
+
+
+def history_rows(
+    make_engine: Callable[[], Any], tasks: list[Task], folds: int, **run: Any
+) -> list[tuple[str, Scores, list[TaskRun]]]:
+    """``(label, scores, runs)`` cold and with ``folds``-fold history (labels ``cold`` and ``K folds``)."""
+    result = evaluate(make_engine, tasks, folds, **run)
+    rows = [("cold", scores(result.cold), result.cold)]
+    if result.history is not None:
+        rows.append((f"{folds} folds", scores(result.history), result.history))
+    return rows
+
+
+def one_request_table(folders: list[Path], folds: int, *, sample: int, split: str | None, variant: str | None) -> None:
+    """``tool_selection --history-folds K``: the default pipeline, one request per task (its whole query),
+    cold and with history, every data folder in one table (a folder of more than ``sample`` tasks: the
+    same fixed sample as the other tables, ``random.Random(0)``; ``split``: only its queries of that
+    split). Columns as ``tool_selection``'s: R@sel (recall of the task's groups), all@sel, n (tools
+    offered), then prec (:class:`~contextsieve.evaluation.runner.Scores`'s precision) and the request p50."""
+    from benchmarks.quality.tool_selection import catalog_agent, load, load_servers
+    from contextsieve import Embedder
+    from contextsieve.engine import Engine
+
+    emb = Embedder(variant=variant)
+    print(cpu_line(), flush=True)
+    rows = []
+    for folder in folders:
+        tools, queries = load(folder)
+        if split:
+            queries = [q for q in queries if q.get("split") == split]
+        if len(queries) > sample:
+            queries = random.Random(0).sample(queries, sample)
+        agent = catalog_agent(tools, load_servers(folder), "eval")
+        with tempfile.TemporaryDirectory(prefix="tool-selection-") as cache:  # the tools' vectors, shared
+
+            def fresh() -> Engine:
+                engine = Engine(agent, embedder=emb, cache_dir=cache)  # noqa: B023 (used in this iteration)
+                engine.index()
+                return engine
+
+            name = f"{folder.name}{f' {split}' if split else ''}, {len(queries)} tasks"
+            for history, s, _ in history_rows(fresh, [as_task(q, loop=False) for q in queries], folds):
+                rows.append((name, history, s))
+                print(f"  {name}, {history}: " + _one_request_cells(s), flush=True)
+    print("\n| data | history | R@sel | all@sel | n | prec | p50 ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, history, s in rows:
+        print(f"| {name} | {history} | " + _one_request_cells(s).replace(", ", " | ") + " |")
+
+
+def _one_request_cells(s: Scores) -> str:
+    precision = "-" if s.precision is None else f"{s.precision:.3f}"
+    return f"{s.recall:.3f}, {s.all_found:.3f}, {s.tools_per_request:.1f}, {precision}, {s.p50_ms:.1f}"
