@@ -17,7 +17,7 @@ from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, Resolution
 from contextsieve.agent.settings import SettingsOverrides
 from contextsieve.agent.usage import UsageLog
-from contextsieve.errors import AgentRegistryError, AgentRegistryWarning, EventLoopError, InputError
+from contextsieve.errors import AgentRegistryError, AgentRegistryWarning, ContextSieveError, EventLoopError, InputError
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -36,7 +36,10 @@ if TYPE_CHECKING:
     from contextsieve.models.embedder import Embedder
     from contextsieve.stash.store import StashStore
 
-__all__ = ["Engine", "IndexReport"]
+__all__ = ["Engine", "IndexReport", "HISTORY_FILE"]
+
+#: The file in the data folder that keeps agents' learned history (:mod:`contextsieve.agent.usage`).
+HISTORY_FILE = "history.sqlite"
 
 
 class _LazyEmbedder:
@@ -125,10 +128,15 @@ class Engine:
             ``None``: chunks get the context the agent already has (headers, heading paths, summaries).
         index: how requests search the chunks (:class:`~contextsieve.retrieval.chunks.IndexConfig`; default:
             exact search, HNSW from 50,000 chunks when hnswlib is installed).
-        remember_requests: keep the requests that learning from use records (:meth:`record_tool_calls`)
-            in ``usage.sqlite`` beside the embedding cache, so they survive restarts and other processes
-            see them. Default ``False``: they are kept in this engine's memory only, so a user's message
-            text is never written to disk unless asked.
+        history: where what learning from use records (:meth:`record_tool_calls`, the gateway's calls,
+            :meth:`Session.record_outcome`) is kept: ``None`` (default): for an agent loaded from a file
+            (:meth:`from_file`, which finds its durable identity), across restarts in ``history.sqlite``
+            in the data folder under that identity, else in this engine's memory; ``True``: in that file
+            (an agent made in code: under its name); ``False``: in memory; a path: that file. See
+            :mod:`contextsieve.agent.usage` (bounded; the request's vector, not its words).
+        remember_requests: also keep each recorded request's text (default ``False``: its vector only, so
+            a user's words are never written to disk unless asked; the keyword index then reads the
+            examples too). Implies ``history`` in the data folder unless ``history`` says otherwise.
     """
 
     def __init__(
@@ -141,11 +149,15 @@ class Engine:
         summarizer: Summarizer | None = None,
         index: IndexConfig = IndexConfig(),
         remember_requests: bool = False,
+        history: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         if not isinstance(remember_requests, bool):
             raise InputError(f"remember_requests must be True or False, got {type(remember_requests).__name__}")
+        if history is not None and not isinstance(history, (bool, str, os.PathLike)):
+            raise InputError(f"history must be None, True, False or a path, got {type(history).__name__}")
         self.agent = agent
         self._remember_requests = remember_requests
+        self._history = history
         self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
         self._cache_dir = cache_dir
         self.store = ChunkStore(
@@ -249,14 +261,24 @@ class Engine:
         return root / "mcp-tools"
 
     def _open_usage(self) -> UsageLog:
-        """The log of recorded tool examples: ``usage.sqlite`` beside the embedding cache with
-        ``remember_requests``, else in memory (so is it when the cache is off)."""
-        if self._cache_dir is False or not self._remember_requests:
-            return UsageLog()
-        from contextsieve.models.cache import default_cache_dir
+        """The log of what learning from use records (see the ``history`` argument): a file under the
+        agent's identity, or memory."""
+        from contextsieve.fileio import default_data_dir
+        from contextsieve.models.registry import model_family
 
-        folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
-        return UsageLog(folder / "usage.sqlite")
+        where = self._history
+        if where is None:
+            where = bool(self.agent.source) or self._remember_requests
+        model = self.embedder.model_id
+        if where is False or model is None:  # an embedder without an identity: its vectors cannot be kept safely
+            return UsageLog()
+        path = default_data_dir() / HISTORY_FILE if where is True else Path(where)
+        return UsageLog(path, keep_text=self._remember_requests, model=model_family(model))
+
+    @property
+    def history_path(self) -> Path | None:
+        """The file the agent's learned history is kept in (``None``: memory)."""
+        return self.store.usage().path
 
     def record_tool_calls(self, message: str, calls: Iterable[ItemKey | str]) -> None:
         """Learning from use: keep ``message`` as an example request of each tool the LLM then called
@@ -371,8 +393,17 @@ def _resolve(engine: Engine, registry: AgentRegistry | None) -> Resolution | Non
                 stacklevel=3,
             )
     engine.store.usage_scope = agent.identity
-    if engine._remember_requests and agent.source:
-        engine.store.usage().rescope(agent.source, agent.identity)
+    if agent.source and engine._remember_requests and engine._cache_dir is not False:
+        # an earlier version kept remembered requests beside the embedding cache: they join the history
+        from contextsieve.models.cache import default_cache_dir
+
+        root = Path(engine._cache_dir) if isinstance(engine._cache_dir, (str, os.PathLike)) else default_cache_dir()
+        old = root / "usage.sqlite"
+        if old.is_file():
+            try:
+                engine.store.usage().absorb(UsageLog(old), agent.identity, [agent.source, agent.identity])
+            except ContextSieveError as e:
+                warnings.warn(f"the examples in {old} were not moved to the agent's history: {e}", stacklevel=3)
     return found
 
 

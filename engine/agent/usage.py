@@ -4,11 +4,21 @@ that tool; and the requests for which a tool was offered and not called, kept as
 
 :meth:`contextsieve.session.session.Session.record_tool_calls` and ``record_outcome`` record them; the
 chunk store embeds each tool's recent examples as extra chunks of the tool (max-pooled with its own,
-and read by the keyword index), so a later request that resembles an earlier one finds the tool the
-LLM chose then; a request close to a tool's misses lowers that tool's score (``outcome_weight`` in
-:class:`~contextsieve.agent.settings.AgentSettings`). Both persist in ``usage.sqlite`` beside the embedding
-cache (one SQLite file in WAL mode, safe for several processes; one transaction per record), or in
-memory when the cache is off.
+and read by the keyword index when their text is kept), so a later request that resembles an earlier
+one finds the tool the LLM chose then; a request close to a tool's misses lowers that tool's score
+(``outcome_weight`` in :class:`~contextsieve.agent.settings.AgentSettings`).
+
+**What is kept, where.** The history of an agent with a durable identity (one loaded from a file:
+:mod:`contextsieve.agent.identity`) is kept across restarts in ``history.sqlite`` in the data folder
+(``$CONTEXTSIEVE_DATA``), under that identity (never another agent's), by default. Privacy: a record
+holds the tool's key, a digest of the request, its time and **its vector** (float16, of the model that
+made it), **not the user's words**; the request's text is kept too only with ``remember_requests``
+(``--remember-requests``: then the keyword index reads it and ``contextsieve history`` can show it).
+Bounded: at most :data:`KEEP_PER_TOOL` records per tool and kind (the oldest go first) and
+:data:`KEEP_PER_AGENT` per agent. One SQLite file in WAL mode, safe for several processes; one
+transaction per record. ``contextsieve history AGENT --forget`` (:meth:`UsageLog.forget`) deletes an
+agent's history. An agent made in code keeps its history in memory unless asked
+(``Engine(history=True)``: then its name is its identity).
 """
 
 from __future__ import annotations
@@ -18,13 +28,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, check_text
 from contextsieve.retrieval.cache import connect_wal, text_key
 
-__all__ = ["UsageLog", "MAX_EXAMPLE_CHARS", "KINDS"]
+__all__ = ["UsageLog", "Example", "MAX_EXAMPLE_CHARS", "KINDS", "KEEP_PER_TOOL", "KEEP_PER_AGENT"]
 
 #: what the log keeps per tool: ``"examples"`` (requests after which the tool was called and
 #: succeeded) and ``"misses"`` (requests for which it was offered and not called); one table each
@@ -32,20 +45,53 @@ KINDS = ("examples", "misses")
 
 #: Longest example kept (characters); a longer message is cut (the embedder reads 256 tokens anyway).
 MAX_EXAMPLE_CHARS = 2000
+#: Records kept per tool and kind (default 100; the oldest go first). The chunk store reads the newest
+#: ``ChunkConfig.max_examples`` of them.
+KEEP_PER_TOOL = 100
+#: Records kept per agent and kind (default 25,000; the oldest go first): a 500-tool agent's year of
+#: history at 384 dimensions holds at most about 20 MB of vectors on disk.
+KEEP_PER_AGENT = 25_000
+
+
+@dataclass(frozen=True)
+class Example:
+    """One recorded request of a tool.
+
+    Attributes:
+        hash: the SHA-256 of the request as kept (its identity in the log).
+        text: the request (``None``: kept as a vector only, the default).
+        vector: its unit vector (float32; ``None``: none of the log's model is kept: embed ``text``).
+        at: when it was recorded last (seconds since the epoch).
+    """
+
+    hash: str
+    text: str | None
+    vector: np.ndarray | None
+    at: float
+
+
+def example_text(message: str) -> str:
+    """A message as a log keeps it: whitespace runs made one space, cut at :data:`MAX_EXAMPLE_CHARS`."""
+    return " ".join(message.split())[:MAX_EXAMPLE_CHARS]
 
 
 class UsageLog:
-    """Example requests per tool, per agent.
+    """Example requests per tool, per agent (see the module docstring).
 
     Args:
         path: the SQLite file, created (with its folder) by the first :meth:`record`, so reading an
-            agent's examples never creates one; ``None`` keeps examples in memory only.
+            agent's examples never creates one; ``None`` keeps examples in memory only (text and vector).
+        keep_text: also keep each request's text in the file (default ``False``: its vector only).
+        model: the model family the vectors are of; a record's vector is read only when it was made by
+            the same (others are read as text only, and dropped when they have none). Default ``""``.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, keep_text: bool = False, model: str = "") -> None:
         self.path = Path(path) if path is not None else None
+        self.keep_text = keep_text
+        self.model = model
         self._lock = threading.Lock()
-        self._memory: dict[tuple[str, str, ItemKey], dict[str, tuple[float, str]]] = {}  # (kind, agent, tool)
+        self._memory: dict[tuple[str, str, ItemKey], dict[str, Example]] = {}  # (kind, agent, tool)
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -60,15 +106,21 @@ class UsageLog:
         assert self.path is not None
         if not create and not self.path.exists():
             return None
-        self._db = connect_wal(
+        db = connect_wal(
             self.path,
             tuple(
                 f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
-                "hash TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+                "hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
                 for kind in KINDS
             ),
             "the usage log",
         )
+        for kind in KINDS:  # logs written before vectors were kept: add the columns (message stays as it was)
+            columns = {r[1] for r in db.execute(f"PRAGMA table_info({kind})")}
+            if "vector" not in columns:
+                db.execute(f"ALTER TABLE {kind} ADD COLUMN vector BLOB")
+                db.execute(f"ALTER TABLE {kind} ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+        self._db = db
         return self._db
 
     @contextlib.contextmanager
@@ -82,12 +134,22 @@ class UsageLog:
                     "it held are lost)"
                 ) from e
 
-    def record(self, agent: str, message: str, tools: Iterable[ItemKey], kind: str = "examples") -> None:
+    def record(
+        self,
+        agent: str,
+        message: str,
+        tools: Iterable[ItemKey],
+        kind: str = "examples",
+        vector: np.ndarray | None = None,
+    ) -> None:
         """Keep ``message`` as an example of each tool (again: only its time is renewed); with
         ``kind="misses"`` as a miss. An example of a tool removes a miss of it for the same message.
+        ``vector``: the message's unit vector, as the chunk store embeds an example (what a file keeps
+        instead of the text; required for a file that keeps no text).
 
         Raises:
-            InputError: a blank message, lone surrogates, or a key that is not a tool (nothing is written).
+            InputError: a blank message, lone surrogates, a key that is not a tool, or no vector for a
+                file that keeps no text (nothing is written).
         """
         _kind(kind)
         if not isinstance(message, str) or not message.strip():
@@ -97,40 +159,65 @@ class UsageLog:
         for k in keys:
             if not isinstance(k, ItemKey) or k.kind is not ItemKind.TOOL:
                 raise InputError(f"only tools have examples, got {k}")
-        text = " ".join(message.split())[:MAX_EXAMPLE_CHARS]
+        text = example_text(message)
         h, now = text_key(text), time.time()
+        vec = _unit(vector) if vector is not None else None
+        if self.persistent and vec is None and not self.keep_text:
+            raise InputError("a usage log that keeps no text needs the request's vector")
         if not self.persistent:
             with self._lock:
                 for k in keys:
-                    self._memory.setdefault((kind, agent, k), {})[h] = (now, text)
+                    self._memory.setdefault((kind, agent, k), {})[h] = Example(h, text, vec, now)
                     if kind == "examples":
                         self._memory.get(("misses", agent, k), {}).pop(h, None)
+                    _trim(self._memory[(kind, agent, k)])
             return
+        blob = vec.astype("<f2").tobytes() if vec is not None else None
+        stored = text if self.keep_text else None
         with self._guard(create=True) as db:
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
-                    f"INSERT INTO {kind} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) "
-                    "DO UPDATE SET at = excluded.at",
-                    [(agent, k.server, k.name, h, text, now) for k in keys],
+                    f"INSERT INTO {kind} (agent, server, tool, hash, message, at, vector, model) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) DO UPDATE SET "
+                    "at = excluded.at, vector = coalesce(excluded.vector, vector), "
+                    "model = CASE WHEN excluded.vector IS NULL THEN model ELSE excluded.model END, "
+                    "message = coalesce(excluded.message, message)",
+                    [(agent, k.server, k.name, h, stored, now, blob, self.model) for k in keys],
                 )
                 if kind == "examples":
                     db.executemany(
                         "DELETE FROM misses WHERE agent = ? AND server = ? AND tool = ? AND hash = ?",
                         [(agent, k.server, k.name, h) for k in keys],
                     )
+                for k in keys:  # the bound per tool, then per agent: the oldest go first
+                    db.execute(
+                        f"DELETE FROM {kind} WHERE agent = ? AND server = ? AND tool = ? AND hash NOT IN "
+                        f"(SELECT hash FROM {kind} WHERE agent = ? AND server = ? AND tool = ? "
+                        "ORDER BY at DESC, hash LIMIT ?)",
+                        (agent, k.server, k.name, agent, k.server, k.name, KEEP_PER_TOOL),
+                    )
+                over = db.execute(f"SELECT count(*) - ? FROM {kind} WHERE agent = ?", (KEEP_PER_AGENT, agent))
+                extra = int(over.fetchone()[0])
+                if extra > 0:
+                    db.execute(
+                        f"DELETE FROM {kind} WHERE rowid IN (SELECT rowid FROM {kind} WHERE agent = ? "
+                        "ORDER BY at, hash LIMIT ?)",
+                        (agent, extra),
+                    )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
 
-    def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
-        """The ``per_tool`` most recent examples (or misses) of each tool of ``agent``, newest first."""
+    def records(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[Example, ...]]:
+        """The ``per_tool`` most recent examples (or misses) of each tool of ``agent``, newest first; a
+        record of another model without text is left out, and one with text gets ``vector=None``."""
         _kind(kind)
         if per_tool <= 0:
             return {}
-        out: dict[ItemKey, list[tuple[float, str]]] = {}
+        out: dict[ItemKey, list[Example]] = {}
         if not self.persistent:
             with self._lock:
                 for (c, a, k), kept in self._memory.items():
@@ -139,32 +226,52 @@ class UsageLog:
         else:
             with self._guard() as db:
                 rows = (
-                    db.execute(f"SELECT server, tool, message, at FROM {kind} WHERE agent = ?", (agent,)).fetchall()
+                    db.execute(
+                        f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ?", (agent,)
+                    ).fetchall()
                     if db is not None
                     else []
                 )
-            for server, tool, message, at in rows:
-                out.setdefault(ItemKey(ItemKind.TOOL, str(tool), str(server)), []).append((float(at), str(message)))
-        return {k: tuple(m for _, m in sorted(v, key=lambda r: (-r[0], r[1]))[:per_tool]) for k, v in out.items()}
+            for server, tool, h, message, at, blob, model in rows:
+                vec = _vector(blob) if blob is not None and model == self.model else None
+                if vec is None and message is None:
+                    continue  # a vector of another model, and no text to embed again
+                key = ItemKey(ItemKind.TOOL, str(tool), str(server))
+                out.setdefault(key, []).append(Example(str(h), message, vec, float(at)))
+        return {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
 
-    def forget(self, agent: str, tool: ItemKey | None = None, kind: str = "examples") -> int:
-        """Delete the examples (or misses) of one tool (or all of ``agent``'s); returns how many were deleted."""
-        _kind(kind)
+    def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
+        """The texts of :meth:`records` that have one (a file keeps them with ``keep_text``; memory always)."""
+        kept = self.records(agent, per_tool, kind)
+        got = {k: tuple(e.text for e in v if e.text is not None) for k, v in kept.items()}
+        return {k: v for k, v in got.items() if v}
+
+    def counts(self, agent: str, kind: str = "examples") -> dict[ItemKey, int]:
+        """How many examples (or misses) of each tool ``agent``'s log holds."""
+        return {k: len(v) for k, v in self.records(agent, KEEP_PER_TOOL, kind).items()}
+
+    def forget(self, agent: str, tool: ItemKey | None = None, kind: str | None = "examples") -> int:
+        """Delete the examples (or misses; ``kind=None``: both) of one tool (or all of ``agent``'s); returns
+        how many were deleted."""
+        kinds = KINDS if kind is None else (kind,)
+        for k in kinds:
+            _kind(k)
         if not self.persistent:
             with self._lock:
-                gone = [k for k in self._memory if k[0] == kind and k[1] == agent and (tool is None or k[2] == tool)]
-                n = sum(len(self._memory.pop(k)) for k in gone)
-            return n
+                gone = [x for x in self._memory if x[0] in kinds and x[1] == agent and (tool is None or x[2] == tool)]
+                return sum(len(self._memory.pop(x)) for x in gone)
+        n = 0
         with self._guard() as db:
             if db is None:
                 return 0
-            if tool is None:
-                cur = db.execute(f"DELETE FROM {kind} WHERE agent = ?", (agent,))
-            else:
-                cur = db.execute(
-                    f"DELETE FROM {kind} WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
-                )
-            return int(cur.rowcount)
+            for k in kinds:
+                if tool is None:
+                    n += db.execute(f"DELETE FROM {k} WHERE agent = ?", (agent,)).rowcount
+                else:
+                    n += db.execute(
+                        f"DELETE FROM {k} WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
+                    ).rowcount
+        return int(n)
 
     def rescope(self, old: str, new: str) -> int:
         """Move every example and miss kept under the scope ``old`` to ``new`` (an agent whose examples
@@ -192,6 +299,40 @@ class UsageLog:
                 db.execute("ROLLBACK")
                 raise
             return int(n)
+
+    def absorb(self, other: UsageLog, agent: str, scopes: Iterable[str]) -> int:
+        """Copy the records ``other`` keeps under any of ``scopes`` into this log under ``agent`` (an
+        earlier version's log beside the embedding cache, which kept text), then delete them there;
+        returns how many. This log must keep text (``keep_text``) or live in memory."""
+        n = 0
+        for scope in scopes:
+            for kind in KINDS:
+                for key, examples in other.records(scope, KEEP_PER_TOOL, kind).items():
+                    for e in reversed(examples):  # oldest first: the newest stays newest
+                        if e.text is not None:
+                            self.record(agent, e.text, [key], kind, e.vector)
+                            n += 1
+            other.forget(scope, None, None)
+        return n
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(v))
+    if not v.size or not np.isfinite(v).all() or norm == 0.0:
+        raise InputError("an example's vector must be a finite, non-zero vector")
+    return v / norm
+
+
+def _vector(blob: bytes) -> np.ndarray | None:
+    v = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+    norm = float(np.linalg.norm(v)) if v.size else 0.0
+    return v / norm if norm > 0 and np.isfinite(v).all() else None
+
+
+def _trim(kept: dict[str, Example]) -> None:
+    while len(kept) > KEEP_PER_TOOL:
+        del kept[min(kept.values(), key=lambda e: (e.at, e.hash)).hash]
 
 
 def _kind(kind: str) -> None:

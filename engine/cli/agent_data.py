@@ -276,6 +276,34 @@ def adopt(args: argparse.Namespace) -> None:
     print(f"{done}, agent {agent.name!r}")
 
 
+def history(args: argparse.Namespace) -> None:
+    """``contextsieve history AGENT [--forget] [--tool SERVER:TOOL]``: what learning from use keeps for the
+    agent (per tool: examples and misses) and where; ``--forget`` deletes it (one tool's with ``--tool``)."""
+    from contextsieve.agent.items import ItemKey
+
+    engine = Engine.from_file(args.agent, registry=AgentRegistry())
+    usage = engine.store.usage()
+    scope = engine.store.usage_scope
+    tool = None
+    if args.tool:
+        tool = ItemKey.parse(args.tool if args.tool.startswith("tool:") else "tool:" + args.tool)
+    where = f"{usage.path}" if usage.path is not None else "memory"
+    if args.forget:
+        n = usage.forget(scope, tool, None)
+        whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
+        print(f"forgot {n} recorded requests of {whose} ({where})")
+        return
+    examples, misses = usage.counts(scope), usage.counts(scope, "misses")
+    print(
+        f"agent {engine.agent.name!r} ({scope}): history in {where}, "
+        + ("with" if usage.keep_text else "without")
+        + " request text"
+    )
+    for key in sorted(set(examples) | set(misses), key=str):
+        if tool is None or key == tool:
+            print(f"{key}\t{examples.get(key, 0)} examples\t{misses.get(key, 0)} misses")
+
+
 def print_notes(notes: list[str]) -> None:
     for line in notes:
         print(("contextsieve: " if not line.startswith("  ") else "") + line, file=sys.stderr, flush=True)

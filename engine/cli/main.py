@@ -214,6 +214,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the store holding the namespace when it is not the agent's: its segments are copied into the "
         "agent's store (the source is left as it was)",
     )
+    h = sub.add_parser(
+        "history",
+        help="what learning from use keeps for an agent (examples and misses per tool, kept as vectors unless "
+        "--remember-requests kept the text too), and --forget to delete it",
+    )
+    h.add_argument("agent", type=Path)
+    h.add_argument("--forget", action="store_true", help="delete the agent's recorded requests")
+    h.add_argument("--tool", metavar="SERVER:TOOL", help="only this tool's")
     g = sub.add_parser(
         "gateway",
         help="one MCP server (stdio) in front of the agent's servers, offering the task's tools",
@@ -414,6 +422,10 @@ def _run(args: argparse.Namespace) -> int:
             server_commands.serve(args)
         elif args.command == "stash":
             stash_command.stash(args)
+        elif args.command == "history":
+            from contextsieve.cli.agent_data import history
+
+            history(args)
         elif args.command == "gateway":
             server_commands.gateway(args)
         elif args.command == "inspect":

@@ -285,13 +285,13 @@ class Gateway:
         agent = self.engine.agent
         store = self.engine.store
         try:
-            used = store.usage().examples(store.usage_scope, 1000)
+            used = store.usage().counts(store.usage_scope)
         except ContextSieveError as e:
             _log.warning("the starter offer does not read the learned examples: %s", e)
             used = {}
         table = agent.table()
         pool = [table.keys[i] for i in range(len(table.keys)) if table.tool[i] and table.agent[i]]
-        counts = {k: len(used[k]) for k in pool if k in used}
+        counts = {k: used[k] for k in pool if k in used}
         if counts:
             return sorted(counts, key=lambda k: (-counts[k], str(k)))[:STARTER_TOOLS]
         if self._starter is None or self._starter[0] != table.shape:

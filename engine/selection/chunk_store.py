@@ -17,25 +17,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextsieve.agent.items import Item, ItemKey, ItemKind, Tool
-from contextsieve.agent.usage import UsageLog
+from contextsieve.agent.items import Item, ItemKey, Tool
+from contextsieve.agent.usage import Example, UsageLog, example_text
 from contextsieve.choices import RelationPooling
+from contextsieve.errors import InputError
 from contextsieve.progress import note
 from contextsieve.retrieval.bm25 import BM25Index, tokenize
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.retrieval.query_vectors import compose, plan_query
-from contextsieve.selection.chunking import Chunk, ChunkConfig, Summarizer, chunk_item, split_identifier
+from contextsieve.selection.chunking import (
+    VECTOR_EXAMPLE,
+    Chunk,
+    ChunkConfig,
+    Summarizer,
+    cap_example,
+    chunk_item,
+    split_identifier,
+)
+from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
 from contextsieve.selection.ranking import RelationGraph
 
-__all__ = ["ItemChunks", "ChunkStore", "IndexedChunks"]
+__all__ = ["ItemChunks", "ChunkStore"]
 
 #: From this many chunk texts to embed at once (about a second or more), :func:`~contextsieve.progress.note`
 #: says so before it starts.
 NOTE_FROM_TEXTS = 128
-
-_KINDS = list(ItemKind)
 
 
 #: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
@@ -153,8 +161,9 @@ class ChunkStore:
         self._usage_factory = usage_factory
         self._usage: UsageLog | None = None
         self.usage_scope = usage_scope
-        self.examples: dict[ItemKey, tuple[str, ...]] = {}  # recorded example requests per tool, newest first
-        self.misses: dict[ItemKey, tuple[str, ...]] = {}  # requests it was offered for and not called, newest first
+        self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
+        self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
+        self._kept: dict[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
         self._miss_vectors: tuple[object, np.ndarray, np.ndarray] | None = None  # (order, vectors, owner)
         self._examples_loaded = False
         self.index_config = index
@@ -268,7 +277,7 @@ class ChunkStore:
             self._slot_kind = grown
         for k, slot in zip(keys, slots.tolist()):
             self._index_slots[k] = slot
-            self._slot_kind[slot] = _KINDS.index(k.kind)
+            self._slot_kind[slot] = KINDS.index(k.kind)
 
     def usage(self) -> UsageLog:
         """The log of recorded tool examples (opened on first use)."""
@@ -279,22 +288,37 @@ class ChunkStore:
     def _load_examples(self) -> None:
         self._examples_loaded = True
         if self.config.max_examples > 0 and self._usage_factory is not None:
-            self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
-            self.misses = self.usage().examples(self.usage_scope, self.config.max_examples, "misses")
+            self._read_examples()
+
+    def _read_examples(self) -> None:
+        self.examples = self.usage().records(self.usage_scope, self.config.max_examples)
+        self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses")
+        self._kept = {
+            _example_chunk_text(e): e.vector
+            for kept in (self.examples, self.misses)
+            for v in kept.values()
+            for e in v
+            if e.vector is not None
+        }
+        dims = {v.shape[0] for v in self._kept.values()}
+        if len(dims) > 1:  # vectors of one model family have one length: the log is damaged
+            raise InputError(f"the usage log holds vectors of {len(dims)} different lengths for one model")
 
     def _reload(self) -> None:
-        self.examples = self.usage().examples(self.usage_scope, self.config.max_examples)
-        self.misses = self.usage().examples(self.usage_scope, self.config.max_examples, "misses")
+        self._read_examples()
         self._examples_loaded = True
         self._miss_vectors = None
         self._last = ([], {}, None)  # the next sync compares every item again
 
     def record_examples(self, message: str, tools: Sequence[ItemKey], kind: str = "examples") -> None:
-        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`); the
-        tools' chunks change at the next sync (their example chunks are embedded then). With
-        ``kind="misses"``: as a request each was offered for and not called."""
+        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`): its
+        vector (what a log keeps instead of the text, by default) is the one its example chunk has; the
+        tools' chunks change at the next sync. With ``kind="misses"``: as a request each was offered for
+        and not called."""
+        text = cap_example(example_text(message), self.config, self.embedder.count_tokens) if message.strip() else ""
+        vector = self._embed_chunks([text])[0] if text.strip() else None
         with self.lock:
-            self.usage().record(self.usage_scope, message, tools, kind)
+            self.usage().record(self.usage_scope, message, tools, kind, vector)
             self._reload()
 
     def forget_examples(self, tool: ItemKey | None = None, kind: str = "examples") -> int:
@@ -315,7 +339,7 @@ class ChunkStore:
         if memo is not None and memo[0] == tuple(order):
             return memo[1], memo[2]
         pos = {k: i for i, k in enumerate(order)}
-        rows = [(pos[k], text) for k, texts in self.misses.items() if k in pos for text in texts]
+        rows = [(pos[k], _example_chunk_text(e)) for k, kept in self.misses.items() if k in pos for e in kept]
         if rows:
             vectors = self._embed_chunks([t for _, t in rows])
             owner = np.array([p for p, _ in rows], np.int64)
@@ -353,7 +377,14 @@ class ChunkStore:
         :data:`EMBED_PART` texts at a time, each part put into the cache as soon as it is done (an
         interrupted indexing keeps what it finished: the next run embeds only the rest)."""
         self._disk_cache()
-        cached = self.cache.get(texts) if self.cache is not None else {}
+        kept = {i: self._kept[t] for i, t in enumerate(texts) if t in self._kept}  # vectors a usage log keeps
+        rest = [t for i, t in enumerate(texts) if i not in kept]
+        got = self.cache.get(rest) if self.cache is not None and rest else {}
+        rest_at = [i for i in range(len(texts)) if i not in kept]
+        cached = {**kept, **{rest_at[j]: v for j, v in got.items()}}
+        unknown = [texts[i] for i in rest_at if texts[i].startswith(VECTOR_EXAMPLE) and i not in cached]
+        if unknown:  # a recorded request kept as a vector only: never embed its placeholder
+            raise InputError(f"{len(unknown)} recorded request(s) kept as vectors are not in the usage log any more")
         missing = [i for i in range(len(texts)) if i not in cached]
         todo = [texts[i] for i in missing]
         fresh = None
@@ -435,7 +466,8 @@ class ChunkStore:
         todo: list[tuple[Item, tuple[object, ...], str, tuple[str, ...]]] = []
         for it in items:
             description = servers.get(it.server, "") if isinstance(it, Tool) else ""
-            examples = self.examples.get(it.key, ()) if isinstance(it, Tool) else ()
+            kept = self.examples.get(it.key, ()) if isinstance(it, Tool) else ()
+            examples = tuple(_example_chunk_text(e) for e in kept)
             fingerprint: tuple[object, ...] = (
                 it.name,
                 it.description,
@@ -485,7 +517,11 @@ class ChunkStore:
         quality tables measure keywords over the context against chunk text alone)."""
         self.matrix(order)
         if self._bm25 is None or self._bm25[0] is not self._matrix:
-            texts = [c.embed_text for k in order for c in self._items[k].chunks]
+            texts = [
+                "" if c.embed_text.startswith(VECTOR_EXAMPLE) else c.embed_text  # no words: kept as a vector
+                for k in order
+                for c in self._items[k].chunks
+            ]
             known = self._bm25_terms  # a rebuild after a change (a recorded example) tokenizes only new texts
             terms = [known[t] if t in known else tokenize(t) for t in texts]
             self._bm25_terms = dict(zip(texts, terms)) if len(texts) <= TERMS_KEPT_UP_TO else {}
@@ -543,29 +579,7 @@ class ChunkStore:
         return self._matrix[1], self._matrix[2]
 
 
-class IndexedChunks:
-    """A large agent's chunk index as requests search it, for one chunk matrix: the nearest chunks
-    of a domain as rows of the matrix (the store makes a new one when the matrix or index changes)."""
-
-    def __init__(self, index: ChunkIndex, matrix: object, rowmap: np.ndarray, slot_kind: np.ndarray) -> None:
-        self.index = index
-        self.matrix = matrix
-        self.chunks = index.chunks
-        self._rowmap = rowmap  # index chunk row -> matrix row (-1: a removed item's)
-        self._slot_kind = slot_kind
-        self._masks: dict[tuple[ItemKind, ...] | None, tuple[np.ndarray, int]] = {}
-
-    @property
-    def live(self) -> int:
-        """Live chunk vectors in the index."""
-        return self.index.live_chunks
-
-    def nearest(self, queries: np.ndarray, k: int, kinds: tuple[ItemKind, ...] | None) -> np.ndarray:
-        """Matrix rows of the ``k`` nearest chunks (max-pooled over the query rows) among items of
-        ``kinds`` (``None``: all), best first."""
-        mask = self._masks.get(kinds)
-        if mask is None:
-            slot_ok = None if kinds is None else np.isin(self._slot_kind, [_KINDS.index(x) for x in kinds])
-            mask = self._masks[kinds] = self.index.chunk_mask(slot_ok)
-        rows = self._rowmap[self.index.search_chunks(queries, k, mask=mask).idx]
-        return rows[rows >= 0]
+def _example_chunk_text(e: Example) -> str:
+    """What an example's chunk embeds: its text, or a placeholder of its digest when the log keeps only its
+    vector (resolved from the log, never embedded)."""
+    return e.text if e.text is not None else f"{VECTOR_EXAMPLE}{e.hash}"

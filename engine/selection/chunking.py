@@ -41,6 +41,8 @@ from contextsieve.retrieval.text import TextSplit, TokenCounter, fit_tokens, hea
 __all__ = [
     "Chunk",
     "ChunkConfig",
+    "VECTOR_EXAMPLE",
+    "cap_example",
     "chunk_item",
     "split_identifier",
     "Summarizer",
@@ -167,6 +169,19 @@ def split_identifier(name: str) -> str:
     return " ".join(re.sub(r"[_\-.]+", " ", name).split()) or name
 
 
+#: How an example request kept as a vector only (the default: :mod:`contextsieve.agent.usage`) is written
+#: in its chunk: this prefix and its digest (no words; its vector comes from the usage log).
+VECTOR_EXAMPLE = "\x00example:"
+
+
+def cap_example(example: str, config: ChunkConfig, count_tokens: TokenCounter | None) -> str:
+    """An example request as its chunk embeds it: cut to the token window (a placeholder of an example
+    kept as a vector is left as it is)."""
+    if example.startswith(VECTOR_EXAMPLE):
+        return example
+    return _cap(example, config.max_tokens - 2, count_tokens)
+
+
 def _cap(text: str, limit: int, count_tokens: TokenCounter | None) -> str:
     """``text`` cut at a word boundary to ``limit`` tokens (about 4 characters a token without a counter)."""
     if count_tokens is not None:
@@ -288,9 +303,14 @@ def chunk_item(
             Chunk(t, _with_context([context, x], e, config.max_tokens, count_tokens), i)
             for i, ((t, e), x) in enumerate(zip(pieces, extra([t for t, _ in pieces])))
         ]
-        shots = [_cap(ex, config.max_tokens - 2, count_tokens) for ex in list(examples)[: config.max_examples]]
+        shots = [cap_example(ex, config, count_tokens) for ex in list(examples)[: config.max_examples]]
         return own + [
-            Chunk(f"example request: {ex}", ex, len(own) + j) for j, ex in enumerate(s for s in shots if s.strip())
+            Chunk(
+                "example request (kept as a vector)" if ex.startswith(VECTOR_EXAMPLE) else f"example request: {ex}",
+                ex,
+                len(own) + j,
+            )
+            for j, ex in enumerate(s for s in shots if s.strip())
         ]
     head_chunks = split_text(header, config.text, count_tokens)
     prefix = _cap(header, config.max_header_tokens, count_tokens) if config.header_prefix else ""

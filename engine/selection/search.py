@@ -24,8 +24,9 @@ from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY, AgentSettings
 from contextsieve.kernels.scoring import query_scores, score_pool
 from contextsieve.retrieval.bm25 import tokenize
-from contextsieve.selection.chunk_store import ChunkStore, IndexedChunks
+from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry
+from contextsieve.selection.indexed_chunks import IndexedChunks
 from contextsieve.selection.ranking import (
     Expanded,
     Ranked,

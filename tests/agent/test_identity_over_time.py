@@ -215,7 +215,7 @@ def test_learned_examples_follow_the_agent(tmp_path: Path, registry: AgentRegist
     from contextsieve.agent.usage import UsageLog
 
     old = write_agent(tmp_path / "old" / "agent.yaml", mcpServers=servers)
-    UsageLog(tmp_path / "cache" / "usage.sqlite").record(str(old.resolve()), "restart checkout", [key])
+    UsageLog(tmp_path / "cache" / "usage.sqlite", keep_text=True).record(str(old.resolve()), "restart checkout", [key])
     e = engine(old)
     assert e.store.usage().examples(e.agent.identity, 5) == {key: ("restart checkout",)}
     assert e.store.usage().examples(str(old.resolve()), 5) == {}

@@ -62,7 +62,7 @@ def test_sessions_outcomes_and_explanations_name_such_tools(tmp_path: Path) -> N
     assert loaded.explain("open an issue", str(key)).key == str(key)
     session.record_outcome(request, [request.names.name(key)])
     session.record_tool_calls("open an issue about the login page", [str(key)])
-    log = UsageLog(tmp_path / "usage.sqlite")
+    log = UsageLog(tmp_path / "usage.sqlite", keep_text=True)
     log.record("proxy", "open an issue", [key])
     assert log.examples("proxy", 3) == {key: ("open an issue",)}
 

@@ -18,12 +18,15 @@ import pytest
 import yaml
 from mcp import Client, MCPError, StdioServerParameters, types
 
+from contextsieve.agent.usage import example_text
 from contextsieve.engine import Engine
 from contextsieve.mcp_client.client import ListConfig
 from contextsieve.mcp_server.gateway import build_gateway
+from contextsieve.retrieval.cache import text_key
 from tests.helpers.fake_embedder import FakeEmbedder
 
 TASK = "What time is it in Tokyo? And list the directory with the notes."
+TASK_KEY = text_key(example_text(TASK))  # how a usage log names a recorded request
 
 
 def server_command(name: str) -> str:
@@ -94,9 +97,9 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
             listing = text(await c.call_tool("files_list_directory", {"path": str(agent_file.parent / "files")}))
             assert "notes.txt" in listing
             # learning from use: each successful call keeps the task as an example of its tool
-            learned = engine.store.usage().examples(engine.store.usage_scope, 50)
+            learned = engine.store.usage().records(engine.store.usage_scope, 50)  # kept as vectors, not words
             assert {str(k) for k in learned} == {"tool:time:get_current_time", "tool:files:list_directory"}
-            assert all(v == (TASK,) for v in learned.values())
+            assert all([e.hash for e in v] == [TASK_KEY] and v[0].text is None for v in learned.values())
             with pytest.raises(MCPError, match="files_write_file.*not offered"):
                 await c.call_tool("files_write_file", {"path": "x", "content": "y"})
             found = json.loads(text(await c.call_tool("search_tools", {"query": "write a file", "limit": 2})))
@@ -122,16 +125,16 @@ def test_gateway_offers_forwards_refuses_and_survives_a_dead_server(agent_file: 
             )
             # the next task records the last one's outcome: the tools it selected and the host never
             # called become misses of the task's message (learning from the outcome)
-            assert engine.store.usage().examples(engine.store.usage_scope, 50, "misses") == {}
+            assert engine.store.usage().records(engine.store.usage_scope, 50, "misses") == {}
             await c.call_tool("set_task", {"message": "What time is it in Lisbon?"})
-            misses = engine.store.usage().examples(engine.store.usage_scope, 50, "misses")
+            misses = engine.store.usage().records(engine.store.usage_scope, 50, "misses")
             never = set(first_offer) - {
                 "time_get_current_time",
                 "files_list_directory",
                 "files_list_allowed_directories",
             }
             assert {f"{k.server}_{k.name}" for k in misses} == never and never
-            assert all(v == (TASK,) for v in misses.values())
+            assert all([e.hash for e in v] == [TASK_KEY] for v in misses.values())
 
     anyio.run(main)
 

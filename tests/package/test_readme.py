@@ -6,7 +6,8 @@ Conventions in README.md and docs/guide.md that this test relies on:
 - Every ```python block of README.md, then of docs/guide.md, is run, in order, each as a fresh ``python``
   process (this interpreter) in its own empty temporary working directory. All blocks share one temporary
   ``CONTEXTSIEVE_CACHE`` folder for the test session (the first block builds and measures the model
-  graphs there; nothing is downloaded). ``CONTEXTSIEVE_VARIANT`` and ``CONTEXTSIEVE_INT8_WEIGHTS`` are
+  graphs there; nothing is downloaded); each has its own empty ``CONTEXTSIEVE_DATA`` (an agent's learned
+  history is kept there: a reader running one example has none of another's). ``CONTEXTSIEVE_VARIANT`` and ``CONTEXTSIEVE_INT8_WEIGHTS`` are
   removed, so the defaults are what runs, and this interpreter's ``bin`` folder comes first on ``PATH``
   (for ``mcp-server-time``, installed by the ``test`` extra). A block must exit 0.
 - Expected output: when the first non-blank line after a python block ends with ``prints:`` (the pages
@@ -177,6 +178,7 @@ def test_each_page_has_checked_examples_of_each_job() -> None:
 def test_example_prints_what_the_page_shows(example: Example, readme_cache: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CONTEXTSIEVE_VARIANT", "CONTEXTSIEVE_INT8_WEIGHTS")}
     env["CONTEXTSIEVE_CACHE"] = str(readme_cache)
+    env["CONTEXTSIEVE_DATA"] = str(tmp_path / "data")  # a user's own data: no history of another example
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     script = tmp_path / "example.py"
     script.write_text(example.code, encoding="utf-8")

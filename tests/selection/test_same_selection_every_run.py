@@ -148,7 +148,9 @@ RUNS = [
 
 def test_the_same_requests_in_every_process(tmp_path: Path) -> None:
     caches = {name: tmp_path / f"cache-{name}" for name in ("a", "b")}
-    data = {name: tmp_path / f"data-{name}" for name in ("a", "b")}  # the agent registry, with its cache
+    # each run its own data folder: the agent registry and its learned history, which is an input of the
+    # selection (the same history, here none at the start); the model and vector caches are shared or not
+    data = {seed: tmp_path / f"data-{seed}" for seed, _, _, _ in RUNS}
     for folder in [*caches.values(), *data.values()]:
         folder.mkdir()
     outputs: list[tuple[str, bytes]] = []
@@ -178,11 +180,11 @@ def test_the_same_requests_in_every_process(tmp_path: Path) -> None:
 def _phase(
     phase: int, caches: dict[str, Path], data: dict[str, Path], started: list[tuple[str, subprocess.Popen[bytes]]]
 ) -> None:
-    """Start the runs of ``phase`` (appended to ``started``)."""
+    """Start the runs of ``phase`` (appended to ``started``); ``data``: each run's own data folder."""
     for seed, threads, cache, _ in (r for r in RUNS if r[3] == phase):
         warm = any(caches[cache].iterdir())
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        env |= {"CONTEXTSIEVE_CACHE": str(caches[cache]), "CONTEXTSIEVE_DATA": str(data[cache])}
+        env |= {"CONTEXTSIEVE_CACHE": str(caches[cache]), "CONTEXTSIEVE_DATA": str(data[seed])}
         env.pop("CONTEXTSIEVE_VARIANT", None)
         proc = subprocess.Popen(
             [sys.executable, __file__, str(threads)],

@@ -237,7 +237,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
         )
 
     msg = "undo the bad release of checkout"
-    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True)
+    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
     before = [x.key.name for x in e.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries]
     assert before == ["rerun"]
     e.record_tool_calls(msg, ["k8s:kubectl_rollout"])
@@ -246,10 +246,10 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
     assert [x.key.name for x in entries] == ["kubectl_rollout"]
     chunks = e.store.chunks_of(ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s")).chunks
     assert chunks[-1].text == f"example request: {msg}"
-    # persisted beside the embedding cache: a new engine on the same folder knows the example
-    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True)
+    # persisted in its history file: a new engine on the same file knows the example
+    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
     again = e2.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries
-    assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "usage.sqlite").exists()
+    assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "history.sqlite").exists()
     # bad calls record nothing
     with pytest.raises(UnknownItemError):
         e2.record_tool_calls("deploy it", ["k8s:kubectl_rollout", "k8s:nope"])
@@ -294,7 +294,7 @@ def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_recor
     from contextsieve.agent.usage import UsageLog
 
     path = tmp_path / "u" / "usage.sqlite"
-    log = UsageLog(path)
+    log = UsageLog(path, keep_text=True)
     assert log.examples("a", 5) == {} and not path.exists()  # reading creates nothing
     k = ItemKey(ItemKind.TOOL, "t", "s")
     for i in range(4):
@@ -302,6 +302,8 @@ def test_usage_log_keeps_the_newest_examples_and_creates_its_file_on_first_recor
     log.record("a", "message 1", [k])  # again: renewed, not duplicated
     assert log.examples("a", 3) == {k: ("message 1", "message 3", "message 2")}
     assert UsageLog(path).examples("a", 10)[k][0] == "message 1" and UsageLog(path).examples("b", 10) == {}
+    with pytest.raises(InputError, match="needs the request's vector"):
+        UsageLog(path).record("a", "no text kept, no vector given", [k])
     for bad in ("", "x \ud800"):
         with pytest.raises(InputError):
             log.record("a", bad, [k])

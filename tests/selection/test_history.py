@@ -1,0 +1,118 @@
+"""Learning from use is on by default and kept: what an agent loaded from a file learns survives its
+restarts under its own identity (a rename too), holds no user's words unless asked (vectors and tool
+keys), is bounded, never reaches another agent, and is forgotten with one command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from contextsieve import Engine
+from contextsieve.agent.items import ItemKey, ItemKind
+from contextsieve.agent.registry import AgentRegistry
+from contextsieve.agent.usage import KEEP_PER_TOOL, UsageLog
+
+SECRET = "roll back checkout for customer Zyxwvut-4242 after the 502s"
+ROLLBACK = ItemKey(ItemKind.TOOL, "rollback", "ops")
+RERUN = ItemKey(ItemKind.TOOL, "rerun", "ci")
+
+
+def _agent_file(path: Path, name: str = "ops-desk") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "name": name,
+        "systemPrompt": "You run operations.",
+        "mcpServers": {
+            "ops": {
+                "type": "stdio",
+                "command": "ops-mcp",
+                "serverToolDefaults": {"include": "agent"},
+                "tools": {"rollback": {"description": "Undo a service deploy", "inputSchema": {"type": "object"}}},
+            },
+            "ci": {
+                "type": "stdio",
+                "command": "ci-mcp",
+                "serverToolDefaults": {"include": "agent"},
+                "tools": {
+                    "rerun": {"description": "Rerun the failed release pipeline", "inputSchema": {"type": "object"}}
+                },
+            },
+        },
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _engine(path: Path, int8, data: Path, **kw: object) -> Engine:  # noqa: ANN001
+    return Engine.from_file(path, embedder=int8, cache_dir=False, registry=AgentRegistry(data / "agents.sqlite"), **kw)
+
+
+def test_learning_is_kept_under_the_identity_without_the_words(tmp_path: Path, int8, monkeypatch) -> None:  # noqa: ANN001
+    data = tmp_path / "data"
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(data))
+    path = _agent_file(tmp_path / "desk" / "agent.yaml")
+    first = _engine(path, int8, data)
+    before = first.session(tool_top_n=1, keyword_weight=0.0).build_request(SECRET).context.entries
+    first.record_tool_calls(SECRET, [RERUN if before[-1].key == ROLLBACK else ROLLBACK])
+    learned = RERUN if before[-1].key == ROLLBACK else ROLLBACK
+    assert first.history_path == data / "history.sqlite"
+    for f in data.rglob("*"):
+        assert not f.is_file() or b"Zyxwvut" not in f.read_bytes(), f  # the vector, not the words
+    path.rename(path.with_name("renamed.yaml"))
+    again = _engine(path.with_name("renamed.yaml"), int8, data)  # a restart, the file renamed meanwhile
+    assert again.store.usage().counts(again.store.usage_scope) == {learned: 1}
+    chosen = again.session(tool_top_n=1, keyword_weight=0.0).build_request(SECRET + " now").context.entries
+    assert [e.key for e in chosen if e.key.kind is ItemKind.TOOL] == [learned]
+    tool = next(c for c in again.store.chunks_of(learned).chunks if c.text.startswith("example request"))
+    assert tool.text == "example request (kept as a vector)"
+    other = _engine(_agent_file(tmp_path / "other" / "agent.yaml", "billing"), int8, data)
+    assert other.store.usage().counts(other.store.usage_scope) == {}  # never another agent's
+    # the one command that forgets
+    env = {"CONTEXTSIEVE_DATA": str(data), "PATH": "", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "history", str(path.with_name("renamed.yaml")), "--forget"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0 and "forgot 1 recorded requests" in done.stdout, done.stderr
+    assert _engine(path.with_name("renamed.yaml"), int8, data).store.usage().counts(again.store.usage_scope) == {}
+
+
+def test_the_words_are_kept_only_when_asked(tmp_path: Path, int8, monkeypatch) -> None:  # noqa: ANN001
+    data = tmp_path / "data"
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(data))
+    path = _agent_file(tmp_path / "desk" / "agent.yaml")
+    _engine(path, int8, data, remember_requests=True).record_tool_calls(SECRET, [ROLLBACK])
+    assert any(b"Zyxwvut" in f.read_bytes() for f in data.glob("history.sqlite*"))  # the file or its WAL
+    engine = _engine(path, int8, data, remember_requests=True)
+    assert engine.store.usage().examples(engine.store.usage_scope, 5) == {ROLLBACK: (SECRET,)}
+    code = Engine(engine.agent.__class__(name="made-in-code"), embedder=int8, cache_dir=False)
+    assert code.history_path is None  # an agent made in code learns in memory unless asked
+
+
+def test_the_history_is_bounded(tmp_path: Path) -> None:
+    log = UsageLog(tmp_path / "h.sqlite")
+    rng = np.random.default_rng(7)
+    for i in range(KEEP_PER_TOOL + 20):
+        log.record("a", f"request {i}", [ROLLBACK], vector=rng.standard_normal(8))
+    kept = log.records("a", 1000)[ROLLBACK]
+    assert len(kept) == KEEP_PER_TOOL and kept[0].text is None and kept[0].vector is not None
+    assert np.isclose(np.linalg.norm(kept[0].vector), 1.0, atol=1e-3)
+    with pytest.raises(Exception, match="finite"):
+        log.record("a", "bad vector", [ROLLBACK], vector=np.full(8, np.nan))
+    assert len(log.records("a", 1000)[ROLLBACK]) == KEEP_PER_TOOL  # nothing written
+
+
+def test_a_vector_of_another_model_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    UsageLog(path, model="model-a").record("a", "hello", [ROLLBACK], vector=np.ones(4))
+    assert UsageLog(path, model="model-b").records("a", 5) == {}  # no text to embed again: left out
+    UsageLog(path, model="model-a", keep_text=True).record("a", "hello", [ROLLBACK], vector=np.ones(4))
+    again = UsageLog(path, model="model-b").records("a", 5)[ROLLBACK][0]
+    assert again.text == "hello" and again.vector is None  # embedded again from its text
