@@ -12,7 +12,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-__all__ = ["connection_key", "connection_scope", "connection_state"]
+__all__ = ["connection_key", "connection_scope", "connection_state", "live_states", "request_meta"]
+
+
+def request_meta(ctx: Any, key: str) -> Any:
+    """The value of ``key`` in a request's ``_meta`` (``None`` when absent)."""
+    meta = getattr(getattr(ctx, "request_context", ctx), "meta", None)
+    return meta.get(key) if isinstance(meta, dict) else None
 
 
 def connection_key(ctx: Any) -> str | None:
@@ -33,11 +39,12 @@ def connection_key(ctx: Any) -> str | None:
 
 class _ConnectionStates:
     """Per-connection scratch state by :func:`connection_key`: released when a run's lifespan ends
-    (:func:`connection_scope`); HTTP sessions, whose end the server is not told of, are dropped after an
-    hour unused or past 10,000 at once (least recently used first)."""
+    (:func:`connection_scope`); HTTP sessions, whose end the server is not told of, are dropped after 30
+    minutes unused or past 10,000 at once (least recently used first): the MCP SDK's own limits of an
+    HTTP session, which it has ended by then."""
 
     MAX = 10_000
-    IDLE_SECONDS = 3600.0
+    IDLE_SECONDS = 1800.0
 
     def __init__(self) -> None:
         self._states: OrderedDict[str, tuple[dict[str, Any], float]] = OrderedDict()
@@ -60,6 +67,10 @@ class _ConnectionStates:
         with self._lock:
             self._states.pop(key, None)
 
+    def live(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [state for state, _ in self._states.values()]
+
 
 _STATES = _ConnectionStates()
 
@@ -70,6 +81,11 @@ def connection_state(ctx: Any) -> dict[str, Any] | None:
     through the SDK's public API only."""
     key = connection_key(ctx)
     return None if key is None else _STATES.get(key)
+
+
+def live_states() -> list[dict[str, Any]]:
+    """The state dicts of the stateful connections kept now (to tell each host of a change)."""
+    return _STATES.live()
 
 
 @asynccontextmanager

@@ -373,11 +373,26 @@ class Link:
             else:
                 await self._changed.wait()
 
-    def retry(self) -> None:
-        """Start a down server again when it has been down for :attr:`LinkOwner.retry_seconds`."""
+    def retry(self) -> bool:
+        """Start a down server again when it has been down for :attr:`LinkOwner.retry_seconds`; whether it
+        was (its state is ``starting`` from then on, until it is up or down again)."""
         if self.state == "down" and time.monotonic() - self.down_since >= self.gateway.retry_seconds:
             if self._wake is not None:
+                self.state = "starting"  # at once: a task waiting for it sees it start (run() sets it too)
                 self._wake.set()
+                return True
+        return False
+
+    async def settle(self) -> None:
+        """Return once the server is not starting (up, or down; its first start ended); at once when it is
+        not."""
+        import anyio
+
+        while not self.settled or self.state in ("starting", "idle"):
+            if self._changed is None:  # run() has not begun yet (it was just scheduled)
+                await anyio.sleep(0.01)
+            else:
+                await self._changed.wait()
 
     def stop(self) -> None:
         """End the connection (a start in progress at once; the server process is ended either way)."""

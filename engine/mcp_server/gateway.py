@@ -162,7 +162,9 @@ class GatewayHandlers:
             relay = _progress_relay(ctx)
             if self.warmup is not None:  # the model, loading in the background since the start
                 await self.warmup.wait(tool.name, relay)
-            await gw.first_starts(relay)  # a task right after the start: wait a bounded time for the servers
+            if tool is not SEARCH_TOOLS:
+                gw.retry_down()  # a new task: servers down long enough start again (it waits for them below)
+            await gw.first_starts(relay)  # servers starting: a bounded wait, so the task is chosen from their tools
             before = [t.key for t in gw.listed(ctx)]
             scope = ContextScope(
                 conv.session,
@@ -175,8 +177,6 @@ class GatewayHandlers:
             return error_result(str(e))
         if tool is SEARCH_TOOLS:
             self._mark_found(conv, result)
-        else:  # a new task: servers down long enough are tried again
-            gw.retry_down()
         notes = [*result.pop("notes", []), *gw.notes()]
         if tool is SET_TASK and not result["tools"] and not notes:
             notes.append("no tool of the agent matched this task; search_tools finds tools by what they do")
@@ -238,23 +238,24 @@ class GatewayHandlers:
         owners = gw.owners(ctx, key)
         result = await _forward(gw, key, args, _progress_relay(ctx))
         try:  # bookkeeping never turns a call that ran into an error
-            await self._learn(owners, key, result)
+            await self._learn(owners, key, result, gw.attributable(ctx))
         except Exception as e:  # noqa: BLE001 - e.g. the tool left its server's list while it ran
             _log.warning("the call of %s ran; recording it failed: %s", brief(name), e)
         return result
 
-    async def _learn(self, owners: list[Conversation], key: ItemKey, result: Any) -> None:
+    async def _learn(self, owners: list[Conversation], key: ItemKey, result: Any, attributable: bool) -> None:
         """Record a forwarded call: every conversation that may have made it counts it as called (so it is
-        no miss of their tasks); when exactly one may have, its task's message becomes an example of an
-        ``agent``-mode tool called successfully (learning from use; a call that may be another
-        conversation's teaches nothing)."""
+        no miss of their tasks); when it can be told to be one conversation's (``attributable``: a stateful
+        connection's, or a stateless request naming its conversation in ``_meta``) and exactly one may
+        have made it, that task's message becomes an example of an ``agent``-mode tool called successfully
+        (learning from use; a call that may be another conversation's teaches nothing)."""
         import anyio
 
         gw, agent = self.gw, self.gw.engine.agent
         failed = bool(getattr(result, "is_error", False))
         for conv in owners:
             conv.called[key] = conv.called.get(key, False) or failed
-        if len(owners) != 1 or failed or not gw.config.learn_from_calls:
+        if not attributable or len(owners) != 1 or failed or not gw.config.learn_from_calls:
             return
         conv = owners[0]
         if conv.task and agent.has(key) and agent.include_mode(agent.get(key)) is IncludeMode.AGENT:

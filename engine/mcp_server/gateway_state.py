@@ -34,7 +34,7 @@ from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
 from contextsieve.mcp_client.catalog import ToolCache, tool_hash
 from contextsieve.mcp_client.client import ListConfig
 from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig
-from contextsieve.mcp_server.connections import connection_key, connection_state
+from contextsieve.mcp_server.connections import connection_state, live_states, request_meta
 from contextsieve.mcp_server.downstream import RETRY_SECONDS, Link
 from contextsieve.session.assembly import Request
 
@@ -62,7 +62,14 @@ FIRST_TASK_WAIT = 10.0
 PROGRESS_SECONDS = 2.0
 #: The name of a connection's conversation when its host names none.
 DEFAULT_CONVERSATION = "default"
+#: Conversations one stateful connection keeps at most (the least recently used goes first).
+CONVERSATIONS_PER_CONNECTION = 100
+#: The ``_meta`` key by which a request of the stateless protocol may name its conversation (the handle
+#: an earlier result gave): its ``tools/list`` then shows that conversation's offer alone, and its
+#: forwarded calls count for that conversation (and teach it).
+CONVERSATION_META = "io.contextsieve/conversation"
 _CONVERSATIONS = "contextsieve.gateway.conversations"  # key of a connection's conversations in its state
+_HOST = "contextsieve.gateway.host"  # key of a connection's latest request session in its state (to notify)
 
 
 def _described(agent: Any, pool: list[ItemKey]) -> list[ItemKey]:
@@ -140,13 +147,13 @@ class Gateway:
             for name, s in engine.agent.servers.items()
             if s.config.get("type") != "internal"
         }
-        self.hosts: dict[str, Any] = {}  # stateful connections: the latest request session of each (to notify)
         self.bus = bus  # the SDK's subscription bus of the subscriptions/listen streams (2026-07-28 hosts)
         self.tg: Any = None
         #: Seconds a down server stays down before a new task starts it again (default :data:`RETRY_SECONDS`).
         self.retry_seconds = RETRY_SECONDS
         self._stateless: OrderedDict[str, tuple[Conversation, float]] = OrderedDict()
         self._starter: tuple[tuple[int, ...], list[ItemKey]] | None = None  # the cold starter, per tool set
+        self._deadline: float | None = None  # until when calls wait for the servers starting now
         self._lock = threading.Lock()
 
     # -- names --------------------------------------------------------------------------------------
@@ -177,20 +184,21 @@ class Gateway:
             raise ToolArgumentError("conversation must be the handle of an earlier result (1-100 characters)")
         state = connection_state(ctx)
         if state is not None:
-            key = connection_key(ctx)
-            assert key is not None
             with self._lock:
-                self.hosts[key] = ctx.session
-                convs: dict[str, Conversation] = state.setdefault(_CONVERSATIONS, {})
+                state[_HOST] = ctx.session
+                convs: OrderedDict[str, Conversation] = state.setdefault(_CONVERSATIONS, OrderedDict())
                 label = name or DEFAULT_CONVERSATION
-                if label not in convs:
-                    convs[label] = self._new(label)
-                return convs[label]
+                conv = convs.pop(label, None) or self._new(label)
+                convs[label] = conv  # the most recently used last
+                while len(convs) > CONVERSATIONS_PER_CONNECTION:
+                    convs.popitem(last=False)
+                return conv
+        name = name if name is not None else request_meta(ctx, CONVERSATION_META)
         now = time.monotonic()
         with self._lock:
             self._expire(now)
             if name is not None:
-                got = self._stateless.pop(name, None)
+                got = self._stateless.pop(name, None) if isinstance(name, str) else None
                 if got is None:
                     raise ToolArgumentError(
                         f"unknown or expired conversation {brief(name)}; call without one to start a new conversation"
@@ -212,20 +220,28 @@ class Gateway:
 
     def register(self, ctx: Any) -> None:
         """Note a stateful connection's latest request session, to tell it when its offer changes."""
-        key = connection_key(ctx)
-        if key is not None:
-            with self._lock:
-                self.hosts[key] = ctx.session
+        state = connection_state(ctx)
+        if state is not None:
+            state[_HOST] = ctx.session
 
     def conversations(self, ctx: Any) -> list[Conversation]:
-        """The conversations a request may act for: its connection's, or every live stateless one (a
-        request of the stateless protocol names none but its gateway tools' calls)."""
+        """The conversations a request acts for: its connection's; on the stateless protocol the one its
+        ``_meta`` names (:data:`CONVERSATION_META`), else every live one (such a request names no
+        conversation but its gateway tools' calls)."""
         state = connection_state(ctx)
         if state is not None:
             return list(state.get(_CONVERSATIONS, {}).values())
+        named = request_meta(ctx, CONVERSATION_META)
         with self._lock:
             self._expire(time.monotonic())
+            if isinstance(named, str) and named in self._stateless:
+                return [self._stateless[named][0]]
             return [c for c, _ in self._stateless.values()]
+
+    def attributable(self, ctx: Any) -> bool:
+        """Whether a forwarded call can be told to belong to one conversation: a stateful connection's, or
+        a stateless request whose ``_meta`` names its conversation."""
+        return connection_state(ctx) is not None or isinstance(request_meta(ctx, CONVERSATION_META), str)
 
     # -- what is offered ----------------------------------------------------------------------------
 
@@ -329,34 +345,39 @@ class Gateway:
     async def first_starts(
         self, report: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
     ) -> None:
-        """Wait while servers are in their first start, at most :data:`FIRST_TASK_WAIT` seconds, telling
+        """Wait while servers are starting (their first start, or a start again a task asked for), at most
+        until :data:`FIRST_TASK_WAIT` seconds after the first call that waited for that start, telling
         ``report`` (a progress callback) every :data:`PROGRESS_SECONDS` which are still starting: a task
-        right after the gateway started would otherwise be chosen from no tools (an empty listing cache)
-        or from yesterday's listing. At once when the gateway is not running or every server has started
-        before."""
+        right after the gateway started would otherwise be chosen from no tools (an empty listing cache) or
+        from yesterday's listing. At once when the gateway is not running or no server is starting."""
         import anyio
 
         if self.tg is None:
             return
         start = time.monotonic()
         while True:
-            waiting = [n for n, link in self.links.items() if not link.settled]
-            spent = time.monotonic() - start
-            if not waiting or spent >= FIRST_TASK_WAIT:
+            waiting = [n for n, link in self.links.items() if not link.settled or link.state == "starting"]
+            now = time.monotonic()
+            if not waiting:
+                self._deadline = None
+                return
+            if self._deadline is None:
+                self._deadline = now + FIRST_TASK_WAIT  # one bound for every call waiting for these starts
+            if now >= self._deadline:
                 return
             if report is not None:
                 try:
-                    await report(spent, FIRST_TASK_WAIT, f"waiting for server(s) {', '.join(waiting)} to start")
+                    await report(now - start, FIRST_TASK_WAIT, f"waiting for server(s) {', '.join(waiting)} to start")
                 except Exception:  # noqa: BLE001 - progress is best effort
                     pass
-            with anyio.move_on_after(min(PROGRESS_SECONDS, FIRST_TASK_WAIT - spent)):
+            with anyio.move_on_after(min(PROGRESS_SECONDS, self._deadline - now)):
                 for name in waiting:
-                    await self.links[name].first_start()
+                    await self.links[name].settle()
 
-    def retry_down(self) -> None:
-        """Start the servers that have been down for :attr:`retry_seconds` again (on a host's new task)."""
-        for link in self.links.values():
-            link.retry()
+    def retry_down(self) -> bool:
+        """Start the servers that have been down for :attr:`retry_seconds` again (on a host's new task);
+        whether any was."""
+        return any([link.retry() for link in self.links.values()])
 
     # -- tasks --------------------------------------------------------------------------------------
 
@@ -421,11 +442,14 @@ class Gateway:
         """Tell every host that its tool list changed: ``notifications/tools/list_changed`` to each
         connection of the handshake protocol, a ``tools/list_changed`` event on every
         ``subscriptions/listen`` stream of the 2026-07-28 protocol."""
-        for key, session in list(self.hosts.items()):
+        for state in live_states():
+            session = state.get(_HOST)
+            if session is None:
+                continue
             try:
                 await session.send_tool_list_changed()
             except Exception:  # noqa: BLE001 - that host is gone
-                self.hosts.pop(key, None)
+                state.pop(_HOST, None)
         await self.announce()
 
     async def announce(self) -> None:

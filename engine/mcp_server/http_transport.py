@@ -47,8 +47,9 @@ def guarded_app(
             return
         headers = dict(scope.get("headers") or [])
         if token is not None:
-            got = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(got, b"Bearer " + token.encode()):
+            scheme, _, got = headers.get(b"authorization", b"").strip().partition(b" ")
+            # the scheme name is case-insensitive (RFC 7235); the token is compared in constant time
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(got.strip(), token.encode()):
                 await reply(send, 401, b"missing or wrong bearer token")
                 return
         length = headers.get(b"content-length")

@@ -320,3 +320,74 @@ def test_select_context_on_a_cold_cache_offers_the_always_tools(tmp_path: Path, 
             assert sorted(task["tools"]) == ["probe_list", "probe_read", "probe_write"]
 
     anyio.run(main)
+
+
+def test_a_stateless_call_of_another_conversations_tool_teaches_nothing(tmp_path: Path) -> None:
+    """Found by probing: a stateless host with no task called a tool another host's search offered, and
+    the gateway recorded that host's message as an example of it. A call that names no conversation
+    (no handle in its _meta) teaches nothing; one that names it lists and learns for its own."""
+    from contextsieve.mcp_server.gateway import build_gateway
+    from contextsieve.mcp_server.gateway_state import CONVERSATION_META
+
+    tools = [{"name": n, "description": d} for n, (d, _) in TASKS.items()]
+    engine = _engine_on_test_server(tmp_path, tools, include="agent")
+
+    async def main() -> None:
+        gateway = build_gateway(engine)
+        async with Client(gateway) as b, Client(gateway) as c:  # two hosts of the 2026-07-28 protocol
+            with anyio.fail_after(60):
+                while not engine.agent.tools:
+                    await anyio.sleep(0.1)
+            got = result(await b.call_tool("set_task", {"message": TASKS["play_music"][1]}))
+            handle = got["conversation"]
+            assert "probe_play_music" in got["tools"]
+            mine = await b.list_tools(meta={CONVERSATION_META: handle})
+            assert {t.name for t in mine.tools} - {"set_task", "select_context", "search_tools"} == set(got["tools"])
+            await c.call_tool("probe_play_music", {"song": "x"})  # C names no conversation: B's tool, no lesson
+            assert engine.store.usage().counts(engine.store.usage_scope) == {}
+            await b.call_tool("probe_play_music", {"song": "y"}, meta={CONVERSATION_META: handle})
+            learned = engine.store.usage().counts(engine.store.usage_scope)
+            assert {str(k) for k in learned} == {"tool:probe:play_music"}
+
+    anyio.run(main)
+
+
+def test_only_the_first_task_waits_for_a_stuck_server(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
+    """Found by probing: while a server was stuck in its first start, every gateway call waited 10 s,
+    not just the first: the bound is one deadline for every call waiting for that start."""
+    tools = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, (d, _) in TASKS.items()]
+    stuck = {"type": "stdio", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    agent = _agent(tmp_path, {"desk": _raw(tmp_path, "desk", tools), "stuck": stuck})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextsieve", "gateway", str(agent), "--timeout", "60"],
+        env=_env(model_cache, tmp_path),
+    )
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            t0 = time.monotonic()
+            result(await c.call_tool("set_task", {"message": TASKS["book_hotel"][1]}))
+            first = time.monotonic() - t0
+            t1 = time.monotonic()
+            for tool in ("select_context", "set_task", "search_tools"):
+                args = {"query": "hotel"} if tool == "search_tools" else {"message": TASKS["send_email"][1]}
+                result(await c.call_tool(tool, args))
+            later = time.monotonic() - t1
+            assert first <= 15 and later < 5, (first, later)
+
+    anyio.run(main)
+
+
+def test_a_copy_of_the_bundled_example_is_refused_too(tmp_path: Path) -> None:
+    copy = tmp_path / "my-agent.yaml"
+    copy.write_bytes(example_agent_path().read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "gateway", str(copy)],
+        input="",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CONTEXTSIEVE_DATA": str(tmp_path / "data")},
+        timeout=60,
+    )
+    assert done.returncode == 1 and "placeholders" in done.stderr, done.stderr
