@@ -17,7 +17,6 @@ in their memory only (no cache folder, ``remember_requests=False``), sharing one
 
 from __future__ import annotations
 
-import inspect
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -297,10 +296,6 @@ def fold_engines(engine: Engine) -> Callable[[], Engine]:
     engine.index()
     shared = SharedVectors(engine.embedder, engine.store.cache)
     store = engine.store
-    # an engine that may keep history in a file takes history=False for memory (an agent loaded from a
-    # file otherwise keeps it under its identity); one that cannot keeps it in memory without a cache
-    private: dict[str, Any] = {"history": False} if "history" in inspect.signature(Engine).parameters else {}
-
     def make() -> Engine:
         fresh = Engine(
             engine.agent,
@@ -310,7 +305,7 @@ def fold_engines(engine: Engine) -> Callable[[], Engine]:
             summarizer=store.summarizer,
             index=store.index_config,
             remember_requests=False,
-            **private,
+            history=False,  # in memory: an agent loaded from a file would keep it under its identity
         )
         if fresh.store.usage().persistent:  # never: the guard that keeps the agent's own history untouched
             raise ContextSieveError("an evaluation engine would keep its history in a file; nothing was run")
