@@ -296,6 +296,7 @@ def fold_engines(engine: Engine) -> Callable[[], Engine]:
     engine.index()
     shared = SharedVectors(engine.embedder, engine.store.cache)
     store = engine.store
+
     def make() -> Engine:
         fresh = Engine(
             engine.agent,

@@ -187,7 +187,10 @@ def test_a_registry_that_cannot_be_written_fails_open(tmp_path: Path) -> None:
         engine = load(path, AgentRegistry(tmp_path / "data" / "agents.sqlite"))
     assert engine.resolution is None
     assert engine.agent.identity == path_identity("travel-desk", str(path.resolve()))
-    assert any(issubclass(w.category, AgentRegistryWarning) and "cannot open the agent registry" in str(w.message) for w in caught)
+    assert any(
+        issubclass(w.category, AgentRegistryWarning) and "cannot open the agent registry" in str(w.message)
+        for w in caught
+    )
     engine.agent.add_server(McpServer("s"))
     engine.agent.upsert(_tool("s", "t"))
     assert engine.agent.tool_names().name(ItemKey(ItemKind.TOOL, "t", "s")) == "s_t"  # names go on in memory

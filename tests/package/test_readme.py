@@ -7,9 +7,10 @@ Conventions in README.md and docs/guide.md that this test relies on:
   process (this interpreter) in its own empty temporary working directory. All blocks share one temporary
   ``CONTEXTSIEVE_CACHE`` folder for the test session (the first block builds and measures the model
   graphs there; nothing is downloaded); each has its own empty ``CONTEXTSIEVE_DATA`` (an agent's learned
-  history is kept there: a reader running one example has none of another's). ``CONTEXTSIEVE_VARIANT`` and ``CONTEXTSIEVE_INT8_WEIGHTS`` are
-  removed, so the defaults are what runs, and this interpreter's ``bin`` folder comes first on ``PATH``
-  (for ``mcp-server-time``, installed by the ``test`` extra). A block must exit 0.
+  history is kept there: a reader running one example has none of another's). ``CONTEXTSIEVE_VARIANT``
+  and ``CONTEXTSIEVE_INT8_WEIGHTS`` are removed, so the defaults are what runs, and this interpreter's
+  ``bin`` folder comes first on ``PATH`` (for ``mcp-server-time``, installed by the ``test`` extra). A
+  block must exit 0.
 - Expected output: when the first non-blank line after a python block ends with ``prints:`` (the pages
   write "It prints:"), the next line must open a ```text block, and that block is the block's expected
   stdout. The two are compared line by line after stripping trailing whitespace from each line and

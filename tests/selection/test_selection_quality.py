@@ -237,7 +237,9 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
         )
 
     msg = "undo the bad release of checkout"
-    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
+    e = Engine(
+        agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
+    )
     before = [x.key.name for x in e.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries]
     assert before == ["rerun"]
     e.record_tool_calls(msg, ["k8s:kubectl_rollout"])
@@ -247,7 +249,9 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
     chunks = e.store.chunks_of(ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s")).chunks
     assert chunks[-1].text == f"example request: {msg}"
     # persisted in its history file: a new engine on the same file knows the example
-    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
+    e2 = Engine(
+        agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
+    )
     again = e2.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries
     assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "history.sqlite").exists()
     # bad calls record nothing

@@ -42,7 +42,9 @@ MSG = "rain in Paris tomorrow for a city trip"
 
 
 def test_misses_lower_a_tool_by_the_weight_times_closeness_and_explain_says_so(tmp_path: Path) -> None:
-    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
+    e = Engine(
+        agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
+    )
     s = e.session(outcome_weight=0.25, keyword_weight=0.0)
     request = s.build_request(MSG)
     offered = {t["name"] for t in request.tools}
@@ -79,7 +81,9 @@ def test_misses_lower_a_tool_by_the_weight_times_closeness_and_explain_says_so(t
     }[AIR] == pytest.approx(before[AIR])
 
     # persisted beside the examples: a new engine on the same folder has the miss
-    e2 = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
+    e2 = Engine(
+        agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
+    )
     assert e2.store.usage().examples("travel", 10, "misses")[AIR] == (MSG,)
     t3 = e2.session(outcome_weight=0.25).build_request(MSG).trace
     assert t3 is not None and t3.facts(AIR).outcome == pytest.approx(-0.25, abs=1e-5)  # type: ignore[union-attr]
@@ -92,7 +96,9 @@ def test_misses_lower_a_tool_by_the_weight_times_closeness_and_explain_says_so(t
 
 
 def test_bad_outcomes_are_typed_and_record_nothing(tmp_path: Path) -> None:
-    e = Engine(agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite")
+    e = Engine(
+        agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
+    )
     s = e.session()
     request = s.build_request(MSG)
     with pytest.raises(InputError):
