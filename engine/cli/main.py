@@ -46,6 +46,27 @@ _REMEMBER_HELP = (
 )
 
 
+def _http_arguments(p: argparse.ArgumentParser) -> None:
+    """The HTTP transport's options of ``serve`` and ``gateway``."""
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP only (default 127.0.0.1); an address other machines can reach needs --token-env",
+    )
+    p.add_argument("--port", type=_port, default=8000, help="HTTP only (default 8000; 0: any free port)")
+    p.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
+    )
+    p.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="HTTP only: serve a --host other machines can reach without a token (when something in front of "
+        "the server authenticates); refused otherwise",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     from contextsieve import __version__
 
@@ -108,23 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("agent", type=Path)
     v.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    v.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="HTTP only (default 127.0.0.1); an address other machines can reach needs --token-env",
-    )
-    v.add_argument("--port", type=_port, default=8000, help="HTTP only (default 8000; 0: any free port)")
-    v.add_argument(
-        "--token-env",
-        metavar="VAR",
-        help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
-    )
-    v.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help="HTTP only: serve a --host other machines can reach without a token (when something in front of "
-        "the server authenticates); refused otherwise",
-    )
+    _http_arguments(v)
     v.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help=_LOG_HELP)
     v.set_defaults(usage_error=v.error)
     v.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
@@ -238,22 +243,7 @@ def _parser() -> argparse.ArgumentParser:
         help="stdio (default: one host) or streamable HTTP at http://HOST:PORT/mcp (many hosts, each "
         "conversation its own offer)",
     )
-    g.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="HTTP only (default 127.0.0.1); an address other machines can reach needs --token-env",
-    )
-    g.add_argument("--port", type=_port, default=8000, help="HTTP only (default 8000; 0: any free port)")
-    g.add_argument(
-        "--token-env",
-        metavar="VAR",
-        help="HTTP only: require 'Authorization: Bearer <token>' with the token read from this environment variable",
-    )
-    g.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help="HTTP only: serve a --host other machines can reach without a token (something in front authenticates)",
-    )
+    _http_arguments(g)
     g.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help=_LOG_HELP)
     g.set_defaults(usage_error=g.error)
     g.add_argument(

@@ -202,9 +202,12 @@ def test_learned_examples_follow_the_agent(tmp_path: Path, registry: AgentRegist
     path = write_agent(tmp_path / "proj" / "agent.yaml", mcpServers=servers)
     key = ItemKey(ItemKind.TOOL, "restart", "ops")
 
+    class Named(FakeEmbedder):
+        model_id = "fake-for-history"  # a model id: its history may be kept in a file
+
     def engine(at: Path) -> Engine:
         e = Engine.from_file(
-            at, registry=registry, embedder=FakeEmbedder(), cache_dir=tmp_path / "cache", remember_requests=True
+            at, registry=registry, embedder=Named(), cache_dir=tmp_path / "cache", remember_requests=True
         )
         e.agent.upsert(Tool("ops", "restart", "Restart a service", {"type": "object"}, include=IncludeMode.AGENT))
         return e

@@ -23,30 +23,37 @@ def free_port() -> int:
 
 @contextmanager
 def http_server(
-    model_cache: Path, *args: str, token: str | None = "t0ken-for-the-test", agent: Path | None = None
+    model_cache: Path,
+    *args: str,
+    token: str | None = "t0ken-for-the-test",
+    agent: Path | None = None,
+    command: str = "serve",
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """A served agent (default: the bundled example, offline) with ``args`` added to ``serve``'s
-    command line; yields its URL (``http://127.0.0.1:PORT/mcp``). Caches and data live under
-    ``model_cache``. ``token=None``: no bearer token required."""
+    """A served agent (default: the bundled example, offline) with ``args`` added to ``serve``'s command
+    line (``command="gateway"``: the gateway's, not offline); yields its URL (``http://127.0.0.1:PORT/mcp``).
+    Caches and data live under ``model_cache`` unless ``env`` says otherwise. ``token=None``: no bearer
+    token required."""
     port = free_port()
     env = {
         **os.environ,
         "CONTEXTSIEVE_CACHE": str(model_cache),
         "CONTEXTSIEVE_DATA": str(model_cache / "data"),
+        **(env or {}),
         "CS_TEST_TOKEN": token or "",
     }
     cmd: Sequence[str] = [
         sys.executable,
         "-m",
         "contextsieve",
-        "serve",
+        command,
         str(agent or example_agent_path()),
         "--transport",
         "http",
         "--port",
         str(port),
         *(["--token-env", "CS_TEST_TOKEN"] if token is not None else []),
-        "--offline",
+        *(["--offline"] if command == "serve" else []),
         *args,
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

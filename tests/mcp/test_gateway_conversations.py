@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from contextsieve.agent.agentfile import example_agent_path
 from tests.helpers.fake_embedder import FakeEmbedder
-from tests.helpers.servers import free_port
+from tests.helpers.servers import http_server
 
 DATA = Path(__file__).parents[1] / "data"
 RAW = DATA / "mcp_raw_server.py"
@@ -68,32 +66,6 @@ def _calls(log: Path) -> list[str]:
 
 def _env(model_cache: Path, folder: Path) -> dict[str, str]:
     return {**os.environ, "CONTEXTSIEVE_CACHE": str(model_cache), "CONTEXTSIEVE_DATA": str(folder / "data")}
-
-
-@contextmanager
-def http_gateway(agent: Path, env: dict[str, str], *args: str) -> Iterator[str]:
-    """``contextsieve gateway AGENT --transport http`` on a free port; yields its URL."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "contextsieve", "gateway", str(agent), "--transport", "http", "--port", str(port)]
-    proc = subprocess.Popen([*cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        assert proc.stderr is not None
-        seen: list[str] = []
-        deadline = time.monotonic() + 120
-        while not seen or url not in seen[-1]:
-            line = proc.stderr.readline().decode()
-            assert line or proc.poll() is None, "".join(seen)
-            assert time.monotonic() < deadline, "".join(seen)
-            seen.append(line)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def result(r: Any) -> dict[str, Any]:
@@ -152,7 +124,9 @@ def test_twelve_hosts_eight_rounds_each_get_their_own_offer(
                 tg.start_soon(client, where, i)
 
     if transport == "http":
-        with http_gateway(agent, _env(model_cache, tmp_path)) as url:
+        with http_server(
+            model_cache, agent=agent, command="gateway", token=None, env=_env(model_cache, tmp_path)
+        ) as url:
             anyio.run(main, url)
     else:  # twelve hosts of one gateway in process (each its own connection on the handshake)
         from contextsieve.engine import Engine
