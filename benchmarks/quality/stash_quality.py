@@ -1,17 +1,21 @@
 """Stash retrieval quality on a long multi-session conversation set: recall@5/@10 of evidence turns.
 
-    python -m benchmarks.quality.stash_quality [--data benchmarks/data/conversations] [--fp32]
+    python -m benchmarks.quality.stash_quality [--data benchmarks/data/conversations] [--speaker source] [--time]
+    python -m benchmarks.quality.stash_quality --plays [--speaker source] [--time]
     python -m benchmarks.quality.stash_quality --beir ../shared/eval/scifact [--split train|test]
     python -m benchmarks.quality.stash_quality --realmem ../shared/eval/realmem [--limit N]
 
 Every turn of each conversation is stashed (one stash session per conversation) as
-``"<Speaker>: <text>"`` with its session's date; each question retrieves from its conversation's
+``"<Speaker>: <text>"`` (``--speaker source``: as its text with the speaker as its ``source``) with
+its session's date as its timestamp; each question retrieves from its conversation's
 session and is scored by the share of its evidence turns in the top 5 / top 10 (averaged over
 questions). Rankings compared, all over the same stored vectors: dense alone, BM25 alone, a fixed
 0.7/0.3 hybrid, the default :class:`~contextsieve.stash.ranking.RankConfig`, and sweeps of the keyword weight
 and of the decay weights. Ages are measured now (the conversations are years old, so the decays are
 flat) and, as a second column for the default, at the day after each conversation's last session
-(recent sessions favoured by the decays). No LLM anywhere.
+(recent sessions favoured by the decays). A set whose questions carry a ``kind`` is also scored by kind
+(the default ranking beside issue 41's and issue 28's); ``--time`` prints the p50 of a retrieve with the
+default and with issue 41's ranking. No LLM anywhere.
 
 With ``--beir FOLDER`` the same rankings run on a BEIR-format set instead (SciFact: 5,183 abstracts
 stashed as ``research`` segments, each ``title + " " + text``, long ones cut into the store's
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -40,8 +45,10 @@ from contextsieve.stash.segment import NewSegment
 from contextsieve.stash.store import StashStore
 
 DATA = common.DATA / "conversations"
-#: The default ranking before issue 41 (no day stage, no names).
-BEFORE_41 = RankConfig(day_weight=0.0, name_weight=0.0)
+#: The default ranking before issue 41 (no day stage, no names, no speakers).
+BEFORE_41 = RankConfig(day_weight=0.0, name_weight=0.0, speaker_weight=0.0, unnamed_weight=0.0)
+#: The default ranking before issue 49 (no speaker part, the query's names kept in its vector).
+BEFORE_49 = RankConfig(speaker_weight=0.0, unnamed_weight=0.0)
 
 
 def load(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -75,7 +82,9 @@ def evaluate(
 
 def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     """The rankings compared on every set (name, weights, ages measured at the conversation's end)."""
-    flat = dict(created_weight=0.0, stashed_weight=0.0, day_weight=0.0, name_weight=0.0)
+    flat = dict(
+        created_weight=0.0, stashed_weight=0.0, day_weight=0.0, name_weight=0.0, speaker_weight=0.0, unnamed_weight=0.0
+    )
     rows: list[tuple[str, RankConfig, bool]] = [
         ("dense", RankConfig(similarity_weight=1.0, keyword_weight=0.0, **flat), False),
         ("bm25", RankConfig(similarity_weight=0.0, keyword_weight=1.0, **flat), False),
@@ -88,7 +97,14 @@ def fusion_rows() -> list[tuple[str, RankConfig, bool]]:
     rows.append(("default, spread power 1", RankConfig(spread_power=1.0), False))
     rows.append(("default, day stage off", RankConfig(day_weight=0.0), False))
     rows.append(("default, names off", RankConfig(name_weight=0.0), False))
-    rows.append(("default, both off (issue 28)", BEFORE_41, False))
+    rows.append(("default, all four off (issue 28)", BEFORE_41, False))
+    rows.append(("default, speaker off", RankConfig(speaker_weight=0.0), False))
+    rows.append(("default, unnamed off", RankConfig(unnamed_weight=0.0), False))
+    rows.append(("default, both off (issue 41)", BEFORE_49, False))
+    for w in (0.05, 0.2):
+        rows.append((f"default, speaker {w}", RankConfig(speaker_weight=w), False))
+    for u in (0.5, 1.0):
+        rows.append((f"default, unnamed {u}", RankConfig(unnamed_weight=u), False))
     for kw in (0.1, 0.2, 0.3, 0.4, 0.5):
         rows.append(
             (f"hybrid {1 - kw:.1f}/{kw:.1f}", RankConfig(similarity_weight=1 - kw, keyword_weight=kw, **flat), False)
@@ -221,6 +237,19 @@ def main(argv: list[str] | None = None) -> int:
         default="type",
         help="how segments are embedded, comma-separated: type (the default, StashConfig.embed_type) and/or plain",
     )
+    ap.add_argument(
+        "--speaker",
+        choices=("text", "source"),
+        default="text",
+        help='conversations and plays: a turn stashed as "<Speaker>: <text>" (default) or as its text with '
+        "the speaker as its source",
+    )
+    ap.add_argument(
+        "--time",
+        action="store_true",
+        help="conversations and plays: also time each question's retrieve with the default and with issue 41's "
+        "ranking, alternately, and print both p50s",
+    )
     args = ap.parse_args(argv)
     forms = [f for f in args.forms.split(",") if f]
     if not forms or set(forms) - {"type", "plain"}:
@@ -233,15 +262,27 @@ def main(argv: list[str] | None = None) -> int:
         elif args.plays:
             from tests.helpers import plays
 
-            conversations(args.data, args.fp32, form == "type", (plays.turns(), plays.questions()))
+            conversations(
+                args.data, args.fp32, form == "type", (plays.turns(), plays.questions()), args.speaker, args.time
+            )
         else:
-            conversations(args.data, args.fp32, form == "type")
+            conversations(args.data, args.fp32, form == "type", speaker=args.speaker, timing=args.time)
     return 0
 
 
-def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[dict], list[dict]] | None = None) -> None:
+def conversations(
+    data: Path,
+    fp32: bool,
+    embed_type: bool,
+    given: tuple[list[dict], list[dict]] | None = None,
+    speaker: str = "text",
+    timing: bool = False,
+) -> None:
     """This project's conversation set (see the module docstring), or ``given`` turns and questions of
-    the same form (the plays set)."""
+    the same form (the plays set). ``speaker``: each turn stashed as ``"<Speaker>: <text>"`` (``text``)
+    or as its text with the speaker as its ``source`` (``source``). ``timing``: also the p50 of a
+    retrieve (top 10) with the default and with issue 41's ranking, each question retrieved with the two
+    alternately, three times."""
     from contextsieve.models.embedder import Embedder
 
     turns, questions = given or load(data)
@@ -257,13 +298,18 @@ def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[di
         t0 = time.perf_counter()
         ids: dict[str, str] = {}
         for c, ts in by_conv.items():
-            segs = [NewSegment(f"{t['speaker']}: {t['text']}", timestamp=when(t["date"])) for t in ts]
+            segs = [
+                NewSegment(f"{t['speaker']}: {t['text']}", timestamp=when(t["date"]))
+                if speaker == "text"
+                else NewSegment(t["text"], source=t["speaker"], timestamp=when(t["date"]))
+                for t in ts
+            ]
             r = store.stash(segs, session=f"conv{c}")
             ids.update({t["id"]: sid for t, sid in zip(ts, r.segment_ids)})
         stash_s = time.perf_counter() - t0
         print(
             f"# stash_quality: {len(turns)} turns in {len(by_conv)} conversations, {len(questions)} questions; "
-            f"embed_type={embed_type}"
+            f"embed_type={embed_type}; speaker in the {'text' if speaker == 'text' else 'source'}"
         )
         print(f"# stashed in {stash_s:.1f} s; {cpu_summary()}; model {'fp32' if fp32 else 'int8'}")
         rows = fusion_rows()
@@ -280,10 +326,28 @@ def conversations(data: Path, fp32: bool, embed_type: bool, given: tuple[list[di
         kinds = sorted({str(q["kind"]) for q in questions if "kind" in q})
         for kind in kinds:  # the plays set labels its questions by kind
             mine = [q for q in questions if q.get("kind") == kind]
-            for label, rank in (("default", RankConfig()), ("issue 28", BEFORE_41)):
+            for label, rank in (("default", RankConfig()), ("issue 41", BEFORE_49), ("issue 28", BEFORE_41)):
                 r5, r10 = evaluate(store, mine, ids, rank, None)
                 print(f"{label + ', ' + kind + f' ({len(mine)})':<40} {r5:>6.3f} {r10:>6.3f}")
+        if timing:
+            print(retrieve_times(store, questions, {"default": RankConfig(), "issue 41": BEFORE_49}))
         store.close()
+
+
+def retrieve_times(store: StashStore, questions: list[dict], ranks: dict[str, RankConfig], rounds: int = 3) -> str:
+    """The p50 in ms of a retrieve (top 10) with each ranking, every question retrieved with each in
+    turn, ``rounds`` times, so the rankings share the machine's phases."""
+    took: dict[str, list[float]] = {name: [] for name in ranks}
+    for _ in range(rounds):
+        for q in questions:
+            for name, rank in ranks.items():
+                store.config = dataclasses.replace(store.config, rank=rank)
+                t0 = time.perf_counter()
+                store.retrieve(q["question"], session=f"conv{q['conversation']}", top_k=10, min_similarity=-1.0)
+                took[name].append((time.perf_counter() - t0) * 1000)
+    store.config = dataclasses.replace(store.config, rank=RankConfig())
+    p50 = ", ".join(f"{name} {statistics.median(ms):.2f} ms" for name, ms in took.items())
+    return f"# retrieve p50 over {len(questions)} questions x {rounds} rounds: {p50}; {cpu_summary()}"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Recall experiments for the stash, every variant on every set in one table (issue 28).
 
     python -m benchmarks.quality.stash_recall [--sets conv,plays,realmem,scifact] [--embeddings plain,type,...]
-        [--rank-embedding type] [--rankings "default,bm25 b 0.25"] [--cache DIR] [--limit N]
+        [--rank-embedding type] [--rankings "default,bm25 b 0.25" | issue49] [--cache DIR] [--limit N]
 
 What a variant changes is either the text embedded for a segment (the stored text stays the turn)
 or the ranking. Embedding variants: ``plain`` (``"Speaker: text"``, as ``stash_quality`` stashes a
@@ -29,9 +29,23 @@ its dialogue session), a boost for segments dated near the date the question poi
 "yesterday", "two weeks ago", "last month", "in May", "last Monday", relative to the time asked), the
 question's names and quoted phrases found verbatim (``names``, the store's own
 :func:`~contextsieve.stash.names.query_names`), and the second pass kept to other sessions or days than
-the best hit's (``hop ... other``: multi-hop evidence sits in two scenes). The plays set's questions
-are also scored by kind (single-hop, multi-hop, temporal, open-domain) in a second table. ``Ranking()``
-is the store's default before issue 41 (no day stage, no names): every row changes one thing of it.
+the best hit's (``hop ... other``: multi-hop evidence sits in two scenes). Issue 49's, each added to
+the store's default of issue 41 (row ``today``; ``49`` is the default since): a candidate raised when
+the query names its speaker (``speaker``: the store's :func:`~contextsieve.stash.names.speaker_labels`
+read off the turn as stashed, ``"Maya: ..."``), the dense cosine taken with the query moved towards
+the query without its names once a candidate's speaker is named (``unnamed``: the store's
+:func:`~contextsieve.stash.ranking.unnamed_query`; ``speakers' names only`` takes out only the
+names that are speakers, ``+ terms`` takes them out of the keyword terms too), a spread of the top
+over days for questions whose evidence spans sessions (``spread mmr W from P``: from place P on, each
+pick lowers the later candidates of its day by W; ``spread floor F from P``: after place P, the best
+candidate of each day not yet shown whose score is at least F times the best comes next), the turns
+beside the best ten candidates raised by a share of their score (``neighbours``, ``next``: only the
+turn after, ``same speaker``: only a turn of the same speaker), and a date the query writes ("April
+12th", "8 May, 2023", "in June") matched against the dates a segment writes and its creation date
+(``text dates``). The questions of the sets that label them (the conversations: single-hop and
+multi-hop; the plays: single-hop, multi-hop, temporal, open-domain) are also scored by kind in a
+second table. ``Ranking()`` is the store's default before issue 41 (no day stage, no names): the rows
+before ``today`` each change one thing of it.
 ``--rank-embedding`` picks the vectors the ranking variants run over (``plain``, or ``type``, the
 store's default form).
 
@@ -45,8 +59,9 @@ variant, so many variants cost one embedding each. It follows the store within a
 (docs/stash.md compares the two); a variant that wins here is then measured through the store's API
 before it becomes a default.
 
-Sets: ``conv`` (this project's conversation set, benchmarks/data/conversations: short turns,
-factoid questions, one evidence turn; ages flat), ``plays`` (real dialogue: four Shakespeare plays,
+Sets: ``conv`` (this project's conversation set, benchmarks/data/conversations: short turns, 240
+factoid questions with one evidence turn and 32 multi-hop ones gathering one speaker's turns of two or
+three sessions; ages flat), ``plays`` (real dialogue: four Shakespeare plays,
 a scene per session, 120 questions of four kinds, benchmarks/data/plays; ages flat), ``realmem``
 (../shared/eval/realmem, measured as ``stash_quality --realmem``: each request over the turns of
 earlier sessions at its session's date; score: evidence sessions owning a top-k turn), ``scifact``
@@ -75,8 +90,8 @@ from contextsieve.models.cpu import cpu_summary
 from contextsieve.retrieval.bm25 import Bm25Config, TermIndex
 from contextsieve.retrieval.fusion import spread_weights
 from contextsieve.stash.backend import QUERY_FUNCTION_TERMS, index_terms
-from contextsieve.stash.names import name_share, query_names
-from contextsieve.stash.ranking import RankConfig, group_best
+from contextsieve.stash.names import name_share, names_speaker, query_names, speaker_labels, without_names
+from contextsieve.stash.ranking import RankConfig, group_best, unnamed_query
 from tests.helpers import plays
 
 EVAL = Path(__file__).resolve().parents[3] / "shared" / "eval"
@@ -217,14 +232,43 @@ class Ranking:
     spread_power: float = RankConfig().spread_power  # the store's per-query weights (norm max only)
     spread_top: int = RankConfig().spread_top
     forward: float = 0.0  # each turn gains this x the fused score of the turn before it in its session
-    speaker: float = 0.0  # a turn whose speaker the query names gains this much
+    speaker: float = 0.0  # a turn whose speaker the query names gains this much (the store's speaker labels)
+    strip: float = 0.0  # dense: this share of the cosine is the query's without the speaker names it holds
+    strip_kw: bool = False  # keyword terms: the same
+    strip_all: bool = True  # with strip: every name of the query out (the store's); False: the speakers' only
     kw_forward: float = 0.0  # each turn's BM25 gains this x its previous turn's (same session)
     hop: float = 0.0  # second pass (query + the best hit) fills places 6-10; its weight on the best hit
     hop_other: bool = False  # the second pass leaves out the best hit's group (multi-hop: another scene)
     group: str = "session"  # what session prior, stage and hop_other group by: session, or day (of the date)
     stage: int = 0  # >0: second stage, the candidates of the best N groups (by best score) first
     names: float = 0.0  # a candidate gains this x the share of the query's names / quoted phrases it holds
+    names_not_spoken: bool = False  # the names part leaves out the names of speakers
+    text_dates: float = 0.0  # a candidate gains this when a date the query writes is one it writes or was made on
+    neighbour: float = 0.0  # the turns beside the best candidates gain this x the candidate's score
+    neighbour_top: int = 10
+    neighbour_side: str = "both"  # or "next"
+    neighbour_same_speaker: bool = False
+    spread: float = 0.0  # spread over days: the MMR weight, or the floor (spread_kind "floor")
+    spread_kind: str = "mmr"
+    spread_start: int = 0
     dates: float = 0.0  # a candidate gains this x its date's closeness to the date the query points to
+
+
+#: The store's default since issue 41 (its day stage and names); the rows of issue 49 each add to it.
+TODAY = Ranking(session_prior=0.1, group="day", names=0.05)
+
+
+def _today(**change: object) -> Ranking:
+    return dataclasses.replace(TODAY, **change)  # type: ignore[arg-type]
+
+
+#: The store's default since issue 49: the speaker part and the query without its names (once it
+#: names a candidate's speaker) added to :data:`TODAY`.
+FORTY_NINE = _today(strip=0.75, speaker=0.1)
+
+
+def _49(**change: object) -> Ranking:
+    return dataclasses.replace(FORTY_NINE, **change)  # type: ignore[arg-type]
 
 
 RANKINGS: dict[str, Ranking] = {
@@ -299,6 +343,33 @@ RANKINGS: dict[str, Ranking] = {
     "session prior 0.1 by day + names 0.1": Ranking(session_prior=0.1, group="day", names=0.1),
     "session prior 0.05 by day + names 0.05": Ranking(session_prior=0.05, group="day", names=0.05),
     "session prior 0.05 by day + names 0.1": Ranking(session_prior=0.05, group="day", names=0.1),
+    # issue 49: each row adds to today's default (the day stage and names of issue 41)
+    "today": TODAY,
+    "today + speaker 0.1": _today(speaker=0.1),
+    "today + speaker 0.2": _today(speaker=0.2),
+    "today + unnamed 0.75": _today(strip=0.75),
+    "today + unnamed 0.75 speakers' names only": _today(strip=0.75, strip_all=False, speaker=0.1),
+    "today + unnamed 0.75 + terms": _today(strip=0.75, strip_kw=True, speaker=0.1),
+    "49": FORTY_NINE,
+    "49 speaker 0.05": _49(speaker=0.05),
+    "49 speaker 0.2": _49(speaker=0.2),
+    "49 unnamed 0.5": _49(strip=0.5),
+    "49 unnamed 1.0": _49(strip=1.0),
+    "49 day 0": _49(session_prior=0.0),
+    "49 names 0": _49(names=0.0),
+    "49 names not speakers": _49(names_not_spoken=True),
+    "49 + spread mmr 0.05 from 1": _49(spread=0.05, spread_start=1),
+    "49 + spread mmr 0.1 from 3": _49(spread=0.1, spread_start=3),
+    "49 + spread mmr 0.05 from 5": _49(spread=0.05, spread_start=5),
+    "49 + spread floor 0.9 from 1": _49(spread=0.9, spread_kind="floor", spread_start=1),
+    "49 + spread floor 0.8 from 3": _49(spread=0.8, spread_kind="floor", spread_start=3),
+    "49 + spread floor 0.7 from 5": _49(spread=0.7, spread_kind="floor", spread_start=5),
+    "49 + neighbours 0.1": _49(neighbour=0.1),
+    "49 + neighbours 0.1 next": _49(neighbour=0.1, neighbour_side="next"),
+    "49 + neighbours 0.2 next": _49(neighbour=0.2, neighbour_side="next"),
+    "49 + neighbours 0.1 same speaker": _49(neighbour=0.1, neighbour_same_speaker=True),
+    "49 + text dates 0.1": _49(text_dates=0.1),
+    "49 + text dates 0.2": _49(text_dates=0.2),
 }
 
 
@@ -325,17 +396,27 @@ _GROUPS = {
 
 
 def evaluate(
-    group: Group, vectors: np.ndarray, queries: np.ndarray, rank: Ranking, kinds: dict[str, list[float]] | None = None
+    group: Group,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    rank: Ranking,
+    kinds: dict[str, list[float]] | None = None,
+    stripped: np.ndarray | None = None,
+    stripped_all: np.ndarray | None = None,
 ) -> tuple[float, float, int]:
     """Summed R@5, R@10 and the number of questions scored, for one group (and in ``kinds``, when
-    given, the same sums per kind of question)."""
+    given, the same sums per kind of question). ``stripped``: each question's vector without the
+    speakers it names (:func:`speaker_stripped`), for ``Ranking.strip``."""
     texts = [doc_text(d, "plain") for d in group.docs]
+    labels = [speaker_labels(t) for t in texts]
+    written = [stages.written_dates(t) for t in texts] if rank.text_dates else []
+    made = [datetime.fromtimestamp(d.at, timezone.utc) for d in group.docs] if rank.text_dates else []
+    stamp = [(t.month, t.day, t.year) for t in made]  # each segment's creation date, for text_dates
     terms = [index_terms(t) for t in texts]
     units = [d.unit for d in group.docs]
     at = np.array([d.at for d in group.docs])
     same = np.array([d.session for d in group.docs])
     grp = same if rank.group == "session" else np.floor(at / DAY).astype(np.int64).astype(str)
-    who = [frozenset(index_terms(d.speaker)) if d.speaker else frozenset() for d in group.docs]
     index = TermIndex(Bm25Config(k1=rank.k1, b=rank.b, idf="log1p" if rank.idf == "log1p" else "floored"))
     added = 0
     r5 = r10 = 0.0
@@ -358,8 +439,31 @@ def evaluate(
             before[1:][same[1:lim] != same[: lim - 1]] = 0.0
             kws = kws + rank.kw_forward * before
 
+        asked = stages.written_dates(q.text) if rank.text_dates else set()
+        qnames = query_names(q.text)
+        spoken: tuple[str, ...] = ()
+        extra = np.zeros(0, dtype=np.int64)  # candidates added to the top of each signal (neighbours)
+        unnamed: np.ndarray | None = None
+        dense_top: np.ndarray | None = None  # with a speaker named: the top of the query as asked and without names
+        if qnames and (rank.speaker or rank.strip or rank.strip_kw):  # the names that name a candidate's speaker
+            sims0 = vectors[:lim] @ qv
+            first = np.union1d(np.argsort(-sims0)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
+            spoken = tuple(m for m in qnames if any(names_speaker([m], labels[i]) for i in first))
+            if spoken and rank.strip_kw:
+                gone = set(index_terms(" ".join(spoken)))
+                kws = index.scores([t for t in qterms if t not in gone])[:lim]
+            if spoken and rank.strip and stripped is not None:  # the store's unnamed_query
+                un = stripped_all[qi] if rank.strip_all and stripped_all is not None else stripped[qi]
+                mixed = unnamed_query(qv[None, :], un[None, :], rank.strip)
+                unnamed = None if mixed is None else mixed[0]
+                if unnamed is not None:
+                    dense_top = np.union1d(
+                        np.argsort(-sims0)[: rank.candidates], np.argsort(-(vectors[:lim] @ unnamed))[: rank.candidates]
+                    )
+
         def fuse(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            cand = np.union1d(np.argsort(-sims)[: rank.candidates], np.argsort(-kws)[: rank.candidates])
+            top = np.argsort(-sims)[: rank.candidates] if dense_top is None else dense_top
+            cand = np.union1d(np.union1d(top, np.argsort(-kws)[: rank.candidates]), extra)
             if rank.rrf:
                 rs = np.empty(lim)
                 rs[np.argsort(-sims, kind="stable")] = np.arange(lim)
@@ -394,11 +498,19 @@ def evaluate(
                 score = score + rank.session_prior * group_best(score, grp[cand])
             if rank.names and found_names:
                 score = score + rank.names * np.array([name_share(texts[i], found_names) for i in cand])
+            if rank.text_dates and asked:
+                got = [
+                    1.0
+                    if stages.dates_match(asked, written[i] | ({stamp[i]} if rank.group == "day" and at[i] else set()))
+                    else 0.0
+                    for i in cand
+                ]
+                score = score + rank.text_dates * np.array(got)
             if rank.dates and span is not None:
                 score = score + rank.dates * stages.date_closeness(at[cand], span)
-            if rank.speaker:
-                named = set(qterms)
-                score = score + rank.speaker * np.array([1.0 if who[i] and who[i] <= named else 0.0 for i in cand])
+            if rank.speaker and spoken:  # the store's: a candidate whose speaker one of the query's names names
+                said = [1.0 if names_speaker(qnames, labels[i]) else 0.0 for i in cand]
+                score = score + rank.speaker * np.array(said)
             if rank.forward:
                 full = np.zeros(lim)
                 full[cand] = score
@@ -411,8 +523,13 @@ def evaluate(
             return cand, score
 
         found_names = query_names(q.text) if rank.names else ()
+        if rank.names_not_spoken:
+            found_names = tuple(m for m in found_names if m not in spoken)
         span = stages.time_span(q.text, q.now) if rank.dates else None
         sims = vectors[:lim] @ qv
+        if unnamed is not None:
+            sims = vectors[:lim] @ unnamed
+            qv = unnamed
         if rank.smooth:
             rel = sims / max(float(sims.max()), 1e-9)
             left = np.r_[-np.inf, rel[:-1]]
@@ -422,6 +539,19 @@ def evaluate(
             best = np.maximum(left, right)
             sims = sims + rank.smooth * np.where(np.isfinite(best), best, 0.0) * max(float(sims.max()), 1e-9)
         cand, score = fuse(sims)
+        if rank.neighbour:  # the turns beside the best candidates join them and gain a share of their score
+            top = cand[np.argsort(-score, kind="stable")[: rank.neighbour_top]]
+            best = {int(i): float(score[cand == i][0]) for i in top}
+            near: dict[int, float] = {}
+            for i, sc in best.items():
+                for j in (i - 1, i + 1) if rank.neighbour_side == "both" else (i + 1,):
+                    if 0 <= j < lim and same[j] == same[i]:
+                        if rank.neighbour_same_speaker and group.docs[j].speaker != group.docs[i].speaker:
+                            continue
+                        near[j] = max(near.get(j, 0.0), sc)
+            extra = np.union1d(extra, np.array(sorted(near), dtype=np.int64))
+            cand, score = fuse(sims)
+            score = score + rank.neighbour * np.array([near.get(int(i), 0.0) for i in cand])
         if rank.feedback:
             top = cand[np.argsort(-score, kind="stable")[:3]]
             moved = qv + rank.feedback * vectors[top].mean(axis=0)
@@ -439,6 +569,10 @@ def evaluate(
             order = order[:5] + second + [i for i in order[5:] if i not in second]
         elif rank.stage:
             order = stages.staged(order, dict(zip(cand.tolist(), score.tolist())), grp, rank.stage)
+        elif rank.spread:
+            sc = dict(zip(cand.tolist(), score.tolist()))
+            fn = stages.spread_mmr if rank.spread_kind == "mmr" else stages.spread_floor
+            order = fn(order, sc, grp, rank.spread, rank.spread_start)
         elif rank.diversity:
             left = dict(zip(cand.tolist(), score.tolist()))
             order = []
@@ -464,6 +598,19 @@ def evaluate(
     return r5, r10, n
 
 
+def speaker_stripped(group: Group, every: bool = False) -> list[str]:
+    """Each question of ``group`` without the names of the group's speakers it holds (``every``: without
+    all its names once one is a speaker's; :func:`~contextsieve.stash.names.without_names`): what
+    ``Ranking.strip`` embeds."""
+    labels = {lab for d in group.docs for lab in speaker_labels(doc_text(d, "plain"))}
+    out = []
+    for q in group.questions:
+        names = query_names(q.text)
+        named = [m for m in names if names_speaker([m], tuple(labels))]
+        out.append(without_names(q.text, names if every else named) if named else q.text)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default="conv,plays,realmem,scifact")
@@ -472,7 +619,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--rank-embedding", default="plain", help="the embedding the ranking variants run over (default plain)"
     )
-    ap.add_argument("--rankings", default="", help="ranking variants, comma-separated (default all)")
+    ap.add_argument(
+        "--rankings", default="", help="ranking variants, comma-separated (default all; issue49: the rows of issue 49)"
+    )
     ap.add_argument("--limit", type=int, default=0, help="RealMem: the first N conversations (default all)")
     args = ap.parse_args(argv)
     from contextsieve.models.embedder import Embedder
@@ -505,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         groups = loaders[name]()
         queries = [embedded([q.text for q in g.questions]) for g in groups]
+        stripped = [embedded(speaker_stripped(g)) for g in groups]
+        stripped_all = [embedded(speaker_stripped(g, True)) for g in groups]
         plain = None
         for v in variants:
             vecs = [embedded([doc_text(d, v) for d in g.docs]) for g in groups]
@@ -521,13 +672,15 @@ def main(argv: list[str] | None = None) -> int:
         if plain is None or args.rank_embedding != "plain":
             plain = [embedded([doc_text(d, args.rank_embedding) for d in g.docs]) for g in groups]
         chosen = [r for r in args.rankings.split(",") if r] or list(RANKINGS)
+        if chosen == ["issue49"]:  # the rows of issue 49: today's default and each change of it
+            chosen = list(RANKINGS)[list(RANKINGS).index("today") :]
         for rname, rank in RANKINGS.items():
             if rname not in chosen or (rname == "default" and f"embed {args.rank_embedding}" in rows):
                 continue
             tot = [0.0, 0.0, 0]
             kinds = {}
-            for g, d, q in zip(groups, plain, queries):
-                r = evaluate(g, d, q, rank, kinds)
+            for g, d, q, sq, sa in zip(groups, plain, queries, stripped, stripped_all):
+                r = evaluate(g, d, q, rank, kinds, sq, sa)
                 tot = [tot[0] + r[0], tot[1] + r[1], tot[2] + r[2]]
             rows.setdefault(f"rank {rname}", {})[name] = (tot[0] / tot[2], tot[1] / tot[2])
             for kind, (k5, k10, kn) in sorted(kinds.items()):

@@ -1,7 +1,9 @@
 """Ranking variants of issue 41 for :mod:`benchmarks.quality.stash_recall`, over one question's candidates:
 a second stage by dialogue session (or by creation day, what a store can see), a boost for segments
 dated near the date a question points to, a boost for the question's names and quoted phrases found
-verbatim in a segment, and a second hop from the first hits.
+verbatim in a segment, and a second hop from the first hits; and issue 49's, which were measured and
+not built into the store: a spread of the top over days (:func:`spread_mmr`, :func:`spread_floor`)
+and the dates a text writes (:func:`written_dates`, :func:`dates_match`).
 
 Each takes the candidates' indices and scores and returns new ones; none reads more than the candidates.
 The names are the store's own (:mod:`contextsieve.stash.names`).
@@ -95,3 +97,75 @@ def staged(order: Sequence[int], score: dict[int, float], group: Sequence[object
         best[g] = max(best.get(g, -np.inf), score[i])
     top = set(sorted(best, key=lambda g: -best[g])[:sessions])
     return [i for i in order if group[i] in top] + [i for i in order if group[i] not in top]
+
+
+def spread_mmr(
+    order: Sequence[int], score: dict[int, float], group: Sequence[object], weight: float, start: int
+) -> list[int]:
+    """Spread over groups: from place ``start`` on, each pick is the best of the rest after lowering
+    each candidate by ``weight`` times the picks of its group so far."""
+    left = list(order)
+    out: list[int] = []
+    taken: dict[object, int] = {}
+    while left:
+        pen = weight if len(out) >= start else 0.0
+        best = max(left, key=lambda i: (score[i] - pen * taken.get(group[i], 0), -left.index(i)))
+        out.append(best)
+        taken[group[best]] = taken.get(group[best], 0) + 1
+        left.remove(best)
+        if len(out) >= 12:
+            out.extend(left)
+            break
+    return out
+
+
+def spread_floor(
+    order: Sequence[int], score: dict[int, float], group: Sequence[object], floor: float, start: int
+) -> list[int]:
+    """Spread over groups: after the first ``start`` places, the best candidate of each group not among
+    them whose score is at least ``floor`` times the best score comes next (in score order), then the rest."""
+    head = list(order[:start])
+    top = score[order[0]] if order else 0.0
+    seen = {group[i] for i in head}
+    firsts = []
+    for i in order[start:]:
+        if group[i] not in seen and score[i] >= floor * top:
+            seen.add(group[i])
+            firsts.append(i)
+    return head + firsts + [i for i in order[start:] if i not in firsts]
+
+
+_MON = r"(" + "|".join(m for m in _MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
+_MON_ABBR = {m[:3]: i for m, i in _MONTHS.items()} | {"sept": 9}
+_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_MD = re.compile(_MON + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
+_DM = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON + r"(?:,?\s+(\d{4}))?", re.IGNORECASE)
+_M = re.compile(r"\b(?:in|during|of|since|by|early|late|mid|until)\s+" + _MON + r"\b(?:\s+(\d{4}))?", re.IGNORECASE)
+
+
+def _month(word: str) -> int:
+    w = word.lower().rstrip(".")
+    return _MONTHS.get(w) or _MON_ABBR.get(w[:4] if w.startswith("sept") else w[:3], 0)
+
+
+def written_dates(text: str) -> set[tuple[int, int, int]]:
+    """The dates a text writes: (month, day, year), 0 for a part it leaves out."""
+    out = set()
+    for m in _ISO.finditer(text):
+        out.add((int(m.group(2)), int(m.group(3)), int(m.group(1))))
+    for m in _MD.finditer(text):
+        out.add((_month(m.group(1)), int(m.group(2)), int(m.group(3) or 0)))
+    for m in _DM.finditer(text):
+        out.add((_month(m.group(2)), int(m.group(1)), int(m.group(3) or 0)))
+    for m in _M.finditer(text):
+        out.add((_month(m.group(1)), 0, int(m.group(2) or 0)))
+    return {d for d in out if 1 <= d[0] <= 12 and 0 <= d[1] <= 31}
+
+
+def dates_match(asked: set[tuple[int, int, int]], written: set[tuple[int, int, int]]) -> bool:
+    """Whether a date the query writes is one the segment writes or was created on (parts left out match any)."""
+    return any(
+        a[0] == w[0] and (not a[1] or not w[1] or a[1] == w[1]) and (not a[2] or not w[2] or a[2] == w[2])
+        for a in asked
+        for w in written
+    )

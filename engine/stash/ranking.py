@@ -1,29 +1,33 @@
 """How retrieved segments are ranked: seed 004's multi-signal score plus a keyword term.
 
 ``score = relevance + day_weight * best relevance of its creation day + name_weight * names
+        + speaker_weight * speaker
         + created_weight * 0.5 ** (age / created_half_life) + stashed_weight * 0.5 ** (stash age / stashed_half_life)``
 
 where ``relevance = similarity_weight * sim + keyword_weight * keyword``.
 
-``sim`` is the cosine of the segment's best chunk with the query's best sentence and ``keyword`` its
-BM25 score, each divided by the best value among the candidates of this retrieval (so the best
-candidate of each signal scores 1, whatever the spread of the model's cosines or the scale of BM25
-for this query; a convex combination of normalised scores, as Bruch et al. 2022 recommend).
-Dividing by the best rather than min-max scaling keeps the score independent of which other
-candidates happened to be fetched: min-max takes its minimum from the weakest candidate, often a
-keyword-only match with a low cosine, and moved recall@5 on the conversation set by up to 0.12 with
-the candidate count or tie order (0.48 at 50 candidates, 0.60 at 100); with max scaling recall@5 is
-the same within 0.003 from 10 to 200 candidates on both sets measured. Ages are taken at the retrieval
-time, in days (a segment from the future counts as age 0). The two relevance weights are this
-query's: each moved by how far its signal's best five candidates stand out from one another
-(:func:`combined_scores`; their sum stays ``similarity_weight + keyword_weight``). The top five of
-each signal are among the candidates whatever their count, so this too does not depend on how many
-were fetched. ``day_weight`` is a second stage by conversation session: a turn of the day whose
-best candidate is most relevant rises beside it (the day of its creation time, UTC, stands for the
-session it was said in: what a store of turns can see). ``names`` is the share of the query's names
-and quoted phrases the segment holds verbatim (:mod:`contextsieve.stash.names`). The defaults
-were chosen with ``python -m benchmarks.stash_quality`` on four sets (see
-:class:`RankConfig` and docs/stash.md).
+``sim`` is the cosine of the segment's best chunk with the query's best sentence (when the query
+names a candidate's speaker, ``unnamed_weight`` of it is the cosine with the query without its
+names, :func:`unnamed_query`) and ``keyword`` its BM25 score, each divided by the best value among
+the candidates of this retrieval (so the best candidate of each signal scores 1, whatever the spread
+of the model's cosines or the scale of BM25 for this query; a convex combination of normalised
+scores, as Bruch et al. 2022 recommend). Dividing by the best rather than min-max scaling keeps the
+score independent of which other candidates happened to be fetched: min-max takes its minimum from
+the weakest candidate, often a keyword-only match with a low cosine, and moved recall@5 on the
+conversation set by up to 0.12 with the candidate count or tie order (0.48 at 50 candidates, 0.60 at
+100); with max scaling recall@5 is the same within 0.003 from 10 to 200 candidates on both sets
+measured. Ages are taken at the retrieval time, in days (a segment from the future counts as age 0).
+The two relevance weights are this query's: each moved by how far its signal's best five candidates
+stand out from one another (:func:`combined_scores`; their sum stays ``similarity_weight +
+keyword_weight``). The top five of each signal are among the candidates whatever their count, so
+this too does not depend on how many were fetched. ``day_weight`` is a second stage by conversation
+session: a turn of the day whose best candidate is most relevant rises beside it (the day of its
+creation time, UTC, stands for the session it was said in: what a store of turns can see). ``names``
+is the share of the query's names and quoted phrases the segment holds verbatim
+(:mod:`contextsieve.stash.names`), and ``speaker`` 1 when the query names the segment's speaker (its
+source, its topic or a leading ``Name:`` of its text,
+:func:`~contextsieve.stash.names.speaker_labels`), else 0. The defaults were chosen with ``python -m
+benchmarks.stash_quality`` on four sets (see :class:`RankConfig` and docs/stash.md).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "Scores",
     "combined_scores",
     "group_best",
+    "unnamed_query",
 ]
 
 _DAY = 86_400.0
@@ -103,6 +108,31 @@ class RankConfig:
             0.05; 0 turns it off, and a query without names reads no candidate texts). Measured
             (``stash_recall`` row ``names 0.05``, R@5): conversations +0.017, plays 0, RealMem 0
             (R@10 +0.004), SciFact +0.003.
+        speaker_weight: a candidate whose speaker the query names gains this much (default 0.1; 0 turns
+            it off). Its speaker is its ``source``, its ``topic`` or a leading ``Name:`` of its text
+            (a conversation's turn stashed as ``{"text": ..., "source": "Maya"}`` or as ``"Maya: ..."``),
+            a name one of the query's names (:func:`~contextsieve.stash.names.query_names`) is a whole
+            word of (:func:`~contextsieve.stash.names.names_speaker`). A soft preference, not a
+            filter: in conversations most questions about a person are answered by that person's own
+            turns, but not all. Measured (issue 49, ``benchmarks.quality.stash_quality`` rows ``default``
+            against ``default, speaker off``, R@5): conversations 0.786 -> 0.808 (with the speaker as the
+            source, ``--speaker source``, 0.751 -> 0.765), plays 0.475 -> 0.487 (0.354 -> 0.412), RealMem and
+            SciFact unchanged (docs/stash.md).
+        unnamed_weight: once the query names a candidate's speaker, this share of each candidate's
+            dense cosine is taken with the query without its names
+            (:func:`~contextsieve.stash.names.without_names`; default 0.75, in [0, 1]; 0 turns it off).
+            A turn stashed as ``"Maya: ..."`` is embedded with the name, so "What race did Maya
+            complete?" is nearest to Maya's shortest turns ("Maya: That's wild."), whose vectors are
+            mostly the name; the speaker is matched apart by ``speaker_weight``, and the rest of the
+            cosine compares what is said. Each sentence's vector is moved this share of the way to the
+            unnamed one (:func:`unnamed_query`): a result's ``similarity`` is its cosine with that mix,
+            and ``min_similarity`` applies to it. A query whose names are no candidate's speaker ranks as
+            with 0. Cost: a query holding a name is embedded twice and searched twice, and the mix's best
+            ``candidates`` join the candidates when a speaker is named. Measured (``stash_quality`` rows
+            ``default`` against ``default, unnamed off``, R@5 / R@10): conversations 0.686 / 0.746 -> 0.808
+            / 0.884 (speaker as the source 0.711 -> 0.765 R@5), plays 0.429 -> 0.487 (0.279 -> 0.412),
+            RealMem unchanged, SciFact 0.797 -> 0.800; 0.5 and 1.0 trade the conversations against the
+            plays (docs/stash.md).
     """
 
     similarity_weight: float = 0.6
@@ -118,10 +148,12 @@ class RankConfig:
     spread_top: int = 5
     day_weight: float = 0.1
     name_weight: float = 0.05
+    speaker_weight: float = 0.1
+    unnamed_weight: float = 0.75
 
     def __post_init__(self) -> None:
         weights = ("similarity_weight", "keyword_weight", "created_weight", "stashed_weight")
-        for name in (*weights, "day_weight", "name_weight"):
+        for name in (*weights, "day_weight", "name_weight", "speaker_weight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise InputError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -129,7 +161,7 @@ class RankConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
                 raise InputError(f"{name} must be a positive number of days, got {v!r}")
-        for name, hi in (("keyword_length_norm", 1), ("spread_power", 4)):
+        for name, hi in (("keyword_length_norm", 1), ("spread_power", 4), ("unnamed_weight", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= hi:
                 raise InputError(f"{name} must be a number in [0, {hi}], got {v!r}")
@@ -145,9 +177,9 @@ class RankConfig:
 class Scores:
     """The combined score of each candidate and its parts (float64 arrays, candidate order):
     ``dense`` and ``keyword`` are each signal's scaled value times this query's weight; ``day`` the
-    day stage's part (``day_weight`` x its day's best relevance) and ``names`` the names' part;
-    ``keyword_scaled`` the BM25 scores divided by their best (what a result reports as its keyword
-    score). The recency part is ``total - dense - keyword - day - names``."""
+    day stage's part (``day_weight`` x its day's best relevance), ``names`` the names' part and
+    ``speaker`` the speaker's; ``keyword_scaled`` the BM25 scores divided by their best (what a result
+    reports as its keyword score). The recency part is ``total - dense - keyword - day - names - speaker``."""
 
     total: np.ndarray
     dense: np.ndarray
@@ -155,6 +187,7 @@ class Scores:
     keyword_scaled: np.ndarray
     day: np.ndarray
     names: np.ndarray
+    speaker: np.ndarray
 
 
 def group_best(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -177,6 +210,7 @@ def combined_scores(
     now: int,
     config: RankConfig,
     names: np.ndarray | None = None,
+    speakers: np.ndarray | None = None,
 ) -> Scores:
     """The score of each candidate and its parts.
 
@@ -187,7 +221,8 @@ def combined_scores(
         created / stashed: microseconds since 1970 (int64); ``created``'s UTC day also groups the
             candidates for ``day_weight``. now: the retrieval time (microseconds since 1970). config:
             the weights. names: each candidate's share of the query's names (:func:`name_share
-            <contextsieve.stash.names.name_share>`); None: no names part.
+            <contextsieve.stash.names.name_share>`); None: no names part. speakers: 1 where the
+            query names the candidate's speaker, else 0; None: no speaker part.
     """
     created_age = (now - np.asarray(created, dtype=np.int64)).astype(np.float64) / 1e6  # seconds, exact int difference
     stashed_age = (now - np.asarray(stashed, dtype=np.int64)).astype(np.float64) / 1e6
@@ -200,15 +235,33 @@ def combined_scores(
     if config.day_weight > 0:
         day = config.day_weight * group_best(dense + key, np.asarray(created, dtype=np.int64) // _DAY_US)
     named = np.zeros(sim.shape) if names is None else config.name_weight * np.asarray(names, dtype=np.float64)
+    spoken = np.zeros(sim.shape) if speakers is None else config.speaker_weight * np.asarray(speakers, dtype=np.float64)
     total = weighted_sum(
         [
             (sim, sim_weight),
             (kw, kw_weight),
             (day, 1.0),
             (named, 1.0),
+            (spoken, 1.0),
             (decay(created_age, config.created_half_life_days), config.created_weight),
             (decay(stashed_age, config.stashed_half_life_days), config.stashed_weight),
         ],
         np.float64,
     )
-    return Scores(total, dense, key, kw, day, named)
+    return Scores(total, dense, key, kw, day, named, spoken)
+
+
+def unnamed_query(asked: np.ndarray, unnamed: np.ndarray, share: float) -> np.ndarray | None:
+    """The query rows a retrieve ranks by once the query names a candidate's speaker: each row of the
+    query as asked (``asked``, ``[sentences, dim]``) moved ``share`` of the way to the same row of the
+    query without its names (``unnamed``) and normalised, so a segment's dense score is its cosine
+    with that mix (a single-sentence query's ranking is that of ``(1 - share) * cosine as asked + share
+    * cosine unnamed``: the signal is divided by its best, so the norm drops out). None when the two
+    have different numbers of sentences (taking a name out ended one) or ``share`` is 0."""
+    a = np.asarray(asked, dtype=np.float32)
+    u = np.asarray(unnamed, dtype=np.float32)
+    if share <= 0 or a.shape != u.shape:
+        return None
+    mix = (1.0 - share) * a + share * u
+    norms = np.linalg.norm(mix, axis=1, keepdims=True)
+    return (mix / np.maximum(norms, 1e-12)).astype(np.float32)

@@ -16,9 +16,9 @@ from contextsieve.errors import InputError, brief
 from contextsieve.stash.backend import Filters, query_terms, to_epoch
 from contextsieve.stash.core import StashCore, check_count, utc_now
 from contextsieve.stash.ids import public_id, shown
-from contextsieve.stash.names import name_share, query_names
+from contextsieve.stash.names import name_share, names_speaker, query_names, speaker_labels, without_names
 from contextsieve.stash.options import RetrieveOptions, SegmentFilter
-from contextsieve.stash.ranking import combined_scores
+from contextsieve.stash.ranking import combined_scores, unnamed_query
 from contextsieve.stash.results import Candidate, Retrieved, RetrieveTrace
 from contextsieve.stash.segment import ContextSegment, aware, check_session
 
@@ -52,9 +52,12 @@ def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> t
     q = store.embed_query(query, o.query_vectors)  # before the read scope: embedding never holds the store's lock
     rank = store.config.rank
     terms = query_terms(query, rank.drop_query_auxiliaries) if rank.keyword_weight > 0 else []
-    names = query_names(query) if rank.name_weight > 0 else ()
+    uses_names = rank.name_weight > 0 or rank.speaker_weight > 0 or rank.unnamed_weight > 0
+    names = query_names(query) if uses_names else ()
+    unnamed = without_names(query, names) if names and rank.unnamed_weight > 0 else query
+    q_un = unnamed_query(q, store.embed_query(unnamed), rank.unnamed_weight) if unnamed != query else None
     with store.backend.reading():  # one state of the store for every search and read below
-        found, trace = _ranked(store, q, terms, names, k, float(min_similarity), f, at)
+        found, trace = _ranked(store, q, q_un, terms, names, k, float(min_similarity), f, at)
     out = [dataclasses.replace(r, segment=shown(r.segment)) for r in found]
     cands = tuple(dataclasses.replace(c, segment_id=public_id(c.segment_id, session)) for c in trace.candidates)
     return out, dataclasses.replace(trace, candidates=cands)
@@ -63,6 +66,7 @@ def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> t
 def _ranked(
     store: StashCore,
     q: np.ndarray,
+    q_un: np.ndarray | None,
     terms: list[str],
     names: tuple[str, ...],
     k: int,
@@ -72,32 +76,49 @@ def _ranked(
 ) -> tuple[list[Retrieved], RetrieveTrace]:
     """The ``k`` best segments for the query rows ``q``, keyword ``terms`` and ``names``
     (:func:`~contextsieve.stash.names.query_names`), and the trace (see :func:`retrieve_traced`).
+    ``q_un``: the rows of the query moved towards the query without its names
+    (:func:`~contextsieve.stash.ranking.unnamed_query`), searched too and ranked by when the query
+    names the speaker of one of the candidates found with ``q``; None: the query has no names.
     Texts are read for the winners only, or for every candidate when the query has names."""
     rank = store.config.rank
     n = max(rank.candidates, k)
     dense = {h.id: h.score for h in store.backend.dense(q, n, f)}
-    kw = (
-        {h.id: h.score for h in store.backend.keyword(terms, n, f, also=list(dense), b=rank.keyword_length_norm)}
+    dense_un = {h.id: h.score for h in store.backend.dense(q_un, n, f)} if q_un is not None else {}
+    hits = (
+        store.backend.keyword(terms, n, f, also=[*dense, *dense_un], b=rank.keyword_length_norm)
         if rank.keyword_weight > 0
-        else {}
+        else []
     )
-    missing = [i for i in kw if i not in dense]
+    kw = {h.id: h.score for h in hits}  # the best n first, then the scores of the other dense candidates
+    first = list(dict.fromkeys([*dense, *(h.id for h in hits[:n])]))  # the query as asked finds these
+    missing = [i for i in first if i not in dense]
     if missing:
         dense.update(store.backend.similarities(q, missing))
-    pool = list(dict.fromkeys([*dense, *kw]))
-    ids = [i for i in pool if dense.get(i, -math.inf) >= min_similarity]
-    low = [i for i in pool if dense.get(i, -math.inf) < min_similarity]
+    pool = list(dict.fromkeys([*first, *dense_un]))
+    facts = store.backend.ranking_facts(pool)  # times and hashes only: texts are read for the winners
+    read = {s.id: s for s in store.backend.get([i for i in pool if i in facts])} if names else {}
+    spoken = {i: names_speaker(names, speaker_labels(r.text, r.source, r.topic)) for i, r in read.items()}
+    sims: dict[str, float] = dense
+    if q_un is not None and any(spoken.get(i, False) for i in first):  # the query names a candidate's speaker
+        rest = [i for i in pool if i not in dense_un]
+        if rest:
+            dense_un.update(store.backend.similarities(q_un, rest))
+        sims = dense_un
+    else:
+        pool = first
+    kw = {i: v for i, v in kw.items() if i in pool}
+    ids = [i for i in pool if sims.get(i, -math.inf) >= min_similarity]
+    low = [i for i in pool if sims.get(i, -math.inf) < min_similarity]
     if not ids:
-        return [], _trace(k, min_similarity, len(pool), [], low, dense, kw)
-    facts = store.backend.ranking_facts(ids)  # times and hashes only: texts are read for the winners
+        return [], _trace(k, min_similarity, len(pool), [], low, sims, kw)
     ids = [i for i in ids if i in facts]
-    sim = np.array([dense.get(i, 0.0) for i in ids])
+    sim = np.array([sims.get(i, 0.0) for i in ids])
     key = np.array([kw.get(i, 0.0) for i in ids])
     created = np.array([facts[i][0] for i in ids], np.int64)
     stashed = np.array([facts[i][1] for i in ids], np.int64)
-    read = {s.id: s for s in store.backend.get(ids)} if names else {}  # candidates' texts, for the names
     shares = np.array([name_share(read[i].text, names) if i in read else 0.0 for i in ids]) if names else None
-    parts = combined_scores(sim, key, created, stashed, at, rank, shares)
+    speakers = np.array([1.0 if spoken.get(i) else 0.0 for i in ids]) if names else None
+    parts = combined_scores(sim, key, created, stashed, at, rank, shares, speakers)
     scores, kw_norm, dense_part, kw_part = parts.total, parts.keyword_scaled, parts.dense, parts.keyword
     order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
     chosen: list[int] = []
@@ -129,13 +150,16 @@ def _ranked(
                 "keyword": float(kw_part[j]),
                 "day": float(parts.day[j]),
                 "names": float(parts.names[j]),
-                "recency": float(scores[j] - dense_part[j] - kw_part[j] - parts.day[j] - parts.names[j]),
+                "speaker": float(parts.speaker[j]),
+                "recency": float(
+                    scores[j] - dense_part[j] - kw_part[j] - parts.day[j] - parts.names[j] - parts.speaker[j]
+                ),
             },
         )
         for j in chosen
         if ids[j] in segs
     ]
-    return found, _trace(k, min_similarity, len(pool), ranked, low, dense, kw)
+    return found, _trace(k, min_similarity, len(pool), ranked, low, sims, kw)
 
 
 def _trace(

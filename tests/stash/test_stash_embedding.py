@@ -51,7 +51,11 @@ def test_segments_are_embedded_with_their_type_and_stored_as_given(location: str
         assert [s.text for s in store.get(list(r.segment_ids))] == ["Maya: I moved to Lisbon in May.", "x = 1"]
         emb.seen.clear()
         store.retrieve("where did Maya move?")
-        assert emb.seen == ["where did Maya move?"]  # the query is embedded as it is
+        # the query is embedded as it is, and without its names (RankConfig.unnamed_weight), never with a type
+        assert emb.seen == ["where did Maya move?", "where did move?"]
+        emb.seen.clear()
+        store.retrieve("where did she move?")
+        assert emb.seen == ["where did she move?"]  # no name: once
     finally:
         store.close()
     again = StashStore.open(location, emb, StashConfig(embed_type=None))

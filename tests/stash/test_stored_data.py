@@ -224,7 +224,7 @@ def test_a_result_says_why_it_ranked(store: StashStore) -> None:
     store.stash([{"text": "the deploy broke the queue", "source": "ci"}, "lunch at noon"], session="s")
     hit = store.retrieve("deploy queue", session="s")[0]
     assert sum(hit.parts.values()) == pytest.approx(hit.score)
-    assert set(hit.parts) == {"dense", "keyword", "day", "names", "recency"} and hit.parts["keyword"] > 0
+    assert set(hit.parts) == {"dense", "keyword", "day", "names", "speaker", "recency"} and hit.parts["keyword"] > 0
     d = hit.to_dict()
     assert d["why"] == {k: round(v, 4) for k, v in hit.parts.items()} and d["source"] == "ci"
     assert {"keyword", "stashed_at", "timestamp", "tokens", "type"} <= set(d)

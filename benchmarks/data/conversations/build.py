@@ -245,6 +245,15 @@ EVENTS: list[Event] = [
     ),
 ]
 
+#: Questions whose answer gathers what one speaker told in several sessions (multi-hop, as in public
+#: long-conversation sets: "What activities does she do?"): the question, and the events whose
+#: opener turns (by that speaker) are its evidence; asked when at least two of them were told.
+AGGREGATES: list[tuple[str, tuple[int, ...]]] = [
+    ("What hobbies has {S} taken up?", (4, 5, 10)),  # cooking, an instrument, gardening
+    ("What achievements has {S} shared?", (1, 6, 9)),  # a job offer, a race, an exam
+    ("What changes has {S} made at home?", (0, 7)),  # a pet, a move
+]
+
 FILLER = [
     "How was your week?",
     "Haha, that's so you.",
@@ -277,6 +286,7 @@ def build(seed: int = 7) -> tuple[list[dict[str, object]], list[dict[str, object
     rng = random.Random(seed)
     turns: list[dict[str, object]] = []
     questions: list[dict[str, object]] = []
+    told: list[tuple[int, int, str, str]] = []  # (conversation, event, speaker, tag) of every event told
     for c, (a, b) in enumerate(PAIRS):
         day = date(2023, 1 + 2 * c, 3 + c)
         used: set[tuple[int, str]] = set()  # (event, speaker) told once per conversation
@@ -301,6 +311,7 @@ def build(seed: int = 7) -> tuple[list[dict[str, object]], list[dict[str, object
                 other = b if s == a else a
                 fill = {name: rng.choice(vals) for name, vals in ev.slots.items()}
                 tag = f"c{c}s{sess}e{k}"
+                told.append((c, e, s, tag))
                 for _ in range(rng.randint(3, 9)):
                     lines.append((rng.choice((a, b)), rng.choice(FILLER), None))
                 lines.append((s, rng.choice(ev.opener).format(**fill), tag + ":open"))
@@ -331,6 +342,16 @@ def build(seed: int = 7) -> tuple[list[dict[str, object]], list[dict[str, object
         tag, need = q.pop("evidence")  # type: ignore[misc]
         parts = ["open", "detail"] if need == "both" else [need]
         q["evidence"] = [by_tag[f"{tag}:{p}"] for p in parts]
+        q["kind"] = "single-hop"
+    for c, pair in enumerate(PAIRS):  # after the single-hop questions, drawing nothing from rng
+        for s in pair:
+            for text, events in AGGREGATES:
+                tags = [tag for cc, e, who, tag in told if cc == c and who == s and e in events]
+                if len(tags) >= 2:
+                    evidence = [by_tag[f"{tag}:open"] for tag in tags]
+                    questions.append(
+                        {"conversation": c, "question": text.format(S=s), "evidence": evidence, "kind": "multi-hop"}
+                    )
     for t in turns:
         t.pop("tag")
     return turns, questions
