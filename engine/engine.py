@@ -269,7 +269,7 @@ class Engine:
         where = self._history
         if where is None:
             where = bool(self.agent.source) or self._remember_requests
-        model = self.embedder.model_id
+        model = getattr(self.embedder, "model_id", None)  # a TextEmbedder without one: memory
         if where is False or model is None:  # an embedder without an identity: its vectors cannot be kept safely
             return UsageLog()
         path = default_data_dir() / HISTORY_FILE if where is True else Path(where)

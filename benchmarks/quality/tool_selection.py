@@ -77,6 +77,11 @@ class MemoEmbedder:
     def count_tokens(self, texts: list[str]) -> list[int]:
         return self.inner.count_tokens(texts)  # type: ignore[attr-defined]
 
+    @property
+    def model_id(self) -> str | None:
+        """The inner embedder's model (its vectors are the same)."""
+        return getattr(self.inner, "model_id", None)
+
 
 def load_servers(folder: Path) -> dict[str, str]:
     """Server name -> description from an optional ``servers.jsonl`` (``{"server", "description"}`` lines)."""
@@ -139,6 +144,19 @@ def rank(scores: np.ndarray, ids: list[str], k: int = 10) -> list[str]:
     return [ids[i] for i in top]
 
 
+def query_sets(queries: list[dict], sample: int, *, full: bool, split: str | None) -> dict[str, list[dict]]:
+    """The query sets a run scores, by label: the queries of ``split`` (all without one), as a fixed
+    sample of ``sample`` (``random.Random(0)``) when there are more, and all of them too with ``full``."""
+    if split:
+        queries = [q for q in queries if q.get("split") == split]
+    if len(queries) <= sample:
+        return {f"all {len(queries)}": queries}
+    sets = {f"sample {sample}": random.Random(0).sample(queries, sample)}
+    if full:
+        sets[f"full {len(queries)}"] = queries
+    return sets
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, nargs="+", required=True, help="the data folder (several: --history-folds)")
@@ -181,14 +199,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tools, queries = load(args.data)
     server_desc = load_servers(args.data)
-    if args.split:
-        queries = [q for q in queries if q.get("split") == args.split]
-    if len(queries) <= args.sample:
-        sets = {f"all {len(queries)}": queries}
-    else:
-        sets = {f"sample {args.sample}": random.Random(0).sample(queries, args.sample)}
-    if args.full and len(queries) > args.sample:
-        sets[f"full {len(queries)}"] = queries
+    sets = query_sets(queries, args.sample, full=args.full, split=args.split)
     ids = [f"{t['server']}/{t['name']}" for t in tools]
     texts = [f"{t['name']}: {t['description']}" if t.get("description") else t["name"] for t in tools]
     emb = MemoEmbedder(Embedder(variant=args.variant))

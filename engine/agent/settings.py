@@ -34,6 +34,8 @@ __all__ = [
     "DOMAIN_SETTINGS",
     "OUTCOME_WEIGHT",
     "MISS_SIMILARITY",
+    "EXAMPLE_SIMILARITY",
+    "EXAMPLE_SCORE",
 ]
 
 #: Similarity under which an item needs keyword evidence to be selected (``context_min_score``);
@@ -46,6 +48,16 @@ CONTEXT_MIN_SCORE = 0.15
 OUTCOME_WEIGHT = 0.2
 #: Cosine between a request and a recorded miss from which the miss lowers the tool's score.
 MISS_SIMILARITY = 0.7
+#: Cosine between a request and a tool's recorded example request from which the example counts as
+#: evidence for the tool (below it the example chunk is not searched for that request): history
+#: speaks only for requests like the ones it saw, so it cannot pull in a near-miss tool. Chosen with
+#: ``python -m benchmarks.quality.tool_selection --history-folds 2`` (docs/selection.md): the lowest
+#: gate under which no set's recall with history falls below its recall without.
+EXAMPLE_SIMILARITY = 0.55
+#: The ranking score of an example matched at :data:`EXAMPLE_SIMILARITY` (rising linearly to 1 for an
+#: identical request): an example that is merely near a request ranks its tool as a weak description
+#: match would, so it does not push out the tools the request's own words find.
+EXAMPLE_SCORE = 0.3
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context
 #: small, conservative larger (and adds one expansion pass: items closely related to the chosen ones);
@@ -93,6 +105,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tool_query_split": "sentences",
         "tool_base_n": None,
         "task_tools": 0,
+        "companion_tools": 0,
         "expansion_depth": 0,
     },
 }
@@ -127,6 +140,7 @@ _NUMERIC_SETTINGS = (
     ("tool_chunk_n", 0, 50, False),
     ("task_tools", 0, 50, False),
     ("task_servers", 1, 50, False),
+    ("companion_tools", 0, 50, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -213,6 +227,7 @@ class SettingsOverrides(TypedDict, total=False):
     tool_chunk_n: int
     task_tools: int
     task_servers: int
+    companion_tools: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,6 +255,11 @@ class AgentSettings:
             "Branch created."). 0 turns it off.
         task_servers: how many of the servers the task's first message ranks highest (by their best
             tool) those tools come from (1-50, default 2).
+        companion_tools: most tools a request gains, in places its own tools leave free, because the
+            history used them right before or after one of its two best tools in at least half of the
+            recorded tasks that used that tool (``via="companion"``;
+            :mod:`contextsieve.session.companions`; 0-50, default 1; 0 turns it off). Nothing changes
+            without history.
         context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
         max_chat_turns: default 20. max_output_tokens: default 1000.
         temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
@@ -348,6 +368,7 @@ class AgentSettings:
     tool_chunk_n: int = 1
     task_tools: int = 2
     task_servers: int = 2
+    companion_tools: int = 1
 
     def __post_init__(self) -> None:
         for name, lo, hi, optional in _NUMERIC_SETTINGS:

@@ -37,7 +37,17 @@ from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, check_text
 from contextsieve.retrieval.cache import connect_wal, text_key
 
-__all__ = ["UsageLog", "Example", "MAX_EXAMPLE_CHARS", "KINDS", "KEEP_PER_TOOL", "KEEP_PER_AGENT"]
+__all__ = [
+    "UsageLog",
+    "Example",
+    "example_hash",
+    "Relations",
+    "relations",
+    "MAX_EXAMPLE_CHARS",
+    "KINDS",
+    "KEEP_PER_TOOL",
+    "KEEP_PER_AGENT",
+]
 
 #: what the log keeps per tool: ``"examples"`` (requests after which the tool was called and
 #: succeeded) and ``"misses"`` (requests for which it was offered and not called); one table each
@@ -73,6 +83,54 @@ class Example:
 def example_text(message: str) -> str:
     """A message as a log keeps it: whitespace runs made one space, cut at :data:`MAX_EXAMPLE_CHARS`."""
     return " ".join(message.split())[:MAX_EXAMPLE_CHARS]
+
+
+def example_hash(message: str) -> str:
+    """The identity of ``message`` as an example in a log (:attr:`Example.hash`)."""
+    return text_key(example_text(message))
+
+
+@dataclass(frozen=True)
+class Relations:
+    """What an agent's history says about its tools used together, read off its examples: the tools
+    recorded for one request (one task's message: a host's calls under a task, or one
+    ``record_tool_calls`` list) were used in that task, in the order of their record times.
+
+    Attributes:
+        uses: per tool, in how many recorded tasks it was used.
+        next_to: per tool ``a``, per tool ``b``: in how many of those tasks ``b`` was used right before
+            or right after ``a``.
+    """
+
+    uses: dict[ItemKey, int]
+    next_to: dict[ItemKey, dict[ItemKey, int]]
+
+    def companions(self, tool: ItemKey, share: float) -> list[tuple[ItemKey, float]]:
+        """The tools used right before or after ``tool`` in at least ``share`` of the tasks that used it,
+        with that share, most often first (ties by key)."""
+        n = self.uses.get(tool, 0)
+        if n == 0:
+            return []
+        got = [(b, c / n) for b, c in self.next_to.get(tool, {}).items() if c / n >= share]
+        return sorted(got, key=lambda x: (-x[1], str(x[0])))
+
+
+def relations(examples: dict[ItemKey, tuple[Example, ...]]) -> Relations:
+    """The :class:`Relations` of a log's examples (per tool, as :meth:`UsageLog.records` gives them)."""
+    tasks: dict[str, list[tuple[float, str, ItemKey]]] = {}
+    for key, kept in examples.items():
+        for e in kept:
+            tasks.setdefault(e.hash, []).append((e.at, str(key), key))
+    uses: dict[ItemKey, int] = {}
+    next_to: dict[ItemKey, dict[ItemKey, int]] = {}
+    for used in tasks.values():
+        order = [k for _, _, k in sorted(used)]
+        for k in order:
+            uses[k] = uses.get(k, 0) + 1
+        for a, b in zip(order, order[1:]):
+            next_to.setdefault(a, {})[b] = next_to.setdefault(a, {}).get(b, 0) + 1
+            next_to.setdefault(b, {})[a] = next_to.setdefault(b, {}).get(a, 0) + 1
+    return Relations(uses, next_to)
 
 
 class UsageLog:
@@ -160,14 +218,15 @@ class UsageLog:
             if not isinstance(k, ItemKey) or k.kind is not ItemKind.TOOL:
                 raise InputError(f"only tools have examples, got {k}")
         text = example_text(message)
-        h, now = text_key(text), time.time()
+        h, now = example_hash(message), time.time()
+        at = {k: now + i * 1e-6 for i, k in enumerate(keys)}  # the tools' order, for relations
         vec = _unit(vector) if vector is not None else None
         if self.persistent and vec is None and not self.keep_text:
             raise InputError("a usage log that keeps no text needs the request's vector")
         if not self.persistent:
             with self._lock:
                 for k in keys:
-                    self._memory.setdefault((kind, agent, k), {})[h] = Example(h, text, vec, now)
+                    self._memory.setdefault((kind, agent, k), {})[h] = Example(h, text, vec, at[k])
                     if kind == "examples":
                         self._memory.get(("misses", agent, k), {}).pop(h, None)
                     _trim(self._memory[(kind, agent, k)])
@@ -184,7 +243,7 @@ class UsageLog:
                     "at = excluded.at, vector = coalesce(excluded.vector, vector), "
                     "model = CASE WHEN excluded.vector IS NULL THEN model ELSE excluded.model END, "
                     "message = coalesce(excluded.message, message)",
-                    [(agent, k.server, k.name, h, stored, now, blob, self.model) for k in keys],
+                    [(agent, k.server, k.name, h, stored, at[k], blob, self.model) for k in keys],
                 )
                 if kind == "examples":
                     db.executemany(

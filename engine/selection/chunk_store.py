@@ -8,8 +8,6 @@ flag. Items that are gone are dropped. The matrix of all chunk vectors is rebuil
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.agent.items import Item, ItemKey, Tool
-from contextsieve.agent.usage import Example, UsageLog, example_text
+from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import InputError
 from contextsieve.progress import note
@@ -27,6 +25,8 @@ from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.retrieval.query_vectors import compose, plan_query
+from contextsieve.selection.chunk_plans import chunks_from_plan, plan_key, schema_of
+from contextsieve.selection.chunk_plans import digest as chunks_digest
 from contextsieve.selection.chunking import (
     VECTOR_EXAMPLE,
     Chunk,
@@ -34,6 +34,7 @@ from contextsieve.selection.chunking import (
     Summarizer,
     cap_example,
     chunk_item,
+    is_example_chunk,
     split_identifier,
 )
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
@@ -63,49 +64,6 @@ class ItemChunks:
     chunks: tuple[Chunk, ...]
     vectors: np.ndarray
     digest: str
-
-
-def _digest(chunks: Sequence[Chunk]) -> str:
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c.embed_text.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-#: Bump when :func:`contextsieve.selection.chunking.chunk_item` cuts the same input differently: stored plans of
-#: another version are never read.
-PLAN_VERSION = 1
-
-
-def _plan_key(item: Item, fingerprint: tuple[object, ...], config: ChunkConfig) -> str:
-    """The disk key of an item's chunk plan: everything the cut depends on (the tokenizer is in the
-    cache's model id)."""
-    data = json.dumps([PLAN_VERSION, repr(config), item.kind.value, list(fingerprint)], ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-def _schema_of(item: Item) -> str:
-    """A tool's input schema as canonical JSON (it is part of the tool's chunks when ``tool_schema`` is on)."""
-    return json.dumps(item.input_schema, sort_keys=True, default=str) if isinstance(item, Tool) else ""
-
-
-def _chunks_from_plan(plan: object) -> list[Chunk] | None:
-    """Chunks of a stored plan, or ``None`` when it is not a list of ``[text, embed_text, index]``."""
-    if not isinstance(plan, list):
-        return None
-    out = []
-    for row in plan:
-        if not (
-            isinstance(row, list)
-            and len(row) == 3
-            and isinstance(row[0], str)
-            and isinstance(row[1], str)
-            and isinstance(row[2], int)
-        ):
-            return None
-        out.append(Chunk(row[0], row[1], row[2]))
-    return out
 
 
 def _profile_text(
@@ -184,6 +142,8 @@ class ChunkStore:
             None,
         )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
+        self._example_rows: tuple[object, np.ndarray] | None = None  # (the matrix, example hash per row)
+        self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
         self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
         self._bm25_terms: dict[str, list[str]] = {}  # each indexed text's terms, for the next rebuild
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
@@ -309,6 +269,16 @@ class ChunkStore:
         self._examples_loaded = True
         self._miss_vectors = None
         self._last = ([], {}, None)  # the next sync compares every item again
+
+    def relations(self) -> Relations:
+        """What the recorded examples say about tools used together (:func:`~contextsieve.agent.usage.relations`),
+        kept until the examples change."""
+        if not self._examples_loaded:
+            self._load_examples()
+        memo = self._relations
+        if memo is None or memo[0] is not self.examples:
+            memo = self._relations = (self.examples, relations(self.examples))
+        return memo[1]
 
     def record_examples(self, message: str, tools: Sequence[ItemKey], kind: str = "examples") -> None:
         """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`): its
@@ -477,7 +447,7 @@ class ChunkStore:
                 description,
                 several,
                 examples,
-                _schema_of(it) if self.config.tool_schema != "none" else "",
+                schema_of(it) if self.config.tool_schema != "none" else "",
             )
             memo = self._plans.get(it.key)
             if memo is not None and memo[0] == fingerprint:
@@ -487,11 +457,11 @@ class ChunkStore:
         if not todo:
             return out
         cache = self._disk_cache() if self.summarizer is None else None
-        keys = [_plan_key(it, fp, self.config) for it, fp, _, _ in todo] if cache is not None else []
+        keys = [plan_key(it, fp, self.config) for it, fp, _, _ in todo] if cache is not None else []
         stored = cache.get_plans(keys) if cache is not None else {}
         fresh: dict[str, list[list[object]]] = {}
         for n, (it, fingerprint, description, examples) in enumerate(todo):
-            chunks = _chunks_from_plan(stored.get(keys[n])) if cache is not None else None
+            chunks = chunks_from_plan(stored.get(keys[n])) if cache is not None else None
             if chunks is None:
                 chunks = chunk_item(
                     it,
@@ -504,7 +474,7 @@ class ChunkStore:
                 )
                 if cache is not None:
                     fresh[keys[n]] = [[c.text, c.embed_text, c.index] for c in chunks]
-            memo = (fingerprint, chunks, _digest(chunks))
+            memo = (fingerprint, chunks, chunks_digest(chunks))
             self._plans[it.key] = memo
             out[it.key] = (chunks, memo[2])
         if fresh and cache is not None:
@@ -566,6 +536,29 @@ class ChunkStore:
             self._graphs = {k: v for k, v in self._graphs.items() if v[0] is self._matrix}  # drop stale graphs
             self._graphs[key] = got
         return got[1]
+
+    def example_rows(self, order: Sequence[ItemKey]) -> np.ndarray:
+        """Per row of :meth:`matrix`: the :attr:`~contextsieve.agent.usage.Example.hash` of the chunk's
+        recorded example request (``None`` for a chunk of the item's own text; all ``None`` when nothing
+        is recorded), as an object array; ``!= None`` tells the example chunks apart."""
+        self.matrix(order)
+        assert self._matrix is not None
+        memo = self._example_rows
+        if memo is not None and memo[0] is self._matrix:
+            return memo[1]
+        rows = np.full(self._matrix[1].shape[0], None, dtype=object)
+        if any(self.examples.values()):
+            row = 0
+            for k in self._matrix[0]:
+                chunks = self._items[k].chunks
+                shots = iter(self.examples.get(k, ())[: self.config.max_examples])
+                for j, c in enumerate(chunks):
+                    if is_example_chunk(c):
+                        e = next(shots, None)
+                        rows[row + j] = e.hash if e is not None else ""
+                row += len(chunks)
+        self._example_rows = (self._matrix, rows)
+        return rows
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

@@ -44,6 +44,7 @@ __all__ = [
     "VECTOR_EXAMPLE",
     "cap_example",
     "chunk_item",
+    "is_example_chunk",
     "split_identifier",
     "Summarizer",
     "TOOL_CONTEXTS",
@@ -172,6 +173,20 @@ def split_identifier(name: str) -> str:
 #: How an example request kept as a vector only (the default: :mod:`contextsieve.agent.usage`) is written
 #: in its chunk: this prefix and its digest (no words; its vector comes from the usage log).
 VECTOR_EXAMPLE = "\x00example:"
+
+
+#: What an example request's chunk shows before the request's text.
+EXAMPLE_SHOWN = "example request: "
+#: What it shows when the request is kept as a vector only.
+EXAMPLE_SHOWN_VECTOR = "example request (kept as a vector)"
+
+
+def is_example_chunk(chunk: Chunk) -> bool:
+    """Whether ``chunk`` is one of a tool's recorded example requests (made by :func:`chunk_item`),
+    not a piece of the tool's own text."""
+    if chunk.embed_text.startswith(VECTOR_EXAMPLE):
+        return chunk.text == EXAMPLE_SHOWN_VECTOR
+    return chunk.text == EXAMPLE_SHOWN + chunk.embed_text
 
 
 def cap_example(example: str, config: ChunkConfig, count_tokens: TokenCounter | None) -> str:
@@ -306,7 +321,7 @@ def chunk_item(
         shots = [cap_example(ex, config, count_tokens) for ex in list(examples)[: config.max_examples]]
         return own + [
             Chunk(
-                "example request (kept as a vector)" if ex.startswith(VECTOR_EXAMPLE) else f"example request: {ex}",
+                EXAMPLE_SHOWN_VECTOR if ex.startswith(VECTOR_EXAMPLE) else EXAMPLE_SHOWN + ex,
                 ex,
                 len(own) + j,
             )

@@ -34,9 +34,12 @@ class ContextEntry:
         priority: the item's priority level (tools: ``None``).
         via: how a searched item got in: ``"query"`` (the max-pooled ranking), ``"min-representation"``
             (promoted for an unrepresented query sentence), ``"expansion"``, ``"task"`` (a tool of the
-            task's first message a later step carries, see ``AgentSettings.task_tools``), or ``"tool-result"``
+            task's first message a later step carries, see ``AgentSettings.task_tools``), ``"companion"`` (a
+            tool the history used next to one of the request's best tools, ``pulled_by``; see
+            ``AgentSettings.companion_tools``), or ``"tool-result"``
             (proposed by :meth:`~contextsieve.session.session.Session.expand_from`); ``None`` for session items.
-        pulled_by: for expansion items, the selected item whose chunk matched.
+        pulled_by: for expansion items, the selected item whose chunk matched; for companions, the tool
+            the history used them with.
     """
 
     key: ItemKey

@@ -49,6 +49,7 @@ class Selected:
     query_chunk: int
     similarity: float | None = None
     keyword: bool = False  # a chunk of the item among the top chunks matches a keyword of the message
+    keyword_score: float = 0.0  # the best normalised keyword score of those chunks
 
     @property
     def sim(self) -> float:
@@ -135,6 +136,8 @@ def cut(
     min_ratio: float | None = None,
     min_score: float | None = None,
     words: tuple[str, ...] | None = None,
+    examples: np.ndarray | None = None,
+    fill_ratio: float | None = None,
 ) -> tuple[list[Selected], list[Selected]]:
     """Group the top chunks by item and apply the reference's cut-offs.
 
@@ -151,6 +154,11 @@ def cut(
     absolute floor: small talk ("hi", "thanks!", "good morning": similarities up to 0.27) selects
     nothing; a request that names a tool's words keeps it however low the model scores it; a longer
     request phrased in other words than the items' keeps its items from ``min_score`` up.
+    ``examples`` (bool per chunk row: a tool's recorded example requests) keeps ``min_ratio`` relative to
+    the best item matched by its own text, so a close example adds its tool without cutting the others.
+    ``fill_ratio`` (no filler): an item of weak evidence (a similarity under twice ``min_score`` and no
+    keyword match of at least :data:`FILL_KEYWORD` of the best) stays only with a ranking score of at
+    least ``fill_ratio`` times the best; ``None``: no such rule.
 
     Returns:
         ``(grouped, chosen)``: every item the top chunks grouped into, ranked, and the chosen ones.
@@ -160,6 +168,7 @@ def cut(
     kw = matches if keyword_role == "add" and ranked.keyword is not None else None
     best: dict[int, Selected] = {}
     matched: set[int] = set()
+    strongest: dict[int, float] = {}  # per item, its best keyword score among the top chunks
     for i, (row, score, q, sim) in enumerate(
         zip(hits.idx.tolist(), hits.scores.tolist(), hits.which.tolist(), ranked.sims.tolist())
     ):
@@ -168,17 +177,25 @@ def cut(
         item = int(chunk_item[row])
         if matches[i] > 0:
             matched.add(item)
+            strongest[item] = max(strongest.get(item, 0.0), float(matches[i]))
         if item not in best:  # hits are sorted best first, so the first chunk of an item is its best
             best[item] = Selected(item, float(score), int(row), int(q), float(sim))
     if matched:
-        best = {i: dataclasses.replace(x, keyword=True) if i in matched else x for i, x in best.items()}
+        best = {
+            i: dataclasses.replace(x, keyword=True, keyword_score=strongest[i]) if i in matched else x
+            for i, x in best.items()
+        }
     grouped = sorted(best.values(), key=lambda s: -s.score)  # stable: ties keep first-seen order
     # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
     high = [s for s in grouped if s.sim >= include_score]
     other = [s for s in grouped if s.sim < include_score]
-    if min_ratio is not None and grouped and grouped[0].score > 0:
-        floor = min_ratio * grouped[0].score
+    base = ratio_base(grouped, examples)
+    if min_ratio is not None and grouped and base > 0:
+        floor = min_ratio * base
         other = [s for s in other if s.score >= floor]
+        if min_score is not None and fill_ratio is not None:  # weak: a low similarity, no strong keyword
+            fill = max(min_ratio, fill_ratio) * base
+            other = [s for s in other if s.score >= fill or not weak_evidence(s, min_score)]
     if min_score is not None:
         doubled, keywords_count = names_nothing(grouped, words)
         floor = 2 * min_score if doubled else min_score
@@ -203,6 +220,32 @@ CHAT_WORDS = frozenset(
         "hola gracias adiós buenos buenas días tardes noches vale"
     )
 )
+
+
+#: ``fill_ratio`` of the rules and references (:func:`cut`): a rule or reference of weak evidence stays
+#: only from half the best match's ranking score up, so a small agent's places are not filled with
+#: items that merely score least badly (``python -m benchmarks.quality.small_talk``, docs/selection.md).
+#: Tools keep ``min_ratio`` alone: any higher floor lowered tool recall on every catalog measured.
+FILL_RATIO = 0.5
+#: A keyword match at least this share of the best candidate chunk's is evidence on its own.
+FILL_KEYWORD = 0.5
+
+
+def weak_evidence(s: Selected, min_score: float) -> bool:
+    """Whether an item's evidence is weak: a similarity under twice ``min_score`` and no keyword match of
+    at least :data:`FILL_KEYWORD` of the best candidate chunk's."""
+    return s.sim < 2 * min_score and s.keyword_score < FILL_KEYWORD
+
+
+def ratio_base(grouped: list[Selected], examples: np.ndarray | None) -> float:
+    """What ``min_ratio`` in :func:`cut` is relative to: the best ranking score of the grouped items
+    (ranked best first) whose best chunk is their own text, not a recorded example (``examples``: bool
+    per chunk row); the best item's when every item matched through an example, 0 when none."""
+    if not grouped:
+        return 0.0
+    if examples is not None:
+        return next((s.score for s in grouped if not examples[s.chunk]), grouped[0].score)
+    return grouped[0].score
 
 
 def names_nothing(grouped: list[Selected], words: tuple[str, ...] | None) -> tuple[bool, bool]:

@@ -21,13 +21,15 @@ import numpy as np
 
 from contextsieve.agent.agent import ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
-from contextsieve.agent.settings import MISS_SIMILARITY, AgentSettings
-from contextsieve.kernels.scoring import query_scores, score_pool
+from contextsieve.agent.settings import AgentSettings
+from contextsieve.kernels.scoring import score_pool
 from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.chunk_terms import example_terms, outcome_penalty, server_boost, summed
 from contextsieve.selection.context import ContextEntry
 from contextsieve.selection.indexed_chunks import IndexedChunks
 from contextsieve.selection.ranking import (
+    FILL_RATIO,
     Expanded,
     Ranked,
     Selected,
@@ -40,6 +42,7 @@ from contextsieve.selection.ranking import (
     min_representation,
     pooled_scores,
     rank_chunks,
+    ratio_base,
 )
 
 __all__ = [
@@ -92,6 +95,10 @@ class DomainTrace:
             ``None``: all).
         queries: the query vectors this domain searched with when they differ from the trace's
             (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
+        history: per chunk, what the recorded-example scale changed in its ranking score (0 but for
+            example chunks; ``None``: none searched; see :func:`_example_terms`).
+        ratio_base: the ranking score ``context_min_ratio`` is relative to (the best item matched by its
+            own text: :func:`~contextsieve.selection.ranking.ratio_base`).
         words: the message's words that are not stopwords, as the keyword tokenizer writes them (the
             evidence floor of :func:`~contextsieve.selection.ranking.cut` looks at short messages).
     """
@@ -111,6 +118,8 @@ class DomainTrace:
     n_queries: int | None = None
     words: tuple[str, ...] | None = None
     queries: np.ndarray | None = None
+    ratio_base: float = 0.0
+    history: np.ndarray | None = None
 
     def query_vectors(self, trace_queries: np.ndarray) -> np.ndarray:
         """The query vectors this domain searched with."""
@@ -181,6 +190,8 @@ class SearchTrace:
                 ranking += d.boost
             if d.outcome is not None:
                 ranking += d.outcome
+            if d.history is not None:
+                ranking += d.history
             self._ranking[key] = ranking
         return self._ranking[key]
 
@@ -209,8 +220,9 @@ class SearchTrace:
         item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
         server = float(domain.boost[best_row]) if domain.boost is not None else 0.0
         outcome = float(domain.outcome[best_row]) if domain.outcome is not None else 0.0
+        history = float(domain.history[best_row]) if domain.history is not None else 0.0
         keyword = (
-            best_score - similarity - server - outcome
+            best_score - similarity - server - outcome - history
             if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight
             else 0.0
         )
@@ -235,6 +247,8 @@ def search(
     query_chunks: Sequence[str],
     server_descriptions: dict[str, str],
     n_sentences: int | None = None,
+    *,
+    not_example: str | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """Choose agent-mode items for the query sentences.
 
@@ -249,6 +263,10 @@ def search(
     :func:`contextsieve.retrieval.text.split_query`); a domain whose ``query_split`` is ``"sentences"``
     searches with those alone. ``None``: all chunks are sentences.
 
+    ``not_example``: the :attr:`~contextsieve.agent.usage.Example.hash` of recorded example requests that
+    do not count (a task's steps pass their task's message: what the task taught under its own message
+    does not steer the task itself); ``None``: all count.
+
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
@@ -258,7 +276,9 @@ def search(
         return [], SearchTrace(tuple(query_chunks), order, nothing, np.zeros(0, np.int64), nothing)
     qvec = store.embed_query(query_chunks)  # outside the store's lock: requests embed in parallel
     with store.lock:  # one consistent view of the chunks from sync to the last read
-        return _search_synced(store, table, allowed, settings, query_chunks, server_descriptions, qvec, n_sentences)
+        return _search_synced(
+            store, table, allowed, settings, query_chunks, server_descriptions, qvec, n_sentences, not_example
+        )
 
 
 def _search_synced(
@@ -270,6 +290,7 @@ def _search_synced(
     server_descriptions: dict[str, str],
     qvec_all: np.ndarray,
     n_sentences: int | None,
+    not_example: str | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     items, order = table.items, table.keys
     store.sync(items, server_descriptions=server_descriptions, version=table.shape)
@@ -318,7 +339,12 @@ def _search_synced(
         size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
         if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
             ds = dataclasses.replace(ds, context_top_n=size)
-        exclude = ~mask[owner]
+        hashes = store.example_rows(order)
+        examples = hashes != None  # noqa: E711 (elementwise on an object array)
+        # the examples of the task's own message do not steer its steps
+        usable = examples if not_example is None else examples & (hashes != not_example)
+        exclude = ~mask[owner] | (examples & ~usable)
+        exclude, history = example_terms(usable, chunks, exclude, qvec)
         keyword = None
         if raw_keyword is not None and ds.keyword_weight > 0:
             top = raw_keyword[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
@@ -328,9 +354,9 @@ def _search_synced(
             if indexed
             else None
         )
-        boost = _server_boost(store, table, mask, owner, qvec, ds.server_weight)
-        outcome = _outcome_penalty(store, table, mask, owner, qvec, ds.outcome_weight)
-        total = boost if outcome is None else outcome if boost is None else boost + outcome
+        boost = server_boost(store, table, mask, owner, qvec, ds.server_weight)
+        outcome = outcome_penalty(store, table, mask, owner, qvec, ds.outcome_weight)
+        total = summed(boost, outcome, history)
 
         def ranked_by(q: np.ndarray) -> Ranked:
             return rank_chunks(
@@ -361,12 +387,16 @@ def _search_synced(
             min_ratio=ds.context_min_ratio,
             min_score=ds.context_min_score,
             words=words,
+            examples=examples,
+            fill_ratio=FILL_RATIO if name == "rules+references" else None,
         )
         d = DomainTrace(
             name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
         )
+        d.ratio_base = ratio_base(grouped, examples)
         d.boost = boost
         d.outcome = outcome
+        d.history = history
         d.words = words
         d.n_queries = n_queries
         d.queries = moved
@@ -391,56 +421,6 @@ def _search_synced(
             for x in _expand(store, d.settings, d.candidates, picked, priority, chunks, owner, order):
                 entries.append(entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item))
     return entries, trace
-
-
-def _server_boost(
-    store: ChunkStore,
-    table: ItemTable,
-    mask: np.ndarray,
-    owner: np.ndarray,
-    qvec: np.ndarray,
-    weight: float,
-) -> np.ndarray | None:
-    """Per chunk: ``weight`` x its tool's server profile score (best query chunk; see
-    :meth:`ChunkStore.server_profiles`), 0 for rules and references; ``None`` when the weight is 0 or
-    the candidates' tools come from fewer than two servers (a score every tool shares ranks nothing)."""
-    if weight <= 0:
-        return None
-    servers = {table.items[i].server for i in np.flatnonzero(mask & table.tool).tolist()}
-    if len(servers) < 2:
-        return None
-    profiles, of_item = store.server_profiles(table.keys)
-    score = query_scores(profiles, qvec).max(axis=1)
-    per_item = np.where(of_item >= 0, score[np.maximum(of_item, 0)], 0.0).astype(np.float32)
-    return (np.float32(weight) * per_item)[owner]
-
-
-def _outcome_penalty(
-    store: ChunkStore,
-    table: ItemTable,
-    mask: np.ndarray,
-    owner: np.ndarray,
-    qvec: np.ndarray,
-    weight: float,
-) -> np.ndarray | None:
-    """Per chunk: minus ``weight`` x how close the request is to its tool's recorded misses
-    (``(cos - MISS_SIMILARITY) / (1 - MISS_SIMILARITY)``, clipped to 0..1, best pair of query chunk and
-    miss); ``None`` when the weight is 0 or no candidate tool has misses."""
-    if weight <= 0:
-        return None
-    vectors, of_item = store.miss_vectors(table.keys)
-    if not of_item.size:
-        return None
-    keep = mask[of_item]
-    if not keep.any():
-        return None
-    sims = query_scores(vectors[keep], qvec).max(axis=1)  # best query chunk per miss
-    closeness = np.clip((sims - MISS_SIMILARITY) / (1.0 - MISS_SIMILARITY), 0.0, 1.0)
-    per_item = np.zeros(len(table.keys), np.float32)
-    np.maximum.at(per_item, of_item[keep], closeness.astype(np.float32))
-    if not per_item.any():
-        return None
-    return (np.float32(-weight) * per_item)[owner]
 
 
 def rocchio(queries: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, Tool
-from contextsieve.selection.ranking import names_nothing
+from contextsieve.selection.ranking import FILL_KEYWORD, FILL_RATIO, names_nothing, weak_evidence
 
 if TYPE_CHECKING:
+    from contextsieve.agent.settings import AgentSettings
+    from contextsieve.selection.context import ContextEntry
+    from contextsieve.selection.search import ItemFacts
     from contextsieve.session.assembly import Request
 
 __all__ = ["Explanation", "explain_item"]
@@ -117,6 +120,32 @@ def _explain(
     s = facts.domain.settings
     entry = next((e for e in ctx.entries if e.key == key), None)
     dropped = next((d for d in ctx.dropped if getattr(d.entry, "key", None) == key), None)
+    reasons = _search_reasons(facts)
+    if entry is not None:
+        reasons.append(_included_reason(entry, s))
+    elif dropped is not None:
+        tokens = f" ({dropped.tokens} tokens)" if dropped.tokens else ""
+        reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason}{tokens}")
+    elif facts.item_rank is not None:
+        reasons.append(_left_out_reason(facts))
+    included = entry is not None
+    return Explanation(
+        k,
+        included,
+        entry.mode.value if entry else None,
+        entry.via if entry else None,
+        facts.scores,
+        facts.similarity,
+        facts.chunk_rank,
+        facts.item_rank,
+        tuple(reasons),
+    )
+
+
+def _search_reasons(facts: ItemFacts) -> list[str]:
+    """What the search's numbers say of an item: where its best chunk ranked, and each term that moved
+    its ranking score."""
+    s = facts.domain.settings
     reasons: list[str] = []
     if not facts.in_top_k:
         reasons.append(
@@ -153,62 +182,71 @@ def _explain(
         reasons.append(
             "the chunks were found through the HNSW index (approximate nearest neighbours, then scored exactly)"
         )
-    if entry is not None:
-        if entry.via == "min-representation" and entry.query_chunk is not None:
-            reasons.append(
-                f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor "
-                f"{s.min_representation_floor})"
-            )
-        elif entry.via == "task":
-            reasons.append(
-                f"carried from the task's first message, where it scores {entry.score:.3f} (task_tools "
-                f"{s.task_tools}: a later step of a task offers the task's best tools not selected yet)"
-            )
-        elif entry.via == "expansion":
-            reasons.append(
-                f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})"
-            )
-        elif entry.score is not None and entry.score >= s.context_include_score:
-            reasons.append(
-                f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}"
-            )
-        else:
-            reasons.append(f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}")
-    elif dropped is not None:
-        tokens = f" ({dropped.tokens} tokens)" if dropped.tokens else ""
-        reasons.append(f"selected at {dropped.entry.score:.3f} but dropped: {dropped.reason}{tokens}")
-    elif facts.item_rank is not None:
-        grouped = facts.domain.grouped
-        mine = grouped[facts.item_rank - 1]
-        own, top = mine.score, grouped[0].score
-        doubled, keywords_count = names_nothing(grouped, facts.domain.words)
-        floor = None if s.context_min_score is None else s.context_min_score * (2 if doubled else 1)
-        if floor is not None and mine.sim < floor and not (mine.keyword and keywords_count):
-            why = " x 2: a short message that names nothing here" if doubled else ""
-            kw = "its keyword match is small talk" if mine.keyword else "no keyword of the message matches it"
-            reasons.append(
-                f"its similarity {mine.sim:.3f} is below the floor {floor:g} (context_min_score "
-                f"{s.context_min_score}{why}) and {kw} (too little evidence)"
-            )
-        elif s.context_min_ratio is not None and top > 0 and own < s.context_min_ratio * top:
-            reasons.append(
-                f"its ranking score {own:.3f} is below context_min_ratio {s.context_min_ratio} x the best "
-                f"item's {top:.3f} (adaptive size)"
-            )
-        else:
-            reasons.append(
-                f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and "
-                f"top-N {s.context_top_n} was already filled"
-            )
-    included = entry is not None
-    return Explanation(
-        k,
-        included,
-        entry.mode.value if entry else None,
-        entry.via if entry else None,
-        facts.scores,
-        facts.similarity,
-        facts.chunk_rank,
-        facts.item_rank,
-        tuple(reasons),
+    return reasons
+
+
+def _included_reason(entry: ContextEntry, s: AgentSettings) -> str:
+    """Why an item the request holds got in."""
+    if entry.via == "min-representation" and entry.query_chunk is not None:
+        return (
+            f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor "
+            f"{s.min_representation_floor})"
+        )
+    if entry.via == "task":
+        return (
+            f"carried from the task's first message, where it scores {entry.score:.3f} (task_tools "
+            f"{s.task_tools}: a later step of a task offers the task's best tools not selected yet)"
+        )
+    if entry.via == "companion":
+        return (
+            f"the history used it right before or after {entry.pulled_by} in {entry.score:.0%} of the recorded "
+            f"tasks that used {entry.pulled_by} (companion_tools {s.companion_tools})"
+        )
+    if entry.via == "expansion":
+        return f"pulled in by {entry.pulled_by} at {entry.score:.3f} (expansion threshold {s.expansion_threshold})"
+    if entry.score is not None and entry.score >= s.context_include_score:
+        return f"its similarity {entry.score:.3f} is at or above the include score {s.context_include_score}"
+    return f"below the include score {s.context_include_score}, but within top-N {s.context_top_n}"
+
+
+def _left_out_reason(facts: ItemFacts) -> str:
+    """Which cut-off of :func:`~contextsieve.selection.ranking.cut` left out an item its top chunks
+    grouped into (``facts.item_rank`` set)."""
+    s = facts.domain.settings
+    grouped = facts.domain.grouped
+    assert facts.item_rank is not None
+    mine = grouped[facts.item_rank - 1]
+    own, top = mine.score, facts.domain.ratio_base
+    doubled, keywords_count = names_nothing(grouped, facts.domain.words)
+    floor = None if s.context_min_score is None else s.context_min_score * (2 if doubled else 1)
+    if floor is not None and mine.sim < floor and not (mine.keyword and keywords_count):
+        why = " x 2: a short message that names nothing here" if doubled else ""
+        kw = "its keyword match is small talk" if mine.keyword else "no keyword of the message matches it"
+        return (
+            f"its similarity {mine.sim:.3f} is below the floor {floor:g} (context_min_score "
+            f"{s.context_min_score}{why}) and {kw} (too little evidence)"
+        )
+    if s.context_min_ratio is not None and top > 0 and own < s.context_min_ratio * top:
+        via = "" if top == grouped[0].score else "; the best matched by its own text, not a recorded example"
+        return (
+            f"its ranking score {own:.3f} is below context_min_ratio {s.context_min_ratio} x the best "
+            f"item's {top:.3f} (adaptive size{via})"
+        )
+    fill = None if s.context_min_ratio is None else max(s.context_min_ratio, FILL_RATIO)
+    if (
+        facts.domain.name == "rules+references"
+        and fill is not None
+        and s.context_min_score is not None
+        and top > 0
+        and own < fill * top
+        and weak_evidence(mine, s.context_min_score)
+    ):
+        return (
+            f"its ranking score {own:.3f} is below {fill} x the best item's {top:.3f} and its evidence is weak "
+            f"(a similarity under {2 * s.context_min_score:g}, no keyword match of at least {FILL_KEYWORD} of the "
+            "best): a place is not filled with it"
+        )
+    return (
+        f"its similarity {facts.similarity:.3f} is below the include score {s.context_include_score} and "
+        f"top-N {s.context_top_n} was already filled"
     )

@@ -64,18 +64,28 @@ class Outcomes:
 
     @staticmethod
     def learn(
-        agent: Agent, store: ChunkStore, request: Request, done: list[ItemKey], bad: list[ItemKey]
+        agent: Agent,
+        store: ChunkStore,
+        request: Request,
+        done: list[ItemKey],
+        bad: list[ItemKey],
+        task_message: str | None = None,
     ) -> dict[str, list[str]]:
-        """Record examples (called, not failed) and misses (selected, not called) in the chunk store."""
-        selected = [  # what the search chose for this message (a tool carried from the task was not)
+        """Record examples (called, not failed) and misses (selected, not called) in the chunk store.
+
+        ``task_message``: the message of the task ``request`` is a later step of (``None``: the request
+        starts its task). A step's text ("then post it there") says little on its own, so a step's calls
+        become examples of the task's message, and a step records no misses (a tool the task's first
+        request offered may be the one a later step calls: the call removes that miss)."""
+        selected = [  # what the search chose for this message (a tool carried or a companion was not)
             e.key
             for e in request.context.entries
-            if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT and e.via != "task"
+            if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT and e.via not in ("task", "companion")
         ]
         good = [k for k in done if k not in bad]
-        missed = [k for k in selected if k not in done and agent.has(k)]
+        missed = [k for k in selected if k not in done and agent.has(k)] if task_message is None else []
         if good:
-            store.record_examples(request.message, good)
+            store.record_examples(request.message if task_message is None else task_message, good)
         if missed:
             store.record_examples(request.message, missed, "misses")
         return {"examples": [str(k) for k in good], "misses": [str(k) for k in missed], "failed": [str(k) for k in bad]}

@@ -13,12 +13,14 @@ import numpy as np
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
+from contextsieve.agent.usage import example_hash
 from contextsieve.errors import InputError, check_text
 from contextsieve.retrieval.text import query_chunks, split_query
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.selection.search import SearchTrace, context_settings, search
 from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
+from contextsieve.session.companions import companion_entries
 from contextsieve.session.session_items import tool_available
 from contextsieve.session.stash_link import SessionStash
 from contextsieve.session.task_tools import TaskState, step_settings, task_entries, task_ranking, wanted
@@ -79,9 +81,14 @@ def search_items(
     settings: AgentSettings,
     chunks: Sequence[str],
     n_sentences: int | None = None,
+    task: TaskState | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
-    """:func:`~contextsieve.selection.search.search` over the items ``mask`` allows (the agent's lock held)."""
-    return search(store, agent.table(), mask, settings, chunks, agent.server_descriptions(), n_sentences)
+    """:func:`~contextsieve.selection.search.search` over the items ``mask`` allows (the agent's lock held);
+    for a later step of ``task``, without the recorded examples of the task's own message."""
+    own = example_hash(task.message) if task is not None and task.requests and task.message else None
+    return search(
+        store, agent.table(), mask, settings, chunks, agent.server_descriptions(), n_sentences, not_example=own
+    )
 
 
 class TokenCounts:
@@ -134,13 +141,15 @@ def build(
     within the token budget, assembled with the ``history`` (``(role, content)`` as sent). Takes the
     stash link's pending notes."""
     entries = list(held)
-    found, trace = search_items(store, agent, mask, step_settings(settings, task), qchunks, n_sentences)
+    found, trace = search_items(store, agent, mask, step_settings(settings, task), qchunks, n_sentences, task)
     entries += found
     dropped: list[Dropped] = []
+    # the tools the search aimed for (its tools domain's settings, a step's sized by its message)
+    size = next((d.settings.context_top_n for d in trace.domains if d.name == "tools"), 0)
     if task is not None and wanted(settings, task):
-        # the tools the step's search aimed for (its tools domain's settings, sized by the message)
-        size = next((d.settings.context_top_n for d in trace.domains if d.name == "tools"), 0)
         entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
+    if settings.companion_tools > 0:
+        entries = _companions(store, agent, settings, mask, entries, size)
     recorded = context_settings(settings)
     if task is not None and task.requests:
         recorded["task_step"] = task.requests  # a step: this many requests of its task came before
@@ -199,7 +208,7 @@ def _carry(
     as dropped."""
     if task.ranking is None and task.message is not None:
         task_chunks, task_n, _ = query_texts(task.message, settings, agent)
-        task.ranking = task_ranking(store, agent, settings, task_chunks, task_n)
+        task.ranking = task_ranking(store, agent, settings, task_chunks, task_n, example_hash(task.message))
     own = [e for e in found if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
     carried = task_entries(settings, task, agent.table(), mask, {e.key for e in entries}, own)
     if not carried:
@@ -209,6 +218,25 @@ def _carry(
     give = own[len(own) - n_give :]  # the search's order is the ranking score's (entries show similarity)
     gone = {id(e) for e in give}
     return [e for e in entries if id(e) not in gone] + carried, [Dropped(e, 0, CARRY_REASON) for e in give]
+
+
+def _companions(
+    store: ChunkStore,
+    agent: Agent,
+    settings: AgentSettings,
+    mask: np.ndarray,
+    entries: list[ContextEntry],
+    size: int,
+) -> list[ContextEntry]:
+    """``entries`` with the tools the history used next to the request's best tools
+    (:func:`~contextsieve.session.companions.companion_entries`) in its free places: as many as the
+    request's tools leave under ``size`` (the tools its search aimed for), never in another's place."""
+    tools = [e for e in entries if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
+    free = min(settings.companion_tools, size - len(tools))
+    if free <= 0:
+        return entries
+    at = {k: i for i, k in enumerate(agent.table().keys)}
+    return entries + companion_entries(store.relations(), entries, lambda k: k in at and bool(mask[at[k]]), free)
 
 
 def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: str, limit: int) -> list[ToolMatch]:

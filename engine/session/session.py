@@ -150,7 +150,9 @@ class Session:
         """Learning from use: the LLM called these tools after ``message``, so keep ``message`` as an
         example request of each (seeds 000/001). Later requests are scored against a tool's examples
         too (its example chunks, max-pooled with its own; at most ``ChunkConfig.max_examples`` per
-        tool, newest first), so a request like this one finds the tools chosen for it.
+        tool, newest first), so a request like this one finds the tools chosen for it. When ``message`` is
+        the latest request's and that request is a later step of this session's task, the calls become
+        examples of the task's first message (a step's words say little alone).
 
         Args:
             message: the user message the calls answered (the request's ``context.message``).
@@ -162,6 +164,8 @@ class Session:
         """
         keys = tool_keys(self.agent, calls, "record_tool_calls")
         if keys:
+            with self._lock:
+                message = self._task.told(message) if isinstance(message, str) else message
             self.store.record_examples(message, keys)
 
     def record_outcome(
@@ -176,7 +180,10 @@ class Session:
           a miss of it: a later request this close to the message loses it up to ``outcome_weight`` of
           ranking score (see :class:`~contextsieve.agent.settings.AgentSettings`); a later call of the tool for
           the same message removes the miss;
-        - failed calls are counted, neither examples nor misses.
+        - failed calls are counted, neither examples nor misses;
+        - for a later step of a task (the request context's ``task_step``), the calls become examples of
+          the task's first message instead of the step's (a step's words say little alone), and no
+          misses are recorded (a tool the task offered early may be called at a later step).
 
         Kept where the examples are (``usage.sqlite`` with ``remember_requests``, else memory), at
         most ``ChunkConfig.max_examples`` of each kind per tool, newest first. :attr:`outcomes` counts
@@ -196,7 +203,10 @@ class Session:
             UnknownItemError: a tool the agent does not have. Nothing is recorded then.
         """
         done, bad = self._outcomes.checked(self.agent, request, called, failed)
-        recorded = Outcomes.learn(self.agent, self.store, request, done, bad)
+        with self._lock:
+            step = bool(request.context.settings.get("task_step")) and self._task.message is not None
+            task_message = self._task.message if step else None
+        recorded = Outcomes.learn(self.agent, self.store, request, done, bad, task_message)
         with self._lock:
             self._outcomes.count(self.agent, request, done, bad)
         return recorded

@@ -49,6 +49,7 @@ class TaskState:
         ranking: the task message's tools, best first by ranking score, as the search's entries
             (key, similarity, chunk, query chunk), computed at the task's second request and then kept.
         requests: requests built in this task.
+        last: the message of the task's latest request.
         replied: whether a reply was recorded (``Session.record_reply``) since the task started: only
             then is a next request a step of this task (else it starts a task of its own).
     """
@@ -58,20 +59,30 @@ class TaskState:
     ranking: list[ContextEntry] | None = None
     requests: int = 0
     replied: bool = False
+    last: str | None = None
 
     def start(self) -> None:
         """Start over: the next request's message is the task's."""
-        self.message, self.ranking, self.requests, self.replied = None, None, 0, False
+        self.message, self.ranking, self.requests, self.replied, self.last = None, None, 0, False, None
         self.selected.clear()
 
     def copy(self) -> "TaskState":
         """An independent copy (an explanation builds a request without changing the session's task)."""
-        return TaskState(self.message, set(self.selected), self.ranking, self.requests, self.replied)
+        return TaskState(self.message, set(self.selected), self.ranking, self.requests, self.replied, self.last)
+
+    def told(self, message: str) -> str:
+        """The message calls made after ``message`` are examples of: the task's first message when
+        ``message`` is the latest request's and that request is a later step of the task (a step's words
+        say little alone: "then post it there"), else ``message`` itself."""
+        if self.requests > 1 and self.message is not None and message == self.last and message != self.message:
+            return self.message
+        return message
 
     def note(self, message: str, entries: tuple[ContextEntry, ...] | list[ContextEntry]) -> None:
         """Record a request of this task: its message (the first one is the task's) and its tools."""
         if self.message is None:
             self.message = message
+        self.last = message
         self.requests += 1
         self.selected |= {e.key for e in entries if e.key.kind is ItemKind.TOOL}
 
@@ -137,11 +148,18 @@ def step_settings(settings: AgentSettings, task: TaskState | None) -> AgentSetti
 
 
 def task_ranking(
-    store: ChunkStore, agent: Agent, settings: AgentSettings, chunks: list[str], n_sentences: int
+    store: ChunkStore,
+    agent: Agent,
+    settings: AgentSettings,
+    chunks: list[str],
+    n_sentences: int,
+    not_example: str | None = None,
 ) -> list[ContextEntry]:
     """The tools of a task's first message (its query ``chunks``, the first ``n_sentences`` of them
     sentences), best first: the tools domain's search with no cut-offs (as a tool search: no include
-    score, no floor, no expansion) over every tool of the agent. The agent's lock is held by the caller."""
+    score, no floor, no expansion) over every tool of the agent, without the examples whose hash is
+    ``not_example`` (the task's message: what the task taught is not its evidence). The agent's lock is
+    held by the caller."""
     tools = settings.for_tools()
     wide = tools.with_overrides(
         context_top_n=TASK_RANKING_DEPTH,
@@ -157,5 +175,7 @@ def task_ranking(
     if not chunks:
         return []
     table = agent.table()
-    entries, _ = search(store, table, table.tool.copy(), wide, chunks, agent.server_descriptions(), n_sentences)
+    entries, _ = search(
+        store, table, table.tool.copy(), wide, chunks, agent.server_descriptions(), n_sentences, not_example=not_example
+    )
     return [e for e in entries if e.via == "query"]
