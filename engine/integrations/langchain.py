@@ -33,7 +33,9 @@ from contextsieve.integrations.selector import (
     ToolSelector,
     ToolSpec,
     check_fail_open,
+    error_text,
     failed_choice,
+    logger,
 )
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
@@ -212,6 +214,24 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
             self.choices = [*self.choices[-99:], choice]
         return request.override(**overrides), choice
 
+    def _learn(self, response: Any, choice: Choice | FailedChoice | None) -> None:
+        """Learning from use: the tools the model called in ``response`` become examples of the choice's
+        message (:meth:`ToolSelector.record_calls`); an error here is logged and never reaches the agent."""
+        selector = self.selector
+        if not isinstance(choice, Choice) or selector is None:
+            return
+        result = response.model_response.result if isinstance(response, ExtendedModelResponse) else response
+        messages = result.result if isinstance(result, ModelResponse) else [result]
+        called = [c.get("name") for m in messages if isinstance(m, AIMessage) for c in (m.tool_calls or [])]
+        if not called:
+            return
+        try:
+            selector.record_calls(choice, [n for n in called if isinstance(n, str)])
+        except Exception as e:  # a hook fails open: the agent goes on without this lesson
+            with self._lock:
+                self.last_error = e
+            logger.warning("contextsieve: the tools the model called were not recorded (%s)", error_text(e))
+
     @staticmethod
     def _recorded(response: Any, choice: Choice | FailedChoice | None) -> Any:
         if choice is None or isinstance(response, ExtendedModelResponse):
@@ -227,7 +247,9 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
     ) -> Any:
         """Send the model only the chosen tools; record the choice on the state."""
         new, choice = self._prepare(request)
-        return self._recorded(handler(new), choice)
+        response = handler(new)
+        self._learn(response, choice)
+        return self._recorded(response, choice)
 
     async def awrap_model_call(
         self,
@@ -236,7 +258,9 @@ class ContextSieveMiddleware(AgentMiddleware[ContextSieveState, Any, Any]):
     ) -> Any:
         """As :meth:`wrap_model_call`; the choice runs in a worker thread (it embeds on the CPU)."""
         new, choice = await asyncio.to_thread(self._prepare, request)
-        return self._recorded(await handler(new), choice)
+        response = await handler(new)
+        await asyncio.to_thread(self._learn, response, choice)
+        return self._recorded(response, choice)
 
 
 def stash_tools(

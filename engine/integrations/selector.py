@@ -191,13 +191,13 @@ class FailedChoice:
             "proposed": [],
             "dropped": [],
             "failed_open": True,
-            "error": _error_text(self.error),
+            "error": error_text(self.error),
             "summary": f"choice failed ({type(self.error).__name__}): all {len(self.tools)} tools sent",
             "context": None,
         }
 
 
-def _error_text(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
     """``"Type: message"`` of ``error``, at most :data:`_ERROR_CHARS` characters, a lone surrogate in it
     escaped (so a log handler or a JSON checkpoint can write it)."""
     text = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
@@ -231,13 +231,13 @@ def failed_choice(error: Exception, tools: Iterable[str], *, fail_open: bool, wh
     names = tuple(tools)
     if not fail_open:
         raise ToolChoiceError(
-            f"{where}: choosing the tools failed ({_error_text(error)}); with fail_open=True every tool "
+            f"{where}: choosing the tools failed ({error_text(error)}); with fail_open=True every tool "
             "would have been sent instead"
         ) from error
     logger.warning(
         "contextsieve: %s could not choose the tools (%s); sending all %d tools (fail_open)",
         where,
-        _error_text(error),
+        error_text(error),
         len(names),
     )
     return FailedChoice(names, error)
@@ -457,6 +457,23 @@ class ToolSelector:
                 tuple(named[t.key] for t in dropped),
                 tuple(t.key for t in offered),
             )
+
+    def record_calls(self, choice: Choice, called: Iterable[str]) -> list[ItemKey]:
+        """Learning from use: the model called ``called`` (framework tool names) after ``choice``, so
+        ``choice``'s message becomes an example request of each of them that the choice offered
+        (:meth:`Session.record_tool_calls`, kept with the session's engine's history: see
+        docs/selection.md). Names the choice did not offer are ignored; no misses are recorded (a
+        framework asks again after each tool result, with the same message). Returns the tools recorded."""
+        if not isinstance(choice, Choice):
+            raise InputError(f"record_calls takes a Choice, got {brief(choice)}")
+        if isinstance(called, str):
+            raise InputError("called must be a list of tool names, not one str")
+        offered = dict(zip(choice.tools, choice.keys))
+        keys = list(dict.fromkeys(offered[n] for n in called if isinstance(n, str) and n in offered))
+        if keys and choice.request.message.strip():
+            with self._lock:
+                self.session.record_tool_calls(choice.request.message, keys)
+        return keys
 
 
 def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:

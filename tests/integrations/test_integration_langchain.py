@@ -279,3 +279,24 @@ def test_the_async_agent_loop_chooses_in_a_worker_thread(int8: Any, tools: list[
     assert model.seen[0][0] == "calculator" and "get_weather" in model.seen[0]
     assert [r["tools"] for r in out["contextsieve"]] == model.seen
     assert seen_threads and loop_thread not in seen_threads  # chosen in worker threads, not on the loop
+
+
+def test_the_tools_the_model_calls_are_learned_as_examples_of_their_message(int8: Any, tools: list[BaseTool]) -> None:
+    """The middleware records what the model called after each choice (ToolSelector.record_calls):
+    the call's message becomes an example of the tool, no misses, and nothing for an answer."""
+    from contextsieve import ItemKey
+
+    model = ScriptedModel(script={"rain": "get_weather"}, seen=[], systems=[])
+    mw = ContextSieveMiddleware(embedder=int8, cache_dir=False)
+    agent = create_agent(model, tools=tools, middleware=[mw], checkpointer=InMemorySaver())
+    message = "Will it rain in Paris tomorrow?"
+    agent.invoke({"messages": [{"role": "user", "content": message}]}, {"configurable": {"thread_id": "t"}})
+    assert mw.selector is not None and CALLED == ["get_weather"]
+    store = mw.selector.session.store
+    learned = {str(k): [e.text for e in v] for k, v in store.examples.items()}
+    weather = next(k for k in learned if k.endswith(":get_weather"))
+    assert learned == {weather: [message]} and not store.misses
+    assert mw.selector.record_calls(mw.choices[0], ["not_offered"]) == []
+    with pytest.raises(InputError):
+        mw.selector.record_calls(mw.choices[0], "get_weather")
+    assert isinstance(ItemKey.parse(weather), ItemKey)
