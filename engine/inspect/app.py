@@ -76,7 +76,6 @@ def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, bod
     ``application/json`` (415), at most ``max_body_bytes`` (413) and arrive within ``body_seconds``
     (408)."""
     _require_stack()
-    import anyio
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
@@ -94,29 +93,7 @@ def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, bod
         return get
 
     async def read_json(request: HttpRequest) -> Any:
-        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if kind != "application/json":
-            raise _HttpError(415, "send the body as application/json")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
-            raise _HttpError(413, f"request body over {max_body_bytes} bytes")
-        parts: list[bytes] = []
-        seen = 0
-        try:
-            with anyio.fail_after(body_seconds):
-                async for chunk in request.stream():
-                    seen += len(chunk)
-                    if seen > max_body_bytes:
-                        raise _HttpError(413, f"request body over {max_body_bytes} bytes")
-                    parts.append(chunk)
-        except TimeoutError:
-            raise _HttpError(408, f"request body not received within {body_seconds:g} s") from None
-        try:
-            return json.loads(b"".join(parts).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise _HttpError(400, f"the body is not valid JSON: {e}") from None
-        except RecursionError:
-            raise _HttpError(400, "the body is not valid JSON: nested too deeply") from None
+        return await _read_json(request, max_body_bytes, body_seconds)
 
     def api(fn: Any) -> Any:
         """An endpoint answering JSON: contextsieve's input errors as 400, others as 500, never a traceback."""
@@ -180,18 +157,53 @@ def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, bod
     )
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-            host = headers.get("host", "")
-            origin = headers.get("origin")
-            why = None
-            if _host_name(host) not in _LOCAL_HOSTS:
-                why = "this page answers requests for 127.0.0.1 or localhost only"
-            elif origin is not None and origin != f"http://{host}":
-                why = "requests from other origins are refused"
-            if why is not None:
-                await error(403, why)(scope, receive, send)
-                return
+        why = _refused(scope) if scope["type"] == "http" else None
+        if why is not None:
+            await error(403, why)(scope, receive, send)
+            return
         await app(scope, receive, send)
 
     return guarded
+
+
+def _refused(scope: dict[str, Any]) -> str | None:
+    """Why an HTTP request is refused (403): a host other than 127.0.0.1 or localhost, or an ``Origin``
+    other than the page's own; ``None`` when it may pass."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+    host = headers.get("host", "")
+    origin = headers.get("origin")
+    if _host_name(host) not in _LOCAL_HOSTS:
+        return "this page answers requests for 127.0.0.1 or localhost only"
+    if origin is not None and origin != f"http://{host}":
+        return "requests from other origins are refused"
+    return None
+
+
+async def _read_json(request: Any, max_body_bytes: int, body_seconds: float) -> Any:
+    """A POST body as JSON: ``application/json`` (else 415), at most ``max_body_bytes`` (413), within
+    ``body_seconds`` (408), valid (400); errors as :class:`_HttpError`."""
+    import anyio
+
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        raise _HttpError(415, "send the body as application/json")
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
+        raise _HttpError(413, f"request body over {max_body_bytes} bytes")
+    parts: list[bytes] = []
+    seen = 0
+    try:
+        with anyio.fail_after(body_seconds):
+            async for chunk in request.stream():
+                seen += len(chunk)
+                if seen > max_body_bytes:
+                    raise _HttpError(413, f"request body over {max_body_bytes} bytes")
+                parts.append(chunk)
+    except TimeoutError:
+        raise _HttpError(408, f"request body not received within {body_seconds:g} s") from None
+    try:
+        return json.loads(b"".join(parts).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _HttpError(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise _HttpError(400, "the body is not valid JSON: nested too deeply") from None

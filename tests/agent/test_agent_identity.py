@@ -1,6 +1,7 @@
-"""Issue 38 item 1: an agent's identity is its declared name (the top-level ``name:`` the README shows,
-or ``metadata.name``) plus where its file lives, so two agents never share a stash unless the user
-points them at one store and namespace on purpose."""
+"""An agent's identity starts from its declared name (the top-level ``name:`` the README shows, or
+``metadata.name``), and two agent files, even named alike, never share a stash unless the user points
+them at one store and namespace on purpose (how an identity follows a file over time:
+tests/agent/test_identity_over_time.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 37 item 1: one name per tool that every provider accepts, unique within the agent, stable
+"""One name per tool that every provider accepts, unique within the agent, stable
 across engines and processes, readable where the plain name is valid, and read back to the right tool
 by every surface (the four payloads and their tool_reference / tool_search_output items,
 record_outcome, the gateway, ToolSelector)."""

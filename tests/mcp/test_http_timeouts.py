@@ -1,4 +1,4 @@
-"""Issue 27 item 13: over real sockets, a ``serve --transport http`` process closes connections that
+"""Over real sockets, a ``serve --transport http`` process closes connections that
 trickle their headers (or send none) within ``--header-timeout`` and answers 408 to a body that
 trickles past ``--body-timeout``; well-behaved clients are served throughout, and a keep-alive
 connection gets the same deadline for its next request's headers."""

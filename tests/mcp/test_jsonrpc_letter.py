@@ -1,4 +1,4 @@
-"""Issue 48 item 8, JSON-RPC by the letter, against real ``serve`` and ``gateway`` processes over stdio,
+"""JSON-RPC by the letter, against real ``serve`` and ``gateway`` processes over stdio,
 raw lines in and raw lines out: every request whose ``id`` can be read gets that ``id`` back. A request
 with params by position (an array) was answered as a batch with ``id: null`` by both, so the host
 waited for its own timeout; it is ``-32602`` for its ``id`` now. A notification with params by position

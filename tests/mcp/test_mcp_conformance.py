@@ -1,4 +1,4 @@
-"""Issue 27 item 20: the official MCP conformance suite (npm ``@modelcontextprotocol/conformance``
+"""The official MCP conformance suite (npm ``@modelcontextprotocol/conformance``
 0.1.16 on Node 22, both installed by ``make test`` into ``build/conformance``) against a real
 ``serve --transport http``. Every scenario of the active suite is sorted into one of three kinds:
 those that apply to what the server declares must pass; those that call the suite's own fixtures

@@ -1,4 +1,4 @@
-"""Issue 38 item 8: the official MCP conformance suite's 0.2 line for the stateless 2026-07-28
+"""The official MCP conformance suite's 0.2 line for the stateless 2026-07-28
 revision (npm ``@modelcontextprotocol/conformance@0.2.0-alpha.12``, ``server --requirements
 2026-07-28``, on Node 22; both installed by ``make test`` into ``build/conformance-2026``) against a
 real ``serve --transport http``, beside the 0.1.16 run of the handshake era

@@ -1,4 +1,4 @@
-"""Issue 27 item 8b: two ``serve --transport http`` processes on one real PostgreSQL stash (a host
+"""Two ``serve --transport http`` processes on one real PostgreSQL stash (a host
 behind a load balancer, the case the stateless protocol exists for). Any process answers any call:
 the agent's default namespace and the stateless handles live in the store, not in a process. Also
 the registry itself: signed handles, session items kept in the store, eviction that loses nothing."""

@@ -1,4 +1,4 @@
-"""Issue 48 item 9, nothing left behind, against real processes: a SIGKILL of ``contextsieve gateway``
+"""Nothing left behind, against real processes: a SIGKILL of ``contextsieve gateway``
 (no handler runs) left its downstream server running when the server ignores stdin EOF and SIGTERM
 (tests/data/mcp_test_server.py ``--linger``), and the server's own child with it. Now the reaper
 (:mod:`contextsieve.mcp_client.reaper`) ends their process group within 3 s and exits itself; it ends

@@ -1,4 +1,4 @@
-"""Issue 38 item 7, first contact with ``contextsieve serve``, against real processes: the help and the
+"""First contact with ``contextsieve serve``, against real processes: the help and the
 README say when to use ``serve`` and when ``gateway`` with the host configuration of each; HTTP binds
 before it announces (a taken port is exit code 1 with a clear message, ``--port 0`` announces the port
 it got); a host other machines can reach is refused without a token (exit code 2); the SDK's and

@@ -1,4 +1,4 @@
-"""Issue 40 item 1: ``contextsieve serve`` and ``contextsieve gateway`` start their transport at once and
+"""``contextsieve serve`` and ``contextsieve gateway`` start their transport at once and
 load the model in the background. Real processes over stdio with the SDK client, every cache in a temp
 dir (``$CONTEXTSIEVE_CACHE``, ``$NUMBA_CACHE_DIR``, ``$CONTEXTSIEVE_DATA`` empty at the start).
 

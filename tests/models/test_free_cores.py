@@ -1,4 +1,4 @@
-"""Issue 40, item 2: on a busy machine the embedder runs each call on no more threads than there are
+"""On a busy machine the embedder runs each call on no more threads than there are
 cores other processes leave free (with one of two cores busy, two threads ran slower than one)."""
 
 from __future__ import annotations

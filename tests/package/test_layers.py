@@ -134,6 +134,19 @@ def test_the_module_map_in_the_docs_is_current() -> None:
     assert page == page_with_map(page), "docs/internals.md: run python -m tests.helpers.module_map --write"
 
 
+def test_test_modules_say_what_behaviour_they_specify() -> None:
+    """Every test module opens with a docstring that says what behaviour it specifies, not which issue
+    it came from (the issue history lives in git)."""
+    import ast
+
+    told = {
+        str(p.relative_to(ROOT)): ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))
+        for p in (ROOT / "tests").rglob("test_*.py")
+    }
+    assert [p for p, d in told.items() if not d] == []
+    assert [p for p, d in told.items() if d and d.lstrip().lower().startswith("issue")] == []
+
+
 def test_no_module_outgrows_its_limit() -> None:
     """No source module over 600 lines, no test module over 800: a module that grows past it is
     holding two jobs."""

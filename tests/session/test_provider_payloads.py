@@ -1,4 +1,4 @@
-"""Issue 29: provider-native deferred tool offers. The payloads of ``Request.anthropic`` and
+"""Provider-native deferred tool offers. The payloads of ``Request.anthropic`` and
 ``Request.openai_responses`` (both ``tools="selected"`` and ``tools="deferred"``) validate against the
 SDKs' own typed parameters (pydantic over their TypedDicts, unknown keys refused), go through the real
 SDK clients to an HTTP server on 127.0.0.1 unchanged, and in deferred mode keep the cached prefix

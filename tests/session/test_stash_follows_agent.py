@@ -1,4 +1,4 @@
-"""Issue 38 item 2: the stash follows the agent, not the connection. A host on either MCP protocol that
+"""The stash follows the agent, not the connection. A host on either MCP protocol that
 passes no session handle finds what it stashed in its next process (a real ``contextsieve serve`` over
 stdio per process, the SDK client in both modes); what a stateless host pins without a handle is kept
 in the store too; no per-connection namespace is left behind."""

@@ -1,4 +1,4 @@
-"""Issue 37 item 2: the agent-facing tools written once (contextsieve.session.agent_tools) and registered by thin
+"""The agent-facing tools written once (contextsieve.session.agent_tools) and registered by thin
 adapters: serve's list fits the budget and carries titles, annotations and limits; a bad argument comes
 back as an error the model reads (MCP isError, a framework's retry); every surface shows the model the
 same names, descriptions and argument schemas."""

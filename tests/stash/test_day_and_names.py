@@ -1,4 +1,4 @@
-"""Issue 41: the day stage (a candidate raised by the best relevance among the candidates created on
+"""The day stage (a candidate raised by the best relevance among the candidates created on
 its UTC day) and the names boost (the query's names and quoted phrases found verbatim), checked
 through the store's API against plain oracles, and the names' parsing."""
 

@@ -1,4 +1,4 @@
-"""Issue 40, first run: a small stash stashes and retrieves without importing or compiling Numba (its
+"""A small stash stashes and retrieves without importing or compiling Numba (its
 int8 vectors were always scored by the Numba kernel: the first retrieve of a three-segment store
 compiled for 4-5 s on an empty cache)."""
 

@@ -1,4 +1,4 @@
-"""Issue 49: the speaker a query names. A candidate whose speaker (its source, its topic or a leading
+"""The speaker a query names. A candidate whose speaker (its source, its topic or a leading
 ``Name:`` of its text) the query names gains ``RankConfig.speaker_weight``, and once a candidate's
 speaker is named the dense signal compares the segments with the query moved towards the query
 without its names (``RankConfig.unnamed_weight``). Checked through the store's API (both
