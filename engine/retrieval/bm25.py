@@ -266,6 +266,16 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._index)
 
+    def add(self, terms: Sequence[str]) -> int:
+        """Index one more text by its :func:`tokenize` ``terms``; returns its row."""
+        row = len(self._index)
+        self._index.add(row, terms)
+        return row
+
+    def remove(self, row: int) -> None:
+        """Take ``row`` out of the statistics (its score is meaningless from then on: never read it)."""
+        self._index.remove(row)
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (float32; words not in the index are ignored)."""
         return self._index.scores(tokenize(query))

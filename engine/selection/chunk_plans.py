@@ -1,16 +1,27 @@
-"""Chunk plans: how an item's chunks are stored and found again in the embedding cache (cutting needs
-token counts, the slow part of a restart), and the digest that says when an item must be embedded again."""
+"""What the chunk store embeds, as plain functions: chunk plans (how an item's chunks are stored and
+found again in the embedding cache: cutting needs token counts, the slow part of a restart), the digest
+that says when an item must be embedded again, a server's profile text and a recorded example's chunk
+text."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from contextsieve.agent.items import Item, Tool
-from contextsieve.selection.chunking import Chunk, ChunkConfig
+from contextsieve.agent.usage import Example
+from contextsieve.selection.chunking import VECTOR_EXAMPLE, Chunk, ChunkConfig
 
-__all__ = ["PLAN_VERSION", "digest", "plan_key", "schema_of", "chunks_from_plan"]
+__all__ = [
+    "PLAN_VERSION",
+    "digest",
+    "plan_key",
+    "schema_of",
+    "chunks_from_plan",
+    "profile_text",
+    "example_chunk_text",
+]
 
 
 def digest(chunks: Sequence[Chunk]) -> str:
@@ -55,3 +66,26 @@ def chunks_from_plan(plan: object) -> list[Chunk] | None:
             return None
         out.append(Chunk(row[0], row[1], row[2]))
     return out
+
+
+def profile_text(
+    server: str,
+    description: str,
+    tools: Sequence[str],
+    max_tokens: int,
+    count_tokens: Callable[[Sequence[str]], list[int]],
+) -> str:
+    """``"<server>: <description>"`` then ``"tools: a, b, ..."``, tools dropped from the end to fit ``max_tokens``."""
+    head = f"{server}: {description.strip()}" if description.strip() else server
+    names = list(tools)
+    while True:
+        text = f"{head}\ntools: {', '.join(names)}" if names else head
+        if len(names) <= 1 or count_tokens([text])[0] <= max_tokens:
+            return text
+        names = names[: max(1, len(names) * 3 // 4)]
+
+
+def example_chunk_text(e: Example) -> str:
+    """What an example's chunk embeds: its text, or a placeholder of its digest when the log keeps only its
+    vector (resolved from the log, never embedded)."""
+    return e.text if e.text is not None else f"{VECTOR_EXAMPLE}{e.hash}"

@@ -20,12 +20,11 @@ from contextsieve.agent.usage import Example, Relations, UsageLog, example_text,
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import InputError
 from contextsieve.progress import note
-from contextsieve.retrieval.bm25 import BM25Index, tokenize
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.retrieval.query_vectors import compose, plan_query
-from contextsieve.selection.chunk_plans import chunks_from_plan, plan_key, schema_of
+from contextsieve.selection.chunk_plans import chunks_from_plan, example_chunk_text, plan_key, profile_text, schema_of
 from contextsieve.selection.chunk_plans import digest as chunks_digest
 from contextsieve.selection.chunking import (
     VECTOR_EXAMPLE,
@@ -38,6 +37,7 @@ from contextsieve.selection.chunking import (
     split_identifier,
 )
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
+from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
 from contextsieve.selection.ranking import RelationGraph
 
 __all__ = ["ItemChunks", "ChunkStore"]
@@ -51,10 +51,6 @@ NOTE_FROM_TEXTS = 128
 QUERY_CACHE_SIZE = 1024
 #: Chunk texts embedded per embedder call when indexing; each part is cached as soon as it is done.
 EMBED_PART = 256
-#: Up to this many chunks, the keyword index keeps each text's terms for its next rebuild (a recorded
-#: example rebuilds it: only the new texts are tokenized); a larger agent rebuilds rarely and would
-#: hold a second copy of every term.
-TERMS_KEPT_UP_TO = 20_000
 
 
 @dataclass(frozen=True)
@@ -64,23 +60,6 @@ class ItemChunks:
     chunks: tuple[Chunk, ...]
     vectors: np.ndarray
     digest: str
-
-
-def _profile_text(
-    server: str,
-    description: str,
-    tools: Sequence[str],
-    max_tokens: int,
-    count_tokens: Callable[[Sequence[str]], list[int]],
-) -> str:
-    """``"<server>: <description>"`` then ``"tools: a, b, ..."``, tools dropped from the end to fit ``max_tokens``."""
-    head = f"{server}: {description.strip()}" if description.strip() else server
-    names = list(tools)
-    while True:
-        text = f"{head}\ntools: {', '.join(names)}" if names else head
-        if len(names) <= 1 or count_tokens([text])[0] <= max_tokens:
-            return text
-        names = names[: max(1, len(names) * 3 // 4)]
 
 
 class ChunkStore:
@@ -144,8 +123,10 @@ class ChunkStore:
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._example_rows: tuple[object, np.ndarray] | None = None  # (the matrix, example hash per row)
         self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
-        self._bm25: tuple[object, BM25Index] | None = None  # (the matrix it was built for, the index)
-        self._bm25_terms: dict[str, list[str]] = {}  # each indexed text's terms, for the next rebuild
+        self._stale: set[ItemKey] = set()  # tools whose examples changed since the last sync
+        self._several = False  # whether the last sync's tools came from two servers or more
+        self._bm25: tuple[object, KeywordRows] | None = None  # (the matrix it was built for, the index)
+        self._keyword_docs = KeywordDocs()  # BM25 over the chunks' texts, kept in step with them
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self._profiles: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, vectors, row per item)
         self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
@@ -179,15 +160,20 @@ class ChunkStore:
             self._load_examples()
         last, last_servers, last_version = self._last
         if version is not None and version == last_version and servers == last_servers:
-            return 0  # the caller vouches that the items are the same (Agent.table's shape)
+            # the caller vouches that the items are the same (Agent.table's shape): only the tools whose
+            # recorded examples changed since are cut again
+            return self._sync_stale(servers) if self._stale else 0
         items = list(items)
         if len(items) == len(last) and servers == last_servers and all(a is b for a, b in zip(items, last)):
             self._last = (items, servers, version)
-            return 0  # items are frozen: the same objects mean the same texts
+            # items are frozen: the same objects mean the same texts (but for recorded examples)
+            return self._sync_stale(servers) if self._stale else 0
         several = (
             len({it.server for it in items if isinstance(it, Tool)}) > 1
         )  # else a server prefix tells no tool apart
         planned = self._plan_all(items, servers, several)
+        self._stale.clear()
+        self._several = several
         todo = [k for k, (ch, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         gone = set(self._items) - set(planned)
         for k in gone:
@@ -205,6 +191,25 @@ class ChunkStore:
             self._matrix = None
             self._update_index(todo, gone)
         self._last = (items, servers, version)
+        return len(todo)
+
+    def _sync_stale(self, servers: dict[str, str]) -> int:
+        """Cut and embed again the items of the last sync whose recorded examples changed since (their
+        example chunks); returns how many changed."""
+        stale = [it for it in self._last[0] if it.key in self._stale]
+        self._stale.clear()
+        planned = self._plan_all(stale, servers, self._several)
+        todo = [k for k, (_, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
+        if not todo:
+            return 0
+        vectors = self._embed_chunks([c.embed_text for k in todo for c in planned[k][0]])
+        at = 0
+        for k in todo:
+            chunks, digest = planned[k]
+            self._items[k] = ItemChunks(tuple(chunks), np.ascontiguousarray(vectors[at : at + len(chunks)]), digest)
+            at += len(chunks)
+        self._matrix = None
+        self._update_index(todo, ())
         return len(todo)
 
     def _update_index(self, changed: Sequence[ItemKey], gone: Iterable[ItemKey]) -> None:
@@ -254,7 +259,7 @@ class ChunkStore:
         self.examples = self.usage().records(self.usage_scope, self.config.max_examples)
         self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses")
         self._kept = {
-            _example_chunk_text(e): e.vector
+            example_chunk_text(e): e.vector
             for kept in (self.examples, self.misses)
             for v in kept.values()
             for e in v
@@ -264,11 +269,16 @@ class ChunkStore:
         if len(dims) > 1:  # vectors of one model family have one length: the log is damaged
             raise InputError(f"the usage log holds vectors of {len(dims)} different lengths for one model")
 
-    def _reload(self) -> None:
+    def _reload(self, changed: Iterable[ItemKey] | None = None) -> None:
+        """Read the recorded examples and misses again; the next sync cuts again the ``changed`` tools
+        (those whose examples changed; ``None``: it compares every item)."""
         self._read_examples()
         self._examples_loaded = True
         self._miss_vectors = None
-        self._last = ([], {}, None)  # the next sync compares every item again
+        if changed is None:
+            self._last = ([], {}, None)  # the next sync compares every item again
+        else:
+            self._stale.update(changed)
 
     def relations(self) -> Relations:
         """What the recorded examples say about tools used together (:func:`~contextsieve.agent.usage.relations`),
@@ -289,7 +299,9 @@ class ChunkStore:
         vector = self._embed_chunks([text])[0] if text.strip() else None
         with self.lock:
             self.usage().record(self.usage_scope, message, tools, kind, vector)
-            self._reload()
+            # an example is a chunk of its tool, and recording one removes that tool's miss of the
+            # message; misses are no chunks
+            self._reload(tools if kind == "examples" else ())
 
     def forget_examples(self, tool: ItemKey | None = None, kind: str = "examples") -> int:
         """Delete the recorded examples (or misses) of one tool (or of every tool); returns how many were deleted."""
@@ -309,7 +321,7 @@ class ChunkStore:
         if memo is not None and memo[0] == tuple(order):
             return memo[1], memo[2]
         pos = {k: i for i, k in enumerate(order)}
-        rows = [(pos[k], _example_chunk_text(e)) for k, kept in self.misses.items() if k in pos for e in kept]
+        rows = [(pos[k], example_chunk_text(e)) for k, kept in self.misses.items() if k in pos for e in kept]
         if rows:
             vectors = self._embed_chunks([t for _, t in rows])
             owner = np.array([p for p, _ in rows], np.int64)
@@ -437,7 +449,7 @@ class ChunkStore:
         for it in items:
             description = servers.get(it.server, "") if isinstance(it, Tool) else ""
             kept = self.examples.get(it.key, ()) if isinstance(it, Tool) else ()
-            examples = tuple(_example_chunk_text(e) for e in kept)
+            examples = tuple(example_chunk_text(e) for e in kept)
             fingerprint: tuple[object, ...] = (
                 it.name,
                 it.description,
@@ -481,10 +493,12 @@ class ChunkStore:
             cache.put_plans(fresh)
         return {it.key: out[it.key] for it in items}
 
-    def keyword_index(self, order: Sequence[ItemKey]) -> BM25Index:
+    def keyword_index(self, order: Sequence[ItemKey]) -> KeywordRows:
         """BM25 over the embedding texts (chunk plus its context: header, heading path, server) of the
-        items in ``order`` (rows as in :meth:`matrix`), rebuilt after changes (docs/selection.md's
-        quality tables measure keywords over the context against chunk text alone)."""
+        items in ``order``, scored per row of :meth:`matrix` (docs/selection.md's quality tables measure
+        keywords over the context against chunk text alone). A recorded example kept as a vector only
+        has no words: it is no document of the index and scores 0; a change adds and removes only the
+        texts that changed (:class:`~contextsieve.selection.keyword_rows.KeywordDocs`)."""
         self.matrix(order)
         if self._bm25 is None or self._bm25[0] is not self._matrix:
             texts = [
@@ -492,10 +506,7 @@ class ChunkStore:
                 for k in order
                 for c in self._items[k].chunks
             ]
-            known = self._bm25_terms  # a rebuild after a change (a recorded example) tokenizes only new texts
-            terms = [known[t] if t in known else tokenize(t) for t in texts]
-            self._bm25_terms = dict(zip(texts, terms)) if len(texts) <= TERMS_KEPT_UP_TO else {}
-            self._bm25 = (self._matrix, BM25Index(texts, terms=terms))
+            self._bm25 = (self._matrix, self._keyword_docs.rows(texts))
         return self._bm25[1]
 
     def server_profiles(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
@@ -514,7 +525,7 @@ class ChunkStore:
                     names.append(split_identifier(k.name).lower())
             descriptions = dict(self._last[1])
             texts = [
-                _profile_text(
+                profile_text(
                     name, descriptions.get(name, ""), tools, self.config.max_tokens, self.embedder.count_tokens
                 )
                 for name, tools in servers.items()
@@ -570,9 +581,3 @@ class ChunkStore:
             mat = np.ascontiguousarray(np.vstack(vecs)) if vecs and dim else np.zeros((0, max(dim, 1)), np.float32)
             self._matrix = (order, mat, np.concatenate(owner) if owner else np.zeros(0, np.int64))
         return self._matrix[1], self._matrix[2]
-
-
-def _example_chunk_text(e: Example) -> str:
-    """What an example's chunk embeds: its text, or a placeholder of its digest when the log keeps only its
-    vector (resolved from the log, never embedded)."""
-    return e.text if e.text is not None else f"{VECTOR_EXAMPLE}{e.hash}"

@@ -1,6 +1,6 @@
 """The keyword index built from terms already known equals the one that tokenizes its texts, and the
-chunk store's rebuild after a recorded example (which reuses the last build's terms) equals a fresh
-index of the same texts."""
+chunk store's keyword index after a recorded example (kept in step, not rebuilt) equals a fresh index
+of the same texts."""
 
 from __future__ import annotations
 
