@@ -121,7 +121,7 @@ class ChunkStore:
             None,
         )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
-        self._example_rows: tuple[object, np.ndarray] | None = None  # (the matrix, example hash per row)
+        self._example_rows: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, mask, hashes)
         self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
         self._stale: set[ItemKey] = set()  # tools whose examples changed since the last sync
         self._several = False  # whether the last sync's tools came from two servers or more
@@ -548,16 +548,17 @@ class ChunkStore:
             self._graphs[key] = got
         return got[1]
 
-    def example_rows(self, order: Sequence[ItemKey]) -> np.ndarray:
-        """Per row of :meth:`matrix`: the :attr:`~contextsieve.agent.usage.Example.hash` of the chunk's
-        recorded example request (``None`` for a chunk of the item's own text; all ``None`` when nothing
-        is recorded), as an object array; ``!= None`` tells the example chunks apart."""
+    def example_rows(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
+        """Which rows of :meth:`matrix` are recorded example requests (bool ``[N]``; all false when
+        nothing is recorded) and, for those rows in order, their :attr:`~contextsieve.agent.usage.Example.hash`
+        (an object array). Kept until the matrix changes."""
         self.matrix(order)
         assert self._matrix is not None
         memo = self._example_rows
         if memo is not None and memo[0] is self._matrix:
-            return memo[1]
-        rows = np.full(self._matrix[1].shape[0], None, dtype=object)
+            return memo[1], memo[2]
+        mask = np.zeros(self._matrix[1].shape[0], dtype=bool)
+        hashes: list[str] = []
         if any(self.examples.values()):
             row = 0
             for k in self._matrix[0]:
@@ -566,10 +567,11 @@ class ChunkStore:
                 for j, c in enumerate(chunks):
                     if is_example_chunk(c):
                         e = next(shots, None)
-                        rows[row + j] = e.hash if e is not None else ""
+                        mask[row + j] = True
+                        hashes.append(e.hash if e is not None else "")
                 row += len(chunks)
-        self._example_rows = (self._matrix, rows)
-        return rows
+        self._example_rows = (self._matrix, mask, np.array(hashes, dtype=object))
+        return mask, self._example_rows[2]
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

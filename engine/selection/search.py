@@ -339,11 +339,12 @@ def _search_synced(
         size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
         if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
             ds = dataclasses.replace(ds, context_top_n=size)
-        hashes = store.example_rows(order)
-        examples = hashes != None  # noqa: E711 (elementwise on an object array)
-        # the examples of the task's own message do not steer its steps
-        usable = examples if not_example is None else examples & (hashes != not_example)
-        exclude = ~mask[owner] | (examples & ~usable)
+        examples, hashes = store.example_rows(order)
+        usable = examples
+        if not_example is not None and hashes.size:  # the task's own message does not steer its steps
+            usable = examples.copy()
+            usable[np.flatnonzero(examples)[hashes == not_example]] = False
+        exclude = ~mask[owner] if usable is examples else ~mask[owner] | (examples & ~usable)
         exclude, history = example_terms(usable, chunks, exclude, qvec)
         keyword = None
         if raw_keyword is not None and ds.keyword_weight > 0:

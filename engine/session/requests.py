@@ -233,10 +233,11 @@ def _companions(
     request's tools leave under ``size`` (the tools its search aimed for), never in another's place."""
     tools = [e for e in entries if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
     free = min(settings.companion_tools, size - len(tools))
-    if free <= 0:
+    relations = store.relations()
+    if free <= 0 or not relations.uses:  # nothing to add, or no history: no cost on the request
         return entries
-    at = {k: i for i, k in enumerate(agent.table().keys)}
-    return entries + companion_entries(store.relations(), entries, lambda k: k in at and bool(mask[at[k]]), free)
+    at = agent.table().position
+    return entries + companion_entries(relations, entries, lambda k: k in at and bool(mask[at[k]]), free)
 
 
 def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: str, limit: int) -> list[ToolMatch]:
