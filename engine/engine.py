@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import ItemKey
@@ -18,6 +15,7 @@ from contextsieve.agent.registry import AgentRegistry, Resolution
 from contextsieve.agent.settings import SettingsOverrides
 from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import AgentRegistryError, AgentRegistryWarning, ContextSieveError, EventLoopError, InputError
+from contextsieve.models.lazy import LazyEmbedder
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -26,70 +24,19 @@ from contextsieve.selection.chunking import ChunkConfig, Summarizer
 from contextsieve.session.assembly import Request
 from contextsieve.session.offer import OfferConfig
 from contextsieve.session.session import Session
-from contextsieve.session.stash_link import StashSettings
+from contextsieve.session.stash_link import SessionStash, StashSettings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from contextsieve.mcp_client.catalog import ToolCatalog
     from contextsieve.mcp_client.client import ListConfig
-    from contextsieve.models.embedder import Embedder
     from contextsieve.stash.store import StashStore
 
 __all__ = ["Engine", "IndexReport", "HISTORY_FILE"]
 
 #: The file in the data folder that keeps agents' learned history (:mod:`contextsieve.agent.usage`).
 HISTORY_FILE = "history.sqlite"
-
-
-class _LazyEmbedder:
-    """Loads :class:`contextsieve.Embedder` on first use (a request that needs no search loads no model).
-
-    Its :attr:`model_id` is known before the model loads (:func:`~contextsieve.models.embedder.plan_model`),
-    so a stash store opens without loading it. Threads that need the model while another loads it wait
-    for that load (one load per process, never two)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs
-        self._emb: Embedder | None = None
-        self._id: str | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def is_loaded(self) -> bool:
-        """Whether the model is loaded (no call will wait for it)."""
-        return self._emb is not None
-
-    @property
-    def loaded(self) -> Embedder:
-        """The embedder, loaded now if it is not yet."""
-        return self.load()
-
-    def load(self) -> Embedder:
-        """Load the model if it is not loaded yet (once; other threads wait for that load); returns it."""
-        if self._emb is None:
-            with self._lock:
-                if self._emb is None:
-                    from contextsieve.models.embedder import Embedder
-
-                    self._emb = Embedder(**self._kwargs)
-        return self._emb
-
-    @property
-    def model_id(self) -> str:
-        if self._emb is not None:
-            return self._emb.model_id
-        if self._id is None:
-            from contextsieve.models.embedder import plan_model
-
-            self._id = plan_model(**self._kwargs).model_id
-        return self._id
-
-    def embed(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        return self.loaded.embed(texts, show_progress=show_progress)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.loaded.count_tokens(texts)
 
 
 @dataclass(frozen=True)
@@ -158,7 +105,7 @@ class Engine:
         self.agent = agent
         self._remember_requests = remember_requests
         self._history = history
-        self.embedder: TextEmbedder = embedder if embedder is not None else _LazyEmbedder()
+        self.embedder: TextEmbedder = embedder if embedder is not None else LazyEmbedder()
         self._cache_dir = cache_dir
         self.store = ChunkStore(
             self.embedder,
@@ -312,16 +259,17 @@ class Engine:
         **settings: Unpack[SettingsOverrides],
     ) -> Session:
         """A new session (the arguments are :class:`~contextsieve.session.session.Session`'s: a preset, a token
-        counter, a stash, how tools are offered across requests, and settings overriding the agent's
-        for this session only)."""
+        counter, how tools are offered across requests, and settings overriding the agent's for this
+        session only; and its stash: ``stash`` a stash store for its pruned context (default none),
+        ``stash_session`` its name there (default: a new random name; give the same name to find a
+        session's segments again after a restart), ``stash_settings`` how requests use it
+        (:class:`StashSettings`; default its defaults))."""
         return Session(
             self.agent,
             self.store,
             preset=preset,
             token_counter=token_counter,
-            stash=stash,
-            stash_session=stash_session,
-            stash_settings=stash_settings,
+            stash=SessionStash(stash, stash_session, stash_settings),
             offer=offer,
             **settings,
         )
@@ -365,7 +313,7 @@ class Engine:
         from a background thread while requests run: they wait for the one model load. Returns the
         index report."""
         report = self.index(show_progress=show_progress)
-        if isinstance(self.embedder, _LazyEmbedder):
+        if isinstance(self.embedder, LazyEmbedder):
             self.embedder.load()
         return report
 

@@ -10,12 +10,13 @@ import pytest
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.agent.settings import AgentSettings
+from contextsieve.choices import QueryPooling
 from contextsieve.engine import Engine
 from contextsieve.errors import InputError, SessionFileError, UnknownItemError
 from contextsieve.retrieval.text import query_chunks, split_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunking import ChunkConfig, chunk_item
-from contextsieve.selection.ranking import select_items
+from contextsieve.selection.ranking import CutRule, RankRule, Selected, select_items
 from contextsieve.session.requests import TokenCounts
 from contextsieve.session.session import Session
 from tests.helpers.agents import make_agent
@@ -35,6 +36,24 @@ def store() -> ChunkStore:
 
 
 # -- chunking ----------------------------------------------------------------------------------
+
+
+def pick(
+    q: np.ndarray,
+    chunks: np.ndarray,
+    owner: np.ndarray,
+    allowed: np.ndarray,
+    *,
+    top_k: int,
+    top_n: int,
+    include_score: float,
+    pooling: QueryPooling = "max",
+    keyword: np.ndarray | None = None,
+    keyword_weight: float = 0.0,
+) -> list[Selected]:
+    """:func:`select_items` with the reference's three settings named as the seeds name them."""
+    rank = RankRule(top_k, pooling, keyword_weight)
+    return select_items(q, chunks, owner, allowed, rank, CutRule(top_n, include_score), keyword=keyword)
 
 
 def test_split_keeps_punctuation_and_packs_sentences() -> None:
@@ -83,26 +102,26 @@ def test_selection_follows_the_reference_order() -> None:
     chunks = np.array([vec(0.9), vec(0.8), vec(0.75), vec(0.3), vec(-0.2)], dtype=np.float32)
     owner = np.array([0, 0, 1, 2, 3])
     allowed = np.ones(4, dtype=bool)
-    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=2, include_score=0.7)
+    sel = pick(q, chunks, owner, allowed, top_k=20, top_n=2, include_score=0.7)
     assert [(s.item, round(s.score, 2)) for s in sel] == [(0, 0.9), (1, 0.75)]
-    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=3, include_score=0.7)
+    sel = pick(q, chunks, owner, allowed, top_k=20, top_n=3, include_score=0.7)
     assert [s.item for s in sel] == [0, 1, 2]  # filled to topN below the threshold; never <= 0
-    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=1, include_score=0.7)
+    sel = pick(q, chunks, owner, allowed, top_k=20, top_n=1, include_score=0.7)
     assert [s.item for s in sel] == [0, 1]  # every item >= includeScore is kept past topN
-    sel = select_items(q, chunks, owner, allowed, top_k=2, top_n=5, include_score=0.7)
+    sel = pick(q, chunks, owner, allowed, top_k=2, top_n=5, include_score=0.7)
     assert [s.item for s in sel] == [0]  # topK counts chunks: item 0 used both slots
-    sel = select_items(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.75)
+    sel = pick(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.75)
     assert 1 in [s.item for s in sel if s.score >= 0.75]  # inclusive threshold
     allowed[0] = False
-    assert [s.item for s in select_items(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7)] == [1, 2]
-    assert select_items(q[:0], chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7) == []
+    assert [s.item for s in pick(q, chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7)] == [1, 2]
+    assert pick(q[:0], chunks, owner, allowed, top_k=20, top_n=5, include_score=0.7) == []
 
 
 def test_ties_break_by_collection_order() -> None:
     q = np.array([[1.0, 0.0]], dtype=np.float32)
     chunks = np.array([[0.6, 0.8]] * 4, dtype=np.float32)
     owner = np.array([2, 0, 1, 3])  # chunk order = collection order; items by first chunk
-    sel = select_items(q, chunks, owner, np.ones(4, dtype=bool), top_k=20, top_n=3, include_score=0.9)
+    sel = pick(q, chunks, owner, np.ones(4, dtype=bool), top_k=20, top_n=3, include_score=0.9)
     assert [s.item for s in sel] == [2, 0, 1]
 
 
@@ -486,15 +505,15 @@ def test_mean_pooling_and_keyword_weight_change_the_scores_as_specified(agent: A
     chunks = np.array([[0.9, 0.1], [0.5, 0.5]], dtype=np.float32)
     owner = np.array([0, 1])
     ok = np.ones(2, dtype=bool)
-    mx = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0)
-    mean = select_items(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, pooling="mean")
+    mx = pick(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0)
+    mean = pick(q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, pooling="mean")
     assert [s.item for s in mx] == [0, 1] and [round(s.score, 3) for s in mean] == [0.5, 0.5]
-    kw = select_items(
+    kw = pick(
         q, chunks, owner, ok, top_k=5, top_n=2, include_score=2.0, keyword=np.array([0.0, 1.0]), keyword_weight=0.5
     )
     assert [(s.item, round(s.score, 3), round(s.sim, 3)) for s in kw] == [(1, 1.0, 0.5), (0, 0.9, 0.9)]
     # the include score is compared with the similarity, not with the keyword-boosted ranking score
-    thr = select_items(
+    thr = pick(
         q, chunks, owner, ok, top_k=5, top_n=1, include_score=0.8, keyword=np.array([0.0, 1.0]), keyword_weight=0.5
     )
     assert [s.item for s in thr] == [0]

@@ -23,6 +23,8 @@ from contextsieve.retrieval.fusion import reciprocal_rank, weighted_sum
 __all__ = [
     "Selected",
     "Ranked",
+    "RankRule",
+    "CutRule",
     "rank_chunks",
     "cut",
     "select_items",
@@ -76,30 +78,46 @@ class Ranked:
     keyword: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class RankRule:
+    """How :func:`rank_chunks` scores chunks (a domain's settings: ``context_top_k``, ``query_pooling``,
+    ``keyword_weight``, ``keyword_fusion``).
+
+    Attributes:
+        top_k: how many chunks to keep, best first.
+        pooling: ``"max"`` (the reference, default) or ``"mean"`` over the query chunks.
+        keyword_weight: weight of the keyword term joined by ``fusion`` (default 0: none; see :func:`fuse`).
+        fusion: ``"weighted"`` (default) or ``"rrf"``.
+    """
+
+    top_k: int
+    pooling: QueryPooling = "max"
+    keyword_weight: float = 0.0
+    fusion: KeywordFusion = "weighted"
+
+
 def rank_chunks(
     queries: np.ndarray,
     chunks: np.ndarray,
     exclude: np.ndarray,
-    top_k: int,
+    rule: RankRule,
     *,
-    pooling: QueryPooling = "max",
     keyword: np.ndarray | None = None,
-    keyword_weight: float = 0.0,
-    fusion: KeywordFusion = "weighted",
     rows: np.ndarray | None = None,
     boost: np.ndarray | None = None,
 ) -> Ranked:
-    """The ``top_k`` chunks by ranking score (dense, pooled over the query chunks, plus the keyword term).
+    """The ``rule.top_k`` chunks by ranking score (dense, pooled over the query chunks, plus the keyword term).
 
     Args:
         queries: ``[M, D]`` query-chunk vectors. chunks: ``[N, D]`` chunk vectors.
         exclude: bool per chunk: rows that may not be returned.
-        pooling: ``"max"`` (the reference) or ``"mean"`` over the query chunks.
-        keyword: optional per-chunk keyword scores in [0, 1], joined by ``fusion`` (see :func:`fuse`).
+        rule: the :class:`RankRule` (top-k, pooling, keyword weight and fusion).
+        keyword: optional per-chunk keyword scores in [0, 1], joined by ``rule.fusion`` (see :func:`fuse`).
         rows: score only these chunk rows (candidates found by an approximate index); default all.
         boost: optional per-chunk amount added to the ranking score (e.g. its server's match), never to
             the similarity.
     """
+    top_k, pooling, keyword_weight, fusion = rule.top_k, rule.pooling, rule.keyword_weight, rule.fusion
     if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0) and boost is None:
         hits = score_pool_topk(queries, chunks, top_k, exclude=exclude)
         return Ranked(hits, hits.scores)
@@ -126,18 +144,36 @@ def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling
     return (s.mean(axis=1) if pooling == "mean" else s.max(axis=1)).astype(np.float32), s
 
 
+@dataclass(frozen=True)
+class CutRule:
+    """The cut-offs :func:`cut` applies (a domain's settings: ``context_top_n``,
+    ``context_include_score``, ``keyword_role``, ``context_min_ratio``, ``context_min_score``, and the
+    no-filler ratio).
+
+    Attributes:
+        top_n: items filled up to (past it only items at or above ``include_score``).
+        include_score: a similarity at or above which an item always stays.
+        keyword_role: ``"rerank"`` (the reference's rule, default) or ``"add"``.
+        min_ratio: keep only items whose ranking score is at least this times the best's (default ``None``: no rule).
+        min_score: the evidence floor, a similarity (default ``None``: none).
+        fill_ratio: the no-filler ratio for items of weak evidence (default ``None``: no such rule).
+    """
+
+    top_n: int
+    include_score: float
+    keyword_role: KeywordRole = "rerank"
+    min_ratio: float | None = None
+    min_score: float | None = None
+    fill_ratio: float | None = None
+
+
 def cut(
     ranked: Ranked,
     chunk_item: np.ndarray,
+    rule: CutRule,
     *,
-    top_n: int,
-    include_score: float,
-    keyword_role: KeywordRole = "rerank",
-    min_ratio: float | None = None,
-    min_score: float | None = None,
     words: tuple[str, ...] | None = None,
     examples: np.ndarray | None = None,
-    fill_ratio: float | None = None,
 ) -> tuple[list[Selected], list[Selected]]:
     """Group the top chunks by item and apply the reference's cut-offs.
 
@@ -163,6 +199,8 @@ def cut(
     Returns:
         ``(grouped, chosen)``: every item the top chunks grouped into, ranked, and the chosen ones.
     """
+    top_n, include_score, keyword_role = rule.top_n, rule.include_score, rule.keyword_role
+    min_ratio, min_score, fill_ratio = rule.min_ratio, rule.min_score, rule.fill_ratio
     hits = ranked.hits
     matches = ranked.keyword.tolist() if ranked.keyword is not None else [0.0] * len(hits.idx)
     kw = matches if keyword_role == "add" and ranked.keyword is not None else None
@@ -266,33 +304,21 @@ def select_items(
     chunks: np.ndarray,
     chunk_item: np.ndarray,
     candidates: np.ndarray,
+    rank: RankRule,
+    rule: CutRule,
     *,
-    top_k: int,
-    top_n: int,
-    include_score: float,
-    pooling: QueryPooling = "max",
     keyword: np.ndarray | None = None,
-    keyword_weight: float = 0.0,
-    fusion: KeywordFusion = "weighted",
 ) -> list[Selected]:
-    """Choose items for a request: :func:`rank_chunks` over every chunk, then :func:`cut`.
+    """Choose items for a request: :func:`rank_chunks` by ``rank`` over every chunk, then :func:`cut`
+    by ``rule``.
 
     ``chunk_item`` is the item position of each chunk and ``candidates`` a bool per item position.
     M = 0 query chunks or no chunks select nothing. Returns the selected items, best first.
     """
     if queries.shape[0] == 0 or chunks.shape[0] == 0:
         return []
-    ranked = rank_chunks(
-        queries,
-        chunks,
-        ~candidates[chunk_item],
-        top_k,
-        pooling=pooling,
-        keyword=keyword,
-        keyword_weight=keyword_weight,
-        fusion=fusion,
-    )
-    return cut(ranked, chunk_item, top_n=top_n, include_score=include_score)[1]
+    ranked = rank_chunks(queries, chunks, ~candidates[chunk_item], rank, keyword=keyword)
+    return cut(ranked, chunk_item, rule)[1]
 
 
 def fuse(

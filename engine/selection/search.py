@@ -24,14 +24,17 @@ from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.kernels.scoring import score_pool
 from contextsieve.retrieval.bm25 import tokenize
+from contextsieve.retrieval.query import Query
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty, server_boost, summed
 from contextsieve.selection.context import ContextEntry
 from contextsieve.selection.indexed_chunks import IndexedChunks
 from contextsieve.selection.ranking import (
     FILL_RATIO,
+    CutRule,
     Expanded,
     Ranked,
+    RankRule,
     Selected,
     cut,
     expand,
@@ -244,13 +247,12 @@ def search(
     table: ItemTable,
     allowed: np.ndarray,
     settings: AgentSettings,
-    query_chunks: Sequence[str],
+    query: Query,
     server_descriptions: dict[str, str],
-    n_sentences: int | None = None,
     *,
     not_example: str | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
-    """Choose agent-mode items for the query sentences.
+    """Choose agent-mode items for ``query``.
 
     Every item of ``table`` (:meth:`Agent.table`) is indexed (so a later request with other
     candidates embeds nothing new); search chooses among the ``allowed`` ones (a bool per item):
@@ -259,9 +261,9 @@ def search(
     them on. With ``tool_domain`` ``own`` (or ``tool_settings``), rules + references and tools are two
     domains, each searched with its own settings.
 
-    ``n_sentences``: how many of ``query_chunks`` are sentences (the rest are a task's steps, see
-    :func:`contextsieve.retrieval.text.split_query`); a domain whose ``query_split`` is ``"sentences"``
-    searches with those alone. ``None``: all chunks are sentences.
+    ``query``: the message's :class:`~contextsieve.retrieval.query.Query` (its vectors are embedded
+    here when it has none); a domain whose ``query_split`` is ``"sentences"`` searches with its
+    sentences alone, one whose ``query_split`` is ``"steps"`` with its steps too.
 
     ``not_example``: the :attr:`~contextsieve.agent.usage.Example.hash` of recorded example requests that
     do not count (a task's steps pass their task's message: what the task taught under its own message
@@ -271,157 +273,160 @@ def search(
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
     order = table.keys
-    if not allowed.any() or not query_chunks:  # nothing to choose: embed nothing (no model loads)
+    if not allowed.any() or not query.chunks:  # nothing to choose: embed nothing (no model loads)
         nothing = np.zeros((0, 0), dtype=np.float32)
-        return [], SearchTrace(tuple(query_chunks), order, nothing, np.zeros(0, np.int64), nothing)
-    qvec = store.embed_query(query_chunks)  # outside the store's lock: requests embed in parallel
+        return [], SearchTrace(query.chunks, order, nothing, np.zeros(0, np.int64), nothing)
+    if query.vectors is None:  # outside the store's lock: requests embed in parallel
+        query = query.embedded(store.embed_query(list(query.chunks)), getattr(store.embedder, "model_id", None))
     with store.lock:  # one consistent view of the chunks from sync to the last read
-        return _search_synced(
-            store, table, allowed, settings, query_chunks, server_descriptions, qvec, n_sentences, not_example
-        )
+        store.sync(table.items, server_descriptions=server_descriptions, version=table.shape)
+        return _Pass.over(store, table, query, settings, not_example).run(allowed, settings)
 
 
-def _search_synced(
-    store: ChunkStore,
-    table: ItemTable,
-    allowed: np.ndarray,
-    settings: AgentSettings,
-    query_chunks: Sequence[str],
-    server_descriptions: dict[str, str],
-    qvec_all: np.ndarray,
-    n_sentences: int | None,
-    not_example: str | None = None,
-) -> tuple[list[ContextEntry], SearchTrace]:
-    items, order = table.items, table.keys
-    store.sync(items, server_descriptions=server_descriptions, version=table.shape)
-    chunks, owner = store.matrix(order)
-    trace = SearchTrace(tuple(query_chunks), order, chunks, owner, qvec_all)
-    if chunks.shape[0] == 0:
-        return [], trace
-    if settings.own_tool_domain:
-        domains = [
-            ("rules+references", allowed & ~table.tool, settings),
-            ("tools", allowed & table.tool, settings.for_tools()),
-        ]
-    else:
-        domains = [("all", allowed, settings)]
-    named = keyword_query(query_chunks)
-    raw_keyword = (
-        store.keyword_index(order).scores(named) if any(ds.keyword_weight > 0 for _, _, ds in domains) else None
-    )
-    indexed = store.search_index(order)
-    words = tuple(tokenize(named))  # what the message names, for the evidence floor
+@dataclass
+class _Pass:
+    """One search under the store's lock: the chunks and what every domain reads of them."""
+
+    store: ChunkStore
+    table: ItemTable
+    query: Query
+    chunks: np.ndarray
+    owner: np.ndarray
+    indexed: IndexedChunks | None
+    words: tuple[str, ...]  # what the message names, for the evidence floor
+    keyword: np.ndarray | None  # each chunk's keyword score (BM25) for the message
+    not_example: str | None
+
+    @classmethod
+    def over(
+        cls, store: ChunkStore, table: ItemTable, query: Query, settings: AgentSettings, not_example: str | None
+    ) -> _Pass:
+        """The pass of ``query`` over the synced ``store`` (with keyword scores when a domain of
+        ``settings`` weighs them)."""
+        chunks, owner = store.matrix(table.keys)
+        domains = (settings, settings.for_tools()) if settings.own_tool_domain else (settings,)
+        keywords = chunks.shape[0] > 0 and any(ds.keyword_weight > 0 for ds in domains)
+        indexed = store.search_index(table.keys)
+        named = keyword_query(query.chunks)
+        words = tuple(tokenize(named))
+        keyword = store.keyword_index(table.keys).scores(named) if keywords else None
+        return cls(store, table, query, chunks, owner, indexed, words, keyword, not_example)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        assert self.query.vectors is not None  # search embedded it
+        return self.query.vectors
+
+    def run(self, allowed: np.ndarray, settings: AgentSettings) -> tuple[list[ContextEntry], SearchTrace]:
+        """The entries chosen among ``allowed`` with ``settings`` (per domain), and the trace."""
+        trace = SearchTrace(self.query.chunks, self.table.keys, self.chunks, self.owner, self.vectors)
+        if self.chunks.shape[0] == 0:
+            return [], trace
+        if settings.own_tool_domain:
+            domains = [
+                ("rules+references", allowed & ~self.table.tool, settings),
+                ("tools", allowed & self.table.tool, settings.for_tools()),
+            ]
+        else:
+            domains = [("all", allowed, settings)]
+        for name, mask, ds in domains:
+            if mask.any():  # e.g. an agent of tools only: the other domain has nothing to choose
+                trace.domains.append(self.domain(name, mask, ds))
+        chosen = [c for d in trace.domains for c in d.chosen]
+        if len(trace.domains) > 1:
+            chosen.sort(key=lambda c: -c.score)  # ranking score across domains; entries report similarity
+        promoted = [c for d in trace.domains for c in d.promoted]
+        entries = [self.entry(c.item, c.sim, c.chunk, c.query_chunk, "query") for c in chosen]
+        entries += [self.entry(c.item, c.score, c.chunk, c.query_chunk, "min-representation") for c in promoted]
+        picked = [c.item for c in chosen] + [c.item for c in promoted]
+        if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, _, ds in domains):
+            priority, _ = score_pool(self.vectors, self.chunks)  # which chunks of a selected item query first
+            for d in trace.domains:
+                for x in _expand(
+                    self.store, d.settings, d.candidates, picked, priority, self.chunks, self.owner, self.table.keys
+                ):
+                    entries.append(self.entry(x.item, x.score, x.chunk, None, "expansion", x.source_item))
+        return entries, trace
 
     def entry(
-        item: int, score: float, row: int, qc: int | None, mode: IncludeMode, via: str, pulled: int | None = None
+        self, item: int, score: float, row: int, qc: int | None, via: str, pulled: int | None = None
     ) -> ContextEntry:
+        """The request entry of the item at position ``item`` chosen by its chunk ``row``."""
+        items = self.table.items
         it = items[item]
-        first = int(np.searchsorted(owner, item))
-        priority = None if isinstance(it, Tool) else it.priority
+        first = int(np.searchsorted(self.owner, item))
         return ContextEntry(
             it.key,
-            mode,
+            IncludeMode.EXPANSION if via == "expansion" else IncludeMode.AGENT,
             round(score, 6),
             row - first,
             qc,
-            priority,
+            None if isinstance(it, Tool) else it.priority,
             via,
             items[pulled].key if pulled is not None else None,
         )
 
-    chosen: list[Selected] = []
-    promoted: list[Selected] = []
-    for name, mask, ds in domains:
-        if not mask.any():  # e.g. an agent of tools only: the other domain has nothing to choose
-            continue
-        n_queries = qvec_all.shape[0] if ds.query_split == "steps" or n_sentences is None else n_sentences
-        qvec = qvec_all[:n_queries]
+    def history(self, mask: np.ndarray, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """The chunks a domain of candidates ``mask`` excludes, the recorded-example term of each
+        (:func:`~contextsieve.selection.chunk_terms.example_terms`) and which rows are examples."""
+        examples, hashes = self.store.example_rows(self.table.keys)
+        usable = examples
+        if self.not_example is not None and hashes.size:  # the task's own message does not steer its steps
+            usable = examples.copy()
+            usable[np.flatnonzero(examples)[hashes == self.not_example]] = False
+        exclude = ~mask[self.owner] if usable is examples else ~mask[self.owner] | (examples & ~usable)
+        exclude, history = example_terms(usable, self.chunks, exclude, qvec)
+        return exclude, history, examples
+
+    def domain(self, name: str, mask: np.ndarray, ds: AgentSettings) -> DomainTrace:
+        """One domain's search: rank its candidate chunks, cut, promote."""
+        n_sentences = self.query.n_sentences
+        n_queries = self.vectors.shape[0] if ds.query_split == "steps" else n_sentences
+        qvec = self.vectors[:n_queries]
         size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
         if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
             ds = dataclasses.replace(ds, context_top_n=size)
-        examples, hashes = store.example_rows(order)
-        usable = examples
-        if not_example is not None and hashes.size:  # the task's own message does not steer its steps
-            usable = examples.copy()
-            usable[np.flatnonzero(examples)[hashes == not_example]] = False
-        exclude = ~mask[owner] if usable is examples else ~mask[owner] | (examples & ~usable)
-        exclude, history = example_terms(usable, chunks, exclude, qvec)
+        exclude, history, examples = self.history(mask, qvec)
         keyword = None
-        if raw_keyword is not None and ds.keyword_weight > 0:
-            top = raw_keyword[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
-            keyword = raw_keyword / top if top > 0 else raw_keyword
+        raw = self.keyword
+        if raw is not None and ds.keyword_weight > 0:
+            top = raw[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
+            keyword = raw / top if top > 0 else raw
         rows = (
-            _index_candidates(indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_KINDS[name])
-            if indexed
+            _index_candidates(self.indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_KINDS[name])
+            if self.indexed
             else None
         )
-        boost = server_boost(store, table, mask, owner, qvec, ds.server_weight)
-        outcome = outcome_penalty(store, table, mask, owner, qvec, ds.outcome_weight)
+        boost = server_boost(self.store, self.table, mask, self.owner, qvec, ds.server_weight)
+        outcome = outcome_penalty(self.store, self.table, mask, self.owner, qvec, ds.outcome_weight)
         total = summed(boost, outcome, history)
-
-        def ranked_by(q: np.ndarray) -> Ranked:
-            return rank_chunks(
-                q,
-                chunks,
-                exclude,
-                ds.context_top_k,
-                pooling=ds.query_pooling,
-                keyword=keyword,
-                keyword_weight=ds.keyword_weight,
-                fusion=ds.keyword_fusion,
-                rows=rows,
-                boost=total,
-            )
-
-        ranked = ranked_by(qvec)
+        rank = RankRule(ds.context_top_k, ds.query_pooling, ds.keyword_weight, ds.keyword_fusion)
+        ranked = rank_chunks(qvec, self.chunks, exclude, rank, keyword=keyword, rows=rows, boost=total)
         moved = None
         if ds.prf_weight > 0 and ds.prf_depth > 0 and ranked.hits.idx.size:
-            moved = rocchio(qvec, chunks[ranked.hits.idx[: ds.prf_depth]], ds.prf_weight)
+            moved = rocchio(qvec, self.chunks[ranked.hits.idx[: ds.prf_depth]], ds.prf_weight)
             qvec = moved
-            ranked = ranked_by(qvec)
-        grouped, found = cut(
-            ranked,
-            owner,
-            top_n=ds.context_top_n,
-            include_score=ds.context_include_score,
-            keyword_role=ds.keyword_role,
-            min_ratio=ds.context_min_ratio,
-            min_score=ds.context_min_score,
-            words=words,
-            examples=examples,
-            fill_ratio=FILL_RATIO if name == "rules+references" else None,
+            ranked = rank_chunks(qvec, self.chunks, exclude, rank, keyword=keyword, rows=rows, boost=total)
+        rule = CutRule(
+            ds.context_top_n,
+            ds.context_include_score,
+            ds.keyword_role,
+            ds.context_min_ratio,
+            ds.context_min_score,
+            FILL_RATIO if name == "rules+references" else None,
         )
-        d = DomainTrace(
-            name, ds, mask, exclude, keyword, "hnsw" if rows is not None else "exact", ranked, grouped, found
-        )
+        grouped, found = cut(ranked, self.owner, rule, words=self.words, examples=examples)
+        path: Literal["exact", "hnsw"] = "hnsw" if rows is not None else "exact"
+        d = DomainTrace(name, ds, mask, exclude, keyword, path, ranked, grouped, found)
         d.ratio_base = ratio_base(grouped, examples)
-        d.boost = boost
-        d.outcome = outcome
-        d.history = history
-        d.words = words
-        d.n_queries = n_queries
-        d.queries = moved
+        d.boost, d.outcome, d.history = boost, outcome, history
+        d.words, d.n_queries, d.queries = self.words, n_queries, moved
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
-            per, arg = item_query_scores(qvec, chunks, owner, mask)
+            per, arg = item_query_scores(qvec, self.chunks, self.owner, mask)
             d.promoted = min_representation(
                 found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap
             )
-        trace.domains.append(d)
-        chosen += found
-        promoted += d.promoted
-    if len(domains) > 1:
-        chosen.sort(key=lambda c: -c.score)  # ranking score across domains; entries report similarity
-    entries = [entry(c.item, c.sim, c.chunk, c.query_chunk, IncludeMode.AGENT, "query") for c in chosen]
-    entries += [
-        entry(c.item, c.score, c.chunk, c.query_chunk, IncludeMode.AGENT, "min-representation") for c in promoted
-    ]
-    picked = [c.item for c in chosen] + [c.item for c in promoted]
-    if picked and any(ds.expansion_depth > 0 and ds.expansion_top_n > 0 for _, _, ds in domains):
-        priority, _ = score_pool(qvec_all, chunks)  # which chunks of a selected item query first
-        for d in trace.domains:
-            for x in _expand(store, d.settings, d.candidates, picked, priority, chunks, owner, order):
-                entries.append(entry(x.item, x.score, x.chunk, None, IncludeMode.EXPANSION, "expansion", x.source_item))
-    return entries, trace
+        return d
 
 
 def rocchio(queries: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:

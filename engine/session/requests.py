@@ -1,6 +1,8 @@
-"""Building a session's requests: the query texts of a message, the search over the agent's items,
-the request context within the token budget and its assembly; the tool search a host offers; and
-the items a tool result points to."""
+"""Building a session's requests: :class:`RequestBuilder` takes a message to the payload (its
+:class:`~contextsieve.retrieval.query.Query`, split and embedded once; the stash's segments; the search
+over the agent's items; the tools a task carries and the companions history adds; the token budget;
+the request context and its assembly); the tool search a host offers; and the items a tool result
+points to."""
 
 from __future__ import annotations
 
@@ -15,20 +17,29 @@ from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.agent.usage import example_hash
 from contextsieve.errors import InputError, check_text
-from contextsieve.retrieval.text import query_chunks, split_query
+from contextsieve.retrieval.query import Query
+from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
 from contextsieve.selection.search import SearchTrace, context_settings, search
 from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
 from contextsieve.session.companions import companion_entries
-from contextsieve.session.session_items import tool_available
+from contextsieve.session.session_items import SessionItems, tool_available
 from contextsieve.session.stash_link import SessionStash
 from contextsieve.session.task_tools import TaskState, step_settings, task_entries, task_ranking, wanted
 
 if TYPE_CHECKING:
-    from contextsieve.stash.results import Retrieved, RetrieveTrace
+    pass
 
-__all__ = ["ToolMatch", "TokenCounts", "query_texts", "search_items", "build", "search_tools", "expand_from"]
+__all__ = [
+    "ToolMatch",
+    "TokenCounts",
+    "RequestBuilder",
+    "query_of",
+    "search_items",
+    "search_tools",
+    "expand_from",
+]
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
@@ -45,33 +56,14 @@ class ToolMatch:
     definition: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def query_texts(message: str, settings: AgentSettings, agent: Agent) -> tuple[list[str], int, str]:
-    """The query chunks of a message (see :func:`contextsieve.retrieval.text.split_query`; with steps
-    when a domain searches by steps), how many are sentences, and a note when there were more than
-    ``max_query_chunks`` sentences (then the capped sentences are searched without steps); at most
-    ``max_query_chunks`` steps follow the sentences."""
+def query_of(message: str, settings: AgentSettings, agent: Agent) -> Query:
+    """The query of a message (:meth:`Query.split <contextsieve.retrieval.query.Query.split>`): with steps
+    when a domain searches by steps, at most ``max_query_chunks`` sentences (the first and the last
+    half, with a note, when it has more; then no steps) and at most that many steps."""
     steps = settings.query_split == "steps" or (
         settings.own_tool_domain and settings.for_tools().query_split == "steps" and bool(agent.tools)
     )
-    cap = settings.max_query_chunks
-    chunks, n = split_query(message, steps=steps)
-    sentences, note = _capped(chunks[:n], cap)
-    if note:
-        return sentences, len(sentences), note
-    return sentences + chunks[n:][:cap], n, ""
-
-
-def _capped(chunks: list[str], cap: int) -> tuple[list[str], str]:
-    """At most ``cap`` query sentences: the first half and the last half of that many; and a note when cut."""
-    if len(chunks) <= cap:
-        return chunks, ""
-    head = (cap + 1) // 2
-    kept = chunks[:head] + chunks[len(chunks) - (cap - head) :]
-    note = (
-        f"the message has {len(chunks)} sentences; the first {head} and the last {cap - head} were searched "
-        f"(max_query_chunks {cap})"
-    )
-    return kept, note
+    return Query.split(message, steps=steps, cap=settings.max_query_chunks)
 
 
 def search_items(
@@ -79,16 +71,13 @@ def search_items(
     agent: Agent,
     mask: np.ndarray,
     settings: AgentSettings,
-    chunks: Sequence[str],
-    n_sentences: int | None = None,
+    query: Query,
     task: TaskState | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """:func:`~contextsieve.selection.search.search` over the items ``mask`` allows (the agent's lock held);
     for a later step of ``task``, without the recorded examples of the task's own message."""
     own = example_hash(task.message) if task is not None and task.requests and task.message else None
-    return search(
-        store, agent.table(), mask, settings, chunks, agent.server_descriptions(), n_sentences, not_example=own
-    )
+    return search(store, agent.table(), mask, settings, query, agent.server_descriptions(), not_example=own)
 
 
 class TokenCounts:
@@ -118,73 +107,144 @@ class TokenCounts:
         return n
 
 
-def build(
-    agent: Agent,
-    store: ChunkStore,
-    settings: AgentSettings,
-    held: list[ContextEntry],
-    mask: np.ndarray,
-    stash: SessionStash,
-    tokens: TokenCounts,
-    history: Iterable[tuple[str, str]],
-    query: str,
-    qchunks: list[str],
-    cap_note: str,
-    retrieved: Sequence[Retrieved] = (),
-    n_sentences: int | None = None,
-    stash_trace: RetrieveTrace | None = None,
-    task: TaskState | None = None,
-) -> Request:
-    """The request for ``query``: the session's ``held`` entries, the items the search finds among
-    ``mask``, the tools a later request of ``task`` carries from the task's first message
-    (:func:`~contextsieve.session.task_tools.task_entries`), the stashed segments ``retrieved``, all
-    within the token budget, assembled with the ``history`` (``(role, content)`` as sent). Takes the
-    stash link's pending notes."""
-    entries = list(held)
-    found, trace = search_items(store, agent, mask, step_settings(settings, task), qchunks, n_sentences, task)
-    entries += found
-    dropped: list[Dropped] = []
-    # the tools the search aimed for (its tools domain's settings, a step's sized by its message)
-    size = next((d.settings.context_top_n for d in trace.domains if d.name == "tools"), 0)
-    if task is not None and wanted(settings, task):
-        entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
-    if settings.companion_tools > 0:
-        entries = _companions(store, agent, settings, mask, entries, size)
-    recorded = context_settings(settings)
-    if task is not None and task.requests:
-        recorded["task_step"] = task.requests  # a step: this many requests of its task came before
-    total: int | None = None
-    notes: list[str] = [cap_note] if cap_note else []
-    notes += stash.notes
-    stash.notes = []
-    stashed, stash_texts, stash_dropped = stash.entries(retrieved)
-    dropped += stash_dropped
-    if retrieved:
-        recorded["stash"] = stash.recorded_settings()
-    if settings.token_budget is not None:
-        recorded["token_budget"] = settings.token_budget
-        kept, total, budget_dropped, budget_notes = fit_budget(
-            [*entries, *stashed],
-            settings.token_budget,
-            lambda e: tokens.stashed(e, stash_texts) if isinstance(e, StashedEntry) else tokens.item(agent, e.key),
+@dataclass(frozen=True)
+class _Fitted:
+    """What the token budget kept (items and stashed segments), their tokens, its notes and what it dropped."""
+
+    entries: list[ContextEntry]
+    stashed: list[StashedEntry]
+    total: int
+    notes: list[str]
+    dropped: list[Dropped]
+
+
+class RequestBuilder:
+    """Builds a session's requests, one per message: the only place a request context is assembled.
+
+    For each message: its :class:`~contextsieve.retrieval.query.Query` (split once, embedded once,
+    outside the agent's lock), the stashed segments it brings back (with the query's own vectors),
+    then under the agent's lock the search over the items the session may search, the tools a later
+    step of a task carries, the companions history adds, the token budget, the request context and
+    the payload.
+
+    Args:
+        agent: the session's agent. store: its chunk store.
+        stash: the session's stash link (notes for the next request are taken from it).
+        tokens: the token counts the budget reads.
+    """
+
+    def __init__(self, agent: Agent, store: ChunkStore, stash: SessionStash, tokens: TokenCounts) -> None:
+        self.agent = agent
+        self.store = store
+        self.stash = stash
+        self.tokens = tokens
+
+    def query(self, message: str, settings: AgentSettings, searching: bool) -> Query:
+        """The query of ``message``, embedded when ``searching`` and it has texts (one model call)."""
+        query = query_of(message, settings, self.agent)
+        if not searching or not query.chunks:
+            return query
+        return query.embedded(
+            self.store.embed_query(list(query.chunks)), getattr(self.store.embedder, "model_id", None)
         )
-        entries = [e for e in kept if isinstance(e, ContextEntry)]
-        stashed = [e for e in kept if isinstance(e, StashedEntry)]
-        dropped += budget_dropped
-        notes += budget_notes
-    ctx = RequestContext(
-        tuple(entries), query, tuple(qchunks), recorded, total, tuple(dropped), tuple(notes), tuple(stashed)
-    )
-    return assemble(
-        agent,
-        ctx,
-        query,
-        history,
-        lambda tool: tool_available(agent, settings, tool),
-        trace,
-        stash_texts,
-        stash_trace,
-    )
+
+    def build(
+        self,
+        message: str,
+        settings: AgentSettings,
+        items: SessionItems,
+        history: Iterable[tuple[str, str]],
+        task: TaskState,
+    ) -> Request:
+        """The request for ``message`` (mentions removed) with ``settings``: the session's held
+        ``items``, the items the search finds among those it may search, the tools a later request
+        of ``task`` carries from the task's first message
+        (:func:`~contextsieve.session.task_tools.task_entries`), the stashed segments, all within the
+        token budget, assembled with the ``history`` (``(role, content)`` as sent). Notes the request
+        in ``task``."""
+        agent = self.agent
+        with agent.lock:
+            searching = bool(items.searchable(agent, settings).any())
+        query = self.query(message, settings, searching)
+        retrieved, stash_trace = self.stash.retrieve(query)
+        with agent.lock:
+            entries, dropped, trace = self._selected(query, settings, items, task)
+            stashed, stash_texts, stash_dropped = self.stash.entries(retrieved)
+            recorded = context_settings(settings)
+            if task.requests:
+                recorded["task_step"] = task.requests  # a step: this many requests of its task came before
+            if retrieved:
+                recorded["stash"] = self.stash.recorded_settings()
+            notes = [query.cap_note] if query.cap_note else []
+            notes += self.stash.notes
+            self.stash.notes = []
+            total: int | None = None
+            if settings.token_budget is not None:
+                recorded["token_budget"] = settings.token_budget
+                fitted = self._fit(settings.token_budget, entries, stashed, stash_texts)
+                entries, stashed, total = fitted.entries, fitted.stashed, fitted.total
+                notes += fitted.notes
+                stash_dropped += fitted.dropped
+            ctx = RequestContext(
+                tuple(entries),
+                query.text,
+                query.chunks,
+                recorded,
+                total,
+                tuple(dropped + stash_dropped),
+                tuple(notes),
+                tuple(stashed),
+            )
+            request = assemble(
+                agent,
+                ctx,
+                query.text,
+                history,
+                lambda tool: tool_available(agent, settings, tool),
+                trace,
+                stash_texts,
+                stash_trace,
+            )
+            task.note(query.text, request.context.entries)
+        return request
+
+    def _selected(
+        self, query: Query, settings: AgentSettings, items: SessionItems, task: TaskState
+    ) -> tuple[list[ContextEntry], list[Dropped], SearchTrace]:
+        """The held items, the search's, the tools carried from ``task`` and the companions; the
+        tools that gave their place to a carried one; the search's trace. The agent's lock is held."""
+        agent, store = self.agent, self.store
+        mask = items.searchable(agent, settings)
+        entries = list(items.entries(agent))
+        found, trace = search_items(store, agent, mask, step_settings(settings, task), query, task)
+        entries += found
+        dropped: list[Dropped] = []
+        # the tools the search aimed for (its tools domain's settings, a step's sized by its message)
+        size = next((d.settings.context_top_n for d in trace.domains if d.name == "tools"), 0)
+        if wanted(settings, task):
+            entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
+        if settings.companion_tools > 0:
+            entries = _companions(store, agent, settings, mask, entries, size)
+        return entries, dropped, trace
+
+    def _fit(
+        self, budget: int, entries: list[ContextEntry], stashed: list[StashedEntry], texts: dict[str, str]
+    ) -> _Fitted:
+        """The entries and stashed segments within the token ``budget``
+        (:func:`~contextsieve.session.assembly.fit_budget`), their total, its notes and what it dropped."""
+        tokens, agent = self.tokens, self.agent
+        kept, total, dropped, notes = fit_budget(
+            [*entries, *stashed],
+            budget,
+            lambda e: tokens.stashed(e, texts) if isinstance(e, StashedEntry) else tokens.item(agent, e.key),
+        )
+        return _Fitted(
+            [e for e in kept if isinstance(e, ContextEntry)],
+            [e for e in kept if isinstance(e, StashedEntry)],
+            total,
+            notes,
+            dropped,
+        )
 
 
 #: Why a step's own tool left the request (:class:`Dropped`): a tool carried from the task took its place.
@@ -207,8 +267,9 @@ def _carry(
     ranked first (one of its own always stays). The tools that gave their place are returned
     as dropped."""
     if task.ranking is None and task.message is not None:
-        task_chunks, task_n, _ = query_texts(task.message, settings, agent)
-        task.ranking = task_ranking(store, agent, settings, task_chunks, task_n, example_hash(task.message))
+        task.ranking = task_ranking(
+            store, agent, settings, query_of(task.message, settings, agent), example_hash(task.message)
+        )
     own = [e for e in found if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
     carried = task_entries(settings, task, agent.table(), mask, {e.key for e in entries}, own)
     if not carried:
@@ -258,9 +319,9 @@ def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: st
         min_representation_floor=None,
         token_budget=None,
     )
-    chunks = query_chunks(query)[: settings.max_query_chunks]
-    if chunks:
-        store.embed_query(chunks)  # outside the agent's lock, as requests embed
+    q = Query.of_texts(query, query_chunks(query)[: settings.max_query_chunks])
+    if q.chunks:  # outside the agent's lock, as requests embed
+        q = q.embedded(store.embed_query(list(q.chunks)), getattr(store.embedder, "model_id", None))
     with agent.lock:
         table = agent.table()
         allowed = table.tool.copy()
@@ -268,7 +329,7 @@ def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: st
             it = table.items[i]
             if isinstance(it, Tool) and not tool_available(agent, base, it):
                 allowed[i] = False
-        entries, _ = search(store, table, allowed, settings, chunks, agent.server_descriptions())
+        entries, _ = search(store, table, allowed, settings, q, agent.server_descriptions())
         names = agent.tool_names()
         out = []
         for e in entries[:limit]:
@@ -289,7 +350,7 @@ def expand_from(
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"max_chunks must be a positive int, got {max_chunks!r}")
     chunks = query_chunks(text)[:max_chunks]
-    entries, _ = search_items(store, agent, mask, settings, chunks)
+    entries, _ = search_items(store, agent, mask, settings, Query.of_texts(text, chunks))
     proposals = tuple(
         ContextEntry(
             e.key,

@@ -36,7 +36,7 @@ from contextsieve.session.explain import Explanation, explain_item
 from contextsieve.session.messages import Message, new_message
 from contextsieve.session.offer import OfferConfig, StableOffer
 from contextsieve.session.outcomes import Outcomes, tool_keys
-from contextsieve.session.requests import TokenCounts, ToolMatch
+from contextsieve.session.requests import RequestBuilder, TokenCounts, ToolMatch
 from contextsieve.session.session_items import SessionItems, tool_available
 from contextsieve.session.stash_link import SessionStash, StashedMessage, StashSettings
 from contextsieve.session.task_tools import TaskState
@@ -78,10 +78,10 @@ class Session:
         token_counter: counts the tokens of texts for ``token_budget`` and ``history_budget`` (default:
             the embedding model's tokenizer, a proxy for the LLM's; pass the provider's counter for exact
             budgets).
-        stash: a stash store for this session's pruned context (default none).
-        stash_session: the session name in the stash (default: a new random name; give the same name
-            to find a session's segments again after a restart).
-        stash_settings: how requests use the stash (:class:`StashSettings`; default its defaults).
+        stash: this session's stash for its pruned context: a :class:`SessionStash` (the store, the
+            session's name in it and :class:`StashSettings`), or a stash store alone (a new random
+            name, default settings); default none. :meth:`Engine.session
+            <contextsieve.engine.Engine.session>` takes the three apart.
         settings: overrides of the agent's settings for this session only (they win over the preset).
     """
 
@@ -92,9 +92,7 @@ class Session:
         *,
         preset: str | None = None,
         token_counter: Callable[[Sequence[str]], list[int]] | None = None,
-        stash: StashStore | None = None,
-        stash_session: str | None = None,
-        stash_settings: StashSettings | None = None,
+        stash: SessionStash | StashStore | None = None,
         offer: OfferConfig | None = None,
         **settings: Unpack[SettingsOverrides],
     ) -> None:
@@ -110,7 +108,8 @@ class Session:
         self._tokens = TokenCounts(token_counter, store)
         self._lock = threading.RLock()
         self.history: list[Message] = []
-        self._stash = SessionStash(stash, stash_session, stash_settings)
+        self._stash = stash if isinstance(stash, SessionStash) else SessionStash(stash)
+        self._builder = RequestBuilder(agent, store, self._stash, self._tokens)
         self._turn_start: int | None = None  # where the user message of the request being answered goes
         self._items = SessionItems(agent)
 
@@ -256,7 +255,7 @@ class Session:
         """The texts a request for ``message`` embeds: its sentences and, when a domain searches by
         steps, the task's steps (see :func:`contextsieve.retrieval.text.split_query`), at most
         ``max_query_chunks`` of each (``@rule:`` / ``@ref:`` mentions are not removed here)."""
-        return requests.query_texts(message, self.settings, self.agent)[0]
+        return list(requests.query_of(message, self.settings, self.agent).chunks)
 
     def build_request(
         self, message: str, *, preset: str | None = None, **overrides: Unpack[SettingsOverrides]
@@ -300,32 +299,7 @@ class Session:
         query = self._items.take_mentions(self.agent, message)
         if self._task.requests and not self._task.replied:  # no reply since: the last request was a task of its own
             self._task.start()
-        qchunks, n_sentences, cap_note = requests.query_texts(query, self.settings, self.agent)
-        with self.agent.lock:
-            searching = bool(qchunks) and bool(self._items.searchable(self.agent, self.settings).any())
-        qvec = self.store.embed_query(qchunks) if searching else None  # the search below finds it kept
-        have = None if qvec is None or cap_note else (qchunks[:n_sentences], qvec[:n_sentences])
-        items_model = getattr(self.store.embedder, "model_id", None) if self.stash_store is not None else None
-        retrieved, stash_trace = self._stash.retrieve(query, self.stash_settings.top_k, have, items_model)
-        with self.agent.lock:
-            request = requests.build(
-                self.agent,
-                self.store,
-                self.settings,
-                self._items.entries(self.agent),
-                self._items.searchable(self.agent, self.settings),
-                self._stash,
-                self._tokens,
-                (m.sent() for m in self.history),
-                query,
-                qchunks,
-                cap_note,
-                retrieved,
-                n_sentences,
-                stash_trace,
-                self._task,
-            )
-            self._task.note(query, request.context.entries)
+        request = self._builder.build(query, self.settings, self._items, (m.sent() for m in self.history), self._task)
         self._turn_start = len(self.history)
         if self.offer.mode != "stable":
             return request
@@ -521,9 +495,7 @@ class Session:
             s = cls(
                 agent,
                 store,
-                stash=stash,
-                stash_session=d.get("stash_session"),
-                stash_settings=stash_settings,
+                stash=SessionStash(stash, d.get("stash_session"), stash_settings),
                 **d["settings"],
             )
             s._items.replace(agent, [(ItemKey.parse(i["key"]), IncludeMode(i["mode"])) for i in d["items"]])

@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from contextsieve.agent.items import IncludeMode
 from contextsieve.errors import InputError, StashError, UnknownSegmentError, brief
-from contextsieve.models.registry import model_family
-from contextsieve.retrieval.text import query_chunks
+from contextsieve.retrieval.query import Query
 from contextsieve.selection.context import Dropped, RequestContext, StashedEntry
 from contextsieve.session.explain import Explanation
 
@@ -127,34 +124,20 @@ class SessionStash:
 
     # -- requests ---------------------------------------------------------------------------------
 
-    def retrieve(
-        self,
-        query: str,
-        top_k: int,
-        embedded: tuple[list[str], np.ndarray] | None = None,
-        items_model_id: str | None = None,
-    ) -> tuple[list[Retrieved], RetrieveTrace | None]:
-        """The stashed segments best for ``query`` and the retrieve's trace (none without a stash, a
-        query or ``top_k``).
-
-        ``embedded``: the request's sentences and their vectors, from the embedder of ``items_model_id``;
-        the stash searches with them instead of embedding the message again when they are its query
-        sentences and that embedder makes the stash's family of vectors (one model call per request)."""
+    def retrieve(self, query: Query) -> tuple[list[Retrieved], RetrieveTrace | None]:
+        """The stashed segments best for ``query`` (``top_k`` of them) and the retrieve's trace (none
+        without a stash, a message or ``top_k``). The stash searches with the query's own sentence
+        vectors when they are of its model family (one model call per request)."""
         st = self.settings
-        if self.store is None or top_k == 0 or not query.strip():
+        if self.store is None or st.top_k == 0 or not query.text.strip():
             return [], None
-        vectors = None
-        if embedded is not None and items_model_id is not None and embedded[0] == query_chunks(query):
-            if model_family(items_model_id) == model_family(self.store.model_id):
-                vectors = embedded[1]
         try:
             return self.store.retrieve_traced(
                 query,
                 session=self.session,
-                top_k=top_k,
+                top_k=st.top_k,
                 min_similarity=st.min_similarity,
                 cross_session=st.cross_session,
-                query_vectors=vectors,
             )
         except StashError as e:  # the store is down (a database restart): select without stashed items
             self.notes.append(f"the stash is unavailable, so no stashed segments were retrieved: {e}")

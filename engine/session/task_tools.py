@@ -16,6 +16,7 @@ import numpy as np
 from contextsieve.agent.agent import Agent, ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
 from contextsieve.agent.settings import AgentSettings
+from contextsieve.retrieval.query import Query
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry
 from contextsieve.selection.search import search
@@ -151,15 +152,13 @@ def task_ranking(
     store: ChunkStore,
     agent: Agent,
     settings: AgentSettings,
-    chunks: list[str],
-    n_sentences: int,
+    query: Query,
     not_example: str | None = None,
 ) -> list[ContextEntry]:
-    """The tools of a task's first message (its query ``chunks``, the first ``n_sentences`` of them
-    sentences), best first: the tools domain's search with no cut-offs (as a tool search: no include
-    score, no floor, no expansion) over every tool of the agent, without the examples whose hash is
-    ``not_example`` (the task's message: what the task taught is not its evidence). The agent's lock is
-    held by the caller."""
+    """The tools of a task's first message (its ``query``), best first: the tools domain's search with
+    no cut-offs (as a tool search: no include score, no floor, no expansion) over every tool of the
+    agent, without the examples whose hash is ``not_example`` (the task's message: what the task taught
+    is not its evidence). The agent's lock is held by the caller."""
     tools = settings.for_tools()
     wide = tools.with_overrides(
         context_top_n=TASK_RANKING_DEPTH,
@@ -172,10 +171,10 @@ def task_ranking(
         min_representation_floor=None,
         token_budget=None,
     )
-    if not chunks:
+    if not query.chunks:
         return []
     table = agent.table()
     entries, _ = search(
-        store, table, table.tool.copy(), wide, chunks, agent.server_descriptions(), n_sentences, not_example=not_example
+        store, table, table.tool.copy(), wide, query, agent.server_descriptions(), not_example=not_example
     )
     return [e for e in entries if e.via == "query"]

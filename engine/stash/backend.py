@@ -28,6 +28,7 @@ OKAPI_B: float = Bm25Config().b
 __all__ = [
     "Filters",
     "SegmentRow",
+    "SegmentFields",
     "StashBackend",
     "Hit",
     "StoreMeta",
@@ -104,25 +105,56 @@ _MICROSECOND = timedelta(microseconds=1)
 NEVER = np.iinfo(np.int64).max
 
 
-def fields_check(
-    segment_id: str,
-    session: str,
-    kind: str,
-    created: int,
-    stashed: int,
-    tokens: int,
-    topic: str | None,
-    source: str,
-    sha256: str,
-    expires: int | None,
-    terms: str,
-) -> bytes:
-    """16-byte BLAKE2b of the fields of a stored segment that never change after it is written (the
-    text is covered by its ``sha256``, the vectors by :func:`vector_digest`): a row whose id, session,
-    type, times, topic, source, token count or keyword index terms (``terms``: :func:`index_terms` of
-    its text, space-joined) was changed on disk fails it on read, and is left out of search when a
-    store loads it. Times are microseconds (:func:`to_epoch`)."""
-    parts = (segment_id, session, kind, created, stashed, tokens, topic, source, sha256, expires, terms)
+@dataclass(frozen=True)
+class SegmentFields:
+    """The fields of a stored segment that never change after it is written, as stored: what
+    :func:`fields_check` covers (the text is covered by its ``sha256``, the vectors by
+    :func:`vector_digest`).
+
+    Attributes:
+        segment_id: the segment's stored id. session: its session. kind: its type
+            (:class:`~contextsieve.stash.segment.SegmentType` value).
+        created / stashed: its creation and stash times, microseconds since 1970 UTC (:func:`to_epoch`).
+        tokens: its token count. topic: its topic label (None: none). source: its source label.
+        sha256: the hex SHA-256 of its text. expires: its expiry time, microseconds since 1970
+            (None: never expires).
+        terms: its keyword index terms (:func:`index_terms` of its text), space-joined.
+    """
+
+    segment_id: str
+    session: str
+    kind: str
+    created: int
+    stashed: int
+    tokens: int
+    topic: str | None
+    source: str
+    sha256: str
+    expires: int | None
+    terms: str
+
+
+def fields_check(fields: SegmentFields) -> bytes:
+    """16-byte BLAKE2b of a stored segment's :class:`SegmentFields`: a row whose id, session, type,
+    times, topic, source, token count or keyword index terms was changed on disk fails it on read, and
+    is left out of search when a store loads it.
+
+    The on-disk format: the digest is of ``repr`` of the tuple of the fields in exactly this order
+    (UTF-8, lone surrogates kept); changing the tuple would fail every stored row."""
+    f = fields
+    parts = (
+        f.segment_id,
+        f.session,
+        f.kind,
+        f.created,
+        f.stashed,
+        f.tokens,
+        f.topic,
+        f.source,
+        f.sha256,
+        f.expires,
+        f.terms,
+    )
     return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from contextsieve.errors import EmbedderOutputError, InputError, StashModelError, UnknownSegmentError, brief, check_text
 from contextsieve.models.registry import model_family
 from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
+from contextsieve.retrieval.query import Query
 from contextsieve.retrieval.text import query_chunks, token_windows
 from contextsieve.stash.backend import SegmentRow, StashBackend
 from contextsieve.stash.config import StashConfig
@@ -163,7 +164,18 @@ class StashCore:
 
     def embed_query(self, query: object, given: np.ndarray | None = None) -> np.ndarray:
         """The vectors of ``query``'s sentences (:func:`~contextsieve.retrieval.text.query_chunks`), one row
-        each: ``given`` checked against them when the caller has them, else embedded here."""
+        each: ``given`` checked against them when the caller has them, else a request's
+        :class:`~contextsieve.retrieval.query.Query`'s own (its sentences are those; no second split
+        and no model call when its model is of the store's family), else embedded here."""
+        if isinstance(query, Query):
+            n, own, model = query.n_sentences, query.vectors, query.model_id
+            same = model is not None and model_family(model) == model_family(self.model_id)
+            if given is None and own is not None and not query.cap_note and n and same:
+                try:  # its sentences are the query's chunks: query_chunks(query.text) (no cap cut them)
+                    return checked_vectors(np.asarray(own[:n]), n)
+                except EmbedderOutputError as e:
+                    raise InputError(f"the query's vectors: {e}") from e
+            query = query.text
         if not isinstance(query, str):
             raise InputError(f"query must be a string, got {type(query).__name__}")
         check_text(query, "the query")  # a lone surrogate is refused as in stashed texts, not embedded

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextsieve.errors import StashIntegrityError
-from contextsieve.stash.backend import Filters, fields_check, from_epoch, index_terms
+from contextsieve.stash.backend import Filters, SegmentFields, fields_check, from_epoch, index_terms
 from contextsieve.stash.segment import ContextSegment, SegmentType, content_hash
 
-__all__ = ["Dialect", "where", "segment_of", "checked_fields", "SEGMENT_COLUMNS"]
+__all__ = ["Dialect", "where", "segment_of", "checked_fields", "StoredFields", "SEGMENT_COLUMNS"]
 
 _BATCH = 500  # ids per IN (...) list where a dialect has no array parameters
 
@@ -164,35 +164,51 @@ def _fields_of(r: Sequence[Any]) -> bytes | None:
     """:func:`fields_check` of a row of :data:`SEGMENT_COLUMNS` (None when a field has a type no
     written row has: a changed row)."""
     sid, session, text, kind, created, stashed, tokens, topic, source, sha, _model, expires = r[:12]
-    return checked_fields(sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires, None)
+    return checked_fields(StoredFields(sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires))
 
 
-def checked_fields(
-    sid: Any,
-    session: Any,
-    text: Any,
-    kind: Any,
-    created: Any,
-    stashed: Any,
-    tokens: Any,
-    topic: Any,
-    source: Any,
-    sha: Any,
-    expires: Any,
-    terms: Any,
-) -> bytes | None:
-    """:func:`fields_check` of stored values as read (the index terms from ``terms``, the stored
-    space-joined form, or else from ``text``); None when a value has a type no written row has."""
-    if not all(isinstance(x, str) for x in (sid, session, kind, source, sha)) or not isinstance(
-        topic, (str, type(None))
+class StoredFields(NamedTuple):
+    """A segment's :class:`~contextsieve.stash.backend.SegmentFields` as read from a row, before
+    :func:`checked_fields` checks their types (each ``Any``: a row changed on disk may hold anything).
+    The same values as :class:`~contextsieve.stash.backend.SegmentFields` (``sid``: its ``segment_id``,
+    ``sha``: its ``sha256``; times in microseconds since 1970), but the index terms: ``terms`` is their
+    stored space-joined form, or None to derive them from ``text`` (the stored text; None when not read)."""
+
+    sid: Any
+    session: Any
+    text: Any
+    kind: Any
+    created: Any
+    stashed: Any
+    tokens: Any
+    topic: Any
+    source: Any
+    sha: Any
+    expires: Any
+    terms: Any = None
+
+
+def checked_fields(stored: StoredFields) -> bytes | None:
+    """:func:`fields_check` of ``stored``, values as read (the index terms from ``stored.terms``, or
+    else from ``stored.text``); None when a value has a type no written row has."""
+    v = stored
+    if not all(isinstance(x, str) for x in (v.sid, v.session, v.kind, v.source, v.sha)) or not isinstance(
+        v.topic, (str, type(None))
     ):
         return None
-    if not all(isinstance(x, int) for x in (created, stashed, tokens)) or not isinstance(expires, (int, type(None))):
+    if not all(isinstance(x, int) for x in (v.created, v.stashed, v.tokens)) or not isinstance(
+        v.expires, (int, type(None))
+    ):
         return None
+    terms = v.terms
     if terms is None:
-        if not isinstance(text, str):
+        if not isinstance(v.text, str):
             return None
-        terms = " ".join(index_terms(text))
+        terms = " ".join(index_terms(v.text))
     if not isinstance(terms, str):
         return None
-    return fields_check(sid, session, kind, created, stashed, tokens, topic, source, sha, expires, terms)
+    return fields_check(
+        SegmentFields(
+            v.sid, v.session, v.kind, v.created, v.stashed, v.tokens, v.topic, v.source, v.sha, v.expires, terms
+        )
+    )

@@ -9,16 +9,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from contextsieve.errors import InputError, brief
+from contextsieve.retrieval.query import Query
 from contextsieve.stash.backend import Filters, query_terms, to_epoch
 from contextsieve.stash.core import StashCore, check_count, utc_now
 from contextsieve.stash.ids import public_id, shown
 from contextsieve.stash.names import name_share, names_speaker, query_names, speaker_labels, without_names
 from contextsieve.stash.options import RetrieveOptions, SegmentFilter
-from contextsieve.stash.ranking import combined_scores, unnamed_query
+from contextsieve.stash.ranking import Scores, combined_scores, unnamed_query
 from contextsieve.stash.results import Candidate, Retrieved, RetrieveTrace
 from contextsieve.stash.segment import ContextSegment, aware, check_session
 
@@ -31,7 +33,9 @@ def _sessions(session: str, cross_session: bool) -> tuple[str, ...] | None:
     return None if cross_session else (session,)
 
 
-def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> tuple[list[Retrieved], RetrieveTrace]:
+def retrieve_traced(
+    store: StashCore, query: str | Query, options: RetrieveOptions
+) -> tuple[list[Retrieved], RetrieveTrace]:
     """See :meth:`StashStore.retrieve_traced <contextsieve.stash.store.StashStore.retrieve_traced>`
     (``options``: :meth:`RetrieveOptions.given`)."""
     o = options
@@ -50,6 +54,7 @@ def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> t
     current = None if o.include_superseded else True  # the newest of each supersession chain only
     f = SegmentFilter.coerce(o.filters).resolve(_sessions(session, o.cross_session), at, current)
     q = store.embed_query(query, o.query_vectors)  # before the read scope: embedding never holds the store's lock
+    query = query.text if isinstance(query, Query) else query
     rank = store.config.rank
     terms = query_terms(query, rank.drop_query_auxiliaries) if rank.keyword_weight > 0 else []
     uses_names = rank.name_weight > 0 or rank.speaker_weight > 0 or rank.unnamed_weight > 0
@@ -57,35 +62,102 @@ def retrieve_traced(store: StashCore, query: str, options: RetrieveOptions) -> t
     unnamed = without_names(query, names) if names and rank.unnamed_weight > 0 else query
     q_un = unnamed_query(q, store.embed_query(unnamed), rank.unnamed_weight) if unnamed != query else None
     with store.backend.reading():  # one state of the store for every search and read below
-        found, trace = _ranked(store, q, q_un, terms, names, k, float(min_similarity), f, at)
+        found, trace = _ranked(store, _Search(q, q_un, terms, names, k, float(min_similarity), f, at))
     out = [dataclasses.replace(r, segment=shown(r.segment)) for r in found]
     cands = tuple(dataclasses.replace(c, segment_id=public_id(c.segment_id, session)) for c in trace.candidates)
     return out, dataclasses.replace(trace, candidates=cands)
 
 
-def _ranked(
-    store: StashCore,
-    q: np.ndarray,
-    q_un: np.ndarray | None,
-    terms: list[str],
-    names: tuple[str, ...],
-    k: int,
-    min_similarity: float,
-    f: Filters,
-    at: int,
-) -> tuple[list[Retrieved], RetrieveTrace]:
-    """The ``k`` best segments for the query rows ``q``, keyword ``terms`` and ``names``
-    (:func:`~contextsieve.stash.names.query_names`), and the trace (see :func:`retrieve_traced`).
-    ``q_un``: the rows of the query moved towards the query without its names
-    (:func:`~contextsieve.stash.ranking.unnamed_query`), searched too and ranked by when the query
-    names the speaker of one of the candidates found with ``q``; None: the query has no names.
+@dataclass(frozen=True)
+class _Search:
+    """What one retrieve searches for, as :func:`retrieve_traced` resolved it from the query and options.
+
+    Attributes:
+        q: the query's embedding rows (float32 ``[rows, dim]``).
+        q_un: the rows of the query moved towards the query without its names
+            (:func:`~contextsieve.stash.ranking.unnamed_query`), searched too and ranked by when the
+            query names the speaker of one of the candidates found with ``q``; None: the query has no
+            names (or ``RankConfig.unnamed_weight`` is 0).
+        terms: the keyword index terms (:func:`~contextsieve.stash.backend.query_terms`; empty when
+            ``RankConfig.keyword_weight`` is 0).
+        names: the query's names (:func:`~contextsieve.stash.names.query_names`; empty when no names
+            weight is set).
+        k: how many segments to return (``top_k``).
+        min_similarity: the least dense cosine a result may have, in [-1, 1].
+        filters: which segments may be returned.
+        at: the time of the retrieve, microseconds since 1970 UTC (recency and expiry).
+    """
+
+    q: np.ndarray
+    q_un: np.ndarray | None
+    terms: list[str]
+    names: tuple[str, ...]
+    k: int
+    min_similarity: float
+    filters: Filters
+    at: int
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The candidates of one retrieve, before the ``min_similarity`` threshold and the ranking.
+
+    Attributes:
+        ids: the candidate ids: those the query as asked finds (dense, then keyword), then, when the
+            query names a candidate's speaker, those found only with ``q_un``.
+        sims: the dense score (cosine) of each candidate: with ``q``, or with ``q_un`` when the
+            query names a candidate's speaker (may hold ids that are not candidates).
+        kw: the BM25 score of each candidate holding a keyword term (unscaled).
+        facts: ``(created, stashed, sha256)`` of each stored candidate (times in microseconds since 1970).
+        read: the segments of the stored candidates by id, read only when the query has names (else empty).
+        spoken: whether the query names the speaker of each segment in ``read``.
+    """
+
+    ids: list[str]
+    sims: dict[str, float]
+    kw: dict[str, float]
+    facts: dict[str, tuple[int, int, str]]
+    read: dict[str, ContextSegment]
+    spoken: dict[str, bool]
+
+
+def _ranked(store: StashCore, s: _Search) -> tuple[list[Retrieved], RetrieveTrace]:
+    """The ``s.k`` best segments for the search ``s``, and the trace (see :func:`retrieve_traced`).
     Texts are read for the winners only, or for every candidate when the query has names."""
+    pool = _candidates(store, s)
+    low = [i for i in pool.ids if pool.sims.get(i, -math.inf) < s.min_similarity]
+    ids = [i for i in pool.ids if pool.sims.get(i, -math.inf) >= s.min_similarity]
+    if not ids:
+        return [], _trace(s.k, s.min_similarity, len(pool.ids), [], low, pool.sims, pool.kw)
+    ids = [i for i in ids if i in pool.facts]
+    sim, parts = _scores(store, s, pool, ids)
+    scores = parts.total
+    order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
+    chosen, outcome = _chosen(order, ids, pool.facts, s.k)
+    segs = pool.read or {x.id: x for x in store.backend.get([ids[j] for j in chosen])}
+    ranked = [
+        Candidate(ids[j], float(sim[j]), float(parts.keyword_scaled[j]), float(scores[j]), r, outcome[j])
+        for r, j in enumerate(order, 1)
+    ]
+    found = [
+        Retrieved(segs[ids[j]], float(sim[j]), float(parts.keyword_scaled[j]), float(scores[j]), _parts(parts, j))
+        for j in chosen
+        if ids[j] in segs
+    ]
+    return found, _trace(s.k, s.min_similarity, len(pool.ids), ranked, low, pool.sims, pool.kw)
+
+
+def _candidates(store: StashCore, s: _Search) -> _Pool:
+    """The candidates of ``s``: the best ``max(RankConfig.candidates, k)`` by dense score and by
+    keyword score, with their dense and keyword scores, times and hashes (and texts when the query has
+    names); those found with ``q_un`` join them when the query names one of their speakers."""
     rank = store.config.rank
-    n = max(rank.candidates, k)
+    n = max(rank.candidates, s.k)
+    f, q, q_un = s.filters, s.q, s.q_un
     dense = {h.id: h.score for h in store.backend.dense(q, n, f)}
     dense_un = {h.id: h.score for h in store.backend.dense(q_un, n, f)} if q_un is not None else {}
     hits = (
-        store.backend.keyword(terms, n, f, also=[*dense, *dense_un], b=rank.keyword_length_norm)
+        store.backend.keyword(s.terms, n, f, also=[*dense, *dense_un], b=rank.keyword_length_norm)
         if rank.keyword_weight > 0
         else []
     )
@@ -96,8 +168,8 @@ def _ranked(
         dense.update(store.backend.similarities(q, missing))
     pool = list(dict.fromkeys([*first, *dense_un]))
     facts = store.backend.ranking_facts(pool)  # times and hashes only: texts are read for the winners
-    read = {s.id: s for s in store.backend.get([i for i in pool if i in facts])} if names else {}
-    spoken = {i: names_speaker(names, speaker_labels(r.text, r.source, r.topic)) for i, r in read.items()}
+    read = {x.id: x for x in store.backend.get([i for i in pool if i in facts])} if s.names else {}
+    spoken = {i: names_speaker(s.names, speaker_labels(r.text, r.source, r.topic)) for i, r in read.items()}
     sims: dict[str, float] = dense
     if q_un is not None and any(spoken.get(i, False) for i in first):  # the query names a candidate's speaker
         rest = [i for i in pool if i not in dense_un]
@@ -106,21 +178,28 @@ def _ranked(
         sims = dense_un
     else:
         pool = first
-    kw = {i: v for i, v in kw.items() if i in pool}
-    ids = [i for i in pool if sims.get(i, -math.inf) >= min_similarity]
-    low = [i for i in pool if sims.get(i, -math.inf) < min_similarity]
-    if not ids:
-        return [], _trace(k, min_similarity, len(pool), [], low, sims, kw)
-    ids = [i for i in ids if i in facts]
-    sim = np.array([sims.get(i, 0.0) for i in ids])
-    key = np.array([kw.get(i, 0.0) for i in ids])
-    created = np.array([facts[i][0] for i in ids], np.int64)
-    stashed = np.array([facts[i][1] for i in ids], np.int64)
+    return _Pool(pool, sims, {i: v for i, v in kw.items() if i in pool}, facts, read, spoken)
+
+
+def _scores(store: StashCore, s: _Search, pool: _Pool, ids: list[str]) -> tuple[np.ndarray, Scores]:
+    """The dense score (cosine) of each of ``ids`` (candidates with facts, in order) and their
+    combined scores (:func:`~contextsieve.stash.ranking.combined_scores` with the store's ``RankConfig``)."""
+    names, read = s.names, pool.read
+    sim = np.array([pool.sims.get(i, 0.0) for i in ids])
+    key = np.array([pool.kw.get(i, 0.0) for i in ids])
+    created = np.array([pool.facts[i][0] for i in ids], np.int64)
+    stashed = np.array([pool.facts[i][1] for i in ids], np.int64)
     shares = np.array([name_share(read[i].text, names) if i in read else 0.0 for i in ids]) if names else None
-    speakers = np.array([1.0 if spoken.get(i) else 0.0 for i in ids]) if names else None
-    parts = combined_scores(sim, key, created, stashed, at, rank, shares, speakers)
-    scores, kw_norm, dense_part, kw_part = parts.total, parts.keyword_scaled, parts.dense, parts.keyword
-    order = sorted(range(len(ids)), key=lambda j: (-scores[j], -sim[j], ids[j]))
+    speakers = np.array([1.0 if pool.spoken.get(i) else 0.0 for i in ids]) if names else None
+    return sim, combined_scores(sim, key, created, stashed, s.at, store.config.rank, shares, speakers)
+
+
+def _chosen(
+    order: list[int], ids: list[str], facts: Mapping[str, tuple[int, int, str]], k: int
+) -> tuple[list[int], dict[int, str]]:
+    """The positions (in ``ids``) of the at most ``k`` results, best first, and what became of each
+    position in ``order`` (best first): ``"retrieved"``, ``"below top_k"`` or ``"duplicate"`` (content,
+    by its sha256 in ``facts``, that ranked higher already)."""
     chosen: list[int] = []
     seen: set[str] = set()
     outcome: dict[int, str] = {}
@@ -134,32 +213,21 @@ def _ranked(
             seen.add(sha)
             chosen.append(j)
             outcome[j] = "retrieved"
-    segs = read or {s.id: s for s in store.backend.get([ids[j] for j in chosen])}
-    ranked = [
-        Candidate(ids[j], float(sim[j]), float(kw_norm[j]), float(scores[j]), r, outcome[j])
-        for r, j in enumerate(order, 1)
-    ]
-    found = [
-        Retrieved(
-            segs[ids[j]],
-            float(sim[j]),
-            float(kw_norm[j]),
-            float(scores[j]),
-            {
-                "dense": float(dense_part[j]),
-                "keyword": float(kw_part[j]),
-                "day": float(parts.day[j]),
-                "names": float(parts.names[j]),
-                "speaker": float(parts.speaker[j]),
-                "recency": float(
-                    scores[j] - dense_part[j] - kw_part[j] - parts.day[j] - parts.names[j] - parts.speaker[j]
-                ),
-            },
-        )
-        for j in chosen
-        if ids[j] in segs
-    ]
-    return found, _trace(k, min_similarity, len(pool), ranked, low, sims, kw)
+    return chosen, outcome
+
+
+def _parts(parts: Scores, j: int) -> dict[str, float]:
+    """The parts of candidate ``j``'s combined score, as :attr:`Retrieved.parts` reports them (recency:
+    what the others leave of the total)."""
+    p = parts
+    return {
+        "dense": float(p.dense[j]),
+        "keyword": float(p.keyword[j]),
+        "day": float(p.day[j]),
+        "names": float(p.names[j]),
+        "speaker": float(p.speaker[j]),
+        "recency": float(p.total[j] - p.dense[j] - p.keyword[j] - p.day[j] - p.names[j] - p.speaker[j]),
+    }
 
 
 def _trace(

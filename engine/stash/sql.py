@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from contextsieve.errors import InputError, StashError, StashIntegrityError
 from contextsieve.stash.backend import FORMAT, UPGRADES, Filters, StoreMeta, from_epoch
-from contextsieve.stash.dialect import SEGMENT_COLUMNS, checked_fields, segment_of, where
+from contextsieve.stash.dialect import SEGMENT_COLUMNS, StoredFields, checked_fields, segment_of, where
 from contextsieve.stash.segment import ContextSegment
 from contextsieve.stash.sql_writes import SqlWrites
 
@@ -133,7 +133,7 @@ class SqlBackend(SqlWrites):
         ).fetchall()
         for row, sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires in rows:
             check = checked_fields(
-                sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires, None
+                StoredFields(sid, session, text, kind, created, stashed, tokens, topic, source, sha, expires)
             )
             db.execute(f"UPDATE {d.segments} SET fields = {m} WHERE row = {m}", (check, row))
         self._fields_required(db)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from contextsieve.errors import InputError
-from contextsieve.stash.backend import SegmentRow, fields_check, to_epoch, vector_digest
-from contextsieve.stash.dialect import Dialect, checked_fields
+from contextsieve.stash.backend import SegmentFields, SegmentRow, fields_check, to_epoch, vector_digest
+from contextsieve.stash.dialect import Dialect, StoredFields, checked_fields
 from contextsieve.stash.ids import public_id, qualified
 
 __all__ = ["SqlWrites"]
@@ -78,17 +78,19 @@ class SqlWrites:
                 "chunks": v.shape[0],
                 "digest": vector_digest(s.id, s.embedding_model, v),
                 "fields": fields_check(
-                    s.id,
-                    s.session,
-                    s.type.value,
-                    created,
-                    stashed,
-                    s.tokens,
-                    s.topic,
-                    s.source,
-                    s.sha256,
-                    expires,
-                    " ".join(r.terms),
+                    SegmentFields(
+                        s.id,
+                        s.session,
+                        s.type.value,
+                        created,
+                        stashed,
+                        s.tokens,
+                        s.topic,
+                        s.source,
+                        s.sha256,
+                        expires,
+                        " ".join(r.terms),
+                    )
                 ),
                 **self._stored_vectors(v),
                 **self._stored_terms(r.terms),
@@ -187,16 +189,16 @@ class SqlWrites:
         renamed: list[tuple[str, str]] = []
         for row, sid, model, digest, *rest in found:
             text, kind, created, stashed, tokens, topic, source, sha, expires, check = rest
-            fields = (text, kind, created, stashed, tokens, topic, source, sha, expires, None)
+            fields = StoredFields(sid, old, text, kind, created, stashed, tokens, topic, source, sha, expires)
             to = sid
-            if check is not None and checked_fields(sid, old, *fields) == check:  # (None: a wrong-typed field)
+            if check is not None and checked_fields(fields) == check:  # (None: a wrong-typed field)
                 name = names.get(sid)
                 if name is not None and name not in taken and isinstance(model, str):
                     v = self._stored_chunks(db, int(row))
                     if vector_digest(sid, model, v) == digest:
                         to, digest = name, vector_digest(name, model, v)
                         renamed.append((sid, to))
-                check = checked_fields(to, new, *fields)
+                check = checked_fields(fields._replace(sid=to, session=new))
             moved.append((new, to, check, digest, int(row)))
         if moved:
             update = f"UPDATE {d.segments} SET session = {m}, id = {m}, fields = {m}, digest = {m} WHERE row = {m}"

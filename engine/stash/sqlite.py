@@ -36,7 +36,7 @@ from contextsieve.errors import (
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow
-from contextsieve.stash.dialect import Dialect, checked_fields
+from contextsieve.stash.dialect import Dialect, StoredFields, checked_fields
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import guarded
 from contextsieve.stash.sqlite_checks import SqliteChecks
@@ -323,7 +323,7 @@ class SqliteBackend(SqliteChecks):
                     check,
                 ) = r
                 fields = checked_fields(
-                    sid, session, None, kind, created, stashed, tokens, topic, source, sha, expires, terms
+                    StoredFields(sid, session, None, kind, created, stashed, tokens, topic, source, sha, expires, terms)
                 )
                 if fields is None or fields != check:  # a changed row (or a NULL where a value was): not searched
                     self._flag(sid, "has fields that fail their check")

@@ -26,6 +26,7 @@ import numpy as np
 
 from contextsieve.errors import InputError, brief, check_text
 from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.retrieval.query import Query
 from contextsieve.stash import maintenance, records, retrieve, write
 from contextsieve.stash.backend import StashBackend, from_epoch
 from contextsieve.stash.config import StashConfig
@@ -161,20 +162,22 @@ class StashStore(StashCore):
     # -- retrieval --------------------------------------------------------------------------------
 
     def retrieve(
-        self, query: str, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
+        self, query: str | Query, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
     ) -> list[Retrieved]:
         """The ``top_k`` stashed segments best for ``query``, best first: :meth:`retrieve_traced`
         without its trace (the arguments are the same)."""
         return self.retrieve_traced(query, options, **keywords)[0]
 
     def retrieve_traced(
-        self, query: str, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
+        self, query: str | Query, options: RetrieveOptions | None = None, **keywords: Unpack[RetrieveKeywords]
     ) -> tuple[list[Retrieved], RetrieveTrace]:
         """The ``top_k`` stashed segments best for ``query``, best first (see
         :mod:`contextsieve.stash.ranking` for the score), and the trace of every candidate ranked.
 
         Args:
-            query: what the agent is looking for (a task, a question, recent messages).
+            query: what the agent is looking for (a task, a question, recent messages), or a request's
+                :class:`~contextsieve.retrieval.query.Query` (its text, searched with its sentences'
+                vectors when they are of the store's model family).
             options: a :class:`~contextsieve.stash.options.RetrieveOptions` (session, top_k,
                 min_similarity, filters, cross_session, now, query_vectors, include_superseded; its
                 docstring gives each one's meaning and default), or None: the defaults, changed by

@@ -5,6 +5,8 @@ reference of weak evidence does not fill a small agent's places."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,8 @@ from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import Hits
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.ranking import FILL_KEYWORD, Ranked, cut, ratio_base
+from contextsieve.selection.ranking import FILL_KEYWORD, CutRule, Ranked, Selected, ratio_base
+from contextsieve.selection.ranking import cut as cut_by_rule
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 
@@ -29,6 +32,18 @@ TOOLS = [
 SEND = ItemKey(ItemKind.TOOL, "send_mail", "mail")
 RESTART = ItemKey(ItemKind.TOOL, "restart_service", "ops")
 EXAMPLE = "quokka lemur narwhal ocelot tapir"  # no tool's words: only an example can find a tool for it
+
+
+def cut(
+    ranked: Ranked,
+    owner: np.ndarray,
+    *,
+    words: tuple[str, ...] | None = None,
+    examples: np.ndarray | None = None,
+    **rule: Any,
+) -> tuple[list[Selected], list[Selected]]:
+    """:func:`~contextsieve.selection.ranking.cut` with its rule's fields as keywords."""
+    return cut_by_rule(ranked, owner, CutRule(**rule), words=words, examples=examples)
 
 
 def agent() -> Agent:
@@ -110,8 +125,8 @@ def test_weak_rules_do_not_fill_places() -> None:
     ranked = _ranked([0.5, 0.2, 0.22, 0.26, 0.31], [0.5, 0.2, 0.1, 0.26, 0.31], [0, 0, FILL_KEYWORD, 0, 0])
     items = np.arange(5)
     common = {"top_n": 5, "include_score": 0.9, "min_ratio": 0.3, "min_score": 0.15, "keyword_role": "add"}
-    _, filled = cut(ranked, items, **common)  # type: ignore[arg-type]
-    _, kept = cut(ranked, items, **common, fill_ratio=0.5)  # type: ignore[arg-type]
+    _, filled = cut(ranked, items, **common)
+    _, kept = cut(ranked, items, **common, fill_ratio=0.5)
     assert [s.item for s in filled] == [0, 4, 3, 2, 1]
     assert [s.item for s in kept] == [0, 4, 3, 2]
 

@@ -3,6 +3,8 @@ multi-step messages, CJK keyword terms, tool documents with their parameters."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,21 @@ from contextsieve.kernels.scoring import Hits
 from contextsieve.retrieval.bm25 import BM25Index, tokenize
 from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunking import ChunkConfig, chunk_item, schema_text
-from contextsieve.selection.ranking import Ranked, cut
+from contextsieve.selection.ranking import CutRule, Ranked, Selected
+from contextsieve.selection.ranking import cut as cut_by_rule
 from contextsieve.selection.search import keyword_query
+
+
+def cut(
+    ranked: Ranked,
+    owner: np.ndarray,
+    *,
+    words: tuple[str, ...] | None = None,
+    examples: np.ndarray | None = None,
+    **rule: Any,
+) -> tuple[list[Selected], list[Selected]]:
+    """:func:`~contextsieve.selection.ranking.cut` with its rule's fields as keywords."""
+    return cut_by_rule(ranked, owner, CutRule(**rule), words=words, examples=examples)
 
 
 def test_cjk_runs_become_character_bigrams() -> None:
@@ -113,7 +128,7 @@ def test_min_score_keeps_items_with_some_evidence_only() -> None:
     assert [s.item for s in cut(silent, owner, min_score=0.15, **long)[1]] == [3, 0, 1]  # type: ignore[arg-type]
     # small talk: its keyword matches ("good" in some item's text) are no evidence
     chat = dict(top_n=5, include_score=0.7, keyword_role="add", words=("good", "morning"))
-    got = cut(ranked, owner, min_score=0.15, **chat)[1]  # type: ignore[arg-type]
+    got = cut(ranked, owner, min_score=0.15, **chat)[1]
     assert [s.item for s in got] == [3, 0]  # item 1 had only its keyword match
 
 

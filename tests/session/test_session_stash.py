@@ -13,7 +13,7 @@ from contextsieve.errors import InputError, UnknownSegmentError
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import RequestContext, StashedEntry
 from contextsieve.session.session import Session
-from contextsieve.session.stash_link import StashSettings
+from contextsieve.session.stash_link import SessionStash, StashSettings
 from contextsieve.stash.store import StashStore
 from tests.helpers.agents import make_agent
 from tests.helpers.fake_embedder import FakeEmbedder
@@ -29,8 +29,11 @@ def stash(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
     s.close()
 
 
-def session(stash: StashStore, **kw: object) -> Session:
-    return Session(make_agent(), ChunkStore(FakeEmbedder()), stash=stash, **kw)  # type: ignore[arg-type]
+def session(
+    stash: StashStore, stash_session: str | None = None, stash_settings: StashSettings | None = None, **kw: object
+) -> Session:
+    link = SessionStash(stash, stash_session, stash_settings)
+    return Session(make_agent(), ChunkStore(FakeEmbedder()), stash=link, **kw)  # type: ignore[arg-type]
 
 
 def test_stashed_segments_come_back_as_their_own_include_mode(stash: StashStore) -> None:
@@ -192,7 +195,7 @@ def test_a_request_embeds_its_message_once_for_items_and_stash(stash: StashStore
     """The stash searches with the sentence vectors the request already has (same model family):
     no second model call, and the same segments as a retrieve that embeds the message itself."""
     shared = stash.embedder
-    s = Session(make_agent(), ChunkStore(shared), stash=stash, stash_settings=StashSettings(top_k=2))  # type: ignore[arg-type]
+    s = Session(make_agent(), ChunkStore(shared), stash=SessionStash(stash, settings=StashSettings(top_k=2)))
     s.stash(["the deploy key for the staging cluster is in vault", "lunch order: two pizzas"])
     s.build_request("warm up")  # the items are embedded on the first request
     message = "Where is the staging deploy key? It was in vault."
@@ -208,7 +211,7 @@ def test_a_request_embeds_its_message_once_for_items_and_stash(stash: StashStore
 def test_another_model_family_embeds_the_message_itself(stash: StashStore) -> None:
     other = FakeEmbedder()
     other.model_id = "other/2"  # type: ignore[misc]
-    s = Session(make_agent(), ChunkStore(other), stash=stash, stash_settings=StashSettings(top_k=2))  # type: ignore[arg-type]
+    s = Session(make_agent(), ChunkStore(other), stash=SessionStash(stash, settings=StashSettings(top_k=2)))
     s.stash(["the deploy key for the staging cluster is in vault"])
     before = stash.embedder.calls  # type: ignore[attr-defined]
     s.build_request("Where is the staging deploy key?")
