@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.cli import agent_commands, evaluate, model_commands, server_commands, stash_command
@@ -18,6 +18,9 @@ from contextsieve.cli.server_commands import LOG_LEVELS
 from contextsieve.errors import AgentFileWarning, ContextSieveError
 
 __all__ = ["main"]
+
+#: The subcommands of ``contextsieve`` (``add_subparsers``): each ``_add_*_command(s)`` adds its own to it.
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 #: When to use ``serve`` and when ``gateway``, with the host configuration of each (both commands' --help).
@@ -73,6 +76,21 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="contextsieve", description="CPU-first context selection for LLM agents.")
     p.add_argument("--version", action="version", version=f"contextsieve {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    # in the order of `contextsieve --help`
+    _add_agent_commands(sub)
+    _add_serve_command(sub)
+    _add_stash_commands(sub)
+    _add_history_command(sub)
+    _add_gateway_command(sub)
+    _add_inspect_command(sub)
+    evaluate.add_parser(sub)
+    _add_example_commands(sub)
+    _add_model_commands(sub)
+    return p
+
+
+def _add_agent_commands(sub: _Commands) -> None:
+    """``select``, ``index`` and ``tools``: the commands on an agent file (:mod:`~contextsieve.cli.agent_commands`)."""
     s = sub.add_parser("select", help="show the request context chosen for one message")
     s.add_argument("agent", type=Path, help="agent YAML file or agent folder")
     s.add_argument(
@@ -117,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--refresh", action="store_true", help="list every server live (default: cached listings first)")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds per server (default 10)")
+
+
+def _add_serve_command(sub: _Commands) -> None:
+    """``serve`` (:func:`~contextsieve.cli.server_commands.serve`)."""
     v = sub.add_parser(
         "serve",
         help="serve context selection and tool search to MCP hosts (stdio or HTTP)",
@@ -168,6 +190,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="S",
         help="HTTP only: answer 408 to a request whose body is not complete within S seconds (default 30)",
     )
+
+
+def _add_stash_commands(sub: _Commands) -> None:
+    """``stash`` and its actions (:mod:`~contextsieve.cli.stash_command`)."""
     st = sub.add_parser(
         "stash",
         help="a stash store: stats, cleanup of expired segments, rebuild after a model change, export to a file, "
@@ -219,6 +245,10 @@ def _parser() -> argparse.ArgumentParser:
         help="the store holding the namespace when it is not the agent's: its segments are copied into the "
         "agent's store (the source is left as it was)",
     )
+
+
+def _add_history_command(sub: _Commands) -> None:
+    """``history`` (:func:`~contextsieve.cli.agent_data.history`)."""
     h = sub.add_parser(
         "history",
         help="what learning from use keeps for an agent (examples and misses per tool, kept as vectors unless "
@@ -227,6 +257,10 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("agent", type=Path)
     h.add_argument("--forget", action="store_true", help="delete the agent's recorded requests")
     h.add_argument("--tool", metavar="SERVER:TOOL", help="only this tool's")
+
+
+def _add_gateway_command(sub: _Commands) -> None:
+    """``gateway`` (:func:`~contextsieve.cli.server_commands.gateway`)."""
     g = sub.add_parser(
         "gateway",
         help="one MCP server (stdio) in front of the agent's servers, offering the task's tools",
@@ -268,6 +302,10 @@ def _parser() -> argparse.ArgumentParser:
         help="each task adds its tools to the offer instead of replacing it (the host's tool list, and its "
         "prompt cache, change only when a task needs a new tool; at most 30 beyond always and session tools)",
     )
+
+
+def _add_inspect_command(sub: _Commands) -> None:
+    """``inspect`` (:func:`~contextsieve.cli.server_commands.inspect_page`)."""
     n = sub.add_parser(
         "inspect",
         help="a local web page (127.0.0.1) showing the request context of a typed message or of each turn of a "
@@ -300,12 +338,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     n.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
     n.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
-    evaluate.add_parser(sub)
+
+
+def _add_example_commands(sub: _Commands) -> None:
+    """``demo`` and ``example-agent``: the bundled example agent."""
     sub.add_parser("demo", help="run a few messages against the bundled example agent")
     x = sub.add_parser("example-agent", help="print the path of the bundled example agent file (to copy or try)")
     x.add_argument(
         "--tasks", action="store_true", help="print the path of its task file instead (for contextsieve eval)"
     )
+
+
+def _add_model_commands(sub: _Commands) -> None:
+    """``build`` and ``embed``: the embedding model (:mod:`~contextsieve.cli.model_commands`)."""
     b = sub.add_parser(
         "build",
         help="build the model graphs, measure them on this CPU and cache the fastest that passes (prints the table), "
@@ -334,7 +379,6 @@ def _parser() -> argparse.ArgumentParser:
         help="default: $CONTEXTSIEVE_VARIANT or auto (the variant measured fastest on this CPU)",
     )
     e.add_argument("--digits", type=int, default=6, help="decimals printed per value (default 6)")
-    return p
 
 
 def _port(text: str) -> int:

@@ -7,10 +7,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from contextsieve.agent.agent import Agent
 from contextsieve.cli.agent_commands import is_example, load_engine
 from contextsieve.errors import InputError
+
+if TYPE_CHECKING:
+    from contextsieve.mcp_server.http_transport import Transport
 
 __all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
 
@@ -36,7 +40,7 @@ def serve(args: argparse.Namespace) -> None:
     import os
 
     from contextsieve.mcp_server.common import Warmup
-    from contextsieve.mcp_server.http_transport import bind, check_exposure
+    from contextsieve.mcp_server.http_transport import bind
     from contextsieve.mcp_server.server import serve as run_server
 
     _log_to_stderr(args.log_level)
@@ -45,12 +49,9 @@ def serve(args: argparse.Namespace) -> None:
         token = os.environ.get(args.token_env)
         if not token:
             raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
-    if args.transport == "http":  # before the agent is loaded: a refused host or a taken port fails at once
-        try:
-            check_exposure(args.host, token, args.allow_unauthenticated)
-        except InputError as e:
-            args.usage_error(str(e))  # exit code 2
-        for sock in bind(args.host, args.port, listen=False):
+    transport = _transport(args, token)  # before the agent is loaded: a refused host or a taken port fails at once
+    if transport.kind == "http":
+        for sock in bind(transport.host, transport.port, listen=False):
             sock.close()
     engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
 
@@ -82,17 +83,7 @@ def serve(args: argparse.Namespace) -> None:
             print_notes(settle(engine, stash, explicit=args.stash is not None))
     elif engine.resolution is not None and engine.resolution.note():
         print_notes([engine.resolution.note()])
-    run_server(
-        engine,
-        transport=args.transport,
-        host=args.host,
-        port=args.port,
-        token=token,
-        config=config,
-        stash=stash,
-        allow_unauthenticated=args.allow_unauthenticated,
-        warmup=Warmup(engine, connect=listing),
-    )
+    run_server(engine, transport=transport, config=config, stash=stash, warmup=Warmup(engine, connect=listing))
 
 
 def gateway(args: argparse.Namespace) -> None:
@@ -120,13 +111,7 @@ def gateway(args: argparse.Namespace) -> None:
     token = os.environ.get(args.token_env) if args.token_env else None
     if args.token_env and not token:
         raise InputError(f"--token-env {args.token_env}: that environment variable is empty or not set")
-    if args.transport == "http":  # before the agent is loaded: a refused host fails at once, as serve's
-        from contextsieve.mcp_server.http_transport import check_exposure
-
-        try:
-            check_exposure(args.host, token, args.allow_unauthenticated)
-        except InputError as e:
-            args.usage_error(str(e))  # exit code 2
+    transport = _transport(args, token)  # before the agent is loaded: a refused host fails at once, as serve's
     engine = load_engine(args.agent, None, offline=True, remember=args.remember_requests)
     if engine.resolution is not None and engine.resolution.note():  # found again after a move: say so
         print_notes([engine.resolution.note()])
@@ -137,12 +122,27 @@ def gateway(args: argparse.Namespace) -> None:
         engine,
         listing=listing,
         config=ServeConfig(offer=offer),
-        transport=args.transport,
-        host=args.host,
-        port=args.port,
-        token=token,
-        allow_unauthenticated=args.allow_unauthenticated,
+        transport=transport,
     )
+
+
+def _transport(args: argparse.Namespace, token: str | None) -> Transport:
+    """The transport ``serve`` and ``gateway`` were given (``--transport``, ``--host``, ``--port``,
+    ``--allow-unauthenticated``; ``token``: read from ``--token-env``); a host it refuses is a usage
+    error (exit code 2)."""
+    from contextsieve.mcp_server.http_transport import Transport
+
+    try:
+        return Transport(
+            kind=args.transport,
+            host=args.host,
+            port=args.port,
+            token=token,
+            allow_unauthenticated=args.allow_unauthenticated,
+        )
+    except InputError as e:
+        args.usage_error(str(e))  # exits
+        raise
 
 
 def inspect_page(args: argparse.Namespace) -> None:

@@ -56,6 +56,7 @@ from contextsieve.mcp_client.client import ListConfig, describe_error, end_child
 from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup
 from contextsieve.mcp_server.connections import connection_scope, connection_state
 from contextsieve.mcp_server.gateway_state import Conversation, Gateway
+from contextsieve.mcp_server.http_transport import Transport
 from contextsieve.mcp_server.tool_surface import error_result, json_result, mcp_tool
 from contextsieve.session.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
 from contextsieve.session.assembly import tool_definition
@@ -390,46 +391,35 @@ def run_gateway(
     listing: ListConfig = ListConfig(),
     config: ServeConfig = ServeConfig(),
     warmup: Warmup | None = None,
-    transport: str = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    token: str | None = None,
-    allow_unauthenticated: bool = False,
+    transport: Transport = Transport(),
 ) -> None:
-    """Serve the gateway until the host disconnects (stdio) or until interrupted (``transport="http"``:
-    streamable HTTP at ``http://host:port/mcp``, as :func:`contextsieve.mcp_server.server.serve` serves,
-    for many hosts at once: each conversation has its own offer). The downstream servers end with the
-    gateway: when the host disconnects, and on SIGTERM or SIGHUP (their process groups are ended, then
-    the gateway dies of the signal). The transport starts at once: right before it, ``warmup`` (default:
-    a :class:`~contextsieve.mcp_server.common.Warmup` of ``engine`` that loads the model) starts in a
-    background thread (see :func:`build_gateway`).
+    """Serve the gateway until the host disconnects (stdio, the default :class:`Transport`) or until
+    interrupted (``Transport(kind="http", ...)``: streamable HTTP at ``http://host:port/mcp``, as
+    :func:`contextsieve.mcp_server.server.serve` serves, for many hosts at once: each conversation has its
+    own offer). The downstream servers end with the gateway: when the host disconnects, and on SIGTERM or
+    SIGHUP (their process groups are ended, then the gateway dies of the signal). The transport starts at
+    once: right before it, ``warmup`` (default: a :class:`~contextsieve.mcp_server.common.Warmup` of
+    ``engine`` that loads the model) starts in a background thread (see :func:`build_gateway`).
 
     Raises:
-        InputError: an unknown ``transport``; a ``host`` that is not loopback without a ``token`` or
-            ``allow_unauthenticated``.
         ContextSieveError: the HTTP address cannot be listened on.
     """
     import anyio
 
-    from contextsieve.errors import InputError
-
-    if transport not in ("stdio", "http"):
-        raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
     warmup = warmup or Warmup(engine)
     handled = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, _end_children_and_die) for sig in handled}
     try:
-        if transport == "http":
-            from contextsieve.mcp_server.http_transport import bind, check_exposure, serve_http
+        if transport.kind == "http":
+            from contextsieve.mcp_server.http_transport import bind, serve_http
 
-            check_exposure(host, token, allow_unauthenticated)
-            sockets = bind(host, port)
+            sockets = bind(transport.host, transport.port)
             try:
                 server = build_gateway(engine, listing=listing, config=config, warmup=warmup)
                 warmup.start(after_answers=False)  # many hosts: no one host's first answers to wait for
-                serve_http(server, sockets, host, token, config)
+                serve_http(server, sockets, transport.host, transport.token, config)
             finally:
                 for sock in sockets:
                     sock.close()

@@ -1,17 +1,27 @@
 """``serve``'s streamable HTTP transport: the ASGI guard in front of the MCP app (bearer token, body size
 and time limits, a body that is not one MCP message refused as stdio refuses it), uvicorn's h11 protocol
 with a deadline on request headers, the check that a host other machines can reach has a token, binding
-the listening sockets before anything is announced, and serving a built server over them."""
+the listening sockets before anything is announced, and serving a built server over them; and
+:class:`Transport`, how ``serve`` and the gateway reach their hosts (stdio or HTTP)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.mcp_server.common import ServeConfig
 
-__all__ = ["guarded_app", "header_deadline_protocol", "is_loopback", "check_exposure", "bind", "serve_http"]
+__all__ = [
+    "Transport",
+    "guarded_app",
+    "header_deadline_protocol",
+    "is_loopback",
+    "check_exposure",
+    "bind",
+    "serve_http",
+]
 
 
 def guarded_app(
@@ -213,6 +223,42 @@ def check_exposure(host: str, token: str | None, allow_unauthenticated: bool = F
             "(clients then send 'Authorization: Bearer <token>'), bind 127.0.0.1, or pass --allow-unauthenticated "
             "if something in front of the server authenticates"
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transport:
+    """How ``serve`` (:func:`contextsieve.mcp_server.server.serve`) and the gateway
+    (:func:`contextsieve.mcp_server.gateway.run_gateway`) reach their hosts. Checked when made: a
+    ``Transport`` that exists can be served.
+
+    Attributes:
+        kind: ``"stdio"`` (default: one host, on this process's stdin and stdout) or ``"http"``
+            (streamable HTTP at ``http://host:port/mcp``, for many hosts at once).
+        host: the address HTTP listens on (default ``"127.0.0.1"``: this machine only).
+        port: the port HTTP listens on (default 8000; 0: a free port).
+        token: the bearer token HTTP requires (``Authorization: Bearer <token>``; default None: none; not
+            in the ``repr``).
+        allow_unauthenticated: serve HTTP on a ``host`` other machines can reach without a ``token``
+            (default False: refused; e.g. behind a proxy that authenticates).
+
+    ``host``, ``port``, ``token`` and ``allow_unauthenticated`` are for HTTP: stdio ignores them.
+
+    Raises:
+        InputError: ``kind`` is neither ``stdio`` nor ``http``; ``http`` on a ``host`` that is not
+            loopback without a ``token`` or ``allow_unauthenticated`` (:func:`check_exposure`).
+    """
+
+    kind: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = field(default=None, repr=False)
+    allow_unauthenticated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("stdio", "http"):
+            raise InputError(f"transport must be 'stdio' or 'http', got {brief(self.kind)}")
+        if self.kind == "http":
+            check_exposure(self.host, self.token, self.allow_unauthenticated)
 
 
 def bind(host: str, port: int, *, listen: bool = True) -> list[Any]:

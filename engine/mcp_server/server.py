@@ -46,7 +46,7 @@ from typing import Any
 
 from contextsieve.agent.items import Reference, Rule
 from contextsieve.engine import Engine
-from contextsieve.errors import ContextSieveError, InputError, ToolArgumentError, brief
+from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
 from contextsieve.mcp_client.client import require_sdk
 from contextsieve.mcp_server.common import (
     HISTORY_TURNS,
@@ -62,7 +62,7 @@ from contextsieve.mcp_server.common import (
     set_log_level,
 )
 from contextsieve.mcp_server.connections import connection_scope, connection_state
-from contextsieve.mcp_server.http_transport import bind, check_exposure, serve_http
+from contextsieve.mcp_server.http_transport import Transport, bind, serve_http
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
 from contextsieve.session.agent_tools import (
     CONTEXT_TOOLS,
@@ -418,16 +418,13 @@ class ServeHandlers:
 def serve(
     engine: Engine,
     *,
-    transport: str = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    token: str | None = None,
+    transport: Transport = Transport(),
     config: ServeConfig = ServeConfig(),
     stash: StashStore | None = None,
-    allow_unauthenticated: bool = False,
     warmup: Warmup | None = None,
 ) -> None:
-    """Run the server until interrupted: over stdio, or streamable HTTP at ``http://host:port/mcp``.
+    """Run the server until interrupted: over stdio (the default :class:`Transport`), or streamable HTTP
+    at ``http://host:port/mcp`` (``Transport(kind="http", ...)``).
 
     The transport starts at once: right before it, ``warmup`` (default: a :class:`Warmup` of
     ``engine`` that loads the model) starts in a background thread, and the calls that need it wait
@@ -437,20 +434,16 @@ def serve(
     HTTP (:mod:`~contextsieve.mcp_server.http_transport`): the address is bound first (``bind``;
     ``port=0``: a free port), then the server starts, and only once it serves is one line written to
     stderr: ``contextsieve: serving MCP (streamable HTTP) at http://HOST:PORT/mcp`` (the port bound). A
-    ``host`` that is not loopback needs a ``token`` (or ``allow_unauthenticated=True``:
-    ``check_exposure``). Logging is left as the process configured it (the CLI logs warnings and above
-    to stderr; ``--log-level``).
+    ``host`` that is not loopback needs a ``token`` (or ``allow_unauthenticated=True``: checked when the
+    :class:`Transport` is made). Logging is left as the process configured it (the CLI logs warnings
+    and above to stderr; ``--log-level``).
 
     Raises:
-        InputError: ``transport`` is neither ``stdio`` nor ``http``; a ``host`` that is not loopback
-            without a ``token`` or ``allow_unauthenticated``.
         ContextSieveError: the address cannot be listened on (``bind``), or the HTTP server did not
             start.
     """
-    if transport not in ("stdio", "http"):
-        raise InputError(f"transport must be 'stdio' or 'http', got {brief(transport)}")
     warmup = warmup or Warmup(engine)
-    if transport == "stdio":
+    if transport.kind == "stdio":
         server = build_server(engine, config, stash, warmup)
         import anyio
 
@@ -459,12 +452,11 @@ def serve(
         warmup.start()
         anyio.run(run_stdio, server, server.create_initialization_options(), warmup.host_answered)
         return
-    check_exposure(host, token, allow_unauthenticated)
-    sockets = bind(host, port)
+    sockets = bind(transport.host, transport.port)
     try:
         server = build_server(engine, config, stash, warmup)
         warmup.start(after_answers=False)  # HTTP: many clients, no one host's first answers to wait for
-        serve_http(server, sockets, host, token, config)
+        serve_http(server, sockets, transport.host, transport.token, config)
     finally:
         for sock in sockets:
             sock.close()
