@@ -256,7 +256,8 @@ def _select(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
     s = scope.session
     if scope.select is not None:
         req = scope.select(a["message"], a["preset"], a["settings"] or {})
-    else:
+    else:  # each call is a user message: a task of its own, as the gateway's (never a step of the last)
+        s.new_task()
         req = s.build_request(a["message"], preset=a["preset"], **(a["settings"] or {}))
         s.record_reply(req, "")
         del s.history[: -2 * scope.history_turns]

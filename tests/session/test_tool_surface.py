@@ -205,3 +205,28 @@ def test_framework_stash_tools_run_and_refuse_the_same_way(tmp_path: Path) -> No
         asyncio.run(Runner.run(Agent(name="a", model=model, tools=agents_tools(store, session="lc")), "go"))
         outputs = [i for i in model.calls[1].input if isinstance(i, dict) and i.get("type") == "function_call_output"]
         assert "top_k must be from 1 to 1000" in str(outputs[0]["output"])
+
+
+def test_serve_takes_each_select_context_call_as_a_user_message_of_its_own(served: Any) -> None:
+    """``select_context`` is called with each user message: every call is a task's first request (as the
+    gateway's), so the same message offers the same tools on a session's first call and its later ones
+    (not a later step's smaller offer)."""
+    engine, stash = served
+    message = "Open a pull request for the fix, then tell the customer when the refund lands."
+
+    async def main() -> list[list[str]]:
+        async with Client(build_server(engine, stash=stash)) as c:
+            first = result(await c.call_tool("select_context", {"message": message}))
+            handle = first["session"]
+            offers = [[t["name"] for t in first["tools"]]]
+            for _ in range(2):
+                again = result(await c.call_tool("select_context", {"message": message, "session": handle}))
+                offers.append([t["name"] for t in again["tools"]])
+            return offers
+
+    try:
+        offers = anyio.run(main)
+    finally:
+        stash.close()
+    assert len(offers[0]) > 5  # more than a step's base of 5 (tool_base_n)
+    assert offers[1] == offers[0] and offers[2] == offers[0]
