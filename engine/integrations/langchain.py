@@ -285,7 +285,7 @@ def stash_tools(
         session: instead of ``agent``, the stash namespace every call uses (one of the two is needed).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.stash_agent_tools.STASH_TOOLS`).
 
     A bad argument of the model's (a value out of range, an unknown segment id...) comes back to the
     model as the tool's message (``ToolException``, ``handle_tool_error``); a failing store raises.

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contextsieve.errors import InputError, brief
-from contextsieve.session.agent_tools import STASH_TOOLS, AgentTool, StashScope
+from contextsieve.session.agent_tools import AgentTool
+from contextsieve.session.stash_agent_tools import STASH_TOOLS, StashScope
 from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import StashStore
 

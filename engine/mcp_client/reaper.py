@@ -1,7 +1,7 @@
 """A watchdog process that ends the stdio servers' process groups when the process that started them
 dies, however it dies (a SIGKILL included, which no handler sees).
 
-The process that starts stdio servers (:class:`~contextsieve.mcp_client.client.StdioChild`: the
+The process that starts stdio servers (:class:`~contextsieve.mcp_client.stdio_child.StdioChild`: the
 gateway, a listing) starts one reaper while it has any: this file run as a script by the same Python
 (``python -I -S reaper.py GRACE``, in a session of its own, so a signal to the parent's process group
 does not reach it), whose stdin is the read end of a pipe whose only writer is the parent (the write end

@@ -22,14 +22,8 @@ from typing import Any, Protocol
 
 from contextsieve.agent.agent import McpServer
 from contextsieve.errors import ContextSieveError
-from contextsieve.mcp_client.client import (
-    ListConfig,
-    StdioChild,
-    describe_error,
-    open_transport,
-    server_kind,
-    wire_entry,
-)
+from contextsieve.mcp_client.client import ListConfig, describe_error, open_transport, server_kind, wire_entry
+from contextsieve.mcp_client.stdio_child import StdioChild
 
 __all__ = ["Link", "LinkOwner", "RELIST_AFTER_SECONDS", "RETRY_SECONDS", "STDERR_CHARS"]
 

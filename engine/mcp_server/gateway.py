@@ -52,7 +52,8 @@ from typing import Any
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.engine import Engine
 from contextsieve.errors import ContextSieveError, ToolArgumentError, brief
-from contextsieve.mcp_client.client import ListConfig, describe_error, end_child_groups, require_sdk
+from contextsieve.mcp_client.client import ListConfig, describe_error, require_sdk
+from contextsieve.mcp_client.stdio_child import end_child_groups
 from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup
 from contextsieve.mcp_server.connections import connection_scope, connection_state
 from contextsieve.mcp_server.gateway_state import Conversation, Gateway

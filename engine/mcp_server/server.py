@@ -9,7 +9,7 @@ the gateway and the framework integrations; JSON results), registered by
   ``record_tool_calls`` (:data:`~contextsieve.session.agent_tools.CONTEXT_TOOLS`);
 - with a stash store (``--stash PATH|URI``), ``stash_context``, ``retrieve_stashed_context``,
   ``merge_stashed_context``, ``list_stashed_context``, ``delete_stashed_context``,
-  ``protect_stashed_context`` (:data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
+  ``protect_stashed_context`` (:data:`~contextsieve.session.stash_agent_tools.STASH_TOOLS`).
 
 Rules and references are resources (``contextsieve://rule/NAME``, ``contextsieve://reference/NAME``), and
 the ``context`` prompt gives the rules and references selected for a message.
@@ -64,15 +64,9 @@ from contextsieve.mcp_server.common import (
 from contextsieve.mcp_server.connections import connection_scope, connection_state
 from contextsieve.mcp_server.http_transport import Transport, bind, serve_http
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
-from contextsieve.session.agent_tools import (
-    CONTEXT_TOOLS,
-    STASH_TOOLS,
-    AgentTool,
-    ContextScope,
-    StashScope,
-    context_result,
-)
+from contextsieve.session.agent_tools import CONTEXT_TOOLS, AgentTool, ContextScope, context_result
 from contextsieve.session.session import Session
+from contextsieve.session.stash_agent_tools import STASH_TOOLS, StashScope
 from contextsieve.stash.store import StashStore
 
 __all__ = ["build_server", "serve", "ServeHandlers", "HandlerContext"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,13 +18,12 @@ from contextsieve.agent.items import Item, ItemKey, Tool
 from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import InputError
-from contextsieve.progress import note
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
-from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
-from contextsieve.retrieval.query_vectors import compose, plan_query
+from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.selection.chunk_plans import chunks_from_plan, example_chunk_text, plan_key, profile_text, schema_of
 from contextsieve.selection.chunk_plans import digest as chunks_digest
+from contextsieve.selection.chunk_vectors import ChunkVectors
 from contextsieve.selection.chunking import (
     VECTOR_EXAMPLE,
     Chunk,
@@ -41,16 +39,6 @@ from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
 from contextsieve.selection.ranking import RelationGraph
 
 __all__ = ["ItemChunks", "ChunkStore"]
-
-#: From this many chunk texts to embed at once (about a second or more), :func:`~contextsieve.progress.note`
-#: says so before it starts.
-NOTE_FROM_TEXTS = 128
-
-
-#: Query sentences whose vectors :meth:`ChunkStore.embed_query` keeps in memory (384 floats each).
-QUERY_CACHE_SIZE = 1024
-#: Chunk texts embedded per embedder call when indexing; each part is cached as soon as it is done.
-EMBED_PART = 256
 
 
 @dataclass(frozen=True)
@@ -94,7 +82,7 @@ class ChunkStore:
         usage_factory: Callable[[], UsageLog] | None = None,
         usage_scope: str = "",
     ) -> None:
-        self.embedder = embedder
+        self.vectors = ChunkVectors(embedder, cache, cache_factory)
         self._usage_factory = usage_factory
         self._usage: UsageLog | None = None
         self.usage_scope = usage_scope
@@ -111,8 +99,6 @@ class ChunkStore:
         self._indexed: IndexedChunks | None = None  # the index as requests search it (for one matrix)
         self.summarizer = summarizer
         self.config = config
-        self.cache = cache
-        self._cache_factory = None if cache is not None else cache_factory
         self._items: dict[ItemKey, ItemChunks] = {}
         self._plans: dict[ItemKey, tuple[tuple[object, ...], list[Chunk], str]] = {}  # chunking memo by item content
         self._last: tuple[list[Item], dict[str, str], object] = (
@@ -129,10 +115,7 @@ class ChunkStore:
         self._keyword_docs = KeywordDocs()  # BM25 over the chunks' texts, kept in step with them
         self._graphs: dict[tuple[str, float], tuple[object, RelationGraph]] = {}
         self._profiles: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, vectors, row per item)
-        self.embedded_texts = 0  # how many texts this store has sent to the embedder (for tests and stats)
         self.lock = threading.RLock()  # held by sync and by a search from its sync to its last read
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors by text (LRU)
-        self._queries_lock = threading.Lock()
 
     def chunks_of(self, key: ItemKey) -> ItemChunks:
         """The item's chunks (after :meth:`sync`)."""
@@ -355,88 +338,34 @@ class ChunkStore:
         return view
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
-        """Vectors of chunk texts: from the disk cache where present, the rest embedded
-        :data:`EMBED_PART` texts at a time, each part put into the cache as soon as it is done (an
-        interrupted indexing keeps what it finished: the next run embeds only the rest)."""
-        self._disk_cache()
-        kept = {i: self._kept[t] for i, t in enumerate(texts) if t in self._kept}  # vectors a usage log keeps
-        rest = [t for i, t in enumerate(texts) if i not in kept]
-        got = self.cache.get(rest) if self.cache is not None and rest else {}
-        rest_at = [i for i in range(len(texts)) if i not in kept]
-        cached = {**kept, **{rest_at[j]: v for j, v in got.items()}}
-        unknown = [texts[i] for i in rest_at if texts[i].startswith(VECTOR_EXAMPLE) and i not in cached]
-        if unknown:  # a recorded request kept as a vector only: never embed its placeholder
-            raise InputError(f"{len(unknown)} recorded request(s) kept as vectors are not in the usage log any more")
-        missing = [i for i in range(len(texts)) if i not in cached]
-        todo = [texts[i] for i in missing]
-        fresh = None
-        if todo:
-            if len(todo) >= NOTE_FROM_TEXTS:
-                note(f"embedding {len(todo)} chunks of the agent's items (kept in the cache: once per change)")
-            bar = None
-            if show_progress:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(total=len(todo), desc="embedding", unit="text")
-            parts: list[np.ndarray] = []
-            try:
-                for lo in range(0, len(todo), EMBED_PART):
-                    part = todo[lo : lo + EMBED_PART]
-                    vectors = checked_vectors(self.embedder.embed(part), len(part))
-                    if self.cache is not None:
-                        self.cache.put(part, vectors)
-                    self.embedded_texts += len(part)
-                    parts.append(vectors)
-                    if bar is not None:
-                        bar.update(len(part))
-            finally:
-                if bar is not None:
-                    bar.close()
-            fresh = np.concatenate(parts)
-        dim = fresh.shape[1] if fresh is not None else next(iter(cached.values())).shape[0]
-        out = np.empty((len(texts), dim), dtype=np.float32)
-        for i, v in cached.items():
-            out[i] = v
-        if fresh is not None:
-            out[missing] = fresh
-        return out
+        """Vectors of chunk texts (:meth:`ChunkVectors.chunk_vectors`; the usage log's kept vectors first)."""
+        return self.vectors.chunk_vectors(texts, self._kept, show_progress)
 
     def clear_query_cache(self) -> None:
         """Forget the query vectors kept by :meth:`embed_query` (benchmarks compare cold paths)."""
-        with self._queries_lock:
-            self._queries.clear()
+        self.vectors.clear_queries()
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors, each token through the model about once: texts made of other query texts (a
-        sentence and its clauses) get the mean of their parts' vectors (see
-        :mod:`contextsieve.retrieval.query_vectors`). The last :data:`QUERY_CACHE_SIZE` embedded texts are kept in
-        memory (an agent sends the same message again on every tool-call turn of one request), never on
-        disk. Safe to call from several threads, without :attr:`lock`."""
-        texts = list(texts)
-        if not texts:
-            return checked_vectors(self.embedder.embed([]), 0)
-        plan = plan_query(texts)
-        need = list(plan.embed)
-        with self._queries_lock:
-            known = {t: v for t in need if (v := self._queries.get(t)) is not None}
-            for t in known:
-                self._queries.move_to_end(t)
-        todo = [t for t in need if t not in known]
-        if todo:
-            fresh = checked_vectors(self.embedder.embed(todo), len(todo))
-            with self._queries_lock:
-                for t, v in zip(todo, fresh):
-                    v.setflags(write=False)
-                    known[t] = self._queries[t] = v
-                while len(self._queries) > QUERY_CACHE_SIZE:
-                    self._queries.popitem(last=False)
-        return compose(plan, np.stack([known[t] for t in need]))
+        """Query vectors (:meth:`ChunkVectors.query`). Safe to call from several threads, without :attr:`lock`."""
+        return self.vectors.query(texts)
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The embedder of the agent's chunks and queries."""
+        return self.vectors.embedder
+
+    @property
+    def cache(self) -> EmbeddingCache | None:
+        """The persistent embedding cache (``None``: memory only, or not opened yet)."""
+        return self.vectors.cache
+
+    @property
+    def embedded_texts(self) -> int:
+        """How many texts this store has sent to the embedder (for tests and stats)."""
+        return self.vectors.embedded_texts
 
     def _disk_cache(self) -> EmbeddingCache | None:
-        """The persistent cache, opened on first need (``None``: memory only)."""
-        if self._cache_factory is not None:
-            self.cache, self._cache_factory = self._cache_factory(), None
-        return self.cache
+        return self.vectors.disk_cache()
 
     def _plan_all(
         self, items: Sequence[Item], servers: Mapping[str, str], several: bool

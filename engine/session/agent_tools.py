@@ -10,8 +10,9 @@ gets back are the same everywhere.
 
 - Context tools (:data:`CONTEXT_TOOLS`) work on a :class:`~contextsieve.session.session.Session`
   (:class:`ContextScope`).
-- Stash tools (:data:`STASH_TOOLS`) work on a :class:`~contextsieve.stash.store.StashStore` and one stash
-  namespace (:class:`StashScope`).
+- Stash tools (:data:`~contextsieve.session.stash_agent_tools.STASH_TOOLS`, in
+  :mod:`contextsieve.session.stash_agent_tools`) work on a :class:`~contextsieve.stash.store.StashStore`
+  and one stash namespace (:class:`~contextsieve.session.stash_agent_tools.StashScope`).
 
 A call's arguments are checked against the tool's schema first (:meth:`AgentTool.check`): a value a
 model can fix (a wrong type, a number out of range, a missing or unknown argument) is a
@@ -28,25 +29,23 @@ from typing import TYPE_CHECKING, Any
 
 from contextsieve.agent.items import ItemKey, ItemKind, Reference, Rule
 from contextsieve.errors import InputError, ToolArgumentError, brief
-from contextsieve.stash.segment import SegmentType
 
 if TYPE_CHECKING:
     from contextsieve.agent.agent import Agent
     from contextsieve.session.assembly import Request
     from contextsieve.session.requests import ToolMatch
     from contextsieve.session.session import Session
-    from contextsieve.stash.store import StashStore
 
 __all__ = [
     "AgentTool",
     "ContextScope",
-    "StashScope",
     "CONTEXT_TOOLS",
-    "STASH_TOOLS",
     "SET_TASK",
     "context_result",
     "tool_match",
     "tool_list_chars",
+    "tool_hints",
+    "text_argument",
 ]
 
 
@@ -177,7 +176,7 @@ def _a(kind: str) -> str:
     return {"integer": "an integer", "object": "an object", "array": "an array"}.get(kind, f"a {kind}")
 
 
-def _hints(read_only: bool, destructive: bool = False, idempotent: bool = False) -> Mapping[str, bool]:
+def tool_hints(read_only: bool, destructive: bool = False, idempotent: bool = False) -> Mapping[str, bool]:
     """MCP annotations: a read-only tool needs no more; a tool that writes says whether it may destroy
     and whether repeating it changes more."""
     if read_only:
@@ -188,7 +187,7 @@ def _hints(read_only: bool, destructive: bool = False, idempotent: bool = False)
     return MappingProxyType(hints)
 
 
-def _text(description: str = "") -> dict[str, Any]:
+def text_argument(description: str = "") -> dict[str, Any]:
     """A text argument (its name says what it is unless ``description``); its length limit is the
     server's (``ServeConfig.max_message_chars``, checked by the adapter), not the schema's."""
     return {"type": "string", **({"description": description} if description else {})}
@@ -319,12 +318,12 @@ SELECT_CONTEXT = AgentTool(
     "Call with each user message: the rules, references and tools for its prompt, and why. Pass the returned "
     "session back as session.",
     {
-        "message": _text(),
+        "message": text_argument(),
         "settings": {"type": "object", "description": 'e.g. {"context_top_n":8}'},
         "preset": {"type": "string", "enum": ["aggressive", "normal", "conservative", "reference"]},
     },
     ("message",),
-    _hints(read_only=False, idempotent=True),
+    tool_hints(read_only=False, idempotent=True),
     _select,
 )
 SEARCH_TOOLS = AgentTool(
@@ -332,11 +331,11 @@ SEARCH_TOOLS = AgentTool(
     "Search tools",
     "Find the agent's tools by what they do, best first.",
     {
-        "query": _text("What the tool should do."),
+        "query": text_argument("What the tool should do."),
         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
     },
     ("query",),
-    _hints(read_only=True),
+    tool_hints(read_only=True),
     _search,
 )
 EXPLAIN = AgentTool(
@@ -344,11 +343,11 @@ EXPLAIN = AgentTool(
     "Explain",
     "Why an item is or is not selected for a message.",
     {
-        "message": _text(),
+        "message": text_argument(),
         "item": {**_ITEM, "description": "rule:NAME, reference:NAME, tool:SERVER:NAME or stash:ID"},
     },
     ("message", "item"),
-    _hints(read_only=True),
+    tool_hints(read_only=True),
     _explain,
 )
 ADD_TO_SESSION = AgentTool(
@@ -357,7 +356,7 @@ ADD_TO_SESSION = AgentTool(
     "Include an item in every later request.",
     {"item": _ITEM},
     ("item",),
-    _hints(read_only=False, idempotent=True),
+    tool_hints(read_only=False, idempotent=True),
     _add,
 )
 REMOVE_FROM_SESSION = AgentTool(
@@ -366,7 +365,7 @@ REMOVE_FROM_SESSION = AgentTool(
     "Leave an item out of later requests.",
     {"item": _ITEM},
     ("item",),
-    _hints(read_only=False, destructive=True, idempotent=True),
+    tool_hints(read_only=False, destructive=True, idempotent=True),
     _remove,
 )
 RECORD_TOOL_CALLS = AgentTool(
@@ -374,7 +373,7 @@ RECORD_TOOL_CALLS = AgentTool(
     "Record tool calls",
     "Record the tools called for a message; similar messages then select them.",
     {
-        "message": _text(),
+        "message": text_argument(),
         "tools": {
             "type": "array",
             "items": {**_ITEM, "description": "tool:SERVER:NAME or called name"},
@@ -383,16 +382,16 @@ RECORD_TOOL_CALLS = AgentTool(
         },
     },
     ("message", "tools"),
-    _hints(read_only=False),
+    tool_hints(read_only=False),
     _record,
 )
 SET_TASK = AgentTool(
     "set_task",
     "Set the task",
     "Call with each new user message: the tools offered change to the ones this task needs. Returns their names.",
-    {"message": _text()},
+    {"message": text_argument()},
     ("message",),
-    _hints(read_only=False, idempotent=True),
+    tool_hints(read_only=False, idempotent=True),
     lambda scope, a: _set(scope, a["message"]),
 )
 
@@ -412,167 +411,6 @@ CONTEXT_TOOLS: tuple[AgentTool, ...] = (
     ADD_TO_SESSION,
     REMOVE_FROM_SESSION,
     RECORD_TOOL_CALLS,
-)
-
-
-# -- stash tools ------------------------------------------------------------------------------------
-
-
-@dataclass
-class StashScope:
-    """What the stash tools work on: a store and one namespace in it.
-
-    Attributes:
-        store: the stash store.
-        session: the namespace the segments go to and come from.
-        cross_session: retrieval searches every namespace (default False).
-        max_segments: most segments one ``stash_context`` call may carry (default 1,000).
-        progress: ``progress(done, total)`` while stashing (default none).
-    """
-
-    store: StashStore
-    session: str
-    cross_session: bool = False
-    max_segments: int = 1000
-    progress: Callable[[int, int], None] | None = None
-
-
-def _stash(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    if len(a["segments"]) > scope.max_segments:
-        raise ToolArgumentError(f"stash_context: at most {scope.max_segments} segments per call")
-    return scope.store.stash(a["segments"], session=scope.session, progress=scope.progress).to_dict()
-
-
-def _retrieve(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    found = scope.store.retrieve(
-        a["query"],
-        session=scope.session,
-        top_k=a["top_k"],
-        min_similarity=0.0 if a["min_similarity"] is None else a["min_similarity"],
-        filters=a["filters"],
-        cross_session=scope.cross_session,
-        include_superseded=bool(a["include_superseded"]),
-    )
-    rows = [h.to_dict(scope.store.config.preview_chars) for h in found]
-    return {"segments": rows, "total_found": len(rows)}
-
-
-def _merge(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    return scope.store.merge(a["segment_ids"], session=scope.session, keep=a["keep"]).to_dict()
-
-
-def _list(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    segs = scope.store.list(session=scope.session, filters=a["filters"], limit=a["limit"], offset=a["offset"] or 0)
-    rows = [{**s.to_dict(text=False), "text": s.preview(scope.store.config.preview_chars)} for s in segs]
-    for row in rows:
-        row.pop("session", None)
-    return {"segments": rows}
-
-
-def _delete(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    return {"deleted": scope.store.delete(a["segment_ids"], session=scope.session)}
-
-
-def _protect(scope: StashScope, a: dict[str, Any]) -> dict[str, Any]:
-    call = scope.store.protect if a["protected"] else scope.store.unprotect
-    return {"changed": call(a["segment_ids"], session=scope.session), "protected": a["protected"]}
-
-
-_TYPE = {"type": "string", "enum": [t.value for t in SegmentType]}
-_IDS = {"type": "array", "items": {"type": "string"}, "maxItems": 1000}
-_FILTERS = {
-    "type": "object",
-    "description": "types, topics, sources, start_time, end_time, protected",
-}
-_SEGMENT = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string"},
-        "type": _TYPE,
-        "topic": {"type": "string"},
-        "source": {"type": "string"},
-        "references": {"type": "array", "items": {"type": "string"}},
-        "supersedes": {"type": "array", "items": {"type": "string"}, "description": "Ids it replaces"},
-        "expires_in_days": {"type": "number"},
-        "protected": {"type": "boolean"},
-        "id": {"type": "string"},
-    },
-    "required": ["text"],
-}
-
-STASH_CONTEXT = AgentTool(
-    "stash_context",
-    "Stash context",
-    "Save context to drop from the prompt and find later. Returns segment_ids.",
-    {"segments": {"type": "array", "items": _SEGMENT, "minItems": 1, "maxItems": 1000}},
-    ("segments",),
-    _hints(read_only=False, idempotent=True),
-    _stash,
-)
-RETRIEVE_STASHED_CONTEXT = AgentTool(
-    "retrieve_stashed_context",
-    "Retrieve from stash",
-    "Search the stash by meaning, best first; previews only (full texts: merge_stashed_context).",
-    {
-        "query": _text("Task, question or recent messages"),
-        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 5},
-        "min_similarity": {"type": "number", "minimum": -1, "maximum": 1},
-        "filters": _FILTERS,
-        "include_superseded": {"type": "boolean"},
-    },
-    ("query",),
-    _hints(read_only=True),
-    _retrieve,
-)
-MERGE_STASHED_CONTEXT = AgentTool(
-    "merge_stashed_context",
-    "Merge from stash",
-    "Full texts of stashed segments; keep=false deletes them.",
-    {"segment_ids": _IDS, "keep": {"type": "boolean", "default": True}},
-    ("segment_ids",),
-    _hints(read_only=False, destructive=True, idempotent=False),
-    _merge,
-)
-LIST_STASHED_CONTEXT = AgentTool(
-    "list_stashed_context",
-    "List stash",
-    "Stashed segments, newest first, as previews.",
-    {
-        "filters": _FILTERS,
-        "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 20},
-        "offset": {"type": "integer", "minimum": 0},
-    },
-    (),
-    _hints(read_only=True),
-    _list,
-)
-DELETE_STASHED_CONTEXT = AgentTool(
-    "delete_stashed_context",
-    "Delete from stash",
-    "Delete stashed segments (protected ones too).",
-    {"segment_ids": _IDS},
-    ("segment_ids",),
-    _hints(read_only=False, destructive=True, idempotent=True),
-    _delete,
-)
-PROTECT_STASHED_CONTEXT = AgentTool(
-    "protect_stashed_context",
-    "Protect in stash",
-    "Keep segments from expiry and cleanup (protected=false undoes it).",
-    {"segment_ids": _IDS, "protected": {"type": "boolean", "default": True}},
-    ("segment_ids",),
-    _hints(read_only=False, idempotent=True),
-    _protect,
-)
-
-#: The stash tools, in the order ``serve`` lists them; the frameworks offer the first three by default.
-STASH_TOOLS: tuple[AgentTool, ...] = (
-    STASH_CONTEXT,
-    RETRIEVE_STASHED_CONTEXT,
-    MERGE_STASHED_CONTEXT,
-    LIST_STASHED_CONTEXT,
-    DELETE_STASHED_CONTEXT,
-    PROTECT_STASHED_CONTEXT,
 )
 
 

@@ -16,7 +16,8 @@ from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Rule, Tool
 from contextsieve.agent.toolnames import RESERVED_TOOL_NAMES, tool_names
 from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import InputError
-from contextsieve.session.agent_tools import CONTEXT_TOOLS, SEARCH_TOOLS, SET_TASK, STASH_TOOLS
+from contextsieve.session.agent_tools import CONTEXT_TOOLS, SEARCH_TOOLS, SET_TASK
+from contextsieve.session.stash_agent_tools import STASH_TOOLS
 from tests.helpers.fake_embedder import FakeEmbedder
 
 AWKWARD = ["github:create_issue", "a%3Ab", "50%", ":", "%", "x::y", "%25", "tool:x", "é:ü", "plain"]

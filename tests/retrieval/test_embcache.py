@@ -273,7 +273,7 @@ def test_an_interrupted_indexing_keeps_the_parts_it_finished(tmp_path) -> None: 
     from contextsieve.agent.agent import Agent
     from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
-    from contextsieve.selection.chunk_store import EMBED_PART
+    from contextsieve.selection.chunk_vectors import EMBED_PART
     from tests.helpers.fake_embedder import FakeEmbedder
 
     class Interrupted(FakeEmbedder):

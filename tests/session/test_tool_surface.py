@@ -20,15 +20,8 @@ from contextsieve.errors import ToolArgumentError
 from contextsieve.mcp_server.gateway import CONVERSATION_ARGUMENT
 from contextsieve.mcp_server.server import build_server
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT
-from contextsieve.session.agent_tools import (
-    CONTEXT_TOOLS,
-    RETRIEVE_STASHED_CONTEXT,
-    SEARCH_TOOLS,
-    SELECT_CONTEXT,
-    SET_TASK,
-    STASH_TOOLS,
-    AgentTool,
-)
+from contextsieve.session.agent_tools import CONTEXT_TOOLS, SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool
+from contextsieve.session.stash_agent_tools import RETRIEVE_STASHED_CONTEXT, STASH_TOOLS
 from contextsieve.stash.store import StashStore
 from tests.helpers.fake_embedder import FakeEmbedder
 from tests.helpers.mcp_results import refused, result
