@@ -17,7 +17,9 @@ contextsieve's selection for the conversation's latest user message (and, with
 
 Each choice is recorded (:attr:`ContextSieveToolFilter.last_choice`, :attr:`~ContextSieveToolFilter.choices`:
 the tools chosen, those the tool results proposed, those ``max_tools`` cut, and the request context
-saying why each is in).
+saying why each is in). Learning from use: with :class:`ContextSieveHooks` (``on_llm_end``) the tools
+the model calls in its reply to a choice become examples of the choice's message
+(:meth:`ContextSieveToolFilter.record_response`, :meth:`ToolSelector.record_calls`).
 
 The stash: :func:`stash_tools` gives the agent ``stash_context``, ``retrieve_stashed_context`` and
 ``merge_stashed_context`` as function tools over a :class:`~contextsieve.stash.store.StashStore` (the same
@@ -59,8 +61,9 @@ import asyncio
 import copy
 import dataclasses
 import json
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, ToolArgumentError, brief
 from contextsieve.integrations.openai_agents_choice import CallChoices, EnabledByChoice, field_of
@@ -71,6 +74,8 @@ from contextsieve.integrations.selector import (
     ToolSelector,
     ToolSpec,
     check_fail_open,
+    error_text,
+    logger,
 )
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
@@ -86,19 +91,49 @@ from contextsieve.stash.segment import check_session
 from contextsieve.stash.store import StashStore
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunHooks
+    from agents import FunctionTool, ModelResponse, RunContextWrapper, RunHooks
     from agents.mcp import ToolFilterContext
 except ImportError as e:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(
         "the OpenAI Agents SDK integration needs openai-agents: pip install 'contextsieve[openai-agents]'"
     ) from e
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "ContextSieveToolFilter",
     "ContextSieveHooks",
+    "FilterOptions",
     "latest_user_message",
     "stash_tools",
 ]
+
+
+class FilterOptions(TypedDict, total=False):
+    """The keyword arguments a :class:`ContextSieveToolFilter` builds its selector with when it is
+    given none (:meth:`ToolSelector.from_tools`'s of these names; each optional). With a given
+    ``selector`` give them to it instead: passing both is an :class:`InputError`.
+
+    Attributes:
+        always_include: tool names always sent, not counted against ``max_tools`` (default none).
+        max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
+            selection's own cut, ``tool_top_n`` and its score threshold).
+        offer: how tools are offered across calls (:class:`~contextsieve.OfferConfig`; default per
+            call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
+        embedder: :class:`~contextsieve.Engine`'s embedder (default ``None``: MiniLM).
+        cache_dir: :class:`~contextsieve.Engine`'s embedding cache (default ``None``: the user's cache).
+    """
+
+    always_include: Iterable[str]
+    max_tools: int | None
+    offer: OfferConfig | None
+    embedder: TextEmbedder | None
+    cache_dir: str | os.PathLike[str] | bool | None
+
+
+#: the names of :class:`FilterOptions`
+_FILTER_OPTIONS = ("always_include", "max_tools", "offer", "embedder", "cache_dir")
 
 
 def latest_user_message(run_context: RunContextWrapper[Any]) -> str:
@@ -133,15 +168,11 @@ class ContextSieveToolFilter:
         selector: the selector to use (e.g. ``ToolSelector(Engine.from_file(path).session())`` over an
             agent file, whose rules and references :meth:`instructions` then adds). Default ``None``:
             one built on the first model call from the tools the filter sees
-            (:meth:`ToolSelector.from_tools` with the arguments below).
-        always_include: tool names always sent, not counted against ``max_tools`` (default none).
-            With a given ``selector`` give these, ``max_tools``, ``offer``, ``embedder`` and
-            ``cache_dir`` to it instead (passing both is an :class:`InputError`).
-        max_tools: most tools chosen per call besides ``always_include`` (default ``None``: the
-            selection's own cut, ``tool_top_n`` and its score threshold).
-        offer: how tools are offered across calls (:class:`~contextsieve.OfferConfig`; default per
-            call; ``OfferConfig(mode="stable")`` keeps the tools array the same within a task).
-        embedder / cache_dir: :class:`~contextsieve.Engine`'s (default MiniLM and the user's cache).
+            (:meth:`ToolSelector.from_tools` with ``**options``).
+        **options: how that selector is built (:class:`FilterOptions`, each described there):
+            ``always_include`` (tool names always sent, not counted against ``max_tools``),
+            ``max_tools``, ``offer``, ``embedder`` and ``cache_dir``. With a given ``selector`` give
+            them to it instead (passing both is an :class:`InputError`).
         message_of: the message a model call's tools are chosen for, from the run context (default
             :func:`latest_user_message`). A call without one lets every tool through; one that raises
             or returns something else than a str fails the call's choice (see ``fail_open``).
@@ -156,6 +187,9 @@ class ContextSieveToolFilter:
             leaves each MCP tool out (and logs), while a function tool's ``is_enabled`` or
             :meth:`instructions` fails the run with it.
 
+    Learning from use: :class:`ContextSieveHooks` hands each model reply to :meth:`record_response`,
+    which records the tools the reply called as examples of the choice's message (see there).
+
     Limits: one choice per (run, agent, message, tool results recorded); a server whose list changes
     in the middle of a model call makes a new choice, so servers asked before it answered from the
     old one. Tools are matched by their own names: with ``mcp_config={"include_server_in_tool_names":
@@ -169,15 +203,17 @@ class ContextSieveToolFilter:
         self,
         selector: ToolSelector | None = None,
         *,
-        always_include: Iterable[str] = (),
-        max_tools: int | None = None,
-        offer: OfferConfig | None = None,
-        embedder: TextEmbedder | None = None,
-        cache_dir: Any = None,
         message_of: Callable[[RunContextWrapper[Any]], str] | None = None,
         sync: bool = True,
         fail_open: bool = True,
+        **options: Unpack[FilterOptions],
     ) -> None:
+        unknown = [k for k in options if k not in _FILTER_OPTIONS]
+        if unknown:
+            raise TypeError(f"ContextSieveToolFilter.__init__() got an unexpected keyword argument {unknown[0]!r}")
+        always_include: Iterable[str] = options.get("always_include", ())
+        max_tools, offer = options.get("max_tools"), options.get("offer")
+        embedder, cache_dir = options.get("embedder"), options.get("cache_dir")
         if selector is not None and not isinstance(selector, ToolSelector):
             raise InputError(f"selector must be a ToolSelector, got {brief(selector)}")
         if isinstance(always_include, str):
@@ -236,7 +272,8 @@ class ContextSieveToolFilter:
 
     @property
     def last_error(self) -> Exception | None:
-        """The error of the latest model call whose choice failed (``None`` while none failed)."""
+        """The error of the latest model call whose choice, or recording of whose reply
+        (:meth:`record_response`), failed (``None`` while none failed)."""
         return self._state.last_error
 
     @last_error.setter
@@ -296,11 +333,32 @@ class ContextSieveToolFilter:
         call's choice reads it (tools it points to are proposed). :class:`ContextSieveHooks` calls this."""
         self._state.add_tool_result(context, result)
 
+    async def record_response(self, context: RunContextWrapper[Any], agent: Any, response: ModelResponse) -> None:
+        """Learning from use: the tools the model called in ``response`` (its function calls; the
+        SDK's ``on_llm_end``, which :class:`ContextSieveHooks` passes on) become examples of the message
+        of the choice the call of ``agent`` got (:meth:`ToolSelector.record_calls`: those it offered; no
+        misses). Each reply is recorded once (a resumed run handing it on again records nothing), each
+        tool once per choice; nothing for a call that failed open or got no choice of this filter. Kept
+        with the selector's engine's history (an agent made in code: in memory; see
+        docs/selection.md), forgotten with ``sieve.selector.session.store.forget_examples(key)`` (or
+        ``contextsieve history AGENT --forget`` for an agent file's engine). Fails open: an error is
+        logged (one warning) and kept in :attr:`last_error`, never raised into the run."""
+        try:
+            todo = self._state.to_learn(context, agent, response)
+        except Exception as e:  # the reply cannot be read: the run goes on without this lesson
+            self.last_error = e
+            logger.warning("contextsieve: the tools the model called were not recorded (%s)", error_text(e))
+            return
+        if todo is not None:
+            await asyncio.to_thread(self._state.learn, *todo)
+
 
 class ContextSieveHooks(RunHooks[Any]):
     """Run hooks that hand each tool result to ``sieve`` (:meth:`ContextSieveToolFilter.add_tool_result`),
-    so the next model call's choice reads them: ``Runner.run(agent, input, hooks=ContextSieveHooks(sieve))``.
-    Subclass it (calling ``super().on_tool_end``) to add hooks of your own."""
+    so the next model call's choice reads them, and each model reply
+    (:meth:`ContextSieveToolFilter.record_response`), so the tools it called are learned:
+    ``Runner.run(agent, input, hooks=ContextSieveHooks(sieve))``. Subclass it (calling
+    ``super().on_tool_end`` and ``super().on_llm_end``) to add hooks of your own."""
 
     def __init__(self, sieve: ContextSieveToolFilter) -> None:
         if not isinstance(sieve, ContextSieveToolFilter):
@@ -310,6 +368,10 @@ class ContextSieveHooks(RunHooks[Any]):
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Any, tool: Any, result: object) -> None:
         """Record the result of a tool call of the run."""
         self.sieve.add_tool_result(context, result)
+
+    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Any, response: ModelResponse) -> None:
+        """Record the tools the model called in its reply (learning from use; fails open)."""
+        await self.sieve.record_response(context, agent, response)
 
 
 # -- the stash as function tools ---------------------------------------------------------------------
@@ -339,7 +401,7 @@ def stash_tools(
             one agent keep to their own segments (one of ``agent`` and ``session`` is needed).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.stash_agent_tools.STASH_TOOLS`).
 
     A bad argument or a store error reaches the model as the tool's output ``"Error: <why>"`` (as the
     SDK answers a failing function tool).

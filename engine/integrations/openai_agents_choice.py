@@ -3,7 +3,8 @@
 tool the SDK asks about (:class:`CallChoices`). It keeps the tools of the filter's MCP servers and
 function tools for the selector (a server not listed yet is listed once ahead, a changed list is synced
 before the next choice), the tool results of each run, and the record of choices; a choice that fails
-lets every tool through (``fail_open``) or raises :class:`~contextsieve.errors.ToolChoiceError`.
+lets every tool through (``fail_open``) or raises :class:`~contextsieve.errors.ToolChoiceError`. It
+also finds what the model called in its reply to a choice, for learning from use (:meth:`CallChoices.to_learn`).
 :class:`EnabledByChoice` is a function tool's ``is_enabled`` asking the same choice."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError, brief
 from contextsieve.integrations.selector import (
@@ -26,6 +27,7 @@ from contextsieve.integrations.selector import (
     ToolSelector,
     ToolSpec,
     failed_choice,
+    learn_calls,
 )
 
 try:
@@ -46,6 +48,8 @@ _PRIMING: contextvars.ContextVar[bool] = contextvars.ContextVar("contextsieve_op
 _HISTORY = 100
 #: tool results kept per run (the selection reads the last 4)
 _RESULTS = 8
+#: replies recorded, remembered so that none is recorded twice (per filter)
+_REPLIES = 1000
 #: the integration's name in warnings and errors
 _WHERE = "OpenAI Agents SDK ContextSieveToolFilter"
 
@@ -80,7 +84,7 @@ class _Run:
     """What the filter keeps for one run (identified by its ``Usage`` object, which the run's context
     and every tool context of the run share)."""
 
-    __slots__ = ("ref", "results", "count", "turn", "pending")
+    __slots__ = ("ref", "results", "count", "turn", "pending", "taught")
 
     def __init__(self, usage: object) -> None:
         self.ref = weakref.ref(usage)
@@ -88,6 +92,7 @@ class _Run:
         self.count = 0
         self.turn: Turn | None = None
         self.pending: tuple[tuple[int, str | None, int], asyncio.Future[Turn]] | None = None
+        self.taught: tuple[Choice, set[str]] | None = None  # the latest choice learned from, its tools recorded
 
 
 class CallChoices:
@@ -128,6 +133,7 @@ class CallChoices:
         self._version = 0
         self._primed: set[str] = set()
         self._runs: dict[int, _Run] = {}
+        self._replies: dict[tuple[str, tuple[str, ...]], Literal[True]] = {}  # (message, call ids) recorded
         self.choices: list[Choice | FailedChoice] = []
         """The choices made so far (newest last; the last 100)."""
         self.last_error: Exception | None = None
@@ -168,6 +174,40 @@ class CallChoices:
         with self._lock:
             run.results = [*run.results[-(_RESULTS - 1) :], _result_text(result)]
             run.count += 1
+
+    def to_learn(self, context: RunContextWrapper[Any], agent: Any, response: Any) -> tuple[Choice, list[str]] | None:
+        """The choice of the run's current model call of ``agent`` and the tools the model called in
+        ``response`` (its function calls) that are not recorded yet: each reply once (by its call ids
+        and the choice's message, across runs), each tool once per choice; ``None``: nothing to record
+        (no call, no choice of this agent's call, a call that failed open)."""
+        calls = [i for i in field_of(response, "output") or () if field_of(i, "type") == "function_call"]
+        names = [n for n in (field_of(i, "name") for i in calls) if isinstance(n, str)]
+        if not names:
+            return None
+        run = self._run(context)
+        with self._lock:
+            turn = run.turn
+            choice = turn.choice if turn is not None and turn.key[0] == id(agent) else None
+            if choice is None:
+                return None
+            reply = (choice.request.message, tuple(str(field_of(i, "call_id")) for i in calls))
+            if reply in self._replies:
+                return None
+            self._replies[reply] = True
+            while len(self._replies) > _REPLIES:
+                del self._replies[next(iter(self._replies))]
+            if run.taught is None or run.taught[0] is not choice:
+                run.taught = (choice, set())
+            new = [n for n in dict.fromkeys(names) if n not in run.taught[1]]
+            run.taught[1].update(new)
+        return (choice, new) if new else None
+
+    def learn(self, choice: Choice, called: list[str]) -> None:
+        """Record ``called`` against ``choice`` (in a worker thread: it embeds), failing open."""
+        _, error = learn_calls(self.selector, choice, called)
+        if error is not None:
+            with self._lock:
+                self.last_error = error
 
     def _run(self, context: RunContextWrapper[Any]) -> _Run:
         usage = context.usage

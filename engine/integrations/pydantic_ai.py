@@ -10,7 +10,10 @@ A step whose choice fails (for any reason: the embedder, the cache, a tool descr
 valid Unicode) is offered every wrapped tool, recorded as a
 :class:`~contextsieve.integrations.selector.FailedChoice`, logged once (a warning) and its error kept
 in :attr:`SelectedToolset.last_error`; with ``fail_open=False`` the step raises
-:class:`~contextsieve.errors.ToolChoiceError` instead.
+:class:`~contextsieve.errors.ToolChoiceError` instead. Learning from use: the tools the model calls
+in its reply to a step's choice become examples of the step's message
+(:meth:`~contextsieve.integrations.selector.ToolSelector.record_calls`, once per reply; see
+:class:`SelectedToolset`).
 
 :func:`stash_toolset` offers a :class:`~contextsieve.stash.store.StashStore` as tools: stash context, find
 it again by meaning, merge it back (the MCP server's ``stash_context``,
@@ -20,22 +23,25 @@ it again by meaning, merge it back (the MCP server's ``stash_context``,
 from __future__ import annotations
 
 import copy
-import inspect
-import os
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
 from contextsieve.integrations.selector import (
+    SELECTOR_OPTIONS,
     Choice,
     FailedChoice,
+    SelectorOptions,
     ToolSelector,
     ToolSpec,
     check_fail_open,
+    error_text,
     failed_choice,
+    learn_calls,
+    logger,
 )
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
@@ -60,7 +66,6 @@ try:
     from pydantic_ai.tools import AgentDepsT, RunContext, Tool
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
-    from typing_extensions import TypedDict
 except ImportError as e:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(
         "the Pydantic AI integration needs pydantic-ai-slim: pip install 'contextsieve[pydantic-ai]'"
@@ -69,11 +74,7 @@ except ImportError as e:  # pragma: no cover - exercised without the extra
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from contextsieve.agent.items import Reference, Rule
-    from contextsieve.retrieval.embedding import TextEmbedder
-    from contextsieve.session.offer import OfferConfig
-
-__all__ = ["KEPT_CHOICES", "SelectedToolset", "SelectorOptions", "stash_toolset"]
+__all__ = ["KEPT_CHOICES", "SelectedToolset", "stash_toolset"]
 
 _T = TypeVar("_T")
 
@@ -85,30 +86,9 @@ _RESULT_CHARS = 8000
 _RESULTS = 4
 
 
-class SelectorOptions(TypedDict, total=False):
-    """The options of :meth:`ToolSelector.from_tools` a :class:`SelectedToolset` passes on when it
-    builds its selector (see there; a test keeps these equal to its parameters)."""
-
-    rules: Iterable[Rule]
-    references: Iterable[Reference]
-    system_prompt: str
-    name: str
-    embedder: TextEmbedder | None
-    cache_dir: str | os.PathLike[str] | bool | None
-    offer: OfferConfig | None
-    stash: StashStore | None
-    stash_session: str | None
-    preset: str | None
-    server_descriptions: Mapping[str, str] | None
-
-
-#: from_tools parameters that are options (the others are SelectedToolset's own arguments)
-_OPTIONS = frozenset(inspect.signature(ToolSelector.from_tools).parameters) - {
-    "cls",
-    "tools",
-    "always_include",
-    "max_tools",
-}
+#: from_tools keyword arguments that are options (:class:`SelectorOptions`, defined with
+#: :class:`ToolSelector` and kept importable from here; the others are SelectedToolset's own arguments)
+_OPTIONS = SELECTOR_OPTIONS
 #: the integration's name in warnings and errors
 _WHERE = "Pydantic AI SelectedToolset"
 
@@ -135,6 +115,8 @@ class _Selection:
         self.specs: list[ToolSpec] | None = None
         self.key: tuple[Any, ...] | None = None
         self.choices: deque[Choice | FailedChoice] = deque(maxlen=KEPT_CHOICES)
+        self.steps: dict[tuple[Any, ...], Choice | FailedChoice] = {}  # (run id, run step) -> its choice
+        self.learned: dict[tuple[Any, ...], None] = {}  # the (run id, run step) whose reply was recorded
         self.last_error: Exception | None = None
         self.lock = threading.Lock()
 
@@ -163,7 +145,29 @@ class _Selection:
                 choice = failed_choice(e, [s.name for s in specs], fail_open=self.fail_open, where=_WHERE)
             self.choices.append(choice)
             self.key = key
+            _remember(self.steps, key[:2], choice)
             return choice
+
+    def to_learn(self, ctx: RunContext[Any]) -> tuple[Choice, list[str]] | None:
+        """The choice of ``ctx``'s step and the tools the model called in its reply to it, once per
+        step (the reply is the last message, made in this run); ``None``: nothing (more) to record."""
+        step = (ctx.run_id, ctx.run_step)
+        reply = ctx.messages[-1] if ctx.messages else None
+        if ctx.run_id is None or not isinstance(reply, ModelResponse) or reply.run_id != ctx.run_id:
+            return None  # a reply of an earlier run (a resumed history): recorded by that run, if at all
+        with self.lock:
+            choice = self.steps.get(step)
+            if step in self.learned or not isinstance(choice, Choice):
+                return None
+            _remember(self.learned, step, None)
+        return choice, [c.tool_name for c in reply.tool_calls]
+
+    def learn(self, choice: Choice, called: list[str]) -> None:
+        """Record ``called`` against ``choice`` (in a worker thread: it embeds), failing open."""
+        _, error = learn_calls(self.selector, choice, called)
+        if error is not None:
+            with self.lock:
+                self.last_error = error
 
     def failed(self, error: Exception, names: list[str]) -> FailedChoice:
         """Record a step that failed before it reached :meth:`choose` (reading the messages or tools)."""
@@ -211,6 +215,16 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
     One instance is one contextsieve session (its offer and history span runs): give each
     conversation its own (``agent.run(..., toolsets=[SelectedToolset(...)])``). The choice runs in
     a worker thread, so the event loop is not blocked while the query is embedded.
+
+    Learning from use: when the first tool of a model reply is called (:meth:`call_tool`), the tools
+    that reply called become examples of the step's message (:meth:`ToolSelector.record_calls`: those
+    the step's choice offered; no misses), once per reply (a durable replay of the step does not
+    record it again). A reply from an earlier run (a resumed history with calls still to make) is not
+    recorded, nor is a step that failed open. They are kept with the selector's engine's history (an
+    agent made in code: in memory; see docs/selection.md) and forgotten with
+    ``toolset.selector.session.store.forget_examples(key)`` (or ``contextsieve history AGENT --forget``
+    for an agent file's engine). Recording fails open: its error is logged (one warning) and kept in
+    :attr:`last_error`, and the tool runs all the same.
 
     Raises:
         InputError: a bad argument (an unknown option, ``max_tools`` < 1, ``options`` or
@@ -287,7 +301,8 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
 
     @property
     def last_error(self) -> Exception | None:
-        """The error of the latest step whose choice failed (``None`` while none failed)."""
+        """The error of the latest step whose choice, or recording of whose reply, failed (``None``
+        while none failed)."""
         return self._state.last_error
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
@@ -309,6 +324,22 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
         names = [*choice.tools, *(n for n in pending if n not in choice.tools)]
         return {n: tools[n] for n in names if n in tools}
 
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        """Call the wrapped tool; the first call of a model reply first records the tools the reply
+        called (learning from use, see the class; failing open)."""
+        try:
+            todo = self._state.to_learn(ctx)
+        except Exception as e:  # the reply cannot be read: the tool runs all the same
+            with self._state.lock:
+                self._state.last_error = e
+            logger.warning("contextsieve: the tools the model called were not recorded (%s)", error_text(e))
+            todo = None
+        if todo is not None:
+            await anyio.to_thread.run_sync(self._state.learn, *todo)
+        return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+
     async def get_instructions(
         self, ctx: RunContext[AgentDepsT]
     ) -> str | InstructionPart | Sequence[str | InstructionPart] | None:
@@ -321,6 +352,14 @@ class SelectedToolset(WrapperToolset[AgentDepsT]):
             [] if inner is None else [inner] if isinstance(inner, (str, InstructionPart)) else list(inner)
         )
         return [*parts, extra]
+
+
+def _remember(kept: dict[tuple[Any, ...], _T], key: tuple[Any, ...], value: _T) -> None:
+    """Keep ``key`` in ``kept`` as the newest of at most :data:`KEPT_CHOICES`."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > KEPT_CHOICES:
+        del kept[next(iter(kept))]
 
 
 def _text(content: Any) -> str:
@@ -384,7 +423,7 @@ def stash_toolset(
         session: instead of ``agent``, the stash namespace every call uses (one of the two is needed).
         max_segments: most segments one ``stash_context`` call may carry (default 1,000).
         cross_session: retrieval searches every session of the store (default False).
-        tools: which stash tools, by name (any of :data:`~contextsieve.session.agent_tools.STASH_TOOLS`).
+        tools: which stash tools, by name (any of :data:`~contextsieve.session.stash_agent_tools.STASH_TOOLS`).
 
     A bad argument of the model's (a value out of range, a blank text, an unknown segment id...) is a
     ``ModelRetry`` with the reason; a failing store raises its :class:`~contextsieve.errors.StashError`.

@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
@@ -35,14 +35,19 @@ from contextsieve.session.offer import OfferConfig
 from contextsieve.session.session import Session
 from contextsieve.stash.store import StashStore
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "Choice",
     "FailedChoice",
     "ToolSpec",
     "ToolSelector",
+    "SelectorOptions",
     "DEFAULT_SERVER",
     "check_fail_open",
     "failed_choice",
+    "learn_calls",
 ]
 
 #: the server name tools built from a framework's own tool objects are kept under
@@ -243,6 +248,62 @@ def failed_choice(error: Exception, tools: Iterable[str], *, fail_open: bool, wh
     return FailedChoice(names, error)
 
 
+class SelectorOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`ToolSelector.from_tools` besides ``always_include`` and
+    ``max_tools``: the agent built, its engine and its session (each optional).
+    :class:`~contextsieve.integrations.pydantic_ai.SelectedToolset` passes them on when it builds its
+    selector.
+
+    Attributes:
+        rules: the agent's rules (their own include modes; default none).
+        references: the agent's references (their own include modes; default none).
+        system_prompt: the agent's system prompt (default ``""``).
+        name: the agent's name (default ``"agent"``).
+        embedder: :class:`~contextsieve.Engine`'s embedder (default ``None``: MiniLM, loaded on first need).
+        cache_dir: :class:`~contextsieve.Engine`'s embedding cache (default ``None``: the user's cache;
+            ``False``: none).
+        offer: :meth:`Engine.session`'s ``offer``, how tools are offered across calls
+            (:class:`~contextsieve.OfferConfig`; default ``None``: per call).
+        stash: :meth:`Engine.session`'s ``stash``, a stash store for the session's pruned context
+            (default ``None``: none).
+        stash_session: :meth:`Engine.session`'s ``stash_session``, the session's name in the stash
+            (default ``None``: a new random name).
+        preset: :meth:`Engine.session`'s ``preset`` (default ``None``: the agent's settings as they are).
+        server_descriptions: what each :attr:`ToolSpec.server` is for (embedding context of its tools, as
+            an agent file's server ``description``; default ``None``: none).
+    """
+
+    rules: Iterable[Rule]
+    references: Iterable[Reference]
+    system_prompt: str
+    name: str
+    embedder: TextEmbedder | None
+    cache_dir: str | os.PathLike[str] | bool | None
+    offer: OfferConfig | None
+    stash: StashStore | None
+    stash_session: str | None
+    preset: str | None
+    server_descriptions: Mapping[str, str] | None
+
+
+#: what :meth:`ToolSelector.from_tools` uses for an option not given
+_OPTION_DEFAULTS: dict[str, Any] = {
+    "rules": (),
+    "references": (),
+    "system_prompt": "",
+    "name": "agent",
+    "embedder": None,
+    "cache_dir": None,
+    "offer": None,
+    "stash": None,
+    "stash_session": None,
+    "preset": None,
+    "server_descriptions": None,
+}
+#: the names of :class:`SelectorOptions`
+SELECTOR_OPTIONS = frozenset(_OPTION_DEFAULTS)
+
+
 def _positive(value: int | None, what: str) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InputError(f"{what} must be None or an int >= 1, got {brief(value)}")
@@ -301,33 +362,32 @@ class ToolSelector:
         *,
         always_include: Iterable[str] = (),
         max_tools: int | None = None,
-        rules: Iterable[Rule] = (),
-        references: Iterable[Reference] = (),
-        system_prompt: str = "",
-        name: str = "agent",
-        embedder: TextEmbedder | None = None,
-        cache_dir: str | os.PathLike[str] | bool | None = None,
-        offer: OfferConfig | None = None,
-        stash: StashStore | None = None,
-        stash_session: str | None = None,
-        preset: str | None = None,
-        server_descriptions: Mapping[str, str] | None = None,
+        **options: Unpack[SelectorOptions],
     ) -> ToolSelector:
         """A selector over ``tools`` (no agent file needed): an agent named ``name`` whose tools are
         ``tools`` (include mode ``agent``, those of ``always_include`` ``always``), with ``rules`` and
         ``references`` (their own include modes) and one server per :attr:`ToolSpec.server`.
 
-        ``embedder`` and ``cache_dir`` are :class:`~contextsieve.Engine`'s (default: MiniLM, loaded on
-        first need, and the user's embedding cache); ``offer``, ``stash``, ``stash_session`` and
-        ``preset`` are :meth:`Engine.session`'s. ``server_descriptions``: what each
-        :attr:`ToolSpec.server` is for (embedding context of its tools, as an agent file's server
-        ``description``; default none). Over an agent file (its rules, references and MCP
+        ``always_include`` and ``max_tools`` are the selector's own (see the class). ``**options``
+        (:class:`SelectorOptions`, each described there; each optional): the agent's ``rules``,
+        ``references``, ``system_prompt`` and ``name``; :class:`~contextsieve.Engine`'s ``embedder``
+        and ``cache_dir``; :meth:`Engine.session`'s ``offer``, ``stash``, ``stash_session`` and
+        ``preset``; and ``server_descriptions``. Over an agent file (its rules, references and MCP
         servers) build it as ``ToolSelector(Engine.from_file(path).session())`` instead.
+
+        Raises:
+            TypeError: a keyword argument that is none of these (as Python raises for a function).
         """
+        unknown = [k for k in options if k not in SELECTOR_OPTIONS]
+        if unknown:
+            raise TypeError(f"ToolSelector.from_tools() got an unexpected keyword argument {unknown[0]!r}")
+        o: dict[str, Any] = {**_OPTION_DEFAULTS, **options}
         specs = _specs(tools)
         always = set(always_include) if not isinstance(always_include, str) else set()
-        agent = Agent(name=name, system_prompt=system_prompt, rules=list(rules), references=list(references))
-        about = dict(server_descriptions or {})
+        agent = Agent(
+            name=o["name"], system_prompt=o["system_prompt"], rules=list(o["rules"]), references=list(o["references"])
+        )
+        about = dict(o["server_descriptions"] or {})
         for server in dict.fromkeys(s.server for s in specs):
             agent.add_server(
                 McpServer(
@@ -339,8 +399,8 @@ class ToolSelector:
             )
         for s in specs:
             agent.upsert(_tool(s, IncludeMode.ALWAYS if s.name in always else None))
-        session = Engine(agent, embedder=embedder, cache_dir=cache_dir).session(
-            preset=preset, offer=offer, stash=stash, stash_session=stash_session
+        session = Engine(agent, embedder=o["embedder"], cache_dir=o["cache_dir"]).session(
+            preset=o["preset"], offer=o["offer"], stash=o["stash"], stash_session=o["stash_session"]
         )
         return cls(session, always_include=always_include, max_tools=max_tools)
 
@@ -474,6 +534,24 @@ class ToolSelector:
             with self._lock:
                 self.session.record_tool_calls(choice.request.message, keys)
         return keys
+
+
+def learn_calls(
+    selector: ToolSelector | None, choice: Choice | FailedChoice | None, called: Iterable[object]
+) -> tuple[list[ItemKey], Exception | None]:
+    """A hook's learning from use: :meth:`ToolSelector.record_calls` of the tools the model called in
+    its reply to ``choice`` (the str names of ``called``), failing open. Nothing is recorded for a
+    :class:`FailedChoice`, without a selector or without a name. Returns the tools recorded and the
+    error recording raised (``None`` without one): that error is logged (one warning, logger
+    ``contextsieve.integrations``), never raised, so the agent goes on without this lesson."""
+    names = [n for n in called if isinstance(n, str)]
+    if selector is None or not isinstance(choice, Choice) or not names:
+        return [], None
+    try:
+        return selector.record_calls(choice, names), None
+    except Exception as e:  # a hook fails open
+        logger.warning("contextsieve: the tools the model called were not recorded (%s)", error_text(e))
+        return [], e
 
 
 def _specs(tools: Iterable[ToolSpec]) -> list[ToolSpec]:

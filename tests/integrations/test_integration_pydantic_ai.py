@@ -196,6 +196,16 @@ def calls() -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
+@pytest.fixture
+def selection_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learning from use off (its tests: test_integrations_learning.py). The tests using this pin each
+    step's tools as the selection chooses them for the conversation alone; with learning, the step
+    after a call finds its message as a recorded example of the called tool (score 1.0), and the
+    selection's ``min_ratio`` is then relative to the best tool matched by its own text (``ratio_base``),
+    which can let a weak filler in (e.g. translate_text at 0.18 beside convert_currency)."""
+    monkeypatch.setattr(ToolSelector, "record_calls", lambda self, choice, called: [])
+
+
 def selected(int8, tools: list[Callable[..., Any]], **kw: Any) -> SelectedToolset[Any]:  # noqa: ANN001
     return SelectedToolset(FunctionToolset(tools), embedder=int8, cache_dir=False, **kw)
 
@@ -203,6 +213,7 @@ def selected(int8, tools: list[Callable[..., Any]], **kw: Any) -> SelectedToolse
 # -- choosing per step -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("selection_only")
 def test_multi_turn_run_sends_only_the_chosen_tools(int8, calls) -> None:  # noqa: ANN001
     toolset = selected(int8, make_tools(calls), always_include=["get_time"])
     model = Scripted()
@@ -260,6 +271,7 @@ def test_multi_turn_run_sends_only_the_chosen_tools(int8, calls) -> None:  # noq
     assert model.instructions == [None] * 7  # no rules or references: nothing added
 
 
+@pytest.mark.usefixtures("selection_only")
 def test_a_tool_return_brings_the_tool_it_points_to(int8, calls) -> None:  # noqa: ANN001
     weather = (
         "Storm warning for {city} tomorrow: the airport is closed and every flight is cancelled; "
@@ -338,6 +350,7 @@ def test_tools_added_to_the_wrapped_toolset_are_synced(int8, calls) -> None:  # 
     assert "water_plants" in names and "play_music" not in names and len(names) == 20
 
 
+@pytest.mark.usefixtures("selection_only")
 def test_a_stable_offer_only_grows_within_the_task(int8, calls) -> None:  # noqa: ANN001
     toolset = selected(int8, make_tools(calls), offer=OfferConfig(mode="stable"))
     model = Scripted()
@@ -381,6 +394,7 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 PINNED_NOW = "2027-03-17T14:00:00+00:00"
 
 
+@pytest.mark.usefixtures("selection_only")
 def test_an_mcp_server_among_function_tools(int8, calls) -> None:  # noqa: ANN001
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai.mcp import MCPToolset  # Pydantic AI's own MCP toolset (the extra's [mcp])
@@ -480,7 +494,7 @@ def test_stash_toolset_stash_retrieve_merge(int8, tmp_path: Path) -> None:  # no
 def test_stash_tools_are_the_shared_definitions(tmp_path: Path, int8) -> None:  # noqa: ANN001
     """Issue 37 item 2: the model reads the same names, descriptions and argument schemas as over MCP
     (contextsieve.session.agent_tools), and an argument out of the schema's range is a retry that says why."""
-    from contextsieve.session.agent_tools import STASH_TOOLS
+    from contextsieve.session.stash_agent_tools import STASH_TOOLS
 
     with StashStore.open(tmp_path / "s.db", int8) as store:
         tools = stash_toolset(store, session="alice")
@@ -560,7 +574,8 @@ def test_missing_pydantic_ai_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_options_and_segment_types_match_the_library() -> None:
-    import inspect
+    from contextsieve.integrations import selector
 
-    params = set(inspect.signature(ToolSelector.from_tools).parameters) - {"tools", "always_include", "max_tools"}
-    assert set(SelectorOptions.__annotations__) == params
+    # from_tools' options are one TypedDict, defined with ToolSelector and importable from here too
+    assert SelectorOptions is selector.SelectorOptions
+    assert set(SelectorOptions.__annotations__) == selector.SELECTOR_OPTIONS
