@@ -27,21 +27,20 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
-from contextsieve.integrations.selector import (
-    Choice,
-    FailedChoice,
-    ToolSelector,
-    ToolSpec,
-    check_fail_open,
-    error_text,
-    failed_choice,
-    logger,
-)
+from contextsieve.integrations.selector import ToolSelector, ToolSpec
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
     agent_namespace,
     stash_scope,
     stash_tool_defs,
+)
+from contextsieve.integrations.tool_choice import (
+    Choice,
+    FailedChoice,
+    check_fail_open,
+    error_text,
+    failed_choice,
+    logger,
 )
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool

@@ -43,7 +43,7 @@ What the SDK's hooks cannot express (see also the limits in :class:`ContextSieve
 - The SDK catches a filter's exceptions and leaves the tool out (logged), so a failing selection
   cannot surface as an error there: by default (``fail_open=True``) every tool is offered instead
   (whatever failed: ``message_of``, listing, building or syncing the selector, choosing), the call is
-  recorded as a :class:`~contextsieve.integrations.selector.FailedChoice`, one warning is logged and
+  recorded as a :class:`~contextsieve.integrations.tool_choice.FailedChoice`, one warning is logged and
   :attr:`ContextSieveToolFilter.last_error` holds the error. With ``fail_open=False`` a
   :class:`~contextsieve.errors.ToolChoiceError` is raised: the SDK then drops every MCP tool (logging
   each), while a function tool's ``is_enabled`` or :meth:`ContextSieveToolFilter.instructions` fails
@@ -67,22 +67,14 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, ToolArgumentError, brief
 from contextsieve.integrations.openai_agents_choice import CallChoices, EnabledByChoice, field_of
-from contextsieve.integrations.selector import (
-    DEFAULT_SERVER,
-    Choice,
-    FailedChoice,
-    ToolSelector,
-    ToolSpec,
-    check_fail_open,
-    error_text,
-    logger,
-)
+from contextsieve.integrations.selector import DEFAULT_SERVER, ToolSelector, ToolSpec
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
     agent_namespace,
     stash_scope,
     stash_tool_defs,
 )
+from contextsieve.integrations.tool_choice import Choice, FailedChoice, check_fail_open, error_text, logger
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.session.offer import OfferConfig

@@ -20,15 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextsieve.errors import InputError, MissingExtraError, ToolChoiceError, brief
-from contextsieve.integrations.selector import (
-    DEFAULT_SERVER,
-    Choice,
-    FailedChoice,
-    ToolSelector,
-    ToolSpec,
-    failed_choice,
-    learn_calls,
-)
+from contextsieve.integrations.selector import DEFAULT_SERVER, ToolSelector, ToolSpec, learn_calls
+from contextsieve.integrations.tool_choice import Choice, FailedChoice, failed_choice
 
 try:
     from agents import FunctionTool, RunContextWrapper

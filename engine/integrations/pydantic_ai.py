@@ -5,10 +5,10 @@
 tools contextsieve chooses for the conversation's latest user prompt and the tool returns since it
 (one contextsieve request per step). The rules and
 references of a contextsieve agent chosen for the step are added to the instructions, and every
-step's :class:`~contextsieve.integrations.selector.Choice` is kept (:attr:`SelectedToolset.choices`).
+step's :class:`~contextsieve.integrations.tool_choice.Choice` is kept (:attr:`SelectedToolset.choices`).
 A step whose choice fails (for any reason: the embedder, the cache, a tool description that is not
 valid Unicode) is offered every wrapped tool, recorded as a
-:class:`~contextsieve.integrations.selector.FailedChoice`, logged once (a warning) and its error kept
+:class:`~contextsieve.integrations.tool_choice.FailedChoice`, logged once (a warning) and its error kept
 in :attr:`SelectedToolset.last_error`; with ``fail_open=False`` the step raises
 :class:`~contextsieve.errors.ToolChoiceError` instead. Learning from use: the tools the model calls
 in its reply to a step's choice become examples of the step's message
@@ -30,24 +30,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextsieve.errors import InputError, MissingExtraError, UnknownSegmentError, brief
-from contextsieve.integrations.selector import (
-    SELECTOR_OPTIONS,
-    Choice,
-    FailedChoice,
-    SelectorOptions,
-    ToolSelector,
-    ToolSpec,
-    check_fail_open,
-    error_text,
-    failed_choice,
-    learn_calls,
-    logger,
-)
+from contextsieve.integrations.selector import SELECTOR_OPTIONS, SelectorOptions, ToolSelector, ToolSpec, learn_calls
 from contextsieve.integrations.stash_tools import (
     FRAMEWORK_STASH_TOOLS,
     agent_namespace,
     stash_scope,
     stash_tool_defs,
+)
+from contextsieve.integrations.tool_choice import (
+    Choice,
+    FailedChoice,
+    check_fail_open,
+    error_text,
+    failed_choice,
+    logger,
 )
 from contextsieve.session.agent_tools import AgentTool
 from contextsieve.stash.store import StashStore
