@@ -22,6 +22,7 @@ _LAZY = {
     # agents and their items
     "Agent": "contextsieve.agent.agent",
     "AgentSettings": "contextsieve.agent.settings",
+    "LlmSettings": "contextsieve.agent.settings",
     "McpServer": "contextsieve.agent.agent",
     "PRESETS": "contextsieve.agent.settings",
     "Rule": "contextsieve.agent.items",
@@ -99,6 +100,7 @@ __all__ = [
     "TextEmbedder",
     "Agent",
     "AgentSettings",
+    "LlmSettings",
     "McpServer",
     "PRESETS",
     "Rule",
@@ -170,7 +172,7 @@ if TYPE_CHECKING:
     from contextsieve.agent.agent import Agent, McpServer
     from contextsieve.agent.agentfile import example_agent_path, load_agent, save_agent
     from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Reference, Rule, Tool
-    from contextsieve.agent.settings import PRESETS, AgentSettings
+    from contextsieve.agent.settings import PRESETS, AgentSettings, LlmSettings
     from contextsieve.engine import Engine, IndexReport
     from contextsieve.errors import (
         AgentFileError,

@@ -18,6 +18,8 @@ Other contextsieve extensions: ``summary`` on a rule or reference and on
 ``mcpServers.<server>.tools.<tool>``, and ``description`` on ``mcpServers.<server>`` (contextual
 embeddings); ``settings.contextsieve`` (a mapping of :class:`AgentSettings` field names, e.g.
 ``keyword_weight`` or ``tool_settings``, written back only where they differ from the defaults).
+The reference's LLM settings (``model``, ``temperature``, ``topP``, ``maxOutputTokens``,
+``maxChatTurns``) load into :class:`~contextsieve.agent.settings.LlmSettings` (``AgentSettings.llm``).
 
 Mistakes are named. A key in a place where neither this library nor the reference format defines it
 (``rulez:``, ``settings.contextTopn``) is kept but read by nobody: the load issues an
@@ -35,7 +37,6 @@ beside it in :mod:`contextsieve.agent`: ``file_guards`` (safe YAML and file read
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -48,6 +49,7 @@ from contextsieve.agent.agent import Agent
 from contextsieve.agent.file_checks import (
     FRONT_MATTER_KEYS,
     MAX_LOAD_WARNINGS,
+    OWN_SETTINGS,
     SETTING_NAMES,
     closest,
     document_unknown_keys,
@@ -147,17 +149,15 @@ def _settings(raw: Any, path: Path, legacy: bool = False) -> AgentSettings:
         clash = sorted(set(own) & set(SETTING_NAMES.values()))
         if clash:
             raise fail(path, "settings.contextsieve", f"{clash} are reference settings: set them under settings")
-        names = [f.name for f in dataclasses.fields(AgentSettings) if f.name not in SETTING_NAMES.values()]
+        names = list(OWN_SETTINGS)
         for key in own:
             if key not in names:
                 near = closest(key, names)
                 hint = f"did you mean {near!r}?" if near else "contextsieve settings: " + ", ".join(names)
                 raise fail(path, f"settings.contextsieve.{key}", f"unknown setting ({hint})")
         values.update(own)
-    try:
-        if own:
-            return AgentSettings().with_overrides(**values)  # names unknown to AgentSettings are an error
-        return AgentSettings(**values)
+    try:  # the LLM settings go into llm; names unknown to AgentSettings are an error
+        return AgentSettings().with_overrides(**values)
     except ContextSieveError as e:
         raise fail(path, "settings", str(e)) from e
 

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from contextsieve.agent.items import IncludeMode
-from contextsieve.agent.settings import AgentSettings
+from contextsieve.agent.settings import LLM_SETTINGS, AgentSettings
 from contextsieve.errors import AgentFileError, AgentFileWarning, brief
 
 __all__ = [
     "SETTING_NAMES",
+    "OWN_SETTINGS",
     "SERVER_TYPES",
     "INCLUDE_MODES",
     "FRONT_MATTER_KEYS",
@@ -44,7 +45,8 @@ __all__ = [
     "issue_warnings",
 ]
 
-#: agent-file setting name -> AgentSettings field
+#: agent-file setting name -> AgentSettings field, or LlmSettings field (``AgentSettings.llm``) for the
+#: names in :data:`~contextsieve.agent.settings.LLM_SETTINGS`
 SETTING_NAMES = {
     "contextTopK": "context_top_k",
     "contextTopN": "context_top_n",
@@ -56,6 +58,11 @@ SETTING_NAMES = {
     "toolPermission": "tool_permission",
     "model": "model",
 }
+#: contextsieve's own settings: the AgentSettings fields the reference format lacks, the names
+#: ``settings.contextsieve`` may hold (not ``llm``: its fields are reference settings).
+OWN_SETTINGS = tuple(
+    f.name for f in dataclasses.fields(AgentSettings) if f.name not in SETTING_NAMES.values() and f.name != "llm"
+)
 
 #: MCP server ``type`` values (the reference format's); the MCP client also takes ``transport`` for
 #: ``type`` and the spellings in :data:`_SERVER_TYPE_ALIASES` for ``streamable-http``.
@@ -199,11 +206,9 @@ _MEANT: dict[str, dict[str, str]] = {
         "instructions": "did you mean 'systemPrompt'?",
     },
     "settings": {
-        **{
-            f.name: "it belongs under settings.contextsieve"
-            for f in dataclasses.fields(AgentSettings)
-            if f.name not in SETTING_NAMES.values()
-        },
+        **{name: "it belongs under settings.contextsieve" for name in OWN_SETTINGS},
+        "llm": "the LLM settings go under settings by their own names: "
+        + ", ".join(k for k, name in SETTING_NAMES.items() if name in LLM_SETTINGS),
         **{field_name: f"did you mean {key!r}?" for key, field_name in SETTING_NAMES.items() if field_name != key},
     },
     "server": {k: "it belongs under serverToolDefaults" for k in _DEFAULTS_KEYS},

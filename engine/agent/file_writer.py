@@ -8,17 +8,16 @@ item and server fields), so a round trip keeps them.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import yaml
 
 from contextsieve.agent.agent import Agent, McpServer
-from contextsieve.agent.file_checks import SETTING_NAMES
+from contextsieve.agent.file_checks import OWN_SETTINGS, SETTING_NAMES
 from contextsieve.agent.file_servers import describe_tool, migrate_server
 from contextsieve.agent.items import ItemKey, ItemKind, Reference, Rule
-from contextsieve.agent.settings import AgentSettings
+from contextsieve.agent.settings import LLM_SETTINGS, AgentSettings
 
 __all__ = ["to_document", "to_yaml"]
 
@@ -48,23 +47,27 @@ _KNOWN_TOP = ("metadata", "settings", "systemPrompt", "rules", "references", "mc
 
 def _settings_doc(agent: Agent, loaded: Mapping[str, Any]) -> dict[str, Any]:
     """``settings``: the agent's values for the reference's keys (written where the file had the key or
-    the value is not the default), contextsieve's own under ``contextsieve``, unknown keys as loaded."""
-    defaults = AgentSettings()
+    the value is not the default; the LLM settings from ``llm``), contextsieve's own under
+    ``contextsieve``, unknown keys as loaded."""
+    settings, defaults = agent.settings, AgentSettings()
     out = {
         k: copy.deepcopy(v)
         for k, v in loaded.items()
         if k not in SETTING_NAMES and k not in ("mostRecentModel", "contextsieve")
     }
     for key, field_name in SETTING_NAMES.items():
-        v = getattr(agent.settings, field_name)
+        llm = field_name in LLM_SETTINGS
+        v = getattr(settings.llm if llm else settings, field_name)
         if v is not None and (
-            key in loaded or (key == "model" and "mostRecentModel" in loaded) or v != getattr(defaults, field_name)
+            key in loaded
+            or (key == "model" and "mostRecentModel" in loaded)
+            or v != getattr(defaults.llm if llm else defaults, field_name)
         ):
             out[key] = v
     own = {
-        f.name: (dict(v) if isinstance(v, Mapping) else v)
-        for f in dataclasses.fields(AgentSettings)
-        if f.name not in SETTING_NAMES.values() and (v := getattr(agent.settings, f.name)) != getattr(defaults, f.name)
+        name: (dict(v) if isinstance(v, Mapping) else v)
+        for name in OWN_SETTINGS
+        if (v := getattr(settings, name)) != getattr(defaults, name)
     }
     if own:
         out["contextsieve"] = own

@@ -2,7 +2,9 @@
 (:data:`PRESETS`), what a session or a request may override (:class:`SettingsOverrides`) and what the
 tools domain may override (:data:`DOMAIN_SETTINGS`).
 
-Sessions copy the agent's settings and may override them for themselves.
+Sessions copy the agent's settings and may override them for themselves. The reference format's
+settings for whoever calls the LLM (model, temperature, ...) are apart in :class:`LlmSettings`
+(``AgentSettings.llm``): agent files load them and save them back; selection never reads them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from contextsieve.errors import InputError, brief
 
 __all__ = [
     "AgentSettings",
+    "LlmSettings",
+    "LLM_SETTINGS",
     "SettingsOverrides",
     "PRESETS",
     "DOMAIN_SETTINGS",
@@ -117,10 +121,6 @@ _NUMERIC_SETTINGS = (
     ("context_top_n", 1, 50, False),
     ("tool_top_n", 1, 50, False),
     ("context_include_score", 0.0, 1.0, False),
-    ("temperature", 0.0, 1.0, False),
-    ("top_p", 0.0, 1.0, False),
-    ("max_chat_turns", 1, 10**6, False),
-    ("max_output_tokens", 1, 10**7, False),
     ("token_budget", 0, 10**9, True),
     ("min_representation_floor", -1.0, 1.0, True),
     ("min_representation_cap", 0, 100, False),
@@ -141,6 +141,13 @@ _NUMERIC_SETTINGS = (
     ("task_tools", 0, 50, False),
     ("task_servers", 1, 50, False),
     ("companion_tools", 0, 50, False),
+)
+#: The same for :class:`LlmSettings`.
+_LLM_NUMERIC_SETTINGS = (
+    ("temperature", 0.0, 1.0, False),
+    ("top_p", 0.0, 1.0, False),
+    ("max_chat_turns", 1, 10**6, False),
+    ("max_output_tokens", 1, 10**7, False),
 )
 #: (name, allowed values) of every string choice setting.
 _CHOICE_SETTINGS = (
@@ -183,22 +190,64 @@ DOMAIN_SETTINGS = frozenset(
 )
 
 
+def _check_numbers(settings: object, specs: tuple[tuple[str, float, float, bool], ...]) -> None:
+    """Each numeric setting of ``specs`` (see :data:`_NUMERIC_SETTINGS`) is in its range, or an InputError."""
+    for name, lo, hi, optional in specs:
+        v = getattr(settings, name)
+        if v is None and optional:
+            continue
+        wrong_type = (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(lo, int) and not isinstance(v, int))
+        )
+        if wrong_type or not lo <= v <= hi:
+            kind = "an int" if isinstance(lo, int) else "a number"
+            raise InputError(
+                f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {brief(v)}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmSettings:
+    """The reference format's settings for whoever calls the LLM: kept and written back, never read by
+    selection. Agent files hold them under ``settings`` (``model``, ``temperature``, ``topP``,
+    ``maxOutputTokens``, ``maxChatTurns``); an agent's settings hold them as ``AgentSettings.llm``.
+
+    Attributes:
+        model: ``"provider:modelId"`` or ``None`` (default; the file's ``mostRecentModel`` when it has
+            no ``model``).
+        temperature: 0-1, default 0.5.
+        top_p: 0-1, default 0.5.
+        max_output_tokens: default 1000 (1-10,000,000).
+        max_chat_turns: default 20 (1-1,000,000).
+    """
+
+    model: str | None = None
+    temperature: float = 0.5
+    top_p: float = 0.5
+    max_output_tokens: int = 1000
+    max_chat_turns: int = 20
+
+    def __post_init__(self) -> None:
+        _check_numbers(self, _LLM_NUMERIC_SETTINGS)
+
+
+#: The names of :class:`LlmSettings`' fields: :meth:`AgentSettings.with_overrides` (and so sessions and
+#: requests) takes them by these names and sets them in ``llm``.
+LLM_SETTINGS = tuple(f.name for f in dataclasses.fields(LlmSettings))
+
+
 class SettingsOverrides(TypedDict, total=False):
     """The settings a session or one request may override, by name, typed as in :class:`AgentSettings`
     (whose docstring gives each one's range and default). ``Session(...)``, ``Engine.session(...)``,
     ``Engine.select(...)`` and ``Session.build_request(...)`` take them as keyword arguments; a test
-    keeps this list equal to :class:`AgentSettings`' fields."""
+    keeps this list equal to :class:`AgentSettings`' fields and :data:`LLM_SETTINGS`, the fields of
+    :class:`LlmSettings` that go into ``llm`` by their own names."""
 
     context_top_k: int
     context_top_n: int
     tool_top_n: int
     context_include_score: float
-    max_chat_turns: int
-    max_output_tokens: int
-    temperature: float
-    top_p: float
     tool_permission: ToolPermission
-    model: str | None
     token_budget: int | None
     min_representation_floor: float | None
     min_representation_cap: int
@@ -228,6 +277,12 @@ class SettingsOverrides(TypedDict, total=False):
     task_tools: int
     task_servers: int
     companion_tools: int
+    llm: LlmSettings
+    model: str | None
+    temperature: float
+    top_p: float
+    max_output_tokens: int
+    max_chat_turns: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,10 +316,7 @@ class AgentSettings:
             :mod:`contextsieve.session.companions`; 0-50, default 1; 0 turns it off). Nothing changes
             without history.
         context_include_score: items at or above this similarity are always kept (0-1, default 0.7).
-        max_chat_turns: default 20. max_output_tokens: default 1000.
-        temperature: 0-1, default 0.5. top_p: 0-1, default 0.5.
         tool_permission: ``"always"``, ``"never"`` or ``"tool"`` (ask per tool; default).
-        model: ``"provider:modelId"`` or ``None``.
         token_budget: most tokens the request's rules, references and tools may take (``None``: no cap).
             Agent-mode items are dropped, lowest score first, to fit; always/manual items never are.
         min_representation_floor: when set, every query sentence whose best candidate scores at least
@@ -328,18 +380,16 @@ class AgentSettings:
             domain this is for rules and references.
         tool_query_split: the same for the tools domain (default ``"steps"``: a task's steps often each
             need a tool; a ``query_split`` in ``tool_settings`` wins).
+        llm: the reference format's settings for whoever calls the LLM (:class:`LlmSettings`), kept and
+            written back, never read by selection. :meth:`with_overrides` takes them by their own names
+            (``temperature=0.2``) and ``settings.temperature`` reads ``settings.llm.temperature``.
     """
 
     context_top_k: int = 20
     context_top_n: int = 5
     tool_top_n: int = 10
     context_include_score: float = 0.7
-    max_chat_turns: int = 20
-    max_output_tokens: int = 1000
-    temperature: float = 0.5
-    top_p: float = 0.5
     tool_permission: ToolPermission = "tool"
-    model: str | None = None
     token_budget: int | None = None
     min_representation_floor: float | None = None
     min_representation_cap: int = 2
@@ -369,22 +419,23 @@ class AgentSettings:
     task_tools: int = 2
     task_servers: int = 2
     companion_tools: int = 1
+    llm: LlmSettings = LlmSettings()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> AgentSettings:
+        """An LLM setting given to the constructor (``AgentSettings(temperature=0.2)``) is an error naming
+        its place: ``AgentSettings(llm=LlmSettings(temperature=0.2))``."""
+        moved = [k for k in kwargs if k in LLM_SETTINGS]
+        if moved:
+            raise InputError(
+                f"AgentSettings({moved[0]}=...): the LLM settings {', '.join(LLM_SETTINGS)} are in llm: write "
+                f"AgentSettings(llm=LlmSettings({moved[0]}=...)) or settings.with_overrides({moved[0]}=...)"
+            )
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        for name, lo, hi, optional in _NUMERIC_SETTINGS:
-            v = getattr(self, name)
-            if v is None and optional:
-                continue
-            wrong_type = (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or (isinstance(lo, int) and not isinstance(v, int))
-            )
-            if wrong_type or not lo <= v <= hi:
-                kind = "an int" if isinstance(lo, int) else "a number"
-                raise InputError(
-                    f"setting {name} must be {'None or ' if optional else ''}{kind} in {lo}..{hi}, got {brief(v)}"
-                )
+        _check_numbers(self, _NUMERIC_SETTINGS)
+        if not isinstance(self.llm, LlmSettings):
+            raise InputError(f"setting llm must be an LlmSettings, got {type(self.llm).__name__}")
         for name, values in _CHOICE_SETTINGS:
             v = getattr(self, name)
             if not isinstance(v, str) or v not in values:
@@ -402,6 +453,32 @@ class AgentSettings:
                 self.for_tools()  # validates the values
             except InputError as e:
                 raise InputError(f"tool_settings: {e}") from e
+
+    # The LLM settings read by their own names (read-only: ``llm`` holds them), as before they moved there.
+    @property
+    def model(self) -> str | None:
+        """``llm.model``."""
+        return self.llm.model
+
+    @property
+    def temperature(self) -> float:
+        """``llm.temperature``."""
+        return self.llm.temperature
+
+    @property
+    def top_p(self) -> float:
+        """``llm.top_p``."""
+        return self.llm.top_p
+
+    @property
+    def max_output_tokens(self) -> int:
+        """``llm.max_output_tokens``."""
+        return self.llm.max_output_tokens
+
+    @property
+    def max_chat_turns(self) -> int:
+        """``llm.max_chat_turns``."""
+        return self.llm.max_chat_turns
 
     @property
     def own_tool_domain(self) -> bool:
@@ -428,14 +505,29 @@ class AgentSettings:
             return self.context_top_n
         return min(self.context_top_n, self.tool_base_n + self.tool_chunk_n * max(0, n_chunks - 1))
 
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting by name as :meth:`with_overrides` and ``Session(...)`` take them, JSON-ready: the
+        LLM settings by their own names (not ``llm``), ``tool_settings`` as a dict (as sessions save them)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "llm"}
+        if self.tool_settings is not None:
+            out["tool_settings"] = dict(self.tool_settings)
+        return {**out, **dataclasses.asdict(self.llm)}
+
     def with_overrides(self, preset: Preset | str | None = None, **overrides: Any) -> "AgentSettings":
-        """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an error)."""
+        """A copy with a preset (see :data:`PRESETS`) and then some settings applied (unknown names are an
+        error). The names of :data:`LLM_SETTINGS` set those fields of ``llm`` (of an ``llm`` given too)."""
         if preset is not None:
             if not isinstance(preset, str) or preset not in PRESETS:
                 raise InputError(f"unknown preset {brief(preset)}; presets: {sorted(PRESETS)}")
             overrides = {**PRESETS[preset], **overrides}
-        known = {f.name for f in dataclasses.fields(self)}
+        known = {f.name for f in dataclasses.fields(self)} | set(LLM_SETTINGS)
         unknown = set(overrides) - known
         if unknown:
             raise InputError(f"unknown settings {sorted(unknown)}; known: {sorted(known)}")
+        llm = {k: overrides.pop(k) for k in LLM_SETTINGS if k in overrides}
+        if llm:
+            base = overrides.get("llm", self.llm)
+            if not isinstance(base, LlmSettings):
+                raise InputError(f"setting llm must be an LlmSettings, got {type(base).__name__}")
+            overrides["llm"] = dataclasses.replace(base, **llm)
         return dataclasses.replace(self, **overrides)

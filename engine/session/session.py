@@ -465,9 +465,7 @@ class Session:
     @_locked
     def to_dict(self) -> dict[str, Any]:
         return {
-            "settings": {
-                k: dict(v) if k == "tool_settings" and v is not None else v for k, v in self.settings.__dict__.items()
-            },
+            "settings": self.settings.as_dict(),
             "items": [{"key": str(k), "mode": m.value} for k, m in self._items.items()],
             "history": [m.to_dict() for m in self.history],
             "stash_session": self.stash_session,

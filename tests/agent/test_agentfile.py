@@ -65,7 +65,13 @@ def test_current_format_loads_with_migrations(tmp_path: Path) -> None:
     agent = load_agent(write(tmp_path / "a.yaml", CURRENT))
     assert agent.name == "Optimizer" and agent.system_prompt == "You are an autonomous agent."
     s = agent.settings
-    assert (s.model, s.temperature, s.top_p, s.max_output_tokens) == ("gemini:gemini-2.5-flash", 0.0, 0.05, 4000)
+    assert (s.llm.model, s.llm.temperature, s.llm.top_p, s.llm.max_output_tokens) == (
+        "gemini:gemini-2.5-flash",
+        0.0,
+        0.05,
+        4000,
+    )
+    assert (s.model, s.temperature, s.max_chat_turns) == ("gemini:gemini-2.5-flash", 0.0, 20)  # the old names read llm
     assert agent.get("reference:testRef").text == "Full name is Bob Dickinson\nLives in Carnation, WA"
     fetch = agent.get("tool:fetch:fetch")
     assert agent.include_mode(fetch) is IncludeMode.AGENT and agent.permission_required(fetch) is False
@@ -137,10 +143,10 @@ def test_legacy_directory(tmp_path: Path) -> None:
     agent = load_agent(d, tools=catalog)
     assert agent.system_prompt == "# Bob\nYou help Bob."
     assert (
-        agent.settings.max_chat_turns,
+        agent.settings.llm.max_chat_turns,
         agent.settings.context_top_k,
-        agent.settings.temperature,
-        agent.settings.model,
+        agent.settings.llm.temperature,
+        agent.settings.llm.model,
     ) == (10, 15, 0.2, "x:y")
     zero = agent.get("rule:zero")
     assert zero.priority == 0 and zero.text == "Rule text\n---\nwith a rule line" and zero.include is IncludeMode.ALWAYS
@@ -265,7 +271,7 @@ def test_every_kind_of_edit_survives_save_and_load(tmp_path: Path) -> None:
     agent.remove_server("tools")
     again, doc = _saved_and_loaded(agent, tmp_path)
     assert (again.name, again.autonomous, again.system_prompt) == ("Renamed", True, "A new prompt.")
-    assert (again.settings.context_top_n, again.settings.keyword_weight, again.settings.model) == (9, 0.1, "x:y")
+    assert (again.settings.context_top_n, again.settings.keyword_weight, again.settings.llm.model) == (9, 0.1, "x:y")
     assert [r.name for r in again.rules] == ["added-rule", "be-brief"] and again.get(
         "rule:be-brief"
     ).text == "Answer in one sentence."

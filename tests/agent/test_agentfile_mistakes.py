@@ -406,7 +406,7 @@ def test_a_legacy_folder_with_every_key_loads_without_warnings(tmp_path: Path) -
     )
     (d / "refs" / "b.mdt").write_text("---\nname: b\ndescription: d\nenabled: true\ninclude: agent\n---\nB.\n")
     agent, got = load_quietly(d)
-    assert got == [] and agent.settings.model == "x:y"  # type: ignore[attr-defined]
+    assert got == [] and agent.settings.llm.model == "x:y"  # type: ignore[attr-defined]
 
 
 def _agent_files_in_the_repo() -> list[Path]:

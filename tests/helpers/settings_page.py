@@ -274,11 +274,23 @@ def default_of(f: dataclasses.Field[Any]) -> str:
 # -- mirrors ------------------------------------------------------------------------------------------
 
 
+def nested_fields(cls: type) -> dict[str, list[str]]:
+    """The fields of ``cls`` whose default is a dataclass, each with that dataclass's field names
+    (``AgentSettings.llm``: ``model``, ``temperature``, ...)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default) and not isinstance(f.default, type):
+            out[f.name] = [g.name for g in dataclasses.fields(f.default)]
+    return out
+
+
 def mirrored_class(td: type, dataclasses_: list[type]) -> type | None:
-    """The dataclass whose field names are exactly ``td``'s keys, if one is."""
+    """The dataclass whose field names are exactly ``td``'s keys, if one is; or whose field names and
+    those of its dataclass fields (:func:`nested_fields`, taken by their own names) are."""
     keys = set(keys_of(td))
     for cls in dataclasses_:
-        if {f.name for f in dataclasses.fields(cls)} == keys:
+        names = {f.name for f in dataclasses.fields(cls)}
+        if names == keys or names | {n for ns in nested_fields(cls).values() for n in ns} == keys:
             return cls
     return None
 
@@ -349,7 +361,9 @@ def _section(found: Found, mirrors: list[tuple[str, type]], all_dataclasses: lis
     lines += ["| field | default | what it governs |", "| --- | --- | --- |"]
     lines += [f"| `{name}` | {defaults[name]} | {said.get(name, UNDESCRIBED)} |" for name in fields]
     for mirror_module, td in mirrors:
-        lines += ["", f"The same fields as keyword arguments: `{td.__name__}` (TypedDict in `{mirror_module}`)."]
+        nested = [name for name, names in nested_fields(found.cls).items() if set(names) <= set(keys_of(td))]
+        too = "".join(f", and `{name}`'s by their own names" for name in nested)
+        lines += ["", f"The same fields as keyword arguments{too}: `{td.__name__}` (TypedDict in `{mirror_module}`)."]
     return lines + [""], [f"{found.name}.{name}" for name in fields if name not in said]
 
 

@@ -114,9 +114,11 @@ def test_no_module_imports_another_modules_private_names() -> None:
 def test_settings_overrides_list_every_setting() -> None:
     import dataclasses
 
-    from contextsieve.agent.settings import AgentSettings, SettingsOverrides
+    from contextsieve.agent.settings import LLM_SETTINGS, AgentSettings, LlmSettings, SettingsOverrides
 
-    assert set(SettingsOverrides.__annotations__) == {f.name for f in dataclasses.fields(AgentSettings)}
+    assert LLM_SETTINGS == tuple(f.name for f in dataclasses.fields(LlmSettings))
+    fields = {f.name for f in dataclasses.fields(AgentSettings)}
+    assert set(SettingsOverrides.__annotations__) == fields | set(LLM_SETTINGS)  # the LLM ones set llm's fields
 
 
 def test_mypy_checks_setting_names_and_types_where_users_pass_them(tmp_path: Path) -> None:
