@@ -100,8 +100,8 @@ class DomainTrace:
             (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
         history: per chunk, what the recorded-example scale changed in its ranking score (0 but for
             example chunks; ``None``: none searched; see :func:`_example_terms`).
-        ratio_base: the ranking score ``context_min_ratio`` is relative to (the best item matched by its
-            own text: :func:`~contextsieve.selection.ranking.ratio_base`).
+        ratio_base: the ranking score ``context_min_ratio`` is relative to (the best top chunk that is an
+            item's own text: :func:`~contextsieve.selection.ranking.ratio_base`).
         words: the message's words that are not stopwords, as the keyword tokenizer writes them (the
             evidence floor of :func:`~contextsieve.selection.ranking.cut` looks at short messages).
     """
@@ -418,7 +418,7 @@ class _Pass:
         grouped, found = cut(ranked, self.owner, rule, words=self.words, examples=examples)
         path: Literal["exact", "hnsw"] = "hnsw" if rows is not None else "exact"
         d = DomainTrace(name, ds, mask, exclude, keyword, path, ranked, grouped, found)
-        d.ratio_base = ratio_base(grouped, examples)
+        d.ratio_base = ratio_base(ranked, examples, ds.keyword_role)
         d.boost, d.outcome, d.history = boost, outcome, history
         d.words, d.n_queries, d.queries = self.words, n_queries, moved
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:

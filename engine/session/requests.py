@@ -224,7 +224,8 @@ class RequestBuilder:
         if wanted(settings, task):
             entries, dropped = _carry(store, agent, settings, task, mask, entries, found, size)
         if settings.companion_tools > 0:
-            entries = _companions(store, agent, settings, mask, entries, size)
+            after = task.called if task.requests else []
+            entries = _companions(store, agent, settings, mask, entries, size, after)
         return entries, dropped, trace
 
     def _fit(
@@ -288,8 +289,10 @@ def _companions(
     mask: np.ndarray,
     entries: list[ContextEntry],
     size: int,
+    after: Sequence[ItemKey] = (),
 ) -> list[ContextEntry]:
-    """``entries`` with the tools the history used next to the request's best tools
+    """``entries`` with the tools the history used next to the request's best tools (and, for a step,
+    next to the tool its task called last: ``after``)
     (:func:`~contextsieve.session.companions.companion_entries`) in its free places: as many as the
     request's tools leave under ``size`` (the tools its search aimed for), never in another's place."""
     tools = [e for e in entries if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT]
@@ -298,7 +301,7 @@ def _companions(
     if free <= 0 or not relations.uses:  # nothing to add, or no history: no cost on the request
         return entries
     at = agent.table().position
-    return entries + companion_entries(relations, entries, lambda k: k in at and bool(mask[at[k]]), free)
+    return entries + companion_entries(relations, entries, lambda k: k in at and bool(mask[at[k]]), free, after)
 
 
 def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: str, limit: int) -> list[ToolMatch]:

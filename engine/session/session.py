@@ -164,7 +164,9 @@ class Session:
         keys = tool_keys(self.agent, calls, "record_tool_calls")
         if keys:
             with self._lock:
-                message = self._task.told(message) if isinstance(message, str) else message
+                if isinstance(message, str):
+                    self._task.calls(message, keys)
+                    message = self._task.told(message)
             self.store.record_examples(message, keys)
 
     def record_outcome(
@@ -208,6 +210,7 @@ class Session:
         recorded = Outcomes.learn(self.agent, self.store, request, done, bad, task_message)
         with self._lock:
             self._outcomes.count(self.agent, request, done, bad)
+            self._task.calls(request.message, [k for k in done if k not in bad])
         return recorded
 
     @property

@@ -53,6 +53,8 @@ class TaskState:
         last: the message of the task's latest request.
         replied: whether a reply was recorded (``Session.record_reply``) since the task started: only
             then is a next request a step of this task (else it starts a task of its own).
+        called: the tools the model called in this task so far, in order (what ``record_outcome`` and
+            ``record_tool_calls`` told of its requests); a step's companions start from the latest.
     """
 
     message: str | None = None
@@ -61,15 +63,19 @@ class TaskState:
     requests: int = 0
     replied: bool = False
     last: str | None = None
+    called: list[ItemKey] = field(default_factory=list)
 
     def start(self) -> None:
         """Start over: the next request's message is the task's."""
         self.message, self.ranking, self.requests, self.replied, self.last = None, None, 0, False, None
         self.selected.clear()
+        self.called.clear()
 
     def copy(self) -> "TaskState":
         """An independent copy (an explanation builds a request without changing the session's task)."""
-        return TaskState(self.message, set(self.selected), self.ranking, self.requests, self.replied, self.last)
+        return TaskState(
+            self.message, set(self.selected), self.ranking, self.requests, self.replied, self.last, list(self.called)
+        )
 
     def told(self, message: str) -> str:
         """The message calls made after ``message`` are examples of: the task's first message when
@@ -78,6 +84,12 @@ class TaskState:
         if self.requests > 1 and self.message is not None and message == self.last and message != self.message:
             return self.message
         return message
+
+    def calls(self, message: str, keys: list[ItemKey]) -> None:
+        """Note the tools the model called after a request of this task for ``message`` (one of its
+        requests' messages; calls after another message are not this task's)."""
+        if message is not None and message in (self.message, self.last):
+            self.called += [k for k in keys if k not in self.called]
 
     def note(self, message: str, entries: tuple[ContextEntry, ...] | list[ContextEntry]) -> None:
         """Record a request of this task: its message (the first one is the task's) and its tools."""

@@ -112,11 +112,25 @@ def test_the_ratio_floor_is_relative_to_the_best_own_text_match() -> None:
     ranked = _ranked([1.0, 0.4, 0.25], [1.0, 0.4, 0.25], [0.0, 0.0, 0.0])
     items = np.arange(3)
     examples = np.array([True, False, False])
-    assert ratio_base([], examples) == 0.0
+    assert ratio_base(_ranked([], [], []), examples) == 0.0
     _, plain = cut(ranked, items, top_n=5, include_score=0.9, min_ratio=0.7)
     _, learned = cut(ranked, items, top_n=5, include_score=0.9, min_ratio=0.7, examples=examples)
     assert [s.item for s in plain] == [0]  # 0.4 < 0.7 x 1.0: the example's score cut the others
     assert [s.item for s in learned] == [0, 1]  # 0.7 x 0.4 (the best own-text match)
+
+
+def test_a_tool_found_through_its_example_still_sets_the_floor_with_its_own_text() -> None:
+    """Row 0 is tool 0's example (1.0), row 1 its own description (0.6): the floor is 0.7 x 0.6, so a
+    recorded call never lets a weaker tool in that its own text would have kept out."""
+    ranked = _ranked([1.0, 0.6, 0.4, 0.25], [1.0, 0.6, 0.4, 0.25], [0.0, 0.0, 0.0, 0.0])
+    items = np.array([0, 0, 1, 2])
+    examples = np.array([True, False, False, False])
+    assert ratio_base(ranked, examples) == pytest.approx(0.6)
+    _, learned = cut(ranked, items, top_n=5, include_score=0.9, min_ratio=0.7, examples=examples)
+    _, cold = cut(
+        _ranked([0.6, 0.4, 0.25], [0.6, 0.4, 0.25], [0.0] * 3), np.arange(3), top_n=5, include_score=0.9, min_ratio=0.7
+    )
+    assert [s.item for s in learned] == [s.item for s in cold] == [0]  # 0.4 < 0.42: as without the example
 
 
 def test_weak_rules_do_not_fill_places() -> None:
@@ -205,3 +219,21 @@ def test_a_companion_fills_a_free_place_and_never_takes_one() -> None:
     assert tools_of(full.build_request(message)) == cold
     off = Session(s.agent, s.store, companion_tools=0)
     assert tools_of(off.build_request(message)) == cold
+
+
+def test_a_step_seeds_companions_with_the_tool_its_task_called_last() -> None:
+    """In a later step, what the task called last is the first seed: the history says what comes right
+    after it. A tool the task already called is no companion."""
+    s = session(task_tools=0)
+    s.record_tool_calls("restart the web service and mail the team", [RESTART, SEND])
+    s.new_task()
+    first = s.build_request("restart the web service")
+    s.record_reply(first, "")
+    s.record_outcome(first, [RESTART])
+    step = s.build_request(EXAMPLE)  # words no tool has: only the history can say what follows
+    companions = [(e.key, e.pulled_by) for e in step.context.entries if e.via == "companion"]
+    assert companions == [(SEND, RESTART)]
+    assert RESTART not in [k for k, _ in companions]
+    # the same words as a task of its own: no tool was called in it, nothing follows
+    s.new_task()
+    assert [e for e in s.build_request(EXAMPLE).context.entries if e.via == "companion"] == []
