@@ -200,9 +200,9 @@ def calls() -> list[tuple[str, dict[str, Any]]]:
 def selection_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Learning from use off (its tests: test_integrations_learning.py). The tests using this pin each
     step's tools as the selection chooses them for the conversation alone; with learning, the step
-    after a call finds its message as a recorded example of the called tool (score 1.0), and the
-    selection's ``min_ratio`` is then relative to the best tool matched by its own text (``ratio_base``),
-    which can let a weak filler in (e.g. translate_text at 0.18 beside convert_currency)."""
+    after a call finds its message as a recorded example of the called tool (score 1.0) and its offer
+    is ordered and filled around that tool (e.g. book_hotel instead of set_reminder in the time-server
+    test), which the learning tests cover."""
     monkeypatch.setattr(ToolSelector, "record_calls", lambda self, choice, called: [])
 
 
