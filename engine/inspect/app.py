@@ -23,7 +23,7 @@ from typing import Any
 from contextsieve.errors import ContextSieveError, InputError, MissingExtraError, UnknownItemError
 from contextsieve.inspect.inspector import MAX_BODY_BYTES, Inspector
 
-__all__ = ["build_app", "page_file"]
+__all__ = ["build_app", "page_file", "PageEndpoints", "json_endpoint", "error_response"]
 
 _LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _HEADERS = {
@@ -69,101 +69,140 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
-def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, body_seconds: float = 30.0) -> Any:
-    """The page's ASGI application (Starlette). Requests must name 127.0.0.1 or localhost as their
-    host and, when they carry an ``Origin``, come from the page itself (403 otherwise: no other web
-    site can read or drive it, also not through DNS rebinding); POST bodies must be
-    ``application/json`` (415), at most ``max_body_bytes`` (413) and arrive within ``body_seconds``
-    (408)."""
-    _require_stack()
-    from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request as HttpRequest
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+class PageEndpoints:
+    """The page's JSON endpoints over ``inspector``, one method each (``GET /api/info``, ``GET
+    /api/turns``, ``POST /api/select``, ``POST /api/reset``): each takes the HTTP request and returns
+    the JSON-ready answer, or raises :class:`_HttpError` for bad input (:func:`json_endpoint` turns
+    it into the response). POST bodies are read by :func:`_read_json` within ``max_body_bytes`` and
+    ``body_seconds``."""
 
-    def error(status: int, message: str) -> Response:
-        return JSONResponse({"error": message}, status_code=status, headers=_HEADERS)
+    def __init__(self, inspector: Inspector, max_body_bytes: int = MAX_BODY_BYTES, body_seconds: float = 30.0) -> None:
+        self.inspector = inspector
+        self.max_body_bytes = max_body_bytes
+        self.body_seconds = body_seconds
 
-    def asset(body: bytes, media_type: str) -> Any:
-        async def get(request: HttpRequest) -> Response:
-            return Response(body, media_type=media_type, headers=_HEADERS)
+    async def info(self, request: Any) -> Any:
+        """The agent and the page session's settings."""
+        from starlette.concurrency import run_in_threadpool
 
-        return get
+        return await run_in_threadpool(self.inspector.info)
 
-    async def read_json(request: HttpRequest) -> Any:
-        return await _read_json(request, max_body_bytes, body_seconds)
+    async def turns(self, request: Any) -> Any:
+        """The saved session's turns, replayed."""
+        from starlette.concurrency import run_in_threadpool
 
-    def api(fn: Any) -> Any:
-        """An endpoint answering JSON: contextsieve's input errors as 400, others as 500, never a traceback."""
+        return {"turns": await run_in_threadpool(self.inspector.turns)}
 
-        async def endpoint(request: HttpRequest) -> Response:
-            try:
-                result = await fn(request)
-            except _HttpError as e:
-                return error(e.status, e.message)
-            except (InputError, UnknownItemError) as e:
-                return error(400, str(e).strip("'\""))
-            except ContextSieveError as e:
-                return error(500, str(e))
-            except Exception as e:  # noqa: BLE001 - the page gets a message, the console one line
-                print(f"contextsieve inspect: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-                return error(500, f"internal error ({type(e).__name__}); see the server's console")
-            return JSONResponse(result, headers=_HEADERS)
+    async def select(self, request: Any) -> Any:
+        """A turn of the page's session for the body's ``message``."""
+        from starlette.concurrency import run_in_threadpool
 
-        return endpoint
-
-    async def info(request: HttpRequest) -> Any:
-        return await run_in_threadpool(inspector.info)
-
-    async def turns(request: HttpRequest) -> Any:
-        return {"turns": await run_in_threadpool(inspector.turns)}
-
-    async def select(request: HttpRequest) -> Any:
-        body = await read_json(request)
+        body = await _read_json(request, self.max_body_bytes, self.body_seconds)
         if not isinstance(body, dict):
             raise _HttpError(400, 'the body must be a JSON object: {"message": "..."}')
         if "message" not in body:
             raise _HttpError(400, 'the body has no "message"')
-        return await run_in_threadpool(inspector.select, body["message"])
+        return await run_in_threadpool(self.inspector.select, body["message"])
 
-    async def reset(request: HttpRequest) -> Any:
-        await read_json(request)
-        return await run_in_threadpool(inspector.reset)
+    async def reset(self, request: Any) -> Any:
+        """A new page session."""
+        from starlette.concurrency import run_in_threadpool
 
-    async def no_icon(request: HttpRequest) -> Response:
-        return Response(status_code=204, headers=_HEADERS)
+        await _read_json(request, self.max_body_bytes, self.body_seconds)
+        return await run_in_threadpool(self.inspector.reset)
 
-    async def http_error(request: HttpRequest, exc: Exception) -> Response:
-        status = getattr(exc, "status_code", 500)
-        words = {404: "no such page", 405: "method not allowed"}
-        response = error(status, words.get(status, getattr(exc, "detail", "") or "error"))
-        response.headers.update(getattr(exc, "headers", None) or {})  # Allow, for a 405
-        return response
 
-    app = Starlette(
-        routes=[
-            Route("/", asset(page_file("index.html"), "text/html; charset=utf-8"), methods=["GET"]),
-            Route("/inspect.js", asset(page_file("inspect.js"), "text/javascript; charset=utf-8"), methods=["GET"]),
-            Route("/inspect.css", asset(page_file("inspect.css"), "text/css; charset=utf-8"), methods=["GET"]),
-            Route("/favicon.ico", no_icon, methods=["GET"]),
-            Route("/api/info", api(info), methods=["GET"]),
-            Route("/api/turns", api(turns), methods=["GET"]),
-            Route("/api/select", api(select), methods=["POST"]),
-            Route("/api/reset", api(reset), methods=["POST"]),
-        ],
-        exception_handlers={HTTPException: http_error},
-    )
+def error_response(status: int, message: str) -> Any:
+    """The JSON ``{"error": message}`` response with ``status`` and the page's security headers."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status, headers=_HEADERS)
+
+
+def json_endpoint(fn: Any) -> Any:
+    """A Starlette endpoint answering ``fn``'s result as JSON: :class:`_HttpError` as its status,
+    contextsieve's input errors as 400, others as 500, never a traceback (the console gets one line)."""
+    from starlette.responses import JSONResponse
+
+    async def endpoint(request: Any) -> Any:
+        try:
+            result = await fn(request)
+        except _HttpError as e:
+            return error_response(e.status, e.message)
+        except (InputError, UnknownItemError) as e:
+            return error_response(400, str(e).strip("'\""))
+        except ContextSieveError as e:
+            return error_response(500, str(e))
+        except Exception as e:  # noqa: BLE001 - the page gets a message, the console one line
+            print(f"contextsieve inspect: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            return error_response(500, f"internal error ({type(e).__name__}); see the server's console")
+        return JSONResponse(result, headers=_HEADERS)
+
+    return endpoint
+
+
+def _asset(body: bytes, media_type: str) -> Any:
+    """An endpoint answering one of the page's static files."""
+    from starlette.responses import Response
+
+    async def get(request: Any) -> Any:
+        return Response(body, media_type=media_type, headers=_HEADERS)
+
+    return get
+
+
+async def _no_icon(request: Any) -> Any:
+    from starlette.responses import Response
+
+    return Response(status_code=204, headers=_HEADERS)
+
+
+async def _http_error(request: Any, exc: Exception) -> Any:
+    """Starlette's own errors (404, 405) as the page's JSON errors."""
+    status = getattr(exc, "status_code", 500)
+    words = {404: "no such page", 405: "method not allowed"}
+    response = error_response(status, words.get(status, getattr(exc, "detail", "") or "error"))
+    response.headers.update(getattr(exc, "headers", None) or {})  # Allow, for a 405
+    return response
+
+
+def _local_only(app: Any) -> Any:
+    """``app`` behind the host and origin check (:func:`_refused`: 403)."""
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         why = _refused(scope) if scope["type"] == "http" else None
         if why is not None:
-            await error(403, why)(scope, receive, send)
+            await error_response(403, why)(scope, receive, send)
             return
         await app(scope, receive, send)
 
     return guarded
+
+
+def build_app(inspector: Inspector, *, max_body_bytes: int = MAX_BODY_BYTES, body_seconds: float = 30.0) -> Any:
+    """The page's ASGI application (Starlette): :class:`PageEndpoints` and the static files. Requests
+    must name 127.0.0.1 or localhost as their host and, when they carry an ``Origin``, come from the
+    page itself (403 otherwise: no other web site can read or drive it, also not through DNS
+    rebinding); POST bodies must be ``application/json`` (415), at most ``max_body_bytes`` (413) and
+    arrive within ``body_seconds`` (408)."""
+    _require_stack()
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Route
+
+    api = PageEndpoints(inspector, max_body_bytes, body_seconds)
+    files = [("/", "index.html", "text/html"), ("/inspect.js", "inspect.js", "text/javascript")]
+    files.append(("/inspect.css", "inspect.css", "text/css"))
+    routes = [Route(path, _asset(page_file(f), f"{kind}; charset=utf-8"), methods=["GET"]) for path, f, kind in files]
+    routes.append(Route("/favicon.ico", _no_icon, methods=["GET"]))
+    for path, fn, method in (
+        ("/api/info", api.info, "GET"),
+        ("/api/turns", api.turns, "GET"),
+        ("/api/select", api.select, "POST"),
+        ("/api/reset", api.reset, "POST"),
+    ):
+        routes.append(Route(path, json_endpoint(fn), methods=[method]))
+    return _local_only(Starlette(routes=routes, exception_handlers={HTTPException: _http_error}))
 
 
 def _refused(scope: dict[str, Any]) -> str | None:
