@@ -234,6 +234,7 @@ class LlmSettings:
 #: The names of :class:`LlmSettings`' fields: :meth:`AgentSettings.with_overrides` (and so sessions and
 #: requests) takes them by these names and sets them in ``llm``.
 LLM_SETTINGS = tuple(f.name for f in dataclasses.fields(LlmSettings))
+_LLM_NAMES = frozenset(LLM_SETTINGS)
 
 
 class SettingsOverrides(TypedDict, total=False):
@@ -424,8 +425,8 @@ class AgentSettings:
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentSettings:
         """An LLM setting given to the constructor (``AgentSettings(temperature=0.2)``) is an error naming
         its place: ``AgentSettings(llm=LlmSettings(temperature=0.2))``."""
-        moved = [k for k in kwargs if k in LLM_SETTINGS]
-        if moved:
+        if not _LLM_NAMES.isdisjoint(kwargs):  # a set test: replace() passes every field on each copy
+            moved = [k for k in kwargs if k in _LLM_NAMES]
             raise InputError(
                 f"AgentSettings({moved[0]}=...): the LLM settings {', '.join(LLM_SETTINGS)} are in llm: write "
                 f"AgentSettings(llm=LlmSettings({moved[0]}=...)) or settings.with_overrides({moved[0]}=...)"

@@ -14,7 +14,7 @@ from contextsieve.cli.agent_commands import is_example, load_engine
 from contextsieve.errors import InputError
 
 if TYPE_CHECKING:
-    from contextsieve.mcp_server.http_transport import Transport
+    from contextsieve.mcp_server.http_transport import TransportConfig
 
 __all__ = ["LOG_LEVELS", "serve", "gateway", "inspect_page"]
 
@@ -126,14 +126,14 @@ def gateway(args: argparse.Namespace) -> None:
     )
 
 
-def _transport(args: argparse.Namespace, token: str | None) -> Transport:
+def _transport(args: argparse.Namespace, token: str | None) -> TransportConfig:
     """The transport ``serve`` and ``gateway`` were given (``--transport``, ``--host``, ``--port``,
     ``--allow-unauthenticated``; ``token``: read from ``--token-env``); a host it refuses is a usage
     error (exit code 2)."""
-    from contextsieve.mcp_server.http_transport import Transport
+    from contextsieve.mcp_server.http_transport import TransportConfig
 
     try:
-        return Transport(
+        return TransportConfig(
             kind=args.transport,
             host=args.host,
             port=args.port,

@@ -57,7 +57,7 @@ from contextsieve.mcp_client.stdio_child import end_child_groups
 from contextsieve.mcp_server.common import HISTORY_TURNS, ServeConfig, Warmup
 from contextsieve.mcp_server.connections import connection_scope, connection_state
 from contextsieve.mcp_server.gateway_state import Conversation, Gateway
-from contextsieve.mcp_server.http_transport import Transport
+from contextsieve.mcp_server.http_transport import TransportConfig
 from contextsieve.mcp_server.tool_surface import error_result, json_result, mcp_tool
 from contextsieve.session.agent_tools import SEARCH_TOOLS, SELECT_CONTEXT, SET_TASK, AgentTool, ContextScope
 from contextsieve.session.assembly import tool_definition
@@ -392,10 +392,10 @@ def run_gateway(
     listing: ListConfig = ListConfig(),
     config: ServeConfig = ServeConfig(),
     warmup: Warmup | None = None,
-    transport: Transport = Transport(),
+    transport: TransportConfig = TransportConfig(),
 ) -> None:
-    """Serve the gateway until the host disconnects (stdio, the default :class:`Transport`) or until
-    interrupted (``Transport(kind="http", ...)``: streamable HTTP at ``http://host:port/mcp``, as
+    """Serve the gateway until the host disconnects (stdio, the default :class:`TransportConfig`) or until
+    interrupted (``TransportConfig(kind="http", ...)``: streamable HTTP at ``http://host:port/mcp``, as
     :func:`contextsieve.mcp_server.server.serve` serves, for many hosts at once: each conversation has its
     own offer). The downstream servers end with the gateway: when the host disconnects, and on SIGTERM or
     SIGHUP (their process groups are ended, then the gateway dies of the signal). The transport starts at

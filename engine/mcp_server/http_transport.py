@@ -2,7 +2,7 @@
 and time limits, a body that is not one MCP message refused as stdio refuses it), uvicorn's h11 protocol
 with a deadline on request headers, the check that a host other machines can reach has a token, binding
 the listening sockets before anything is announced, and serving a built server over them; and
-:class:`Transport`, how ``serve`` and the gateway reach their hosts (stdio or HTTP)."""
+:class:`TransportConfig`, how ``serve`` and the gateway reach their hosts (stdio or HTTP)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from contextsieve.errors import ContextSieveError, InputError, brief
 from contextsieve.mcp_server.common import ServeConfig
 
 __all__ = [
-    "Transport",
+    "TransportConfig",
     "guarded_app",
     "header_deadline_protocol",
     "is_loopback",
@@ -226,10 +226,10 @@ def check_exposure(host: str, token: str | None, allow_unauthenticated: bool = F
 
 
 @dataclass(frozen=True, kw_only=True)
-class Transport:
+class TransportConfig:
     """How ``serve`` (:func:`contextsieve.mcp_server.server.serve`) and the gateway
     (:func:`contextsieve.mcp_server.gateway.run_gateway`) reach their hosts. Checked when made: a
-    ``Transport`` that exists can be served.
+    ``TransportConfig`` that exists can be served.
 
     Attributes:
         kind: ``"stdio"`` (default: one host, on this process's stdin and stdout) or ``"http"``

@@ -62,7 +62,7 @@ from contextsieve.mcp_server.common import (
     set_log_level,
 )
 from contextsieve.mcp_server.connections import connection_scope, connection_state
-from contextsieve.mcp_server.http_transport import Transport, bind, serve_http
+from contextsieve.mcp_server.http_transport import TransportConfig, bind, serve_http
 from contextsieve.mcp_server.tool_surface import SESSION_ARGUMENT, error_result, json_result, mcp_tool, unknown_tool
 from contextsieve.session.agent_tools import CONTEXT_TOOLS, AgentTool, ContextScope, context_result
 from contextsieve.session.session import Session
@@ -412,13 +412,13 @@ class ServeHandlers:
 def serve(
     engine: Engine,
     *,
-    transport: Transport = Transport(),
+    transport: TransportConfig = TransportConfig(),
     config: ServeConfig = ServeConfig(),
     stash: StashStore | None = None,
     warmup: Warmup | None = None,
 ) -> None:
-    """Run the server until interrupted: over stdio (the default :class:`Transport`), or streamable HTTP
-    at ``http://host:port/mcp`` (``Transport(kind="http", ...)``).
+    """Run the server until interrupted: over stdio (the default :class:`TransportConfig`), or streamable HTTP
+    at ``http://host:port/mcp`` (``TransportConfig(kind="http", ...)``).
 
     The transport starts at once: right before it, ``warmup`` (default: a :class:`Warmup` of
     ``engine`` that loads the model) starts in a background thread, and the calls that need it wait
@@ -429,7 +429,7 @@ def serve(
     ``port=0``: a free port), then the server starts, and only once it serves is one line written to
     stderr: ``contextsieve: serving MCP (streamable HTTP) at http://HOST:PORT/mcp`` (the port bound). A
     ``host`` that is not loopback needs a ``token`` (or ``allow_unauthenticated=True``: checked when the
-    :class:`Transport` is made). Logging is left as the process configured it (the CLI logs warnings
+    :class:`TransportConfig` is made). Logging is left as the process configured it (the CLI logs warnings
     and above to stderr; ``--log-level``).
 
     Raises:

@@ -227,7 +227,7 @@ def cut(
     # The include score is a similarity threshold: a keyword term changes the ranking, not what clears it.
     high = [s for s in grouped if s.sim >= include_score]
     other = [s for s in grouped if s.sim < include_score]
-    base = ratio_base(ranked, examples, keyword_role)
+    base = ratio_base(ranked, examples, keyword_role, grouped)
     if min_ratio is not None and grouped and base > 0:
         floor = min_ratio * base
         other = [s for s in other if s.score >= floor]
@@ -275,24 +275,32 @@ def weak_evidence(s: Selected, min_score: float) -> bool:
     return s.sim < 2 * min_score and s.keyword_score < FILL_KEYWORD
 
 
-def ratio_base(ranked: Ranked, examples: np.ndarray | None, keyword_role: KeywordRole = "rerank") -> float:
+def ratio_base(
+    ranked: Ranked,
+    examples: np.ndarray | None,
+    keyword_role: KeywordRole = "rerank",
+    grouped: list[Selected] | None = None,
+) -> float:
     """What ``min_ratio`` in :func:`cut` is relative to: the best ranking score of a top chunk that is an
     item's own text, not a recorded example (``examples``: bool per chunk row), among the chunks
     :func:`cut` groups (similarity above 0, or a keyword match with ``keyword_role="add"``). A tool
     found through an example still sets the base with its own text when that ranks among the top
     chunks, so an example's score never lowers the floor for the others. The best chunk's score when
-    every one is an example; 0 when none is grouped."""
-    hits = ranked.hits
-    kw = ranked.keyword if keyword_role == "add" else None
-    first: float | None = None
-    for i, (row, score, sim) in enumerate(zip(hits.idx.tolist(), hits.scores.tolist(), ranked.sims.tolist())):
-        if sim <= 0 and (kw is None or kw[i] <= 0):
-            continue
-        if examples is None or not examples[row]:
-            return float(score)
-        if first is None:
-            first = float(score)
-    return 0.0 if first is None else first
+    every one is an example; 0 when none is grouped. ``grouped``: :func:`cut`'s grouped items, when
+    known (without an example among the top chunks the base is the best of them)."""
+    if grouped is not None and (examples is None or not examples[ranked.hits.idx].any()):
+        return grouped[0].score if grouped else 0.0
+    kept = ranked.sims > 0
+    if keyword_role == "add" and ranked.keyword is not None:
+        kept |= ranked.keyword > 0
+    scores = ranked.hits.scores[kept]
+    if scores.size == 0:
+        return 0.0
+    if examples is not None:
+        own = scores[~examples[ranked.hits.idx[kept]]]
+        if own.size:
+            return float(own[0])
+    return float(scores[0])
 
 
 def names_nothing(grouped: list[Selected], words: tuple[str, ...] | None) -> tuple[bool, bool]:

@@ -280,7 +280,23 @@ def search(
         query = query.embedded(store.embed_query(list(query.chunks)), getattr(store.embedder, "model_id", None))
     with store.lock:  # one consistent view of the chunks from sync to the last read
         store.sync(table.items, server_descriptions=server_descriptions, version=table.shape)
-        return _Pass.over(store, table, query, settings, not_example).run(allowed, settings)
+        domains = _domains(table, allowed, settings)
+        return _Pass.over(store, table, query, domains, not_example).run(domains)
+
+
+#: A domain of a search: its name, the items it may choose (a bool per item) and its settings.
+_Domain = tuple[str, np.ndarray, AgentSettings]
+
+
+def _domains(table: ItemTable, allowed: np.ndarray, settings: AgentSettings) -> list[_Domain]:
+    """The domains ``settings`` search ``allowed`` in: rules + references and tools apart (``tool_domain``
+    ``own`` or ``tool_settings``), else all together."""
+    if settings.own_tool_domain:
+        return [
+            ("rules+references", allowed & ~table.tool, settings),
+            ("tools", allowed & table.tool, settings.for_tools()),
+        ]
+    return [("all", allowed, settings)]
 
 
 @dataclass
@@ -299,16 +315,15 @@ class _Pass:
 
     @classmethod
     def over(
-        cls, store: ChunkStore, table: ItemTable, query: Query, settings: AgentSettings, not_example: str | None
+        cls, store: ChunkStore, table: ItemTable, query: Query, domains: list[_Domain], not_example: str | None
     ) -> _Pass:
-        """The pass of ``query`` over the synced ``store`` (with keyword scores when a domain of
-        ``settings`` weighs them)."""
+        """The pass of ``query`` over the synced ``store`` (with keyword scores when one of ``domains``
+        weighs them)."""
         chunks, owner = store.matrix(table.keys)
-        domains = (settings, settings.for_tools()) if settings.own_tool_domain else (settings,)
-        keywords = chunks.shape[0] > 0 and any(ds.keyword_weight > 0 for ds in domains)
         indexed = store.search_index(table.keys)
         named = keyword_query(query.chunks)
         words = tuple(tokenize(named))
+        keywords = chunks.shape[0] > 0 and any(ds.keyword_weight > 0 for _, _, ds in domains)
         keyword = store.keyword_index(table.keys).scores(named) if keywords else None
         return cls(store, table, query, chunks, owner, indexed, words, keyword, not_example)
 
@@ -317,18 +332,11 @@ class _Pass:
         assert self.query.vectors is not None  # search embedded it
         return self.query.vectors
 
-    def run(self, allowed: np.ndarray, settings: AgentSettings) -> tuple[list[ContextEntry], SearchTrace]:
-        """The entries chosen among ``allowed`` with ``settings`` (per domain), and the trace."""
+    def run(self, domains: list[_Domain]) -> tuple[list[ContextEntry], SearchTrace]:
+        """The entries chosen in each of ``domains`` (:func:`_domains`), and the trace."""
         trace = SearchTrace(self.query.chunks, self.table.keys, self.chunks, self.owner, self.vectors)
         if self.chunks.shape[0] == 0:
             return [], trace
-        if settings.own_tool_domain:
-            domains = [
-                ("rules+references", allowed & ~self.table.tool, settings),
-                ("tools", allowed & self.table.tool, settings.for_tools()),
-            ]
-        else:
-            domains = [("all", allowed, settings)]
         for name, mask, ds in domains:
             if mask.any():  # e.g. an agent of tools only: the other domain has nothing to choose
                 trace.domains.append(self.domain(name, mask, ds))
@@ -418,7 +426,7 @@ class _Pass:
         grouped, found = cut(ranked, self.owner, rule, words=self.words, examples=examples)
         path: Literal["exact", "hnsw"] = "hnsw" if rows is not None else "exact"
         d = DomainTrace(name, ds, mask, exclude, keyword, path, ranked, grouped, found)
-        d.ratio_base = ratio_base(ranked, examples, ds.keyword_role)
+        d.ratio_base = ratio_base(ranked, examples, ds.keyword_role, grouped)
         d.boost, d.outcome, d.history = boost, outcome, history
         d.words, d.n_queries, d.queries = self.words, n_queries, moved
         if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:

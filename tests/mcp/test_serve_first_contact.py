@@ -213,9 +213,9 @@ def test_a_host_other_machines_can_reach_is_refused_without_a_token(model_cache:
 
 def test_a_transport_is_checked_when_made_and_keeps_its_token_out_of_its_repr() -> None:
     from contextsieve.errors import InputError
-    from contextsieve.mcp_server.http_transport import Transport
+    from contextsieve.mcp_server.http_transport import TransportConfig
 
-    default = Transport()
+    default = TransportConfig()
     assert (default.kind, default.host, default.port, default.token, default.allow_unauthenticated) == (
         "stdio",
         "127.0.0.1",
@@ -224,12 +224,12 @@ def test_a_transport_is_checked_when_made_and_keeps_its_token_out_of_its_repr() 
         False,
     )
     with pytest.raises(InputError, match="transport must be 'stdio' or 'http', got 'tcp'"):
-        Transport(kind="tcp")
+        TransportConfig(kind="tcp")
     with pytest.raises(InputError, match="is reachable from other machines and no token is set"):
-        Transport(kind="http", host="0.0.0.0")
-    Transport(kind="stdio", host="0.0.0.0")  # stdio listens nowhere: the host is not checked
-    Transport(kind="http", host="0.0.0.0", allow_unauthenticated=True)
-    assert "s3cret" not in repr(Transport(kind="http", host="0.0.0.0", token="s3cret"))
+        TransportConfig(kind="http", host="0.0.0.0")
+    TransportConfig(kind="stdio", host="0.0.0.0")  # stdio listens nowhere: the host is not checked
+    TransportConfig(kind="http", host="0.0.0.0", allow_unauthenticated=True)
+    assert "s3cret" not in repr(TransportConfig(kind="http", host="0.0.0.0", token="s3cret"))
 
 
 # -- requests that are not one MCP message: the same answer on both transports ---------------------------
