@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contextsieve.errors import InputError
-from contextsieve.retrieval.text import split_query
+from contextsieve.retrieval.text import query_chunks, split_query
 
 __all__ = ["Query", "capped"]
 
@@ -35,6 +35,10 @@ class Query:
         vectors: one unit row per chunk (float32 ``[len(chunks), dim]``); ``None`` until embedded (and
             for a request that searches nothing).
         model_id: the model that made ``vectors`` (``None``: not embedded, or an embedder without an id).
+        complete: whether the sentences are all of the text's, as
+            :func:`~contextsieve.retrieval.text.query_chunks` gives them (no cap cut one, no caller
+            chose them): only then may another search (the stash's) take them and their vectors as the
+            text's own.
     """
 
     text: str
@@ -43,6 +47,7 @@ class Query:
     cap_note: str = ""
     vectors: np.ndarray | None = field(default=None, compare=False, repr=False)
     model_id: str | None = None
+    complete: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_sentences <= len(self.chunks):
@@ -62,25 +67,20 @@ class Query:
             return cls(text, tuple(chunks), n)
         sentences, note = capped(chunks[:n], cap)
         if note:
-            return cls(text, tuple(sentences), len(sentences), note)
+            return cls(text, tuple(sentences), len(sentences), note, complete=False)
         return cls(text, tuple(sentences + chunks[n:][:cap]), n)
 
     @classmethod
     def of_texts(cls, text: str, chunks: Sequence[str]) -> Query:
         """A query of ``chunks`` given as they are, all of them sentences (a tool search, a tool
-        result's pieces)."""
-        return cls(text, tuple(chunks), len(chunks))
+        result's pieces); :attr:`complete` only when they are ``query_chunks(text)``."""
+        chunks = tuple(chunks)
+        return cls(text, chunks, len(chunks), complete=list(chunks) == query_chunks(text))
 
     @property
     def sentences(self) -> tuple[str, ...]:
         """The sentences searched (the first :attr:`n_sentences` chunks)."""
         return self.chunks[: self.n_sentences]
-
-    @property
-    def whole(self) -> bool:
-        """Whether :attr:`sentences` are all of the message's sentences (no cap left one out): then
-        they are what :func:`~contextsieve.retrieval.text.query_chunks` of :attr:`text` gives."""
-        return not self.cap_note
 
     def sentence_vectors(self) -> np.ndarray | None:
         """The vectors of :attr:`sentences` (``None`` before the query is embedded)."""

@@ -279,7 +279,7 @@ def _key(item: str) -> ItemKey:
 
 def _explain(scope: ContextScope, a: dict[str, Any]) -> dict[str, Any]:
     item: ItemKey | str = a["item"] if a["item"].startswith("stash:") else _key(a["item"])
-    ex = scope.session.explain(a["message"], item)
+    ex = scope.session.explain(a["message"], item, new_task=True)  # as select_context builds it: a task's first
     return {**ex.__dict__, "text": str(ex)}
 
 

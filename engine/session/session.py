@@ -348,18 +348,21 @@ class Session:
         return requests.expand_from(self.store, self.agent, mask, self.settings, text, max_chunks)
 
     @_locked
-    def explain(self, message: str, key: ItemKey | str) -> Explanation:
+    def explain(self, message: str, key: ItemKey | str, *, new_task: bool = False) -> Explanation:
         """Why ``key`` is or is not in the request for ``message`` (the session is left unchanged): the
         request is built once and its search trace read (item scores per query sentence, the rank of
         its best chunk against the top-K chunk cut, its rank among the grouped items against the
         include score and top-N, promotion, expansion, token-budget drops).
 
-        ``key`` may also be ``stash:<segment id>``: why a stashed segment is or is not brought back."""
+        ``key`` may also be ``stash:<segment id>``: why a stashed segment is or is not brought back.
+        ``new_task``: explain the request as a task's first (as after :meth:`new_task`, what MCP's
+        ``select_context`` builds for each user message); default ``False``: as the session's next
+        request (a step of its task when a reply was recorded since)."""
         if isinstance(key, str) and key.startswith("stash:"):
             return self._explain_stashed(message, key[len("stash:") :])
         item = self.agent.get(key)
         saved, notes, turn, task = dict(self._items.modes), list(self._stash.notes), self._turn_start, self._task
-        self._task = task.copy()
+        self._task = TaskState() if new_task else task.copy()
         try:
             request = self.build_request(message)
             in_session = self._items.modes.get(item.key)

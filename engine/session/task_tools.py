@@ -89,7 +89,8 @@ class TaskState:
         """Note the tools the model called after a request of this task for ``message`` (one of its
         requests' messages; calls after another message are not this task's)."""
         if message is not None and message in (self.message, self.last):
-            self.called += [k for k in keys if k not in self.called]
+            latest = list(dict.fromkeys(keys))  # a tool called again moves to the end: the latest is last
+            self.called = [k for k in self.called if k not in latest] + latest
 
     def note(self, message: str, entries: tuple[ContextEntry, ...] | list[ContextEntry]) -> None:
         """Record a request of this task: its message (the first one is the task's) and its tools."""

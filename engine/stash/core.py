@@ -170,8 +170,8 @@ class StashCore:
         if isinstance(query, Query):
             n, own, model = query.n_sentences, query.vectors, query.model_id
             same = model is not None and model_family(model) == model_family(self.model_id)
-            if given is None and own is not None and not query.cap_note and n and same:
-                try:  # its sentences are the query's chunks: query_chunks(query.text) (no cap cut them)
+            if given is None and own is not None and query.complete and n and same:
+                try:  # its sentences are query_chunks(query.text)
                     return checked_vectors(np.asarray(own[:n]), n)
                 except EmbedderOutputError as e:
                     raise InputError(f"the query's vectors: {e}") from e

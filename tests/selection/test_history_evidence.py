@@ -237,3 +237,12 @@ def test_a_step_seeds_companions_with_the_tool_its_task_called_last() -> None:
     # the same words as a task of its own: no tool was called in it, nothing follows
     s.new_task()
     assert [e for e in s.build_request(EXAMPLE).context.entries if e.via == "companion"] == []
+
+
+def test_a_tool_called_again_is_the_tasks_latest_call() -> None:
+    s = session(task_tools=0)
+    first = s.build_request("restart the web service and mail the team")
+    s.record_reply(first, "")
+    for tool in (RESTART, SEND, RESTART):
+        s.record_tool_calls(first.message, [tool])
+    assert s._task.called == [SEND, RESTART]  # companions of the next step start from RESTART

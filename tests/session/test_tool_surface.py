@@ -223,3 +223,29 @@ def test_serve_takes_each_select_context_call_as_a_user_message_of_its_own(serve
         stash.close()
     assert len(offers[0]) > 5  # more than a step's base of 5 (tool_base_n)
     assert offers[1] == offers[0] and offers[2] == offers[0]
+
+
+def test_serve_explains_the_request_select_context_returned(served: Any) -> None:
+    """``explain`` builds the request as ``select_context`` does (a task's first), so every tool it
+    returned is explained as included, on a session's later calls too."""
+    engine, stash = served
+    message = "Search the web for the latest release notes and save them to a file."
+
+    async def main() -> list[tuple[str, bool]]:
+        async with Client(build_server(engine, stash=stash)) as c:
+            first = result(await c.call_tool("select_context", {"message": message}))
+            again = result(await c.call_tool("select_context", {"message": message, "session": first["session"]}))
+            out = []
+            for item in [i for i in again["items"] if i["type"] == "tool"]:
+                key = f"tool:{item['serverName']}:{item['name']}"
+                ex = result(
+                    await c.call_tool("explain", {"message": message, "item": key, "session": first["session"]})
+                )
+                out.append((key, ex["included"]))
+            return out
+
+    try:
+        explained = anyio.run(main)
+    finally:
+        stash.close()
+    assert len(explained) > 5 and all(included for _, included in explained), explained
