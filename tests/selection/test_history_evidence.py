@@ -5,8 +5,6 @@ reference of weak evidence does not fill a small agent's places."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -15,10 +13,10 @@ from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import Hits
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.ranking import FILL_KEYWORD, CutRule, Ranked, Selected, ratio_base
-from contextsieve.selection.ranking import cut as cut_by_rule
+from contextsieve.selection.ranking import FILL_KEYWORD, Ranked, ratio_base
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
+from tests.helpers.ranking import cut
 
 G = IncludeMode.AGENT
 TOOLS = [
@@ -32,18 +30,6 @@ TOOLS = [
 SEND = ItemKey(ItemKind.TOOL, "send_mail", "mail")
 RESTART = ItemKey(ItemKind.TOOL, "restart_service", "ops")
 EXAMPLE = "quokka lemur narwhal ocelot tapir"  # no tool's words: only an example can find a tool for it
-
-
-def cut(
-    ranked: Ranked,
-    owner: np.ndarray,
-    *,
-    words: tuple[str, ...] | None = None,
-    examples: np.ndarray | None = None,
-    **rule: Any,
-) -> tuple[list[Selected], list[Selected]]:
-    """:func:`~contextsieve.selection.ranking.cut` with its rule's fields as keywords."""
-    return cut_by_rule(ranked, owner, CutRule(**rule), words=words, examples=examples)
 
 
 def agent() -> Agent:

@@ -3,8 +3,6 @@ multi-step messages, CJK keyword terms, tool documents with their parameters."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -14,21 +12,9 @@ from contextsieve.kernels.scoring import Hits
 from contextsieve.retrieval.bm25 import BM25Index, tokenize
 from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunking import ChunkConfig, chunk_item, schema_text
-from contextsieve.selection.ranking import CutRule, Ranked, Selected
-from contextsieve.selection.ranking import cut as cut_by_rule
+from contextsieve.selection.ranking import Ranked
 from contextsieve.selection.search import keyword_query
-
-
-def cut(
-    ranked: Ranked,
-    owner: np.ndarray,
-    *,
-    words: tuple[str, ...] | None = None,
-    examples: np.ndarray | None = None,
-    **rule: Any,
-) -> tuple[list[Selected], list[Selected]]:
-    """:func:`~contextsieve.selection.ranking.cut` with its rule's fields as keywords."""
-    return cut_by_rule(ranked, owner, CutRule(**rule), words=words, examples=examples)
+from tests.helpers.ranking import cut
 
 
 def test_cjk_runs_become_character_bigrams() -> None:
