@@ -232,3 +232,18 @@ def test_a_tool_called_again_is_the_tasks_latest_call() -> None:
     for tool in (RESTART, SEND, RESTART):
         s.record_tool_calls(first.message, [tool])
     assert s._task.called == [SEND, RESTART]  # companions of the next step start from RESTART
+
+
+def test_a_tool_found_through_its_example_adds_a_place_instead_of_taking_one() -> None:
+    """Items 0 and 1 by their own text, item 2 through its example (row 2): with top_n 2 the example's
+    tool joins them (history adds, HISTORY_EXTRA) instead of pushing item 1 out; cold, top_n holds."""
+    from contextsieve.selection.ranking import HISTORY_EXTRA
+
+    ranked = _ranked([0.9, 0.8, 0.85], [0.9, 0.8, 0.85], [0.0, 0.0, 0.0])
+    items = np.arange(3)
+    examples = np.array([False, False, True])
+    _, cold = cut(ranked, items, top_n=2, include_score=0.95)
+    _, learned = cut(ranked, items, top_n=2, include_score=0.95, examples=examples)
+    assert HISTORY_EXTRA == 1
+    assert [s.item for s in cold] == [0, 2]
+    assert [s.item for s in learned] == [0, 2, 1]  # ranking order; 1 keeps its place
