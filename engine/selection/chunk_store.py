@@ -21,6 +21,7 @@ from contextsieve.errors import InputError
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
+from contextsieve.retrieval.query import Query
 from contextsieve.selection.chunk_plans import chunks_from_plan, example_chunk_text, plan_key, profile_text, schema_of
 from contextsieve.selection.chunk_plans import digest as chunks_digest
 from contextsieve.selection.chunk_vectors import ChunkVectors
@@ -348,6 +349,12 @@ class ChunkStore:
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors (:meth:`ChunkVectors.query`). Safe to call from several threads, without :attr:`lock`."""
         return self.vectors.query(texts)
+
+    def embedded(self, query: Query) -> Query:
+        """``query`` with the vectors of its chunks (:meth:`embed_query`, one model call at most) and this
+        store's model id."""
+        vectors = self.embed_query(list(query.chunks))
+        return query.embedded(vectors, getattr(self.embedder, "model_id", None))
 
     @property
     def embedder(self) -> TextEmbedder:

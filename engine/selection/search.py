@@ -277,7 +277,7 @@ def search(
         nothing = np.zeros((0, 0), dtype=np.float32)
         return [], SearchTrace(query.chunks, order, nothing, np.zeros(0, np.int64), nothing)
     if query.vectors is None:  # outside the store's lock: requests embed in parallel
-        query = query.embedded(store.embed_query(list(query.chunks)), getattr(store.embedder, "model_id", None))
+        query = store.embedded(query)
     with store.lock:  # one consistent view of the chunks from sync to the last read
         store.sync(table.items, server_descriptions=server_descriptions, version=table.shape)
         domains = _domains(table, allowed, settings)

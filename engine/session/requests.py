@@ -144,9 +144,7 @@ class RequestBuilder:
         query = query_of(message, settings, self.agent)
         if not searching or not query.chunks:
             return query
-        return query.embedded(
-            self.store.embed_query(list(query.chunks)), getattr(self.store.embedder, "model_id", None)
-        )
+        return self.store.embedded(query)
 
     def build(
         self,
@@ -324,7 +322,7 @@ def search_tools(store: ChunkStore, agent: Agent, base: AgentSettings, query: st
     )
     q = Query.of_texts(query, query_chunks(query)[: settings.max_query_chunks])
     if q.chunks:  # outside the agent's lock, as requests embed
-        q = q.embedded(store.embed_query(list(q.chunks)), getattr(store.embedder, "model_id", None))
+        q = store.embedded(q)
     with agent.lock:
         table = agent.table()
         allowed = table.tool.copy()
