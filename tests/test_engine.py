@@ -375,8 +375,11 @@ def rep_agent() -> Agent:
 
 def test_min_representation_promotes_the_missing_sentence(store: ChunkStore) -> None:
     q = "alpha gamma. beta epsilon. omega."
-    base = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99).build_request(q)
-    assert [e.key.name for e in base.context.entries] == ["a1", "a2"]  # both from sentence 0
+    base = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99, min_representation_cap=0)
+    assert [e.key.name for e in base.build_request(q).context.entries] == ["a1", "a2"]  # both from sentence 0
+    default = Session(rep_agent(), store, context_top_n=2, context_include_score=0.99).build_request(q).context
+    # by default: the best item of the first sentence without one, when its evidence is not weak
+    assert [(e.key.name, e.query_chunk) for e in default.entries if e.via == "min-representation"] == [("b", 1)]
     s = Session(
         rep_agent(),
         store,

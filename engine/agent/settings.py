@@ -321,8 +321,11 @@ class AgentSettings:
         token_budget: most tokens the request's rules, references and tools may take (``None``: no cap).
             Agent-mode items are dropped, lowest score first, to fit; always/manual items never are.
         min_representation_floor: when set, every query sentence whose best candidate scores at least
-            this much gets an item, even if the max-pooled ranking left it out (default ``None``: off).
-        min_representation_cap: most items added that way per request (default 2).
+            this much gets an item, even if the max-pooled ranking left it out, in every domain (default
+            ``None``: rules and references only, a sentence's best match when its evidence is not weak,
+            one per request; :func:`~contextsieve.selection.ranking.represent_sentences`).
+        min_representation_cap: most items added that way per request (default 2; the default rule adds
+            at most 1; 0 turns both off).
         expansion_depth: passes of context expansion after the query search (default 0: off).
         expansion_threshold: similarity an item needs to be pulled in by a selected item (default 0.75).
         expansion_top_n: most items each pass adds (default 3).

@@ -35,9 +35,9 @@ from contextsieve.selection.chunking import (
     is_example_chunk,
     split_identifier,
 )
+from contextsieve.selection.expansion import RelationGraph
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
 from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
-from contextsieve.selection.ranking import RelationGraph
 
 __all__ = ["ItemChunks", "ChunkStore"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling, RelationPooling
+from contextsieve.choices import KeywordFusion, KeywordRole, QueryPooling
 from contextsieve.kernels.scoring import Hits, query_scores, score_pool_topk
 from contextsieve.kernels.scoring import top_k as top_rows
 from contextsieve.retrieval.bm25 import tokenize
@@ -31,11 +31,8 @@ __all__ = [
     "fuse",
     "item_query_scores",
     "min_representation",
-    "Expanded",
-    "expand",
-    "expansion_scores",
-    "RelationGraph",
-    "graph_expand",
+    "represent_sentences",
+    "SENTENCE_ITEMS",
 ]
 
 
@@ -70,12 +67,16 @@ class Ranked:
         ranking: the ranking score of every chunk (``-inf`` where excluded), when it was computed
             whole (``None`` after the fused kernel or a search limited to some rows).
         keyword: the normalised keyword score of each hit (``None`` without a keyword term).
+        by_query: ``[N, M]`` each scored chunk's similarity to each query chunk (rows as ``ranking``,
+            or the rows a limited search scored, in their order), when the ranking computed it; the
+            search reads it for :func:`represent_sentences` and then drops it (``None``).
     """
 
     hits: Hits
     sims: np.ndarray
     ranking: np.ndarray | None = None
     keyword: np.ndarray | None = None
+    by_query: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def rank_chunks(
         order = np.lexsort((real, -ranking[idx]))
         idx, real, which = idx[order], real[order], which[order]
     hit_kw = None if kw is None or not keyword_weight else np.asarray(kw, dtype=np.float32)[idx]
-    return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None, hit_kw)
+    return Ranked(Hits(real, ranking[idx], which), dense[idx], ranking if rows is None else None, hit_kw, s)
 
 
 def pooled_scores(queries: np.ndarray, chunks: np.ndarray, pooling: QueryPooling) -> tuple[np.ndarray, np.ndarray]:
@@ -417,134 +418,60 @@ def min_representation(
     return out
 
 
-@dataclass(frozen=True)
-class Expanded:
-    """An item pulled in by expansion: its score, best chunk, and the item whose chunk matched it."""
-
-    item: int
-    score: float
-    chunk: int
-    source_item: int
-
-
-def _best_expanded(
-    score: np.ndarray, row: np.ndarray, source: np.ndarray, threshold: float, top_n: int
-) -> list[Expanded]:
-    """Items scoring ``>= threshold``, best first (lower position on ties), at most ``top_n``."""
-    order = np.lexsort((np.arange(score.shape[0]), -score))
-    keep = [int(i) for i in order[:top_n] if score[i] >= threshold]
-    return [Expanded(i, float(score[i]), int(row[i]), int(source[i])) for i in keep]
-
-
-def expansion_scores(
-    chunks: np.ndarray,
-    chunk_item: np.ndarray,
-    seeds: list[int],
-    candidates: np.ndarray,
+def represent_sentences(
+    chosen: list[Selected],
+    scores: np.ndarray,
+    owner: np.ndarray,
+    allowed: np.ndarray,
+    keyword: np.ndarray | None,
     *,
-    chunk_cap: int,
-    priority: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per item: best score of its chunks against the seeds' chunks (at most ``chunk_cap`` each, by
-    ``priority``; ``-inf`` for non-candidates), that chunk's row, and the seed item whose chunk matched."""
-    from contextsieve.kernels.relations import expansion_pass
-    from contextsieve.kernels.scoring import group_max
+    min_score: float,
+    floor_doubled: bool,
+    keywords_count: bool,
+    cap: int,
+    rows: np.ndarray | None = None,
+) -> list[Selected]:
+    """The no-filler rule's counterpart: a query sentence that none of ``chosen`` got its score from
+    gets its best candidate when that candidate's evidence for it is not weak, at most ``cap`` items.
 
-    n = candidates.shape[0]
-    if not seeds or not candidates.any():
-        return np.full(n, -np.inf, np.float32), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    res = expansion_pass(chunks, chunk_item, seeds, cap=chunk_cap, priority=priority, exclude=~candidates[chunk_item])
-    best, row = group_max(res.scores, chunk_item, n)
-    row = np.asarray(row, dtype=np.int64)
-    source = np.where(np.isfinite(best), chunk_item[res.source[np.maximum(row, 0)]], -1)
-    best = np.where(candidates, best, -np.inf).astype(np.float32)
-    return best, row, source.astype(np.int64)
-
-
-def expand(
-    chunks: np.ndarray,
-    chunk_item: np.ndarray,
-    seeds: list[int],
-    candidates: np.ndarray,
-    *,
-    threshold: float,
-    top_n: int,
-    chunk_cap: int,
-    priority: np.ndarray | None = None,
-) -> list[Expanded]:
-    """One expansion pass: the chunks of ``seeds`` (at most ``chunk_cap`` each, by ``priority``) as queries
-    against the chunks of the ``candidates`` items; items scoring ``>= threshold``, best first, at most ``top_n``."""
-    if not seeds or top_n <= 0 or not candidates.any():
-        return []
-    best, row, source = expansion_scores(chunks, chunk_item, seeds, candidates, chunk_cap=chunk_cap, priority=priority)
-    return _best_expanded(best, row, source, threshold, top_n)
-
-
-class RelationGraph:
-    """Item-item similarities above a floor, computed once from the chunk vectors (notes: "relationship
-    graph"), and looked up after the query search instead of (or besides) an expansion pass.
+    Not weak (:func:`weak_evidence`): a similarity to the sentence of at least twice ``min_score``, or a
+    keyword match of at least :data:`FILL_KEYWORD` of the best candidate chunk's (``keyword``: each
+    chunk's normalised keyword score, the item's best counts; ``None``: no keyword term; not counted for
+    small talk, ``keywords_count``), and in either case a similarity of at least ``min_score`` (twice
+    that when ``floor_doubled``, as in :func:`cut`). "How many orders were refunded last month? Write
+    the SQL for it." keeps the rule about database queries for its second sentence, which the first
+    sentence's better scores had pushed past top-N.
 
     Args:
-        chunks: ``[N, D]`` chunk vectors; chunk_item: item position of each chunk; n_items: item count.
-        pooling: ``"mean_embedding"``, ``"best_pair"`` or ``"mean_pairs"`` (see
-            :func:`contextsieve.kernels.relations.item_relations`).
-        floor: smallest similarity kept (lookups with a lower threshold see only pairs above it).
+        scores: ``[N, M]`` each chunk's similarity to each query sentence (a column is read only for a
+            sentence without an item). owner: the item of each chunk. allowed: bool per chunk: the
+            chunks that may be chosen (the domain's candidates). keyword: per chunk, as ``scores``.
+        rows: the chunk row of each of the ``N`` (the rows a limited search scored); default ``None``:
+            the ``N`` are every chunk, in order.
     """
-
-    def __init__(
-        self, chunks: np.ndarray, chunk_item: np.ndarray, n_items: int, *, pooling: RelationPooling, floor: float
-    ) -> None:
-        from contextsieve.kernels.relations import item_relations
-
-        rel = item_relations(chunks, chunk_item, n_items, pooling=pooling, threshold=floor)
-        self.pooling, self.floor, self.n_items = pooling, floor, n_items
-        src = np.concatenate([rel.i, rel.j])
-        dst = np.concatenate([rel.j, rel.i])
-        sim = np.concatenate([rel.sim, rel.sim])
-        order = np.lexsort((dst, src))
-        self._dst, self._sim = dst[order], sim[order]
-        self._start = np.searchsorted(src[order], np.arange(n_items + 1))
-        self.pairs = int(rel.i.shape[0])
-
-    def neighbours(self, item: int) -> tuple[np.ndarray, np.ndarray]:
-        """Related items of ``item`` and their similarities."""
-        a, b = self._start[item], self._start[item + 1]
-        return self._dst[a:b], self._sim[a:b]
-
-    def best(self, seeds: list[int], candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per item, its best similarity to any seed (``-inf`` if none or not a candidate) and that seed."""
-        score = np.full(self.n_items, -np.inf, dtype=np.float32)
-        source = np.full(self.n_items, -1, dtype=np.int64)
-        for s in seeds:
-            nb, sim = self.neighbours(s)
-            better = sim > score[nb]
-            score[nb[better]] = sim[better]
-            source[nb[better]] = s
-        score[~candidates] = -np.inf
-        return score, source
+    represented = {s.query_chunk for s in chosen}
+    taken = np.zeros(int(max(owner.max(initial=-1), *(s.item for s in chosen), -1)) + 1, dtype=bool)
+    taken[[s.item for s in chosen]] = True
+    floor = 2 * min_score if floor_doubled else min_score
+    out: list[Selected] = []
+    for m in range(scores.shape[1]):
+        if len(out) >= cap:
+            break
+        if m in represented or scores.shape[0] == 0:
+            continue
+        col = np.where(allowed & ~taken[owner], scores[:, m], -np.inf)
+        at = int(np.argmax(col))  # the best chunk's item is the best item (an item scores its best chunk)
+        sim, item = float(col[at]), int(owner[at])
+        kw = float(keyword[owner == item].max()) if keyword is not None and keywords_count else 0.0
+        if sim >= floor and (sim >= 2 * min_score or kw >= FILL_KEYWORD):
+            row = at if rows is None else int(rows[at])
+            out.append(Selected(item, sim, row, m, sim, kw > 0, kw))
+            taken[item] = True
+            represented.add(m)
+    return out
 
 
-def graph_expand(
-    graph: RelationGraph,
-    first_chunk: np.ndarray,
-    seeds: list[int],
-    candidates: np.ndarray,
-    *,
-    threshold: float,
-    top_n: int,
-    also: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-) -> list[Expanded]:
-    """Expansion from the relationship graph: candidates related to a seed at ``>= threshold``, best first,
-    at most ``top_n``; an item's chunk is its first one. ``also`` = (score, chunk row, source item) per
-    item from an expansion pass, merged by the higher score (the "hybrid" source)."""
-    if not seeds or top_n <= 0 or not candidates.any():
-        return []
-    score, source = graph.best(seeds, candidates)
-    row = first_chunk.astype(np.int64).copy()
-    if also is not None:
-        a_score, a_row, a_source = also
-        take = a_score > score
-        score = np.where(take, a_score, score)
-        row = np.where(take, a_row, row)
-        source = np.where(take, a_source, source)
-    return _best_expanded(score, row, source, threshold, top_n)
+#: Items :func:`represent_sentences` adds to the rules and references of one request (the default when
+#: ``min_representation_floor`` is unset; ``min_representation_cap`` 0 turns it off): one, so a message
+#: of two requests keeps each one's rule without the offer growing with the sentences.
+SENTENCE_ITEMS = 1

@@ -22,30 +22,30 @@ import numpy as np
 from contextsieve.agent.agent import ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
-from contextsieve.kernels.scoring import score_pool
+from contextsieve.kernels.scoring import query_scores, score_pool
 from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.retrieval.query import Query
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty, server_boost, summed
 from contextsieve.selection.context import ContextEntry
+from contextsieve.selection.expansion import Expanded, expand, expansion_scores, graph_expand
 from contextsieve.selection.indexed_chunks import IndexedChunks
 from contextsieve.selection.ranking import (
     FILL_RATIO,
+    SENTENCE_ITEMS,
     CutRule,
-    Expanded,
     Ranked,
     RankRule,
     Selected,
     cut,
-    expand,
-    expansion_scores,
     fuse,
-    graph_expand,
     item_query_scores,
     min_representation,
+    names_nothing,
     pooled_scores,
     rank_chunks,
     ratio_base,
+    represent_sentences,
 )
 
 __all__ = [
@@ -429,12 +429,56 @@ class _Pass:
         d.ratio_base = ratio_base(ranked, examples, ds.keyword_role, grouped)
         d.boost, d.outcome, d.history = boost, outcome, history
         d.words, d.n_queries, d.queries = self.words, n_queries, moved
-        if ds.min_representation_floor is not None and qvec.shape[0] > 1 and ds.min_representation_cap > 0:
-            per, arg = item_query_scores(qvec, self.chunks, self.owner, mask)
-            d.promoted = min_representation(
-                found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap
-            )
+        if qvec.shape[0] > 1 and ds.min_representation_cap > 0:
+            searched = (exclude, rows, keyword, ranked.by_query)
+            d.promoted = self.represented(found, grouped, mask, qvec, ds, rule, searched)
+        d.ranked = dataclasses.replace(ranked, by_query=None)  # [N, M]: not kept with the trace
         return d
+
+    def represented(
+        self,
+        found: list[Selected],
+        grouped: list[Selected],
+        mask: np.ndarray,
+        qvec: np.ndarray,
+        ds: AgentSettings,
+        rule: CutRule,
+        searched: tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None],
+    ) -> list[Selected]:
+        """The items promoted for query sentences no chosen item represents: ``min_representation_floor``
+        when set; else, with the no-filler rule (rules and references, ``context_min_score`` set), the
+        best candidate of such a sentence when its evidence is not weak
+        (:func:`~contextsieve.selection.ranking.represent_sentences`, at most
+        :data:`~contextsieve.selection.ranking.SENTENCE_ITEMS`). ``searched``: the domain's excluded
+        chunks, the rows an approximate index proposed (``None``: all), the keyword scores and the
+        ranking's per-sentence scores of those rows (``None``: not kept; scored here)."""
+        exclude, rows, keyword, by_query = searched
+        if ds.min_representation_floor is not None:
+            per, arg = item_query_scores(qvec, self.chunks, self.owner, mask)
+            return min_representation(found, per, arg, floor=ds.min_representation_floor, cap=ds.min_representation_cap)
+        if rule.fill_ratio is None or rule.min_score is None:
+            return []
+        missing = sorted(set(range(qvec.shape[0])) - {s.query_chunk for s in found})
+        if not missing:
+            return []  # every sentence has an item: nothing to score
+        if by_query is None:  # the fused kernel ranked without the per-sentence scores: score the missing
+            at = np.arange(self.chunks.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+            by_query = np.full((at.size, qvec.shape[0]), -np.inf, dtype=np.float32)
+            by_query[:, missing] = query_scores(self.chunks[at] if rows is not None else self.chunks, qvec[missing])
+        sub = slice(None) if rows is None else np.asarray(rows, dtype=np.int64)
+        doubled, keywords_count = names_nothing(grouped, self.words)
+        return represent_sentences(
+            found,
+            by_query,
+            self.owner[sub],
+            ~exclude[sub],
+            None if keyword is None else keyword[sub],
+            min_score=rule.min_score,
+            floor_doubled=doubled,
+            keywords_count=keywords_count,
+            cap=min(ds.min_representation_cap, SENTENCE_ITEMS),
+            rows=None if rows is None else np.asarray(rows, dtype=np.int64),
+        )
 
 
 def rocchio(queries: np.ndarray, feedback: np.ndarray, weight: float) -> np.ndarray:

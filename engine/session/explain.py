@@ -188,6 +188,12 @@ def _search_reasons(facts: ItemFacts) -> list[str]:
 def _included_reason(entry: ContextEntry, s: AgentSettings) -> str:
     """Why an item the request holds got in."""
     if entry.via == "min-representation" and entry.query_chunk is not None:
+        if s.min_representation_floor is None:
+            return (
+                f"promoted so that query sentence {entry.query_chunk + 1} is represented: no chosen item "
+                f"scored from it, and this is its best match, with evidence (similarity {entry.score:.3f}, "
+                f"or a keyword match)"
+            )
         return (
             f"promoted so that query sentence {entry.query_chunk + 1} is represented (floor "
             f"{s.min_representation_floor})"

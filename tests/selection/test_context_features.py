@@ -15,7 +15,7 @@ from contextsieve.retrieval.bm25 import tokenize
 from contextsieve.retrieval.text import heading_sections
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunking import ChunkConfig, chunk_item, split_identifier
-from contextsieve.selection.ranking import RelationGraph, graph_expand
+from contextsieve.selection.expansion import RelationGraph, graph_expand
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 

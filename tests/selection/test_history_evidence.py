@@ -1,7 +1,8 @@
 """What history may change in a selection: a recorded example speaks for its tool only for requests
 like itself, it adds tools without narrowing what the request's own words found, a task's steps are
-learned under the task's message and are not steered by what the task itself taught, and a rule or
-reference of weak evidence does not fill a small agent's places."""
+learned under the task's message and are not steered by what the task itself taught, a rule or
+reference of weak evidence does not fill a small agent's places, and a sentence with evidence of its
+own keeps its rule."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import Hits
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.ranking import FILL_KEYWORD, Ranked, ratio_base
+from contextsieve.selection.ranking import FILL_KEYWORD, Ranked, Selected, ratio_base, represent_sentences
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 from tests.helpers.ranking import cut
@@ -143,6 +144,79 @@ def test_the_demo_request_for_a_pull_request_gets_no_refund_or_shipping_rules() 
     assert {"git-hygiene", "code-review"} <= set(rules)
     assert not {"refunds-approval", "shipping-delays"} & set(rules)
     assert "evidence is weak" in str(session.explain(message, "rule:refunds-approval"))
+
+
+def test_a_sentence_with_evidence_of_its_own_keeps_its_item() -> None:
+    # items 0 and 1 (two chunks each) were chosen for sentence 0; sentence 1's best candidate is item 2
+    chosen = [Selected(0, 0.5, 0, 0, 0.5), Selected(1, 0.45, 2, 0, 0.45)]
+    owner = np.array([0, 0, 1, 1, 2, 2, 3, 4])
+
+    def promoted(sim2: float, kw2: float = 0.0, **rule: object) -> list[tuple[int, int, int]]:
+        scores = np.array(
+            [[0.5, 0.1], [0.3, 0.6], [0.45, 0.05], [0.2, 0.0], [0.1, sim2], [0.0, 0.1], [0.05, 0.12], [0.0, 0.11]],
+            dtype=np.float32,
+        )
+        keyword = np.array([0.9, 0.0, 0.2, 0.0, 0.0, kw2, 0.0, 0.0], dtype=np.float32)  # item 2's 2nd chunk
+        args = {"min_score": 0.15, "floor_doubled": False, "keywords_count": True, "cap": 1, **rule}
+        allowed = np.ones(owner.size, dtype=bool)
+        got = represent_sentences(chosen, scores, owner, allowed, keyword, **args)  # type: ignore[arg-type]
+        return [(s.item, s.chunk, s.query_chunk) for s in got]
+
+    assert promoted(0.35) == [(2, 4, 1)]  # a similarity of twice the floor: evidence; a chosen item's 0.6 is not
+    assert promoted(0.25) == []  # weak: under twice the floor, no keyword
+    assert promoted(0.25, FILL_KEYWORD) == [(2, 4, 1)]  # a keyword match of half the best's (any chunk of it)
+    assert promoted(0.25, FILL_KEYWORD, keywords_count=False) == []  # small talk: keywords are no evidence
+    assert promoted(0.25, FILL_KEYWORD, floor_doubled=True) == []  # under the doubled floor
+    assert promoted(0.12, 1.0) == []  # under the floor itself, whatever the keyword
+    assert promoted(0.35, cap=0) == []
+
+
+def test_sentence_representation_matches_a_plain_loop() -> None:
+    """The vectorised pick (the best chunk's item) against a loop over items and their chunks."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n_items, m = int(rng.integers(2, 9)), int(rng.integers(2, 5))
+        owner = np.sort(rng.integers(0, n_items, size=int(rng.integers(n_items, 3 * n_items))))
+        scores = rng.uniform(-0.2, 0.7, size=(owner.size, m)).astype(np.float32)
+        keyword = rng.uniform(0, 1, size=owner.size).astype(np.float32) * (rng.random(owner.size) < 0.4)
+        allowed = rng.random(owner.size) < 0.8
+        chosen = [Selected(int(i), 0.5, 0, int(rng.integers(0, m)), 0.5) for i in rng.choice(owner, 2)]
+        got = represent_sentences(
+            chosen, scores, owner, allowed, keyword, min_score=0.15, floor_doubled=False, keywords_count=True, cap=2
+        )
+        represented, taken, want = {c.query_chunk for c in chosen}, {c.item for c in chosen}, []
+        for q in range(m):
+            if len(want) >= 2 or q in represented:
+                continue
+            free = [r for r in range(owner.size) if allowed[r] and owner[r] not in taken]
+            best = max(((float(scores[r, q]), -r, int(owner[r])) for r in free), default=None)
+            if best is None:
+                break
+            sim, item = best[0], best[2]
+            kw = max(float(keyword[r]) for r in range(owner.size) if owner[r] == item)
+            if sim >= 0.15 and (sim >= 0.3 or kw >= FILL_KEYWORD):
+                want.append((item, q))
+                taken.add(item)
+        assert [(s.item, s.query_chunk) for s in got] == want
+
+
+def test_the_demo_sql_question_keeps_the_database_rule() -> None:
+    """The bundled agent: "... refunded last month? Write the SQL for it." The first sentence's rules and
+    references fill the five places; the second sentence's best rule, sql-safety (0.29, and "sql" in its
+    name), gets a place of its own, and explain says why. Off with ``min_representation_cap=0``."""
+    from contextsieve.agent.agentfile import example_agent_path
+    from contextsieve.engine import Engine
+
+    engine = Engine.from_file(example_agent_path(), history=False)
+    message = "How many orders from Canada were refunded last month? Write the SQL for it."
+    entries = engine.session().build_request(message).context.entries
+    promoted = [(e.key.name, e.query_chunk) for e in entries if e.via == "min-representation"]
+    assert promoted == [("sql-safety", 1)]
+    assert "query sentence 2" in str(engine.session().explain(message, "rule:sql-safety"))
+    off = engine.session(min_representation_cap=0).build_request(message).context.entries
+    assert "sql-safety" not in {e.key.name for e in off}
+    one = engine.session().build_request("How many orders from Canada were refunded last month?").context.entries
+    assert not [e for e in one if e.via == "min-representation"]  # one sentence: nothing to represent
 
 
 def test_a_step_is_learned_under_its_task_message() -> None:
