@@ -10,9 +10,12 @@ kind, ``KEEP_PER_AGENT``, and 100 per tool and kind). Each record's vector is a 
 a task message of the set plus noise (memory and time do not depend on the words), the tools drawn
 from the catalog with a fixed seed.
 
-Each configuration runs in a fresh process (so one's memory does not count in another's): the engine
-is built, the tools embedded, and ``--requests`` requests built from the set's task messages; the
-columns are the resident memory after the requests (MB, ``/proc/self/statm``), its peak
+Each configuration runs in a fresh process (so one's memory does not count in another's): the
+scoring kernels are loaded (``compile_kernels``, as ``contextsieve build`` leaves them: a history
+makes the chunk matrix large enough for the Numba kernels, whose runtime would otherwise count as the
+history's memory), the engine is built, the tools embedded, and ``--requests`` requests built from the
+set's task messages, each embedding its message (the query-vector memo emptied first), as a new
+request does. Columns: the resident memory after the requests (MB, ``/proc/self/statm``), its peak
 (``ru_maxrss``), and the request p50 / p99 (ms). ``history`` minus ``no history`` is what the history
 costs; the goal is under 50 MB and a p50 within 1.5x.
 """
@@ -43,16 +46,17 @@ def _rss_mb() -> float:
 
 
 def _agent(data: Path):  # noqa: ANN202
-    from benchmarks.quality.tool_selection import catalog_agent, load
+    from benchmarks.quality.tool_selection import catalog_agent, load, load_servers
 
     tools, queries = load(data)
-    return catalog_agent(tools, data), [q["query"] for q in queries]
+    return catalog_agent(tools, load_servers(data), data.name), [q["query"] for q in queries]
 
 
-def fill(data: Path, path: Path, records: int) -> None:
-    """Fill the history file at ``path`` with ``records`` examples and as many misses."""
+def fill(data: Path, path: Path, records: int, spread: str = "uniform") -> None:
+    """Fill the history file at ``path`` with ``records`` examples and as many misses, the tools drawn
+    uniformly (``spread="uniform"``: every tool reaches the per-tool cap, the worst case) or by use
+    (``"zipf"``: the k-th most used tool k times less often than the first, as real use is skewed)."""
     from contextsieve import Embedder
-    from contextsieve.agent.items import ItemKind
     from contextsieve.agent.usage import UsageLog
     from contextsieve.models.registry import model_family
 
@@ -60,7 +64,7 @@ def fill(data: Path, path: Path, records: int) -> None:
     emb = Embedder()
     base = emb.embed(messages)
     log = UsageLog(path, model=model_family(emb.model_id))
-    tools = [t.key for t in agent.items if t.key.kind is ItemKind.TOOL]
+    tools = [t.key for t in agent.tools]
     rng = random.Random(0)
     noise = np.random.default_rng(0)
     t = time.perf_counter()
@@ -70,17 +74,29 @@ def fill(data: Path, path: Path, records: int) -> None:
             i = rng.randrange(len(messages))
             vec = base[i] + 0.3 * noise.standard_normal(base.shape[1]).astype(np.float32) / np.sqrt(base.shape[1])
             k = rng.choice((2, 3))
-            keys = rng.sample(tools, k)
+            keys = rng.sample(tools, k) if spread == "uniform" else _zipf(rng, tools, k)
             log.record(agent.name or "", f"{messages[i]} #{kind}{n}", keys, kind, vec / np.linalg.norm(vec))
             n += k
     print(f"# filled {path.name}: {records} examples and misses in {time.perf_counter() - t:.0f} s", flush=True)
+
+
+def _zipf(rng: random.Random, tools: list, k: int) -> list:  # noqa: ANN001
+    weights = [1.0 / (i + 1) for i in range(len(tools))]
+    out: list = []
+    while len(out) < k:
+        t = rng.choices(tools, weights)[0]
+        if t not in out:
+            out.append(t)
+    return out
 
 
 def measure(data: Path, history: str, requests: int) -> dict[str, float]:
     """Build the engine (``history``: a file, or ``"none"``), embed the tools, run the requests."""
     from contextsieve import Embedder
     from contextsieve.engine import Engine
+    from contextsieve.kernels.compiled import compile_kernels
 
+    compile_kernels()  # as `contextsieve build` leaves them: the scoring kernels loaded in both processes
     agent, messages = _agent(data)
     before = _rss_mb()
     engine = Engine(agent, embedder=Embedder(), cache_dir=False, history=False if history == "none" else Path(history))
@@ -89,6 +105,7 @@ def measure(data: Path, history: str, requests: int) -> dict[str, float]:
     lat = []
     for i in range(requests):
         session.new_task()
+        engine.store.clear_query_cache()
         t = time.perf_counter()
         session.build_request(messages[i % len(messages)])
         lat.append(time.perf_counter() - t)
@@ -108,45 +125,59 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DATA / "mcp_live")
     ap.add_argument("--records", type=int, default=25_000)
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--spreads", default="uniform,zipf", help="how the recorded calls spread over the tools")
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
     if args.measure is not None:
         print(json.dumps(measure(args.data, args.measure, args.requests)))
         return
     print(f"# history_memory; {cpu_line()}")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "history.sqlite"
-        fill(args.data, path, args.records)
-        size = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
-        rows = {}
-        for label, where in (("no history", "none"), ("history", str(path))):
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.speed.history_memory",
-                    "--data",
-                    str(args.data),
-                    "--requests",
-                    str(args.requests),
-                    "--measure",
-                    where,
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            rows[label] = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"\nhistory file: {size:.1f} MB on disk ({args.records} examples and {args.records} misses)\n")
+    rows: dict[str, dict[str, float]] = {}
+    sizes: dict[str, float] = {}
+    for spread in args.spreads.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "history.sqlite"
+            fill(args.data, path, args.records, spread)
+            sizes[spread] = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
+            if "no history" not in rows:
+                rows["no history"] = _child(args, "none")
+            rows[f"history, {spread}"] = _child(args, str(path))
+    print(
+        f"\n{args.records} examples and {args.records} misses recorded; the file on disk: "
+        + ", ".join(f"{s} {mb:.1f} MB" for s, mb in sizes.items())
+        + "\n"
+    )
     print("| configuration | examples as chunks | resident MB | peak MB | request p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     for label, r in rows.items():
         print(f"| {label} | {r['examples']:.0f} | {r['rss']:.0f} | {r['peak']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} |")
-    a, b = rows["no history"], rows["history"]
-    print(
-        f"\nthe history costs {b['rss'] - a['rss']:.1f} MB resident ({b['peak'] - a['peak']:.1f} MB peak) and "
-        f"{b['p50'] / a['p50']:.2f}x the request p50"
+    a = rows["no history"]
+    for label, b in rows.items():
+        if label != "no history":
+            print(
+                f"\n{label}: the history costs {b['rss'] - a['rss']:.1f} MB resident ({b['peak'] - a['peak']:.1f} MB "
+                f"peak) and {b['p50'] / a['p50']:.2f}x the request p50"
+            )
+
+
+def _child(args: argparse.Namespace, where: str) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.speed.history_memory",
+            "--data",
+            str(args.data),
+            "--requests",
+            str(args.requests),
+            "--measure",
+            where,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

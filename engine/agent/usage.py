@@ -27,7 +27,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,8 @@ from contextsieve.retrieval.cache import connect_wal, text_key
 __all__ = [
     "UsageLog",
     "Example",
+    "UnitVectors",
+    "unit_vector",
     "example_hash",
     "Relations",
     "relations",
@@ -58,19 +60,21 @@ MAX_EXAMPLE_CHARS = 2000
 #: Records kept per tool and kind (default 100; the oldest go first). The chunk store reads the newest
 #: ``ChunkConfig.max_examples`` of them.
 KEEP_PER_TOOL = 100
-#: Records kept per agent and kind (default 25,000; the oldest go first): a 500-tool agent's year of
-#: history at 384 dimensions holds at most about 20 MB of vectors on disk.
+#: Records kept per agent and kind (default 25,000; the oldest go first): a busy year of a 500-tool agent
+#: (``python -m benchmarks.speed.history_memory``: 44-59 MB on disk for both kinds at the caps).
 KEEP_PER_AGENT = 25_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Example:
     """One recorded request of a tool.
 
     Attributes:
         hash: the SHA-256 of the request as kept (its identity in the log).
         text: the request (``None``: kept as a vector only, the default).
-        vector: its unit vector (float32; ``None``: none of the log's model is kept: embed ``text``).
+        vector: its vector (``None``: none of the log's model is kept: embed ``text``): as a file keeps
+            it (float16; :func:`unit_vector` makes it a unit float32 vector), or the unit float32 vector
+            recorded in memory.
         at: when it was recorded last (seconds since the epoch).
     """
 
@@ -284,19 +288,27 @@ class UsageLog:
                         out[k] = list(kept.values())
         else:
             with self._guard() as db:
-                rows = (
+                rows = (  # the newest per_tool usable records of each tool only: not the whole year at once
                     db.execute(
-                        f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ?", (agent,)
+                        "SELECT server, tool, hash, message, at, vector, model FROM (SELECT *, row_number() OVER "
+                        "(PARTITION BY server, tool ORDER BY at DESC, hash) AS n "
+                        f"FROM {kind} WHERE agent = ? AND (message IS NOT NULL OR (vector IS NOT NULL AND model = ?))) "
+                        "WHERE n <= ?",
+                        (agent, self.model, per_tool),
                     ).fetchall()
                     if db is not None
                     else []
                 )
+            seen: dict[bytes, np.ndarray | None] = {}  # a request recorded for several tools: one vector
+            names: dict[str, str] = {}  # and one copy of its hash
             for server, tool, h, message, at, blob, model in rows:
-                vec = _vector(blob) if blob is not None and model == self.model else None
+                vec = None
+                if blob is not None and model == self.model:
+                    vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob))
                 if vec is None and message is None:
                     continue  # a vector of another model, and no text to embed again
                 key = ItemKey(ItemKind.TOOL, str(tool), str(server))
-                out.setdefault(key, []).append(Example(str(h), message, vec, float(at)))
+                out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
         return {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
@@ -384,9 +396,39 @@ def _unit(vector: np.ndarray) -> np.ndarray:
 
 
 def _vector(blob: bytes) -> np.ndarray | None:
-    v = np.frombuffer(blob, dtype="<f2").astype(np.float32)
-    norm = float(np.linalg.norm(v)) if v.size else 0.0
-    return v / norm if norm > 0 and np.isfinite(v).all() else None
+    """The vector a record keeps, as kept (float16, a view of ``blob``: half the memory of float32);
+    ``None`` when it is empty, not finite or zero. :func:`unit_vector` makes the unit vector of it."""
+    v = np.frombuffer(blob, dtype="<f2")
+    if not v.size or not np.isfinite(v).all():
+        return None
+    return v if float(np.linalg.norm(v.astype(np.float32))) > 0 else None
+
+
+def unit_vector(vector: np.ndarray) -> np.ndarray:
+    """``vector`` as float32 divided by its norm (an :attr:`Example.vector` as a chunk vector)."""
+    v = np.asarray(vector).astype(np.float32)
+    return v / float(np.linalg.norm(v))
+
+
+class UnitVectors(Mapping[str, np.ndarray]):
+    """Recorded requests' vectors by their chunk text, kept as the log holds them (float16) and made unit
+    float32 vectors when read: a year of history keeps half the memory."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self._vectors = vectors
+
+    def __getitem__(self, text: str) -> np.ndarray:
+        v = self._vectors[text]
+        return v if v.dtype == np.float32 else unit_vector(v)  # recorded in memory: a unit vector already
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._vectors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._vectors)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
 
 
 def _trim(kept: dict[str, Example]) -> None:

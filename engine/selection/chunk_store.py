@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.agent.items import Item, ItemKey, Tool
-from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
+from contextsieve.agent.usage import Example, Relations, UnitVectors, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import InputError
 from contextsieve.retrieval.cache import EmbeddingCache
@@ -90,7 +90,9 @@ class ChunkStore:
         self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
         self._kept: dict[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
-        self._miss_vectors: tuple[object, np.ndarray, np.ndarray] | None = None  # (order, vectors, owner)
+        self._miss_vectors: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = (
+            None  # order, vectors, which, owner
+        )
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
@@ -109,6 +111,7 @@ class ChunkStore:
         )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._example_rows: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, mask, hashes)
+        self._example_requests: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
         self._stale: set[ItemKey] = set()  # tools whose examples changed since the last sync
         self._several = False  # whether the last sync's tools came from two servers or more
@@ -242,14 +245,15 @@ class ChunkStore:
     def _read_examples(self) -> None:
         self.examples = self.usage().records(self.usage_scope, self.config.max_examples)
         self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses")
-        self._kept = {
+        raw = {
             example_chunk_text(e): e.vector
             for kept in (self.examples, self.misses)
             for v in kept.values()
             for e in v
             if e.vector is not None
         }
-        dims = {v.shape[0] for v in self._kept.values()}
+        dims = {v.shape[0] for v in raw.values()}
+        self._kept = UnitVectors(raw)
         if len(dims) > 1:  # vectors of one model family have one length: the log is damaged
             raise InputError(f"the usage log holds vectors of {len(dims)} different lengths for one model")
 
@@ -294,25 +298,32 @@ class ChunkStore:
             self._reload()
             return n
 
-    def miss_vectors(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
-        """The recorded misses of the tools in ``order`` as unit vectors (one row per miss, from the
-        embedding cache where present) and the position in ``order`` of each row's tool."""
+    def miss_vectors(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The recorded misses of the tools in ``order``: each request's unit vector once (``[U, D]``; a
+        request offered several tools that were not called is one row, from the embedding cache where
+        present), and per miss the row of its request and the position in ``order`` of its tool."""
         if not self._examples_loaded:
             self._load_examples()
         if not self.misses:  # the common case: nothing recorded, nothing to build per request
-            return np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
+            return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)
         memo = self._miss_vectors
         if memo is not None and memo[0] == tuple(order):
-            return memo[1], memo[2]
+            return memo[1], memo[2], memo[3]
         pos = {k: i for i, k in enumerate(order)}
-        rows = [(pos[k], example_chunk_text(e)) for k, kept in self.misses.items() if k in pos for e in kept]
-        if rows:
-            vectors = self._embed_chunks([t for _, t in rows])
-            owner = np.array([p for p, _ in rows], np.int64)
+        texts: dict[str, int] = {}  # a request's text -> its row
+        which: list[int] = []
+        owner: list[int] = []
+        for k, kept in self.misses.items():
+            if k in pos:
+                for e in kept:
+                    which.append(texts.setdefault(example_chunk_text(e), len(texts)))
+                    owner.append(pos[k])
+        if texts:
+            vectors = self._embed_chunks(list(texts))
         else:
-            vectors, owner = np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
-        self._miss_vectors = (tuple(order), vectors, owner)
-        return vectors, owner
+            vectors = np.zeros((0, 0), np.float32)
+        self._miss_vectors = (tuple(order), vectors, np.array(which, np.int64), np.array(owner, np.int64))
+        return vectors, self._miss_vectors[2], self._miss_vectors[3]
 
     def _item_id(self, key: ItemKey) -> int:
         return self._item_ids.setdefault(key, len(self._item_ids))
@@ -509,6 +520,32 @@ class ChunkStore:
         self._example_rows = (self._matrix, mask, np.array(hashes, dtype=object))
         return mask, self._example_rows[2]
 
+    def example_requests(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each recorded request among the example rows of :meth:`matrix` once (a request several tools
+        were called after is an example row of each): their vectors ``[U, D]``, per example row (in row
+        order) its request's row there, and the example rows. A search scores the requests, not every
+        row (a year of history: about 2.5 tools per request). Kept until the matrix changes."""
+        mask, hashes = self.example_rows(order)
+        memo = self._example_requests
+        if memo is not None and memo[0] is self._matrix:
+            return memo[1], memo[2], memo[3]
+        assert self._matrix is not None
+        rows = np.flatnonzero(mask)
+        first: dict[str, int] = {}
+        which = np.empty(rows.size, np.int64)
+        picks: list[int] = []
+        for i, h in enumerate(hashes.tolist()):
+            j = first.get(h) if h else None
+            if j is None:  # a new request (an example without a record counts alone)
+                j = len(picks)
+                picks.append(int(rows[i]))
+                if h:
+                    first[h] = j
+            which[i] = j
+        unique = self._matrix[1][picks] if picks else np.zeros((0, self._matrix[1].shape[1]), np.float32)
+        self._example_requests = (self._matrix, unique, which, rows)
+        return unique, which, rows
+
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""
         if self._matrix is None or (self._matrix[0] is not order and self._matrix[0] != list(order)):
@@ -518,4 +555,9 @@ class ChunkStore:
             dim = next((v.shape[1] for v in vecs if v.size), 0)
             mat = np.ascontiguousarray(np.vstack(vecs)) if vecs and dim else np.zeros((0, max(dim, 1)), np.float32)
             self._matrix = (order, mat, np.concatenate(owner) if owner else np.zeros(0, np.int64))
+            at = 0
+            for k, v in zip(order, vecs):  # each item's vectors become its rows of the matrix: kept once
+                item = self._items[k]
+                self._items[k] = ItemChunks(item.chunks, mat[at : at + len(v)], item.digest)
+                at += len(v)
         return self._matrix[1], self._matrix[2]

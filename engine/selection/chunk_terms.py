@@ -61,18 +61,28 @@ def example_score(similarity: np.ndarray) -> np.ndarray:
 
 
 def example_terms(
-    examples: np.ndarray, chunks: np.ndarray, exclude: np.ndarray, qvec: np.ndarray
+    examples: np.ndarray,
+    chunks: np.ndarray,
+    exclude: np.ndarray,
+    qvec: np.ndarray,
+    requests: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """How recorded example chunks (``examples``: bool per chunk row) are searched for the query
     vectors ``qvec``: ``exclude`` with those no query chunk matches at
     :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY` cosine or closer added (an example speaks for
     its tool only for requests like itself), and per chunk what :func:`example_score` changes in the
-    ranking score of the others (``None`` when no example is searched)."""
+    ranking score of the others (``None`` when no example is searched). ``requests``: the distinct
+    requests of the example rows (:meth:`~contextsieve.selection.chunk_store.ChunkStore.example_requests`):
+    each is scored once, not once per tool it is an example of."""
     live = examples & ~exclude
     if not live.any():
         return exclude, None
     rows = np.flatnonzero(live)
-    sims = query_scores(chunks[rows], qvec).max(axis=1)
+    if requests is not None:
+        unique, which, example_rows = requests
+        sims = query_scores(unique, qvec).max(axis=1)[which[np.searchsorted(example_rows, rows)]]
+    else:
+        sims = query_scores(chunks[rows], qvec).max(axis=1)
     near = sims >= agent_settings.EXAMPLE_SIMILARITY
     out = exclude.copy()
     out[rows[~near]] = True
@@ -96,13 +106,13 @@ def outcome_penalty(
     miss); ``None`` when the weight is 0 or no candidate tool has misses."""
     if weight <= 0:
         return None
-    vectors, of_item = store.miss_vectors(table.keys)
+    vectors, which, of_item = store.miss_vectors(table.keys)
     if not of_item.size:
         return None
     keep = mask[of_item]
     if not keep.any():
         return None
-    sims = query_scores(vectors[keep], qvec).max(axis=1)  # best query chunk per miss
+    sims = query_scores(vectors, qvec).max(axis=1)[which[keep]]  # each request once, best query chunk
     closeness = np.clip((sims - MISS_SIMILARITY) / (1.0 - MISS_SIMILARITY), 0.0, 1.0)
     per_item = np.zeros(len(table.keys), np.float32)
     np.maximum.at(per_item, of_item[keep], closeness.astype(np.float32))

@@ -1,0 +1,139 @@
+"""What a long history costs a request, and that its shortcuts select what the plain paths select: a
+request recorded for several tools is read, kept and scored once; the log reads only the newest records
+each tool uses; an item's vectors are its rows of the chunk matrix; and a search with a history scores
+only its candidate chunks, with the ranking a search of every chunk gives."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.items import IncludeMode, ItemKey, Tool
+from contextsieve.agent.settings import MISS_SIMILARITY
+from contextsieve.agent.usage import UsageLog, unit_vector
+from contextsieve.kernels.scoring import query_scores
+from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.chunk_terms import example_terms, outcome_penalty
+from contextsieve.selection.ranking import RankRule, rank_chunks
+from contextsieve.session.session import Session
+from tests.helpers.fake_embedder import FakeEmbedder
+
+G = IncludeMode.AGENT
+TOOLS = [Tool("s", f"t{i}", f"tool number {i} does thing {i} with widget {i % 3}") for i in range(8)]
+KEYS = [t.key for t in TOOLS]
+
+
+def _log(path: Path, records: int, seed: int = 0) -> UsageLog:
+    """A log of ``records`` requests, each for 1-3 tools, as examples or misses (vectors of the
+    test embedder, so the store's chunks and the records are comparable)."""
+    log = UsageLog(path, model="fake")
+    rng = random.Random(seed)
+    texts = [f"request {n} widget {n % 3}" for n in range(records)]
+    vecs = FakeEmbedder().embed(texts)
+    for n, text in enumerate(texts):
+        log.record("a", text, rng.sample(KEYS, rng.choice((1, 2, 3))), rng.choice(("examples", "misses")), vecs[n])
+    return log
+
+
+def test_the_log_reads_the_newest_records_of_each_tool_once_per_request(tmp_path: Path) -> None:
+    log = _log(tmp_path / "h.sqlite", 300)
+    for kind in ("examples", "misses"):
+        got = log.records("a", 5, kind)
+        everything = log.records("a", 1000, kind)  # the plain answer: every record, newest first
+        assert {k: [e.hash for e in v] for k, v in got.items()} == {
+            k: [e.hash for e in v[:5]] for k, v in everything.items()
+        }
+        by_hash: dict[str, np.ndarray] = {}
+        for v in got.values():
+            for e in v:
+                assert e.vector is not None and e.vector.dtype == np.float16  # as the file keeps it
+                if e.hash in by_hash:
+                    assert e.vector is by_hash[e.hash]  # one request, several tools: one vector
+                by_hash[e.hash] = e.vector
+
+
+def _store(path: Path) -> tuple[ChunkStore, Agent]:
+    log = _log(path, 200)
+    store = ChunkStore(FakeEmbedder(), usage_factory=lambda: log, usage_scope="a")
+    agent = Agent(servers={"s": McpServer("s", default_include=G)}, tools=list(TOOLS))
+    return store, agent
+
+
+def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_path: Path) -> None:
+    store, agent = _store(tmp_path / "h.sqlite")
+    session = Session(agent, store)
+    session.build_request("tool number 3 does thing")  # syncs the store
+    table = agent.table()
+    order = table.keys
+    vectors, which, owner = store.miss_vectors(order)
+    assert vectors.shape[0] == len(set(which.tolist())) < which.size  # each request once
+    qvec = FakeEmbedder().embed(["request 7", "widget 1"])
+    mask = np.ones(len(order), dtype=bool)
+    chunks, chunk_owner = store.matrix(order)
+    got = outcome_penalty(store, table, mask, chunk_owner, qvec, 0.2)
+    # the plain path: one row per (tool, miss), as the misses were recorded
+    per_item = np.zeros(len(order), np.float32)
+    for k, kept in store.misses.items():
+        for e in kept:
+            cos = float((qvec @ unit_vector(e.vector)).max())
+            closeness = min(max((cos - MISS_SIMILARITY) / (1 - MISS_SIMILARITY), 0.0), 1.0)
+            per_item[order.index(k)] = max(per_item[order.index(k)], closeness)
+    want = None if not per_item.any() else (np.float32(-0.2) * per_item)[chunk_owner]
+    assert (got is None) == (want is None)
+    if want is not None:
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    examples, _ = store.example_rows(order)
+    exclude = np.zeros(chunks.shape[0], dtype=bool)
+    fast = example_terms(examples, chunks, exclude, qvec, store.example_requests(order))
+    plain = example_terms(examples, chunks, exclude, qvec)
+    np.testing.assert_array_equal(fast[0], plain[0])
+    assert (fast[1] is None) == (plain[1] is None)
+    if plain[1] is not None:
+        np.testing.assert_allclose(fast[1], plain[1], atol=1e-5)
+
+
+def test_an_items_vectors_are_its_rows_of_the_chunk_matrix(tmp_path: Path) -> None:
+    store, agent = _store(tmp_path / "h.sqlite")
+    Session(agent, store).build_request("widget")
+    mat, _ = store.matrix(agent.table().keys)
+    assert all(np.shares_memory(store._items[k].vectors, mat) for k in agent.table().keys)  # kept once
+
+
+def test_scoring_the_candidates_only_ranks_as_scoring_every_chunk() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n, m = int(rng.integers(20, 200)), int(rng.integers(1, 4))
+        chunks = rng.standard_normal((n, 16)).astype(np.float32)
+        chunks /= np.linalg.norm(chunks, axis=1, keepdims=True)
+        queries = chunks[rng.integers(0, n, m)] + 0.1 * rng.standard_normal((m, 16)).astype(np.float32)
+        exclude = rng.random(n) < 0.7
+        keyword = rng.random(n).astype(np.float32) * (rng.random(n) < 0.3)
+        boost = (rng.random(n) < 0.1).astype(np.float32) * 0.2
+        rule = RankRule(10, "max", 0.3)
+        whole = rank_chunks(queries, chunks, exclude, rule, keyword=keyword, boost=boost)
+        some = rank_chunks(queries, chunks, exclude, rule, keyword=keyword, rows=np.flatnonzero(~exclude), boost=boost)
+        assert whole.hits.idx.tolist() == some.hits.idx.tolist()
+        np.testing.assert_allclose(whole.hits.scores, some.hits.scores, atol=1e-6)
+        np.testing.assert_allclose(some.by_query, query_scores(chunks[~exclude], queries), atol=1e-6)
+
+
+def test_a_search_with_history_selects_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests against a store with a history: the candidate-only ranking chooses what the ranking of
+    every chunk chooses (the store's own search, with the shortcut and with it turned off)."""
+    from contextsieve.selection import search as search_module
+
+    store, agent = _store(tmp_path / "h.sqlite")
+    messages = ["request 12 widget", "tool number 5 does thing 5", "request 40. widget 2 please", "thing 7"]
+    fast = [_chosen(Session(agent, store).build_request(m)) for m in messages]
+    monkeypatch.setattr(search_module, "_scored_rows", lambda rows, exclude, examples: rows)
+    plain = [_chosen(Session(agent, store).build_request(m)) for m in messages]
+    assert fast == plain
+    assert any(e for e in fast)
+
+
+def _chosen(request: object) -> list[tuple[ItemKey, float]]:
+    return [(e.key, round(e.score, 5)) for e in request.context.entries]  # type: ignore[attr-defined]
