@@ -17,7 +17,25 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["load_beir", "evaluate", "main"]
+from contextsieve.agent.items import Reference
+
+__all__ = ["load_beir", "beir_references", "evaluate", "main"]
+
+
+def beir_references(folder: Path) -> list[Reference]:
+    """The corpus of a BEIR folder as agent-mode references of an agent (``d<id>``, the text, the title
+    as description, priority 500): how the pipeline benchmarks put documents in front of selection."""
+    from contextsieve.agent.items import IncludeMode, Reference
+
+    rows = [
+        json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    return [
+        Reference(
+            f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT
+        )
+        for d in rows
+    ]
 
 
 def load_beir(folder: Path, split: str = "test") -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:

@@ -371,24 +371,15 @@ def tool_results(path: Path, engine: object) -> None:
 
 def scifact(folder: Path, emb: object, weights: tuple[float, ...] | None = None) -> None:
     """Documents as agent-mode references (title = description); nDCG@10 of dense vs the pipeline."""
-    from benchmarks.quality.beir_quality import evaluate, load_beir
+    from benchmarks.quality.beir_quality import beir_references, evaluate, load_beir
     from contextsieve.agent.agent import Agent
-    from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
 
     if isinstance(emb, MemoEmbedder):
         emb.enabled = False  # per-query latency below: embed every query for real
-    corpus_raw = [
-        json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
     corpus, queries, qrels = load_beir(folder)
     doc_ids, query_ids = list(corpus), list(queries)
-    refs = [
-        Reference(
-            f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT
-        )
-        for d in corpus_raw
-    ]
+    refs = beir_references(folder)
     engine = Engine(Agent(name="scifact", references=refs), embedder=emb, cache_dir=False)
     t = time.perf_counter()
     engine.index()

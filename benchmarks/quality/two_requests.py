@@ -26,7 +26,6 @@ Rows: ``default`` and ``without sentence representation`` (``min_representation_
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from pathlib import Path
@@ -46,21 +45,12 @@ def _sentence(text: str) -> str:
 
 def scifact(folder: Path, pairs: int) -> None:
     """SciFact claims, alone and in pairs, against its abstracts as references."""
-    from benchmarks.quality.beir_quality import load_beir
+    from benchmarks.quality.beir_quality import beir_references, load_beir
     from contextsieve.agent.agent import Agent
-    from contextsieve.agent.items import IncludeMode, Reference
     from contextsieve.engine import Engine
 
-    corpus_raw = [
-        json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
     _, queries, qrels = load_beir(folder)
-    refs = [
-        Reference(
-            f"d{d['_id']}", d.get("text") or d.get("title") or "-", (d.get("title") or "")[:300], 500, IncludeMode.AGENT
-        )
-        for d in corpus_raw
-    ]
+    refs = beir_references(folder)
     engine = Engine(Agent(name="scifact", references=refs), embedder=None, cache_dir=False)
     t = time.perf_counter()
     engine.index()

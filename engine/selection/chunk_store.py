@@ -89,7 +89,7 @@ class ChunkStore:
         self.usage_scope = usage_scope
         self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
-        self._kept: dict[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
+        self._kept: Mapping[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
         self._miss_vectors: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = (
             None  # order, vectors, which, owner
         )
