@@ -287,28 +287,28 @@ class UsageLog:
                     if a == agent and c == kind:
                         out[k] = list(kept.values())
         else:
-            with self._guard() as db:
-                rows = (  # the newest per_tool usable records of each tool only: not the whole year at once
-                    db.execute(
-                        "SELECT server, tool, hash, message, at, vector, model FROM (SELECT *, row_number() OVER "
-                        "(PARTITION BY server, tool ORDER BY at DESC, hash) AS n "
-                        f"FROM {kind} WHERE agent = ? AND (message IS NOT NULL OR (vector IS NOT NULL AND model = ?))) "
-                        "WHERE n <= ?",
-                        (agent, self.model, per_tool),
-                    ).fetchall()
-                    if db is not None
-                    else []
-                )
             seen: dict[bytes, np.ndarray | None] = {}  # a request recorded for several tools: one vector
             names: dict[str, str] = {}  # and one copy of its hash
-            for server, tool, h, message, at, blob, model in rows:
-                vec = None
-                if blob is not None and model == self.model:
-                    vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob))
-                if vec is None and message is None:
-                    continue  # a vector of another model, and no text to embed again
-                key = ItemKey(ItemKind.TOOL, str(tool), str(server))
-                out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
+            with self._guard() as db:
+                rows = (  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
+                    db.execute(
+                        f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "
+                        "ORDER BY server, tool, at DESC, hash",
+                        (agent,),
+                    )
+                    if db is not None
+                    else ()
+                )
+                for server, tool, h, message, at, blob, model in rows:
+                    key = ItemKey(ItemKind.TOOL, str(tool), str(server))
+                    if len(out.get(key, ())) >= per_tool:
+                        continue
+                    vec = None
+                    if blob is not None and model == self.model:
+                        vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob))
+                    if vec is None and message is None:
+                        continue  # a vector of another model, and no text to embed again
+                    out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
         return {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
