@@ -392,7 +392,7 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(v))
     if not v.size or not np.isfinite(v).all() or norm == 0.0:
         raise InputError("an example's vector must be a finite, non-zero vector")
-    return v / norm
+    return unit_vector(v)
 
 
 def _vector(blob: bytes) -> np.ndarray | None:

@@ -90,9 +90,8 @@ class ChunkStore:
         self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
         self._kept: Mapping[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
-        self._miss_vectors: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = (
-            None  # order, vectors, which, owner
-        )
+        # the misses' requests once: (order, vectors, each miss's request row, each miss's tool position)
+        self._miss_vectors: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None

@@ -32,6 +32,7 @@ __all__ = [
     "item_query_scores",
     "min_representation",
     "represent_sentences",
+    "SentenceEvidence",
     "SENTENCE_ITEMS",
 ]
 
@@ -418,41 +419,57 @@ def min_representation(
     return out
 
 
+@dataclass(frozen=True)
+class SentenceEvidence:
+    """What :func:`represent_sentences` asks of a sentence's best candidate (the request's evidence rule).
+
+    Attributes:
+        min_score: the evidence floor, a similarity (``context_min_score``).
+        floor_doubled: the floor doubles (a short message that names nothing here, as in :func:`cut`).
+        keywords_count: keyword matches are evidence (not for small talk).
+        cap: most items added per request.
+    """
+
+    min_score: float
+    floor_doubled: bool = False
+    keywords_count: bool = True
+    cap: int = 1
+
+
 def represent_sentences(
     chosen: list[Selected],
     scores: np.ndarray,
     owner: np.ndarray,
     allowed: np.ndarray,
     keyword: np.ndarray | None,
-    *,
-    min_score: float,
-    floor_doubled: bool,
-    keywords_count: bool,
-    cap: int,
+    evidence: SentenceEvidence,
     rows: np.ndarray | None = None,
 ) -> list[Selected]:
     """The no-filler rule's counterpart: a query sentence that none of ``chosen`` got its score from
-    gets its best candidate when that candidate's evidence for it is not weak, at most ``cap`` items.
+    gets its best candidate when that candidate's evidence for it is not weak, at most ``evidence.cap``
+    items.
 
     Not weak (:func:`weak_evidence`): a similarity to the sentence of at least twice ``min_score``, or a
     keyword match of at least :data:`FILL_KEYWORD` of the best candidate chunk's (``keyword``: each
-    chunk's normalised keyword score, the item's best counts; ``None``: no keyword term; not counted for
-    small talk, ``keywords_count``), and in either case a similarity of at least ``min_score`` (twice
-    that when ``floor_doubled``, as in :func:`cut`). "How many orders were refunded last month? Write
-    the SQL for it." keeps the rule about database queries for its second sentence, which the first
-    sentence's better scores had pushed past top-N.
+    chunk's normalised keyword score, the item's best counts; ``None``: no keyword term; not counted
+    unless ``keywords_count``), and in either case a similarity of at least ``min_score`` (twice that
+    when ``floor_doubled``). "How many orders were refunded last month? Write the SQL for it." keeps the
+    rule about database queries for its second sentence, which the first sentence's better scores had
+    pushed past top-N.
 
     Args:
         scores: ``[N, M]`` each chunk's similarity to each query sentence (a column is read only for a
             sentence without an item). owner: the item of each chunk. allowed: bool per chunk: the
             chunks that may be chosen (the domain's candidates). keyword: per chunk, as ``scores``.
+        evidence: the rule (:class:`SentenceEvidence`).
         rows: the chunk row of each of the ``N`` (the rows a limited search scored); default ``None``:
             the ``N`` are every chunk, in order.
     """
+    min_score, cap = evidence.min_score, evidence.cap
     represented = {s.query_chunk for s in chosen}
     taken = np.zeros(int(max(owner.max(initial=-1), *(s.item for s in chosen), -1)) + 1, dtype=bool)
     taken[[s.item for s in chosen]] = True
-    floor = 2 * min_score if floor_doubled else min_score
+    floor = 2 * min_score if evidence.floor_doubled else min_score
     out: list[Selected] = []
     for m in range(scores.shape[1]):
         if len(out) >= cap:
@@ -462,7 +479,7 @@ def represent_sentences(
         col = np.where(allowed & ~taken[owner], scores[:, m], -np.inf)
         at = int(np.argmax(col))  # the best chunk's item is the best item (an item scores its best chunk)
         sim, item = float(col[at]), int(owner[at])
-        kw = float(keyword[owner == item].max()) if keyword is not None and keywords_count else 0.0
+        kw = float(keyword[owner == item].max()) if keyword is not None and evidence.keywords_count else 0.0
         if sim >= floor and (sim >= 2 * min_score or kw >= FILL_KEYWORD):
             row = at if rows is None else int(rows[at])
             out.append(Selected(item, sim, row, m, sim, kw > 0, kw))

@@ -37,6 +37,7 @@ from contextsieve.selection.ranking import (
     Ranked,
     RankRule,
     Selected,
+    SentenceEvidence,
     cut,
     fuse,
     item_query_scores,
@@ -463,22 +464,21 @@ class _Pass:
         missing = sorted(set(range(qvec.shape[0])) - {s.query_chunk for s in found})
         if not missing:
             return []  # every sentence has an item: nothing to score
-        if by_query is None:  # the fused kernel ranked without the per-sentence scores: score the missing
-            at = np.arange(self.chunks.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
-            by_query = np.full((at.size, qvec.shape[0]), -np.inf, dtype=np.float32)
-            by_query[:, missing] = query_scores(self.chunks[at] if rows is not None else self.chunks, qvec[missing])
+        if by_query is None:  # the fused kernel (every row, no keyword term) kept no per-sentence scores
+            by_query = np.full((self.chunks.shape[0], qvec.shape[0]), -np.inf, dtype=np.float32)
+            by_query[:, missing] = query_scores(self.chunks, qvec[missing])
         sub = slice(None) if rows is None else np.asarray(rows, dtype=np.int64)
         doubled, keywords_count = names_nothing(grouped, self.words)
+        evidence = SentenceEvidence(
+            rule.min_score, doubled, keywords_count, min(ds.min_representation_cap, SENTENCE_ITEMS)
+        )
         return represent_sentences(
             found,
             by_query,
             self.owner[sub],
             ~exclude[sub],
             None if keyword is None else keyword[sub],
-            min_score=rule.min_score,
-            floor_doubled=doubled,
-            keywords_count=keywords_count,
-            cap=min(ds.min_representation_cap, SENTENCE_ITEMS),
+            evidence,
             rows=None if rows is None else np.asarray(rows, dtype=np.int64),
         )
 

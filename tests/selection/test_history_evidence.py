@@ -14,7 +14,14 @@ from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.kernels.scoring import Hits
 from contextsieve.selection.chunk_store import ChunkStore
-from contextsieve.selection.ranking import FILL_KEYWORD, Ranked, Selected, ratio_base, represent_sentences
+from contextsieve.selection.ranking import (
+    FILL_KEYWORD,
+    Ranked,
+    Selected,
+    SentenceEvidence,
+    ratio_base,
+    represent_sentences,
+)
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 from tests.helpers.ranking import cut
@@ -157,9 +164,8 @@ def test_a_sentence_with_evidence_of_its_own_keeps_its_item() -> None:
             dtype=np.float32,
         )
         keyword = np.array([0.9, 0.0, 0.2, 0.0, 0.0, kw2, 0.0, 0.0], dtype=np.float32)  # item 2's 2nd chunk
-        args = {"min_score": 0.15, "floor_doubled": False, "keywords_count": True, "cap": 1, **rule}
-        allowed = np.ones(owner.size, dtype=bool)
-        got = represent_sentences(chosen, scores, owner, allowed, keyword, **args)  # type: ignore[arg-type]
+        evidence = SentenceEvidence(**{"min_score": 0.15, **rule})  # type: ignore[arg-type]
+        got = represent_sentences(chosen, scores, owner, np.ones(owner.size, dtype=bool), keyword, evidence)
         return [(s.item, s.chunk, s.query_chunk) for s in got]
 
     assert promoted(0.35) == [(2, 4, 1)]  # a similarity of twice the floor: evidence; a chosen item's 0.6 is not
@@ -181,9 +187,7 @@ def test_sentence_representation_matches_a_plain_loop() -> None:
         keyword = rng.uniform(0, 1, size=owner.size).astype(np.float32) * (rng.random(owner.size) < 0.4)
         allowed = rng.random(owner.size) < 0.8
         chosen = [Selected(int(i), 0.5, 0, int(rng.integers(0, m)), 0.5) for i in rng.choice(owner, 2)]
-        got = represent_sentences(
-            chosen, scores, owner, allowed, keyword, min_score=0.15, floor_doubled=False, keywords_count=True, cap=2
-        )
+        got = represent_sentences(chosen, scores, owner, allowed, keyword, SentenceEvidence(0.15, cap=2))
         represented, taken, want = {c.query_chunk for c in chosen}, {c.item for c in chosen}, []
         for q in range(m):
             if len(want) >= 2 or q in represented:
