@@ -38,6 +38,7 @@ from contextsieve.selection.chunking import (
 from contextsieve.selection.expansion import RelationGraph
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
 from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
+from contextsieve.selection.recorded_requests import RecordedRequests, RequestVectors
 
 __all__ = ["ItemChunks", "ChunkStore"]
 
@@ -90,8 +91,6 @@ class ChunkStore:
         self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
         self._kept: Mapping[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
-        # the misses' requests once: (order, vectors, each miss's request row, each miss's tool position)
-        self._miss_vectors: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
@@ -110,7 +109,8 @@ class ChunkStore:
         )  # the last sync's items, server descriptions, version
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._example_rows: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, mask, hashes)
-        self._example_requests: tuple[object, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # (the matrix, the misses, the recorded requests as a search reads them)
+        self._recorded: tuple[object, object, RecordedRequests | None] | None = None
         self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
         self._stale: set[ItemKey] = set()  # tools whose examples changed since the last sync
         self._several = False  # whether the last sync's tools came from two servers or more
@@ -261,7 +261,6 @@ class ChunkStore:
         (those whose examples changed; ``None``: it compares every item)."""
         self._read_examples()
         self._examples_loaded = True
-        self._miss_vectors = None
         if changed is None:
             self._last = ([], {}, None)  # the next sync compares every item again
         else:
@@ -296,33 +295,6 @@ class ChunkStore:
             n = self.usage().forget(self.usage_scope, tool, kind)
             self._reload()
             return n
-
-    def miss_vectors(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The recorded misses of the tools in ``order``: each request's unit vector once (``[U, D]``; a
-        request offered several tools that were not called is one row, from the embedding cache where
-        present), and per miss the row of its request and the position in ``order`` of its tool."""
-        if not self._examples_loaded:
-            self._load_examples()
-        if not self.misses:  # the common case: nothing recorded, nothing to build per request
-            return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        memo = self._miss_vectors
-        if memo is not None and memo[0] == tuple(order):
-            return memo[1], memo[2], memo[3]
-        pos = {k: i for i, k in enumerate(order)}
-        texts: dict[str, int] = {}  # a request's text -> its row
-        which: list[int] = []
-        owner: list[int] = []
-        for k, kept in self.misses.items():
-            if k in pos:
-                for e in kept:
-                    which.append(texts.setdefault(example_chunk_text(e), len(texts)))
-                    owner.append(pos[k])
-        if texts:
-            vectors = self._embed_chunks(list(texts))
-        else:
-            vectors = np.zeros((0, 0), np.float32)
-        self._miss_vectors = (tuple(order), vectors, np.array(which, np.int64), np.array(owner, np.int64))
-        return vectors, self._miss_vectors[2], self._miss_vectors[3]
 
     def _item_id(self, key: ItemKey) -> int:
         return self._item_ids.setdefault(key, len(self._item_ids))
@@ -506,44 +478,75 @@ class ChunkStore:
         mask = np.zeros(self._matrix[1].shape[0], dtype=bool)
         hashes: list[str] = []
         if any(self.examples.values()):
-            row = 0
-            for k in self._matrix[0]:
-                chunks = self._items[k].chunks
-                shots = iter(self.examples.get(k, ())[: self.config.max_examples])
-                for j, c in enumerate(chunks):
-                    if is_example_chunk(c):
-                        e = next(shots, None)
-                        mask[row + j] = True
-                        hashes.append(e.hash if e is not None else "")
-                row += len(chunks)
+            for row, e in self._example_records(self._matrix[0]):
+                mask[row] = True
+                hashes.append(e.hash if e is not None else "")
         self._example_rows = (self._matrix, mask, np.array(hashes, dtype=object))
         return mask, self._example_rows[2]
 
-    def example_requests(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each recorded request among the example rows of :meth:`matrix` once (a request several tools
-        were called after is an example row of each): their vectors ``[U, D]``, per example row (in row
-        order) its request's row there, and the example rows. A search scores the requests, not every
-        row (a year of history: about 2.5 tools per request). Kept until the matrix changes."""
-        mask, hashes = self.example_rows(order)
-        memo = self._example_requests
-        if memo is not None and memo[0] is self._matrix:
-            return memo[1], memo[2], memo[3]
+    def recorded_requests(self, order: Sequence[ItemKey]) -> RecordedRequests | None:
+        """The recorded examples and misses of the tools in ``order`` as a search reads them, each request
+        once (:class:`~contextsieve.selection.recorded_requests.RecordedRequests`); ``None`` when nothing
+        is recorded. Kept until the matrix or the records change."""
+        mask, _ = self.example_rows(order)
+        if not self.misses and not mask.any():
+            return None  # the common case: nothing recorded, nothing to build per request
+        memo = self._recorded
+        if memo is not None and memo[0] is self._matrix and memo[1] is self.misses:
+            return memo[2]
         assert self._matrix is not None
-        rows = np.flatnonzero(mask)
-        first: dict[str, int] = {}
-        which = np.empty(rows.size, np.int64)
-        picks: list[int] = []
-        for i, h in enumerate(hashes.tolist()):
-            j = first.get(h) if h else None
-            if j is None:  # a new request (an example without a record counts alone)
-                j = len(picks)
-                picks.append(int(rows[i]))
-                if h:
-                    first[h] = j
-            which[i] = j
-        unique = self._matrix[1][picks] if picks else np.zeros((0, self._matrix[1].shape[1]), np.float32)
-        self._example_requests = (self._matrix, unique, which, rows)
-        return unique, which, rows
+        first: dict[str, int] = {}  # a request's chunk text -> its row
+        vectors: list[np.ndarray] = []
+        unkept: list[str] = []  # texts of misses kept without a vector of this model: embedded once
+        examples = np.flatnonzero(mask)
+        example_request = np.empty(examples.size, np.int64)  # filled in row order, as ``examples`` runs
+        for i, (row, e) in enumerate(self._example_records(self._matrix[0])):
+            text = example_chunk_text(e) if e is not None else None
+            j = first.get(text) if text is not None else None
+            if j is None:  # a new request (an example row without a record counts alone)
+                j = len(vectors)
+                vectors.append(e.vector if e is not None and e.vector is not None else self._matrix[1][row].copy())
+                if text is not None:
+                    first[text] = j
+            example_request[i] = j
+        pos = {k: i for i, k in enumerate(order)}
+        miss_request: list[int] = []
+        miss_item: list[int] = []
+        for k, kept in self.misses.items():
+            if k in pos:
+                for e in kept:
+                    text = example_chunk_text(e)
+                    if text not in first:
+                        first[text] = len(vectors)
+                        vectors.append(e.vector if e.vector is not None else np.zeros(0, np.float32))
+                        if e.vector is None:
+                            unkept.append(text)
+                    miss_request.append(first[text])
+                    miss_item.append(pos[k])
+        if unkept:
+            for text, v in zip(unkept, self._embed_chunks(unkept)):
+                vectors[first[text]] = v
+        got = RecordedRequests(
+            RequestVectors.of(vectors),
+            examples,
+            example_request,
+            np.array(miss_request, np.int64),
+            np.array(miss_item, np.int64),
+        )
+        self._recorded = (self._matrix, self.misses, got)
+        return got
+
+    def _example_records(self, order: Sequence[ItemKey]) -> Iterable[tuple[int, Example | None]]:
+        """Each example chunk of the items in ``order`` (the matrix's order): its row and its record
+        (``None`` for an example chunk without one), in row order."""
+        row = 0
+        for k in order:
+            chunks = self._items[k].chunks
+            shots = iter(self.examples.get(k, ())[: self.config.max_examples])
+            for j, c in enumerate(chunks):
+                if is_example_chunk(c):
+                    yield row + j, next(shots, None)
+            row += len(chunks)
 
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""

@@ -13,6 +13,7 @@ from contextsieve.agent.agent import ItemTable
 from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.kernels.scoring import query_scores
 from contextsieve.selection.chunk_store import ChunkStore
+from contextsieve.selection.recorded_requests import RecordedRequests
 
 __all__ = ["server_boost", "outcome_penalty", "example_terms", "example_score", "summed"]
 
@@ -65,22 +66,23 @@ def example_terms(
     chunks: np.ndarray,
     exclude: np.ndarray,
     qvec: np.ndarray,
-    requests: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    requests: tuple[RecordedRequests, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """How recorded example chunks (``examples``: bool per chunk row) are searched for the query
     vectors ``qvec``: ``exclude`` with those no query chunk matches at
     :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY` cosine or closer added (an example speaks for
     its tool only for requests like itself), and per chunk what :func:`example_score` changes in the
-    ranking score of the others (``None`` when no example is searched). ``requests``: the distinct
-    requests of the example rows (:meth:`~contextsieve.selection.chunk_store.ChunkStore.example_requests`):
-    each is scored once, not once per tool it is an example of."""
+    ranking score of the others (``None`` when no example is searched). ``requests``: the recorded
+    requests (:meth:`~contextsieve.selection.chunk_store.ChunkStore.recorded_requests`) and their
+    scores for ``qvec`` (:meth:`~contextsieve.selection.recorded_requests.RequestVectors.scores`): each
+    request is scored once, not once per tool it is an example of; without them, each example row."""
     live = examples & ~exclude
     if not live.any():
         return exclude, None
     rows = np.flatnonzero(live)
     if requests is not None:
-        unique, which, example_rows = requests
-        sims = query_scores(unique, qvec).max(axis=1)[which[np.searchsorted(example_rows, rows)]]
+        recorded, scores = requests
+        sims = recorded.example_scores(scores, rows)
     else:
         sims = query_scores(chunks[rows], qvec).max(axis=1)
     near = sims >= agent_settings.EXAMPLE_SIMILARITY
@@ -94,28 +96,25 @@ def example_terms(
 
 
 def outcome_penalty(
-    store: ChunkStore,
-    table: ItemTable,
+    requests: tuple[RecordedRequests, np.ndarray] | None,
     mask: np.ndarray,
     owner: np.ndarray,
-    qvec: np.ndarray,
     weight: float,
 ) -> np.ndarray | None:
     """Per chunk: minus ``weight`` x how close the request is to its tool's recorded misses
     (``(cos - MISS_SIMILARITY) / (1 - MISS_SIMILARITY)``, clipped to 0..1, best pair of query chunk and
-    miss); ``None`` when the weight is 0 or no candidate tool has misses."""
-    if weight <= 0:
+    miss); ``None`` when the weight is 0 or no candidate tool (``mask``, per item) has misses.
+    ``requests``: as :func:`example_terms` takes them."""
+    if weight <= 0 or requests is None:
         return None
-    vectors, which, of_item = store.miss_vectors(table.keys)
-    if not of_item.size:
-        return None
-    keep = mask[of_item]
+    recorded, scores = requests
+    keep = mask[recorded.miss_item]
     if not keep.any():
         return None
-    sims = query_scores(vectors, qvec).max(axis=1)[which[keep]]  # each request once, best query chunk
+    sims = scores[recorded.miss_request[keep]]  # each request scored once, best query chunk
     closeness = np.clip((sims - MISS_SIMILARITY) / (1.0 - MISS_SIMILARITY), 0.0, 1.0)
-    per_item = np.zeros(len(table.keys), np.float32)
-    np.maximum.at(per_item, of_item[keep], closeness.astype(np.float32))
+    per_item = np.zeros(mask.shape[0], np.float32)
+    np.maximum.at(per_item, recorded.miss_item[keep], closeness.astype(np.float32))
     if not per_item.any():
         return None
     return (np.float32(-weight) * per_item)[owner]

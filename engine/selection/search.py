@@ -48,6 +48,7 @@ from contextsieve.selection.ranking import (
     ratio_base,
     represent_sentences,
 )
+from contextsieve.selection.recorded_requests import RecordedRequests
 
 __all__ = [
     "search",
@@ -375,18 +376,22 @@ class _Pass:
             items[pulled].key if pulled is not None else None,
         )
 
-    def history(self, mask: np.ndarray, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def history(
+        self, mask: np.ndarray, qvec: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, tuple[RecordedRequests, np.ndarray] | None]:
         """The chunks a domain of candidates ``mask`` excludes, the recorded-example term of each
-        (:func:`~contextsieve.selection.chunk_terms.example_terms`) and which rows are examples."""
+        (:func:`~contextsieve.selection.chunk_terms.example_terms`), which rows are examples, and the
+        recorded requests with their scores for ``qvec`` (``None``: nothing recorded)."""
         examples, hashes = self.store.example_rows(self.table.keys)
         usable = examples
         if self.not_example is not None and hashes.size:  # the task's own message does not steer its steps
             usable = examples.copy()
             usable[np.flatnonzero(examples)[hashes == self.not_example]] = False
         exclude = ~mask[self.owner] if usable is examples else ~mask[self.owner] | (examples & ~usable)
-        requests = self.store.example_requests(self.table.keys) if examples.any() else None
+        recorded = self.store.recorded_requests(self.table.keys)
+        requests = None if recorded is None else recorded.scored(qvec, mask, self.owner)
         exclude, history = example_terms(usable, self.chunks, exclude, qvec, requests)
-        return exclude, history, examples
+        return exclude, history, examples, requests
 
     def domain(self, name: str, mask: np.ndarray, ds: AgentSettings) -> DomainTrace:
         """One domain's search: rank its candidate chunks, cut, promote."""
@@ -396,7 +401,7 @@ class _Pass:
         size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
         if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
             ds = dataclasses.replace(ds, context_top_n=size)
-        exclude, history, examples = self.history(mask, qvec)
+        exclude, history, examples, requests = self.history(mask, qvec)
         keyword = None
         raw = self.keyword
         if raw is not None and ds.keyword_weight > 0:
@@ -409,7 +414,7 @@ class _Pass:
         )
         scored = _scored_rows(rows, exclude, examples)
         boost = server_boost(self.store, self.table, mask, self.owner, qvec, ds.server_weight)
-        outcome = outcome_penalty(self.store, self.table, mask, self.owner, qvec, ds.outcome_weight)
+        outcome = outcome_penalty(requests, mask, self.owner, ds.outcome_weight)
         total = summed(boost, outcome, history)
         rank = RankRule(ds.context_top_k, ds.query_pooling, ds.keyword_weight, ds.keyword_fusion)
         ranked = rank_chunks(qvec, self.chunks, exclude, rank, keyword=keyword, rows=scored, boost=total)

@@ -16,9 +16,11 @@ from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.agent.usage import UsageLog, unit_vector
 from contextsieve.kernels.scoring import query_scores
+from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty
 from contextsieve.selection.ranking import RankRule, rank_chunks
+from contextsieve.selection.recorded_requests import RequestVectors, near_floor
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 
@@ -69,12 +71,19 @@ def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_
     session.build_request("tool number 3 does thing")  # syncs the store
     table = agent.table()
     order = table.keys
-    vectors, which, owner = store.miss_vectors(order)
-    assert vectors.shape[0] == len(set(which.tolist())) < which.size  # each request once
+    recorded = store.recorded_requests(order)
+    assert recorded is not None
+    requests = recorded.requests
+    # each request once: examples and misses of one request share a row
+    n_requests = len(
+        {example_chunk_text(e) for kept in (store.examples, store.misses) for v in kept.values() for e in v}
+    )
+    assert len(requests) == n_requests < recorded.miss_request.size + recorded.example_rows.size
     qvec = FakeEmbedder().embed(["request 7", "widget 1"])
+    scores = requests.scores(qvec)
     mask = np.ones(len(order), dtype=bool)
     chunks, chunk_owner = store.matrix(order)
-    got = outcome_penalty(store, table, mask, chunk_owner, qvec, 0.2)
+    got = outcome_penalty((recorded, scores), mask, chunk_owner, 0.2)
     # the plain path: one row per (tool, miss), as the misses were recorded
     per_item = np.zeros(len(order), np.float32)
     for k, kept in store.misses.items():
@@ -88,12 +97,37 @@ def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_
         np.testing.assert_allclose(got, want, atol=1e-5)
     examples, _ = store.example_rows(order)
     exclude = np.zeros(chunks.shape[0], dtype=bool)
-    fast = example_terms(examples, chunks, exclude, qvec, store.example_requests(order))
+    fast = example_terms(examples, chunks, exclude, qvec, (recorded, scores))
     plain = example_terms(examples, chunks, exclude, qvec)
     np.testing.assert_array_equal(fast[0], plain[0])
     assert (fast[1] is None) == (plain[1] is None)
     if plain[1] is not None:
         np.testing.assert_allclose(fast[1], plain[1], atol=1e-5)
+
+
+def test_the_int8_scan_scores_as_every_request_scored_exactly() -> None:
+    """The recorded requests' scores against the plain oracle: each request's unit vector scored in
+    float32, ``-inf`` below the floor. Random float16 vectors, requests near the queries and far; the
+    last trials are large enough for the Numba kernel (:func:`~contextsieve.kernels.scoring.use_numba`)."""
+    rng = np.random.default_rng(11)
+    for trial in range(64):
+        d = int(rng.choice([8, 64, 384])) if trial < 60 else 384
+        n, m = int(rng.integers(1, 400)) if trial < 60 else 12_000, int(rng.integers(1, 5))
+        base = rng.standard_normal((n, d)).astype(np.float32)
+        queries = base[rng.integers(0, n, m)] + rng.uniform(0.05, 1.5) * rng.standard_normal((m, d)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        if trial % 3 == 0:
+            queries *= np.float32(0.8)  # a composed query vector is shorter than a unit one
+        kept = [v.astype(np.float16) if trial % 2 else v / np.linalg.norm(v) for v in base]
+        requests = RequestVectors.of(kept)
+        floor = float(rng.choice([near_floor(), 0.3, 0.9]))
+        got = requests.scores(queries, floor)
+        plain = np.stack([unit_vector(v) for v in kept]) @ queries.T
+        best = plain.max(axis=1)
+        want = np.where(best >= floor, best, -np.inf)
+        np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+        np.testing.assert_allclose(got[np.isfinite(got)], want[np.isfinite(want)], atol=2e-6)
+    assert not len(RequestVectors.of([]).scores(queries))
 
 
 def test_an_items_vectors_are_its_rows_of_the_chunk_matrix(tmp_path: Path) -> None:
