@@ -27,7 +27,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,6 @@ from contextsieve.retrieval.cache import connect_wal, text_key
 __all__ = [
     "UsageLog",
     "Example",
-    "UnitVectors",
     "unit_vector",
     "example_hash",
     "Relations",
@@ -408,27 +407,6 @@ def unit_vector(vector: np.ndarray) -> np.ndarray:
     """``vector`` as float32 divided by its norm (an :attr:`Example.vector` as a chunk vector)."""
     v = np.asarray(vector).astype(np.float32)
     return v / float(np.linalg.norm(v))
-
-
-class UnitVectors(Mapping[str, np.ndarray]):
-    """Recorded requests' vectors by their chunk text, kept as the log holds them (float16) and made unit
-    float32 vectors when read: a year of history keeps half the memory."""
-
-    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
-        self._vectors = vectors
-
-    def __getitem__(self, text: str) -> np.ndarray:
-        v = self._vectors[text]
-        return v if v.dtype == np.float32 else unit_vector(v)  # recorded in memory: a unit vector already
-
-    def __contains__(self, text: object) -> bool:
-        return text in self._vectors
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._vectors)
-
-    def __len__(self) -> int:
-        return len(self._vectors)
 
 
 def _trim(kept: dict[str, Example]) -> None:

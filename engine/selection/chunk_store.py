@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.agent.items import Item, ItemKey, Tool
-from contextsieve.agent.usage import Example, Relations, UnitVectors, UsageLog, example_text, relations
+from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import InputError
 from contextsieve.retrieval.cache import EmbeddingCache
@@ -39,13 +39,16 @@ from contextsieve.selection.expansion import RelationGraph
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
 from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
 from contextsieve.selection.recorded_requests import RecordedRequests, RequestVectors
+from contextsieve.selection.search_rows import ChunkLayout
 
 __all__ = ["ItemChunks", "ChunkStore"]
 
 
 @dataclass(frozen=True)
 class ItemChunks:
-    """An item's chunks, their vectors ``[n, D]``, and the hash of the embedded texts."""
+    """An item's chunks, the vectors of its own chunks ``[n, D]`` (the first ``n`` chunks: a tool's
+    recorded example requests come after them and are vectors of the usage log, read through
+    :meth:`ChunkStore.recorded_requests`), and the hash of the embedded texts."""
 
     chunks: tuple[Chunk, ...]
     vectors: np.ndarray
@@ -90,7 +93,6 @@ class ChunkStore:
         self.usage_scope = usage_scope
         self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
-        self._kept: Mapping[str, np.ndarray] = {}  # an example's chunk text -> the vector its log keeps
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
@@ -111,6 +113,7 @@ class ChunkStore:
         self._example_rows: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, mask, hashes)
         # (the matrix, the misses, the recorded requests as a search reads them)
         self._recorded: tuple[object, object, RecordedRequests | None] | None = None
+        self._layout: tuple[object, ChunkLayout] | None = None  # (the matrix, where its rows sit)
         self._relations: tuple[object, Relations] | None = None  # (the examples, their relations)
         self._stale: set[ItemKey] = set()  # tools whose examples changed since the last sync
         self._several = False  # whether the last sync's tools came from two servers or more
@@ -166,13 +169,7 @@ class ChunkStore:
             del self._items[k]
             self._plans.pop(k, None)
         if todo:
-            texts = [c.embed_text for k in todo for c in planned[k][0]]
-            vectors = self._embed_chunks(texts, show_progress)
-            at = 0
-            for k in todo:
-                chunks, digest = planned[k]
-                self._items[k] = ItemChunks(tuple(chunks), np.ascontiguousarray(vectors[at : at + len(chunks)]), digest)
-                at += len(chunks)
+            self._embed_items(todo, planned, show_progress)
         if todo or gone:
             self._matrix = None
             self._update_index(todo, gone)
@@ -188,15 +185,23 @@ class ChunkStore:
         todo = [k for k, (_, digest) in planned.items() if k not in self._items or self._items[k].digest != digest]
         if not todo:
             return 0
-        vectors = self._embed_chunks([c.embed_text for k in todo for c in planned[k][0]])
-        at = 0
-        for k in todo:
-            chunks, digest = planned[k]
-            self._items[k] = ItemChunks(tuple(chunks), np.ascontiguousarray(vectors[at : at + len(chunks)]), digest)
-            at += len(chunks)
+        self._embed_items(todo, planned)
         self._matrix = None
         self._update_index(todo, ())
         return len(todo)
+
+    def _embed_items(
+        self, todo: Sequence[ItemKey], planned: Mapping[ItemKey, tuple[list[Chunk], str]], show_progress: bool = False
+    ) -> None:
+        """Embed the own chunks of the items ``todo`` (their example chunks are the usage log's vectors)."""
+        own = {k: [c for c in planned[k][0] if not is_example_chunk(c)] for k in todo}
+        texts = [c.embed_text for k in todo for c in own[k]]
+        vectors = self._embed_chunks(texts, show_progress) if texts else np.zeros((0, 1), np.float32)
+        at = 0
+        for k in todo:
+            chunks, digest = planned[k]
+            self._items[k] = ItemChunks(tuple(chunks), np.ascontiguousarray(vectors[at : at + len(own[k])]), digest)
+            at += len(own[k])
 
     def _update_index(self, changed: Sequence[ItemKey], gone: Iterable[ItemKey]) -> None:
         """Keep the chunk index in step: drop the groups of changed and removed items, add the new
@@ -244,15 +249,13 @@ class ChunkStore:
     def _read_examples(self) -> None:
         self.examples = self.usage().records(self.usage_scope, self.config.max_examples)
         self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses")
-        raw = {
-            example_chunk_text(e): e.vector
+        dims = {
+            e.vector.shape[0]
             for kept in (self.examples, self.misses)
             for v in kept.values()
             for e in v
             if e.vector is not None
         }
-        dims = {v.shape[0] for v in raw.values()}
-        self._kept = UnitVectors(raw)
         if len(dims) > 1:  # vectors of one model family have one length: the log is damaged
             raise InputError(f"the usage log holds vectors of {len(dims)} different lengths for one model")
 
@@ -322,7 +325,7 @@ class ChunkStore:
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Vectors of chunk texts (:meth:`ChunkVectors.chunk_vectors`; the usage log's kept vectors first)."""
-        return self.vectors.chunk_vectors(texts, self._kept, show_progress)
+        return self.vectors.chunk_vectors(texts, show_progress)
 
     def clear_query_cache(self) -> None:
         """Forget the query vectors kept by :meth:`embed_query` (benchmarks compare cold paths)."""
@@ -467,18 +470,18 @@ class ChunkStore:
         return got[1]
 
     def example_rows(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
-        """Which rows of :meth:`matrix` are recorded example requests (bool ``[N]``; all false when
-        nothing is recorded) and, for those rows in order, their :attr:`~contextsieve.agent.usage.Example.hash`
-        (an object array). Kept until the matrix changes."""
+        """Which chunk rows (among every chunk: :class:`ChunkLayout`) are recorded example requests
+        (bool ``[F]``; all false when nothing is recorded) and, for those rows in order, their
+        :attr:`~contextsieve.agent.usage.Example.hash` (an object array). Kept until the matrix changes."""
         self.matrix(order)
         assert self._matrix is not None
         memo = self._example_rows
         if memo is not None and memo[0] is self._matrix:
             return memo[1], memo[2]
-        mask = np.zeros(self._matrix[1].shape[0], dtype=bool)
+        mask = np.zeros(self.layout(order).owner.size, dtype=bool)
         hashes: list[str] = []
         if any(self.examples.values()):
-            for row, e in self._example_records(self._matrix[0]):
+            for row, _, e in self._example_records(self._matrix[0]):
                 mask[row] = True
                 hashes.append(e.hash if e is not None else "")
         self._example_rows = (self._matrix, mask, np.array(hashes, dtype=object))
@@ -497,15 +500,17 @@ class ChunkStore:
         assert self._matrix is not None
         first: dict[str, int] = {}  # a request's chunk text -> its row
         vectors: list[np.ndarray] = []
-        unkept: list[str] = []  # texts of misses kept without a vector of this model: embedded once
+        unkept: dict[int, str] = {}  # requests kept without a vector of this model -> the text to embed
         examples = np.flatnonzero(mask)
         example_request = np.empty(examples.size, np.int64)  # filled in row order, as ``examples`` runs
-        for i, (row, e) in enumerate(self._example_records(self._matrix[0])):
+        for i, (_, chunk, e) in enumerate(self._example_records(self._matrix[0])):
             text = example_chunk_text(e) if e is not None else None
             j = first.get(text) if text is not None else None
-            if j is None:  # a new request (an example row without a record counts alone)
+            if j is None:  # a new request (an example chunk without a record counts alone)
                 j = len(vectors)
-                vectors.append(e.vector if e is not None and e.vector is not None else self._matrix[1][row].copy())
+                vectors.append(e.vector if e is not None and e.vector is not None else np.zeros(0, np.float32))
+                if e is None or e.vector is None:
+                    unkept[j] = chunk.embed_text  # what the example chunk embeds
                 if text is not None:
                     first[text] = j
             example_request[i] = j
@@ -520,12 +525,12 @@ class ChunkStore:
                         first[text] = len(vectors)
                         vectors.append(e.vector if e.vector is not None else np.zeros(0, np.float32))
                         if e.vector is None:
-                            unkept.append(text)
+                            unkept[first[text]] = text
                     miss_request.append(first[text])
                     miss_item.append(pos[k])
         if unkept:
-            for text, v in zip(unkept, self._embed_chunks(unkept)):
-                vectors[first[text]] = v
+            for j, v in zip(unkept, self._embed_chunks(list(unkept.values()))):
+                vectors[j] = v
         got = RecordedRequests(
             RequestVectors.of(vectors),
             examples,
@@ -536,20 +541,36 @@ class ChunkStore:
         self._recorded = (self._matrix, self.misses, got)
         return got
 
-    def _example_records(self, order: Sequence[ItemKey]) -> Iterable[tuple[int, Example | None]]:
-        """Each example chunk of the items in ``order`` (the matrix's order): its row and its record
-        (``None`` for an example chunk without one), in row order."""
+    def _example_records(self, order: Sequence[ItemKey]) -> Iterable[tuple[int, Chunk, Example | None]]:
+        """Each example chunk of the items in ``order`` (the matrix's order): its row among every chunk,
+        the chunk and its record (``None`` for an example chunk without one), in row order."""
         row = 0
         for k in order:
             chunks = self._items[k].chunks
             shots = iter(self.examples.get(k, ())[: self.config.max_examples])
             for j, c in enumerate(chunks):
                 if is_example_chunk(c):
-                    yield row + j, next(shots, None)
+                    yield row + j, c, next(shots, None)
             row += len(chunks)
 
+    def layout(self, order: Sequence[ItemKey]) -> ChunkLayout:
+        """Where the rows of :meth:`matrix` (the items' own chunks) sit among every chunk of the items in
+        ``order`` (a tool's recorded examples included): :class:`ChunkLayout`. Kept until the matrix changes."""
+        self.matrix(order)
+        assert self._matrix is not None
+        memo = self._layout
+        if memo is None or memo[0] is not self._matrix:
+            counts = np.array([len(self._items[k].chunks) for k in self._matrix[0]], np.int64)
+            own = np.array([self._items[k].vectors.shape[0] for k in self._matrix[0]], np.int64)
+            first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if counts.size else counts
+            owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+            base = np.flatnonzero(np.arange(owner.size) - first[owner] < own[owner])
+            memo = self._layout = (self._matrix, ChunkLayout(base, owner, first))
+        return memo[1]
+
     def matrix(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
-        """All chunk vectors of the items in ``order`` (``[N, D]``) and each chunk's position in ``order``."""
+        """The vectors of the own chunks of the items in ``order`` (``[N, D]``; a tool's recorded
+        examples are no rows of it: see :meth:`recorded_requests`) and each row's position in ``order``."""
         if self._matrix is None or (self._matrix[0] is not order and self._matrix[0] != list(order)):
             order = order if isinstance(order, list) else list(order)  # kept: the same list object compares in O(1)
             vecs = [self._items[k].vectors for k in order]

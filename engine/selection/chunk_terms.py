@@ -66,23 +66,22 @@ def example_terms(
     chunks: np.ndarray,
     exclude: np.ndarray,
     qvec: np.ndarray,
-    requests: tuple[RecordedRequests, np.ndarray] | None = None,
+    request_scores: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """How recorded example chunks (``examples``: bool per chunk row) are searched for the query
     vectors ``qvec``: ``exclude`` with those no query chunk matches at
     :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY` cosine or closer added (an example speaks for
     its tool only for requests like itself), and per chunk what :func:`example_score` changes in the
-    ranking score of the others (``None`` when no example is searched). ``requests``: the recorded
-    requests (:meth:`~contextsieve.selection.chunk_store.ChunkStore.recorded_requests`) and their
-    scores for ``qvec`` (:meth:`~contextsieve.selection.recorded_requests.RequestVectors.scores`): each
-    request is scored once, not once per tool it is an example of; without them, each example row."""
+    ranking score of the others (``None`` when no example is searched). ``request_scores``: per chunk
+    row, the score of its recorded request for ``qvec``
+    (:meth:`~contextsieve.selection.recorded_requests.NearRequests.best`: each request scored once,
+    not once per tool it is an example of); without them, each example row is scored here."""
     live = examples & ~exclude
     if not live.any():
         return exclude, None
     rows = np.flatnonzero(live)
-    if requests is not None:
-        recorded, scores = requests
-        sims = recorded.example_scores(scores, rows)
+    if request_scores is not None:
+        sims = request_scores[rows]
     else:
         sims = query_scores(chunks[rows], qvec).max(axis=1)
     near = sims >= agent_settings.EXAMPLE_SIMILARITY
@@ -104,7 +103,8 @@ def outcome_penalty(
     """Per chunk: minus ``weight`` x how close the request is to its tool's recorded misses
     (``(cos - MISS_SIMILARITY) / (1 - MISS_SIMILARITY)``, clipped to 0..1, best pair of query chunk and
     miss); ``None`` when the weight is 0 or no candidate tool (``mask``, per item) has misses.
-    ``requests``: as :func:`example_terms` takes them."""
+    ``requests``: the recorded requests (:meth:`~contextsieve.selection.chunk_store.ChunkStore.recorded_requests`)
+    and each one's score for the request (:meth:`~contextsieve.selection.recorded_requests.NearRequests.best`)."""
     if weight <= 0 or requests is None:
         return None
     recorded, scores = requests

@@ -2,7 +2,7 @@
 embedding cache and the memory of recent query vectors that :class:`~contextsieve.selection.chunk_store.ChunkStore`
 embeds through.
 
-Chunk texts come from the usage log's kept vectors, then the disk cache, then the model in parts of
+Chunk texts come from the disk cache, then the model in parts of
 :data:`EMBED_PART` (each part cached as soon as it is done); query texts go through the model about
 once each (:mod:`contextsieve.retrieval.query_vectors`) and the last :data:`QUERY_CACHE_SIZE` are kept
 in memory, never on disk.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -57,20 +57,14 @@ class ChunkVectors:
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors by text (LRU)
         self._queries_lock = threading.Lock()
 
-    def chunk_vectors(
-        self, texts: list[str], kept: Mapping[str, np.ndarray], show_progress: bool = False
-    ) -> np.ndarray:
-        """Vectors of chunk texts: ``kept`` (by text: the vectors a usage log keeps for its recorded
-        examples) first, then the disk cache where present, the rest embedded
+    def chunk_vectors(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        """Vectors of chunk texts: from the disk cache where present, the rest embedded
         :data:`EMBED_PART` texts at a time, each part put into the cache as soon as it is done (an
         interrupted indexing keeps what it finished: the next run embeds only the rest)."""
         self.disk_cache()
-        have = {i: kept[t] for i, t in enumerate(texts) if t in kept}  # vectors a usage log keeps
-        rest = [t for i, t in enumerate(texts) if i not in have]
-        got = self.cache.get(rest) if self.cache is not None and rest else {}
-        rest_at = [i for i in range(len(texts)) if i not in have]
-        cached = {**have, **{rest_at[j]: v for j, v in got.items()}}
-        unknown = [texts[i] for i in rest_at if texts[i].startswith(VECTOR_EXAMPLE) and i not in cached]
+        got = self.cache.get(texts) if self.cache is not None and texts else {}
+        cached = dict(got)
+        unknown = [t for i, t in enumerate(texts) if t.startswith(VECTOR_EXAMPLE) and i not in cached]
         if unknown:  # a recorded request kept as a vector only: never embed its placeholder
             raise InputError(f"{len(unknown)} recorded request(s) kept as vectors are not in the usage log any more")
         missing = [i for i in range(len(texts)) if i not in cached]

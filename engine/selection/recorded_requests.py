@@ -21,7 +21,7 @@ import numpy as np
 from contextsieve.agent import settings as agent_settings
 from contextsieve.kernels.scoring import Int8Corpus, query_scores
 
-__all__ = ["RecordedRequests", "RequestVectors", "near_floor", "SCAN_BLOCK"]
+__all__ = ["RecordedRequests", "RequestVectors", "NearRequests", "near_floor", "SCAN_BLOCK"]
 #: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many rows).
 SCAN_BLOCK = 4096
 #: Added to the int8 error bound: float32 rounding of the scan's sums (fastmath) and of the unit vectors.
@@ -76,21 +76,56 @@ class RequestVectors:
     def __len__(self) -> int:
         return len(self.vectors)
 
-    def scores(self, queries: np.ndarray, floor: float | None = None) -> np.ndarray:
-        """Each request's best cosine with the ``queries`` (``[M, D]`` float32) when it is at least
-        ``floor`` (default :func:`near_floor`), else ``-inf`` (``[U]`` float32). Exact for every request
-        the int8 scan cannot rule out."""
+    def near(self, queries: np.ndarray, floor: float | None = None) -> NearRequests:
+        """The requests whose best cosine with one of the ``queries`` (``[M, D]`` float32) is at least
+        ``floor`` (default :func:`near_floor`), each scored exactly against every query. Exact for every
+        request the int8 scan cannot rule out."""
         floor = near_floor() if floor is None else floor
-        out = np.full(len(self.vectors), -np.inf, dtype=np.float32)
+        dim = self.scan.q8.shape[1]
         if not len(self.vectors) or not queries.shape[0]:
-            return out
+            return NearRequests.none(queries.shape[0], dim)
         approx, _ = self.scan.score_pool(queries)
         reach = float(np.linalg.norm(queries, axis=1).max())  # the bound grows with the query's length
-        near = np.flatnonzero(approx + reach * self.slack >= floor)
-        if near.size:
-            rows = np.stack([self.vectors[j] for j in near.tolist()]).astype(np.float32) / self.norms[near, None]
-            exact = query_scores(rows, queries).max(axis=1)
-            out[near] = np.where(exact >= floor, exact, -np.inf)
+        maybe = np.flatnonzero(approx + reach * self.slack >= floor)
+        if not maybe.size:
+            return NearRequests.none(queries.shape[0], dim)
+        rows = np.stack([self.vectors[j] for j in maybe.tolist()]).astype(np.float32) / self.norms[maybe, None]
+        scores = query_scores(rows, queries)
+        keep = scores.max(axis=1) >= floor
+        return NearRequests(maybe[keep], np.ascontiguousarray(scores[keep]), rows[keep])
+
+    def scores(self, queries: np.ndarray, floor: float | None = None) -> np.ndarray:
+        """Each request's best cosine with the ``queries`` when it is at least ``floor`` (default
+        :func:`near_floor`), else ``-inf`` (``[U]`` float32): :meth:`near` as one score per request."""
+        return self.near(queries, floor).best(len(self.vectors), queries.shape[0], floor)
+
+
+@dataclass(frozen=True)
+class NearRequests:
+    """The recorded requests close to a request's query vectors (:meth:`RequestVectors.near`).
+
+    Attributes:
+        rows: the requests (ascending).
+        scores: ``[K, M]`` each one's exact cosine with each query vector.
+        vectors: ``[K, D]`` their unit vectors (float32).
+    """
+
+    rows: np.ndarray
+    scores: np.ndarray
+    vectors: np.ndarray
+
+    @classmethod
+    def none(cls, queries: int, dim: int) -> NearRequests:
+        return cls(np.zeros(0, np.int64), np.zeros((0, queries), np.float32), np.zeros((0, dim), np.float32))
+
+    def best(self, size: int, n_queries: int, floor: float | None = None) -> np.ndarray:
+        """``[size]`` per request its best cosine with the first ``n_queries`` query vectors when at
+        least ``floor`` (default :func:`near_floor`), else ``-inf``."""
+        floor = near_floor() if floor is None else floor
+        out = np.full(size, -np.inf, dtype=np.float32)
+        if self.rows.size and n_queries:
+            best = self.scores[:, :n_queries].max(axis=1)
+            out[self.rows] = np.where(best >= floor, best, -np.inf)
         return out
 
 
@@ -101,7 +136,8 @@ class RecordedRequests:
     Attributes:
         requests: every request once (a request recorded for several tools, or as an example of one
             tool and a miss of another, is one row).
-        example_rows: the rows of the chunk matrix that are example chunks (ascending).
+        example_rows: the chunk rows (among every chunk of the items:
+            :class:`~contextsieve.selection.search_rows.ChunkLayout`) that are example chunks (ascending).
         example_request: per example row, its request.
         miss_request: per recorded miss, its request.
         miss_item: per recorded miss, its tool's position in the item order.
@@ -112,16 +148,6 @@ class RecordedRequests:
     example_request: np.ndarray
     miss_request: np.ndarray
     miss_item: np.ndarray
-
-    def scored(
-        self, queries: np.ndarray, mask: np.ndarray, owner: np.ndarray
-    ) -> tuple[RecordedRequests, np.ndarray] | None:
-        """These requests and their scores for ``queries`` (:meth:`RequestVectors.scores`: one scan for a
-        search's examples and misses) when a candidate item (``mask``, per item; ``owner``: each chunk
-        row's item) has an example or a miss; else ``None``, and nothing is scanned."""
-        if mask[self.miss_item].any() or mask[owner[self.example_rows]].any():
-            return self, self.requests.scores(queries)
-        return None
 
     def example_scores(self, request_scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The score of the request of each example row of ``rows`` (rows of :attr:`example_rows`),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -34,27 +34,23 @@ from contextsieve.selection.ranking import (
     FILL_RATIO,
     SENTENCE_ITEMS,
     CutRule,
-    Ranked,
     RankRule,
     Selected,
     SentenceEvidence,
     cut,
-    fuse,
     item_query_scores,
     min_representation,
     names_nothing,
-    pooled_scores,
     rank_chunks,
     ratio_base,
     represent_sentences,
 )
-from contextsieve.selection.recorded_requests import RecordedRequests
+from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests
+from contextsieve.selection.search_rows import SearchRows
+from contextsieve.selection.search_trace import DomainTrace, SearchTrace
 
 __all__ = [
     "search",
-    "SearchTrace",
-    "DomainTrace",
-    "ItemFacts",
     "context_settings",
     "OVERFETCH",
     "MAX_INDEX_CANDIDATES",
@@ -76,172 +72,6 @@ _DOMAIN_KINDS = {"all": None, "rules+references": (ItemKind.RULE, ItemKind.REFER
 def context_settings(s: AgentSettings) -> dict[str, object]:
     """The settings a request context records (the reference's three)."""
     return {"top_k": s.context_top_k, "top_n": s.context_top_n, "include_score": s.context_include_score}
-
-
-@dataclass
-class DomainTrace:
-    """What the search did in one domain (all items, or rules + references, or tools).
-
-    Attributes:
-        name: ``"all"``, ``"rules+references"`` or ``"tools"``.
-        settings: the settings this domain was searched with.
-        candidates: bool per item position: the items search could choose.
-        exclude: bool per chunk row: chunks of items that were not candidates.
-        keyword: per chunk, the keyword score normalised by the best candidate chunk (``None``: no term).
-        path: ``"exact"`` (every chunk scored) or ``"hnsw"`` (the index proposed the chunks scored).
-        ranked: the top-K chunks (rows, ranking scores, query chunks) and their similarities.
-        grouped: every item those chunks grouped into (similarity > 0), best first.
-        chosen: the items the cut-offs kept (include score, then top-N).
-        promoted: items added for unrepresented query sentences (minimum representation).
-        boost: per chunk, what its tool's server profile added to the ranking score (``None``: nothing).
-        outcome: per chunk, what its tool's recorded misses took off the ranking score (a negative
-            number or 0; ``None``: nothing; see ``outcome_weight``).
-        n_queries: how many of the trace's query chunks this domain searched with (the first ones;
-            ``None``: all).
-        queries: the query vectors this domain searched with when they differ from the trace's
-            (pseudo-relevance feedback moved them); ``None``: the trace's first ``n_queries``.
-        history: per chunk, what the recorded-example scale changed in its ranking score (0 but for
-            example chunks; ``None``: none searched; see :func:`_example_terms`).
-        ratio_base: the ranking score ``context_min_ratio`` is relative to (the best top chunk that is an
-            item's own text: :func:`~contextsieve.selection.ranking.ratio_base`).
-        words: the message's words that are not stopwords, as the keyword tokenizer writes them (the
-            evidence floor of :func:`~contextsieve.selection.ranking.cut` looks at short messages).
-    """
-
-    name: str
-    settings: AgentSettings
-    candidates: np.ndarray
-    exclude: np.ndarray
-    keyword: np.ndarray | None
-    path: Literal["exact", "hnsw"]
-    ranked: Ranked
-    grouped: list[Selected]
-    chosen: list[Selected]
-    promoted: list[Selected] = field(default_factory=list)
-    boost: np.ndarray | None = None
-    outcome: np.ndarray | None = None
-    n_queries: int | None = None
-    words: tuple[str, ...] | None = None
-    queries: np.ndarray | None = None
-    ratio_base: float = 0.0
-    history: np.ndarray | None = None
-
-    def query_vectors(self, trace_queries: np.ndarray) -> np.ndarray:
-        """The query vectors this domain searched with."""
-        return self.queries if self.queries is not None else trace_queries[: self.n_queries]
-
-
-@dataclass(frozen=True)
-class ItemFacts:
-    """One item's numbers in a search (read off the trace; see :meth:`SearchTrace.facts`).
-
-    Attributes:
-        domain: the domain that could choose it.
-        scores: its best dense score against each query sentence.
-        similarity: the dense score of its best chunk (what the include score is compared with).
-        chunk_rank: 1-based rank of that chunk among the domain's candidate chunks by ranking score.
-        in_top_k: whether that chunk was among the top-K chunks.
-        item_rank: 1-based rank among the items the top-K chunks grouped into (``None``: not among them).
-        keyword: what the keyword term added to its best chunk's ranking score (weighted fusion).
-        server: what its server's profile added to that score (``server_weight``; 0 without).
-        outcome: what its recorded misses took off that score (``outcome_weight``; 0 or negative).
-    """
-
-    domain: DomainTrace
-    scores: tuple[float, ...]
-    similarity: float
-    chunk_rank: int
-    in_top_k: bool
-    item_rank: int | None
-    keyword: float
-    server: float = 0.0
-    outcome: float = 0.0
-
-
-@dataclass
-class SearchTrace:
-    """Everything one search computed, for explanations and tests.
-
-    Attributes:
-        query_chunks: the query sentences. order: item keys by position. chunks: ``[N, D]`` chunk
-        vectors; owner: item position of each chunk; queries: ``[M, D]`` query vectors.
-        domains: one :class:`DomainTrace` per domain searched.
-    """
-
-    query_chunks: tuple[str, ...]
-    order: list[ItemKey]
-    chunks: np.ndarray
-    owner: np.ndarray
-    queries: np.ndarray
-    domains: list[DomainTrace] = field(default_factory=list)
-    _ranking: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-
-    @property
-    def path(self) -> str:
-        """``"hnsw"`` if any domain was searched through the index, else ``"exact"``."""
-        return "hnsw" if any(d.path == "hnsw" for d in self.domains) else "exact"
-
-    def ranking(self, d: DomainTrace) -> np.ndarray:
-        """The ranking score of every chunk in domain ``d`` (``-inf`` where excluded): kept from the
-        search when it scored every chunk, else scored now the same way (an explanation's detail)."""
-        if d.ranked.ranking is not None:
-            return d.ranked.ranking
-        key = id(d)
-        if key not in self._ranking:
-            s = d.settings
-            dense = pooled_scores(d.query_vectors(self.queries), self.chunks, s.query_pooling)[0]
-            ranking = fuse(dense, d.keyword, s.keyword_weight, s.keyword_fusion, d.exclude)
-            if d.boost is not None:
-                ranking += d.boost
-            if d.outcome is not None:
-                ranking += d.outcome
-            if d.history is not None:
-                ranking += d.history
-            self._ranking[key] = ranking
-        return self._ranking[key]
-
-    def facts(self, key: ItemKey) -> ItemFacts | None:
-        """The item's numbers in this search; ``None`` if no domain had it as a candidate."""
-        pos = self.order.index(key)
-        domain = next((d for d in self.domains if d.candidates[pos]), None)
-        if domain is None:
-            return None
-        s = domain.settings
-        rows = np.flatnonzero(self.owner == pos)
-        pooled, dense = pooled_scores(domain.query_vectors(self.queries), self.chunks[rows], s.query_pooling)
-        hit_rows = domain.ranked.hits.idx.tolist()
-        in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
-        if in_hits:
-            best_row = hit_rows[in_hits[0]]
-            chunk_rank = in_hits[0] + 1
-            best_score = float(domain.ranked.hits.scores[in_hits[0]])
-        else:
-            ranking = self.ranking(domain)
-            local = int(np.argmax(ranking[rows]))
-            best_row = int(rows[local])
-            best_score = float(ranking[best_row])
-            chunk_rank = int(np.sum(ranking > best_score) + np.sum(ranking[:best_row] == best_score)) + 1
-        similarity = float(pooled[int(np.flatnonzero(rows == best_row)[0])])
-        item_rank = next((i + 1 for i, sel in enumerate(domain.grouped) if sel.item == pos), None)
-        server = float(domain.boost[best_row]) if domain.boost is not None else 0.0
-        outcome = float(domain.outcome[best_row]) if domain.outcome is not None else 0.0
-        history = float(domain.history[best_row]) if domain.history is not None else 0.0
-        keyword = (
-            best_score - similarity - server - outcome - history
-            if domain.keyword is not None and s.keyword_fusion == "weighted" and s.keyword_weight
-            else 0.0
-        )
-        return ItemFacts(
-            domain,
-            tuple(float(x) for x in dense.max(axis=0)),
-            similarity,
-            chunk_rank,
-            bool(in_hits),
-            item_rank,
-            keyword,
-            server,
-            outcome,
-        )
 
 
 def search(
@@ -308,8 +138,8 @@ class _Pass:
     store: ChunkStore
     table: ItemTable
     query: Query
-    chunks: np.ndarray
-    owner: np.ndarray
+    rows: SearchRows  # the chunks it reads: every own chunk, the examples close to the request
+    recorded: tuple[RecordedRequests, NearRequests] | None  # the recorded requests, those close to it
     indexed: IndexedChunks | None
     words: tuple[str, ...]  # what the message names, for the evidence floor
     keyword: np.ndarray | None  # each chunk's keyword score (BM25) for the message
@@ -321,18 +151,30 @@ class _Pass:
     ) -> _Pass:
         """The pass of ``query`` over the synced ``store`` (with keyword scores when one of ``domains``
         weighs them)."""
-        chunks, owner = store.matrix(table.keys)
+        chunks, _ = store.matrix(table.keys)
+        recorded = store.recorded_requests(table.keys)
+        assert query.vectors is not None  # search embedded it
+        near = None if recorded is None else (recorded, recorded.requests.near(query.vectors))
+        rows = SearchRows.of(chunks, store.layout(table.keys), *(near or (None, None)))
         indexed = store.search_index(table.keys)
         named = keyword_query(query.chunks)
         words = tuple(tokenize(named))
         keywords = chunks.shape[0] > 0 and any(ds.keyword_weight > 0 for _, _, ds in domains)
-        keyword = store.keyword_index(table.keys).scores(named) if keywords else None
-        return cls(store, table, query, chunks, owner, indexed, words, keyword, not_example)
+        keyword = store.keyword_index(table.keys).scores(named)[rows.rows] if keywords else None
+        return cls(store, table, query, rows, near, indexed, words, keyword, not_example)
 
     @property
     def vectors(self) -> np.ndarray:
         assert self.query.vectors is not None  # search embedded it
         return self.query.vectors
+
+    @property
+    def chunks(self) -> np.ndarray:
+        return self.rows.chunks
+
+    @property
+    def owner(self) -> np.ndarray:
+        return self.rows.owner
 
     def run(self, domains: list[_Domain]) -> tuple[list[ContextEntry], SearchTrace]:
         """The entries chosen in each of ``domains`` (:func:`_domains`), and the trace."""
@@ -364,12 +206,11 @@ class _Pass:
         """The request entry of the item at position ``item`` chosen by its chunk ``row``."""
         items = self.table.items
         it = items[item]
-        first = int(np.searchsorted(self.owner, item))
         return ContextEntry(
             it.key,
             IncludeMode.EXPANSION if via == "expansion" else IncludeMode.AGENT,
             round(score, 6),
-            row - first,
+            self.rows.chunk_index(row),
             qc,
             None if isinstance(it, Tool) else it.priority,
             via,
@@ -382,16 +223,26 @@ class _Pass:
         """The chunks a domain of candidates ``mask`` excludes, the recorded-example term of each
         (:func:`~contextsieve.selection.chunk_terms.example_terms`), which rows are examples, and the
         recorded requests with their scores for ``qvec`` (``None``: nothing recorded)."""
-        examples, hashes = self.store.example_rows(self.table.keys)
+        every, hashes = self.store.example_rows(self.table.keys)
+        examples = every[self.rows.rows]
+        # the hashes of the examples read (``hashes`` lists every example's)
+        hashes = (
+            hashes[np.searchsorted(np.flatnonzero(every), self.rows.rows[examples])] if examples.any() else hashes[:0]
+        )
         usable = examples
         if self.not_example is not None and hashes.size:  # the task's own message does not steer its steps
             usable = examples.copy()
             usable[np.flatnonzero(examples)[hashes == self.not_example]] = False
         exclude = ~mask[self.owner] if usable is examples else ~mask[self.owner] | (examples & ~usable)
-        recorded = self.store.recorded_requests(self.table.keys)
-        requests = None if recorded is None else recorded.scored(qvec, mask, self.owner)
-        exclude, history = example_terms(usable, self.chunks, exclude, qvec, requests)
-        return exclude, history, examples, requests
+        if self.recorded is None:
+            return *example_terms(usable, self.chunks, exclude, qvec), examples, None
+        recorded, near = self.recorded
+        scores = near.best(len(recorded.requests), qvec.shape[0])  # each request's, for this domain's queries
+        per_row = np.full(self.chunks.shape[0], -np.inf, dtype=np.float32)
+        if examples.any():
+            per_row[examples] = recorded.example_scores(scores, self.rows.rows[examples])
+        exclude, history = example_terms(usable, self.chunks, exclude, qvec, per_row)
+        return exclude, history, examples, (recorded, scores)
 
     def domain(self, name: str, mask: np.ndarray, ds: AgentSettings) -> DomainTrace:
         """One domain's search: rank its candidate chunks, cut, promote."""
@@ -408,7 +259,9 @@ class _Pass:
             top = raw[~exclude].max(initial=0.0)  # normalised by the domain's best candidate chunk
             keyword = raw / top if top > 0 else raw
         rows = (
-            _index_candidates(self.indexed, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_KINDS[name])
+            _index_candidates(
+                self.indexed, self.rows.base, qvec, exclude, keyword, ds.context_top_k, _DOMAIN_KINDS[name]
+            )
             if self.indexed
             else None
         )
@@ -510,17 +363,19 @@ def keyword_query(query_chunks: Sequence[str]) -> str:
 
 
 def _scored_rows(rows: np.ndarray | None, exclude: np.ndarray, examples: np.ndarray) -> np.ndarray | None:
-    """The chunk rows a domain's ranking scores: an approximate index's ``rows``; else, with a history
-    (``examples``: its rows), the candidate rows only (most example rows are far from the request and
-    excluded, and a year of history is tens of thousands of them: scoring them all was most of a
-    request's time); else ``None``, every row. Both rank alike (ties by row either way)."""
-    if rows is None and examples.any():
-        return np.flatnonzero(~exclude)
-    return rows
+    """The chunk rows a domain's ranking scores: an approximate index's ``rows`` and the candidate
+    example rows (``examples``: the close examples a search reads; the index holds the items' own
+    chunks only); else, with examples, the candidate rows only (most rows of a large agent are not
+    candidates of a domain); else ``None``, every row. Both rank alike (ties by row either way)."""
+    if not examples.any():
+        return rows
+    live = np.flatnonzero(~exclude)
+    return live if rows is None else np.union1d(rows, live[examples[live]])
 
 
 def _index_candidates(
     indexed: IndexedChunks,
+    at: np.ndarray,
     qvec: np.ndarray,
     exclude: np.ndarray,
     keyword: np.ndarray | None,
@@ -528,11 +383,13 @@ def _index_candidates(
     kinds: tuple[ItemKind, ...] | None,
 ) -> np.ndarray | None:
     """Chunk rows to score exactly: the index's nearest chunks (over-fetched until top-K of them are
-    candidates) and the best keyword chunks. ``None``: too few candidates found, scan exactly."""
+    candidates) and the best keyword chunks; ``at``: where each row of the index's matrix is among the
+    search's rows (:attr:`~contextsieve.selection.search_rows.SearchRows.base`). ``None``: too few
+    candidates found, scan exactly."""
     live = indexed.live
     k = OVERFETCH * top_k
     while True:
-        rows = indexed.nearest(qvec, min(k, live), kinds)
+        rows = at[indexed.nearest(qvec, min(k, live), kinds)]
         rows = rows[~exclude[rows]]
         if rows.size >= top_k or k >= live:
             break

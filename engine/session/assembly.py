@@ -22,7 +22,7 @@ from contextsieve.errors import InputError, brief
 from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
 
 if TYPE_CHECKING:
-    from contextsieve.selection.search import SearchTrace
+    from contextsieve.selection.search_trace import SearchTrace
     from contextsieve.stash.results import RetrieveTrace
 
 __all__ = [

@@ -12,7 +12,7 @@ from contextsieve.selection.ranking import FILL_KEYWORD, FILL_RATIO, names_nothi
 if TYPE_CHECKING:
     from contextsieve.agent.settings import AgentSettings
     from contextsieve.selection.context import ContextEntry
-    from contextsieve.selection.search import ItemFacts
+    from contextsieve.selection.search_trace import ItemFacts
     from contextsieve.session.assembly import Request
 
 __all__ = ["Explanation", "explain_item"]

@@ -21,7 +21,8 @@ from contextsieve.retrieval.query import Query
 from contextsieve.retrieval.text import query_chunks
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import ContextEntry, Dropped, RequestContext, StashedEntry
-from contextsieve.selection.search import SearchTrace, context_settings, search
+from contextsieve.selection.search import context_settings, search
+from contextsieve.selection.search_trace import SearchTrace
 from contextsieve.session.assembly import Request, assemble, fit_budget, item_text, stashed_text, tool_definition
 from contextsieve.session.companions import companion_entries
 from contextsieve.session.session_items import SessionItems, tool_available

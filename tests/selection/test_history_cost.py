@@ -21,6 +21,7 @@ from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty
 from contextsieve.selection.ranking import RankRule, rank_chunks
 from contextsieve.selection.recorded_requests import RequestVectors, near_floor
+from contextsieve.selection.search_rows import SearchRows
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
 
@@ -95,14 +96,53 @@ def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_
     assert (got is None) == (want is None)
     if want is not None:
         np.testing.assert_allclose(got, want, atol=1e-5)
+    # the examples as rows of every chunk, against the plain path: each example row scored itself
     examples, _ = store.example_rows(order)
-    exclude = np.zeros(chunks.shape[0], dtype=bool)
-    fast = example_terms(examples, chunks, exclude, qvec, (recorded, scores))
-    plain = example_terms(examples, chunks, exclude, qvec)
+    every = np.zeros((examples.size, chunks.shape[1]), np.float32)
+    every[store.layout(order).base] = chunks
+    for row, request in zip(recorded.example_rows.tolist(), recorded.example_request.tolist()):
+        every[row] = unit_vector(requests.vectors[request])
+    per_row = np.full(examples.size, -np.inf, dtype=np.float32)
+    per_row[examples] = recorded.example_scores(scores, np.flatnonzero(examples))
+    exclude = np.zeros(examples.size, dtype=bool)
+    fast = example_terms(examples, every, exclude, qvec, per_row)
+    plain = example_terms(examples, every, exclude, qvec)
     np.testing.assert_array_equal(fast[0], plain[0])
     assert (fast[1] is None) == (plain[1] is None)
     if plain[1] is not None:
         np.testing.assert_allclose(fast[1], plain[1], atol=1e-5)
+
+
+def test_a_search_reads_every_own_chunk_and_the_close_examples_where_they_sit(tmp_path: Path) -> None:
+    """The rows a search reads against every chunk of the items (own chunks, then each tool's examples
+    as rows of their requests' unit vectors): the same vectors in the same order, the own chunks all,
+    the examples exactly those whose request is at the example gate for a query vector."""
+    from contextsieve.agent import settings as agent_settings
+
+    store, agent = _store(tmp_path / "h.sqlite")
+    Session(agent, store).build_request("widget")
+    order = agent.table().keys
+    chunks, _ = store.matrix(order)
+    layout = store.layout(order)
+    recorded = store.recorded_requests(order)
+    assert recorded is not None
+    every = np.zeros((layout.owner.size, chunks.shape[1]), np.float32)
+    every[layout.base] = chunks
+    for row, request in zip(recorded.example_rows.tolist(), recorded.example_request.tolist()):
+        every[row] = unit_vector(recorded.requests.vectors[request])
+    seen = 0
+    for text in ["request 12 widget", "request 3. widget 0", "thing 7", "request 150 widget 2 and request 9"]:
+        queries = FakeEmbedder().embed([p for p in text.split(". ")])
+        rows = SearchRows.of(chunks, layout, recorded, recorded.requests.near(queries))
+        best = (every[recorded.example_rows] @ queries.T).max(axis=1)
+        close = recorded.example_rows[best >= agent_settings.EXAMPLE_SIMILARITY]
+        assert rows.rows.tolist() == sorted([*layout.base.tolist(), *close.tolist()])
+        np.testing.assert_allclose(rows.chunks, every[rows.rows], atol=1e-6)
+        assert rows.owner.tolist() == layout.owner[rows.rows].tolist()
+        np.testing.assert_array_equal(rows.chunks[rows.base], chunks)
+        assert [rows.chunk_index(i) for i in range(rows.rows.size)] == (rows.rows - layout.first[rows.owner]).tolist()
+        seen += close.size
+    assert seen  # some requests were close to examples
 
 
 def test_the_int8_scan_scores_as_every_request_scored_exactly() -> None:
@@ -165,7 +205,8 @@ def test_a_search_with_history_selects_as_before(tmp_path: Path, monkeypatch: py
     requests = [Session(agent, store).build_request(m) for m in messages]
     tools = [d for r in requests for d in r.trace.domains if d.name == "tools"]
     assert sum(d.history is not None for d in tools) >= 2  # requests close to examples: the history counted
-    assert all(d.path == "exact" and d.ranked.ranking is None for d in tools)  # scored its candidates only
+    assert all(d.path == "exact" for d in tools)
+    assert any(d.ranked.ranking is None for d in tools)  # with close examples: scored its candidates only
     fast = [_chosen(r) for r in requests]
     monkeypatch.setattr(search_module, "_scored_rows", lambda rows, exclude, examples: rows)
     plain = [_chosen(Session(agent, store).build_request(m)) for m in messages]
