@@ -17,7 +17,10 @@ history's memory), the engine is built, the tools embedded, and ``--requests`` r
 set's task messages, each embedding its message (the query-vector memo emptied first), as a new
 request does. Columns: the resident memory after the requests (MB, ``/proc/self/statm``), its peak
 (``ru_maxrss``), and the request p50 / p99 (ms). ``history`` minus ``no history`` is what the history
-costs; the goal is under 50 MB and a p50 within 1.5x.
+costs; the goal is under 50 MB and a p50 within 1.5x. ``--malloc-mmap-threshold BYTES`` runs the
+measuring processes with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed (by default glibc raises it to the size
+of each large block freed, so the request's few-MB temporaries come from the heap afterwards and the
+heap keeps them resident): what the history holds, apart from what the allocator keeps.
 """
 
 from __future__ import annotations
@@ -126,12 +129,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--records", type=int, default=25_000)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--spreads", default="uniform,zipf", help="how the recorded calls spread over the tools")
+    ap.add_argument("--malloc-mmap-threshold", type=int, default=None, help="glibc MALLOC_MMAP_THRESHOLD_ (bytes)")
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
     if args.measure is not None:
         print(json.dumps(measure(args.data, args.measure, args.requests)))
         return
-    print(f"# history_memory; {cpu_line()}")
+    fixed = "" if args.malloc_mmap_threshold is None else f"; MALLOC_MMAP_THRESHOLD_={args.malloc_mmap_threshold}"
+    print(f"# history_memory; {cpu_line()}{fixed}")
     rows: dict[str, dict[str, float]] = {}
     sizes: dict[str, float] = {}
     for spread in args.spreads.split(","):
@@ -176,6 +181,9 @@ def _child(args: argparse.Namespace, where: str) -> dict[str, float]:
         check=True,
         capture_output=True,
         text=True,
+        env=os.environ
+        if args.malloc_mmap_threshold is None
+        else {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(args.malloc_mmap_threshold)},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

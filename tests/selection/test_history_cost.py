@@ -215,3 +215,31 @@ def test_a_search_with_history_selects_as_before(tmp_path: Path, monkeypatch: py
 
 def _chosen(request: object) -> list[tuple[ItemKey, float]]:
     return [(e.key, round(e.score, 5)) for e in request.context.entries]  # type: ignore[attr-defined]
+
+
+def test_an_hnsw_search_with_history_finds_the_close_examples_as_an_exact_one_does(tmp_path: Path) -> None:
+    """A large agent's index holds the tools' own chunks only; a request close to a recorded example
+    gets its tool through the HNSW path as through the exact scan (the index's candidates joined by
+    the close examples), at the same score; the rest is the approximate search's (recording an example
+    re-inserts its tool into the graph, which may move a weak neighbour of the tail)."""
+    from contextsieve.retrieval.chunks import IndexConfig
+
+    tools = [Tool("s", f"t{i}", f"tool number {i} does thing {i} with widget {i % 7}") for i in range(300)]
+    agent = Agent(servers={"s": McpServer("s", default_include=G)}, tools=tools)
+    sessions = []
+    for backend in ("hnsw", "exact"):  # histories kept as vectors only: an example has no words to match
+        log = UsageLog(tmp_path / f"{backend}.sqlite", model="fake")
+        store = ChunkStore(FakeEmbedder(), index=IndexConfig(backend=backend), usage_factory=lambda log=log: log)
+        sessions.append(Session(agent, store))
+    hnsw, exact = sessions
+    examples = {"quokka lemur narwhal ocelot": tools[17].key, "walrus heron ibis tapir": tools[250].key}
+    for session in (hnsw, exact):
+        for message, key in examples.items():
+            session.record_tool_calls(message, [key])
+    for message, key in [*examples.items(), ("tool number 40 does thing", None)]:
+        fast, plain = hnsw.build_request(message), exact.build_request(message)
+        assert [d.path for d in fast.trace.domains if d.name == "tools"] == ["hnsw"]
+        got, want = _chosen(fast), _chosen(plain)
+        assert got[0] == want[0] and len(set(got) ^ set(want)) <= 2  # the best the same, the tail near
+        if key is not None:  # found through its example (score 1: the same request), nothing of its own
+            assert got[0] == want[0] == (key, 1.0)
