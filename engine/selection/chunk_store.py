@@ -324,7 +324,7 @@ class ChunkStore:
         return view
 
     def _embed_chunks(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
-        """Vectors of chunk texts (:meth:`ChunkVectors.chunk_vectors`; the usage log's kept vectors first)."""
+        """Vectors of chunk texts (:meth:`ChunkVectors.chunk_vectors`)."""
         return self.vectors.chunk_vectors(texts, show_progress)
 
     def clear_query_cache(self) -> None:

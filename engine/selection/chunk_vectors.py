@@ -62,8 +62,7 @@ class ChunkVectors:
         :data:`EMBED_PART` texts at a time, each part put into the cache as soon as it is done (an
         interrupted indexing keeps what it finished: the next run embeds only the rest)."""
         self.disk_cache()
-        got = self.cache.get(texts) if self.cache is not None and texts else {}
-        cached = dict(got)
+        cached = self.cache.get(texts) if self.cache is not None and texts else {}
         unknown = [t for i, t in enumerate(texts) if t.startswith(VECTOR_EXAMPLE) and i not in cached]
         if unknown:  # a recorded request kept as a vector only: never embed its placeholder
             raise InputError(f"{len(unknown)} recorded request(s) kept as vectors are not in the usage log any more")

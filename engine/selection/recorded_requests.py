@@ -94,11 +94,6 @@ class RequestVectors:
         keep = scores.max(axis=1) >= floor
         return NearRequests(maybe[keep], np.ascontiguousarray(scores[keep]), rows[keep])
 
-    def scores(self, queries: np.ndarray, floor: float | None = None) -> np.ndarray:
-        """Each request's best cosine with the ``queries`` when it is at least ``floor`` (default
-        :func:`near_floor`), else ``-inf`` (``[U]`` float32): :meth:`near` as one score per request."""
-        return self.near(queries, floor).best(len(self.vectors), queries.shape[0], floor)
-
 
 @dataclass(frozen=True)
 class NearRequests:
@@ -151,5 +146,5 @@ class RecordedRequests:
 
     def example_scores(self, request_scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The score of the request of each example row of ``rows`` (rows of :attr:`example_rows`),
-        from ``request_scores`` (:meth:`RequestVectors.scores`)."""
+        from ``request_scores`` (:meth:`NearRequests.best`)."""
         return request_scores[self.example_request[np.searchsorted(self.example_rows, rows)]]

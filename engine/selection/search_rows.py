@@ -72,9 +72,11 @@ class SearchRows:
         base = layout.base
         close = np.zeros(0, np.int64)
         if recorded is not None and near is not None and near.rows.size:
-            at = np.minimum(np.searchsorted(near.rows, recorded.example_request), near.rows.size - 1)
-            hit = near.rows[at] == recorded.example_request
-            hit[hit] = near.scores[at[hit]].max(axis=1) >= agent_settings.EXAMPLE_SIMILARITY
+            of_request = np.full(len(recorded.requests), -1, dtype=np.int64)  # a request's place in ``near``
+            close_enough = near.scores.max(axis=1) >= agent_settings.EXAMPLE_SIMILARITY
+            of_request[near.rows[close_enough]] = np.flatnonzero(close_enough)
+            at = of_request[recorded.example_request]  # one gather per example, not a search
+            hit = at >= 0
             close = recorded.example_rows[hit]
         if not close.size:
             return cls(matrix, layout.owner[base], base, np.arange(base.size, dtype=np.int64), layout.first)

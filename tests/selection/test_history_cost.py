@@ -66,6 +66,20 @@ def _store(path: Path) -> tuple[ChunkStore, Agent]:
     return store, agent
 
 
+def _every_chunk(store: ChunkStore, order: list[ItemKey]) -> np.ndarray:
+    """The plain layout the store no longer keeps: a row per chunk of every item, the own chunks' rows
+    of the matrix, each example chunk its request's unit vector."""
+    chunks, _ = store.matrix(order)
+    layout = store.layout(order)
+    recorded = store.recorded_requests(order)
+    assert recorded is not None
+    every = np.zeros((layout.owner.size, chunks.shape[1]), np.float32)
+    every[layout.base] = chunks
+    for row, request in zip(recorded.example_rows.tolist(), recorded.example_request.tolist()):
+        every[row] = unit_vector(recorded.requests.vectors[request])
+    return every
+
+
 def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_path: Path) -> None:
     store, agent = _store(tmp_path / "h.sqlite")
     session = Session(agent, store)
@@ -81,7 +95,7 @@ def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_
     )
     assert len(requests) == n_requests < recorded.miss_request.size + recorded.example_rows.size
     qvec = FakeEmbedder().embed(["request 7", "widget 1"])
-    scores = requests.scores(qvec)
+    scores = requests.near(qvec).best(len(requests), qvec.shape[0])
     mask = np.ones(len(order), dtype=bool)
     chunks, chunk_owner = store.matrix(order)
     got = outcome_penalty((recorded, scores), mask, chunk_owner, 0.2)
@@ -98,10 +112,7 @@ def test_misses_and_examples_score_each_request_once_as_the_plain_path_does(tmp_
         np.testing.assert_allclose(got, want, atol=1e-5)
     # the examples as rows of every chunk, against the plain path: each example row scored itself
     examples, _ = store.example_rows(order)
-    every = np.zeros((examples.size, chunks.shape[1]), np.float32)
-    every[store.layout(order).base] = chunks
-    for row, request in zip(recorded.example_rows.tolist(), recorded.example_request.tolist()):
-        every[row] = unit_vector(requests.vectors[request])
+    every = _every_chunk(store, order)
     per_row = np.full(examples.size, -np.inf, dtype=np.float32)
     per_row[examples] = recorded.example_scores(scores, np.flatnonzero(examples))
     exclude = np.zeros(examples.size, dtype=bool)
@@ -126,10 +137,7 @@ def test_a_search_reads_every_own_chunk_and_the_close_examples_where_they_sit(tm
     layout = store.layout(order)
     recorded = store.recorded_requests(order)
     assert recorded is not None
-    every = np.zeros((layout.owner.size, chunks.shape[1]), np.float32)
-    every[layout.base] = chunks
-    for row, request in zip(recorded.example_rows.tolist(), recorded.example_request.tolist()):
-        every[row] = unit_vector(recorded.requests.vectors[request])
+    every = _every_chunk(store, order)
     seen = 0
     for text in ["request 12 widget", "request 3. widget 0", "thing 7", "request 150 widget 2 and request 9"]:
         queries = FakeEmbedder().embed([p for p in text.split(". ")])
@@ -161,13 +169,13 @@ def test_the_int8_scan_scores_as_every_request_scored_exactly() -> None:
         kept = [v.astype(np.float16) if trial % 2 else v / np.linalg.norm(v) for v in base]
         requests = RequestVectors.of(kept)
         floor = float(rng.choice([near_floor(), 0.3, 0.9]))
-        got = requests.scores(queries, floor)
+        got = requests.near(queries, floor).best(n, m, floor)
         plain = np.stack([unit_vector(v) for v in kept]) @ queries.T
         best = plain.max(axis=1)
         want = np.where(best >= floor, best, -np.inf)
         np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
         np.testing.assert_allclose(got[np.isfinite(got)], want[np.isfinite(want)], atol=2e-6)
-    assert not len(RequestVectors.of([]).scores(queries))
+    assert not RequestVectors.of([]).near(queries).rows.size
 
 
 def test_an_items_vectors_are_its_rows_of_the_chunk_matrix(tmp_path: Path) -> None:
