@@ -17,7 +17,11 @@ history's memory), the engine is built, the tools embedded, and ``--requests`` r
 set's task messages, each embedding its message (the query-vector memo emptied first), as a new
 request does. Columns: the resident memory after the requests (MB, ``/proc/self/statm``), its peak
 (``ru_maxrss``), and the request p50 / p99 (ms). ``history`` minus ``no history`` is what the history
-costs; the goal is under 50 MB and a p50 within 1.5x. ``--malloc-mmap-threshold BYTES`` runs the
+costs; the goal is under 50 MB and a p50 within 1.5x. ``--pauses 0,1`` also times ``--paced-requests``
+requests each made after that many seconds idle, as an agent's requests come after it waits for its
+model: on some machines such a request takes several times as long as one made right after another
+(the model's weights and the agent's data come back from memory), so the history's share of it is
+smaller; the back-to-back p50 (pause 0) is the least a request costs. ``--malloc-mmap-threshold BYTES`` runs the
 measuring processes with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed (by default glibc raises it to the size
 of each large block freed, so the request's few-MB temporaries come from the heap afterwards and the
 heap keeps them resident): what the history holds, apart from what the allocator keeps.
@@ -93,8 +97,11 @@ def _zipf(rng: random.Random, tools: list, k: int) -> list:  # noqa: ANN001
     return out
 
 
-def measure(data: Path, history: str, requests: int) -> dict[str, float]:
-    """Build the engine (``history``: a file, or ``"none"``), embed the tools, run the requests."""
+def measure(
+    data: Path, history: str, requests: int, pauses: tuple[float, ...] = (), paced: int = 50
+) -> dict[str, float]:
+    """Build the engine (``history``: a file, or ``"none"``), embed the tools, run the requests back to
+    back, then ``paced`` requests after each pause of ``pauses`` (seconds idle before each)."""
     from contextsieve import Embedder
     from contextsieve.engine import Engine
     from contextsieve.kernels.compiled import compile_kernels
@@ -105,14 +112,21 @@ def measure(data: Path, history: str, requests: int) -> dict[str, float]:
     engine = Engine(agent, embedder=Embedder(), cache_dir=False, history=False if history == "none" else Path(history))
     engine.index()
     session = engine.session()
-    lat = []
-    for i in range(requests):
-        session.new_task()
-        engine.store.clear_query_cache()
-        t = time.perf_counter()
-        session.build_request(messages[i % len(messages)])
-        lat.append(time.perf_counter() - t)
-    lat.sort()
+
+    def run(n: int, pause: float) -> list[float]:
+        lat = []
+        for i in range(n):
+            session.new_task()
+            engine.store.clear_query_cache()
+            if pause:
+                time.sleep(pause)
+            t = time.perf_counter()
+            session.build_request(messages[i % len(messages)])
+            lat.append(time.perf_counter() - t)
+        return sorted(lat)
+
+    lat = run(requests, 0.0)
+    paced_p50 = {f"p50 after {p:g} s": 1e3 * statistics.median(run(paced, p)) for p in pauses if p > 0}
     return {
         "rss": _rss_mb(),
         "base": before,
@@ -120,6 +134,7 @@ def measure(data: Path, history: str, requests: int) -> dict[str, float]:
         "p50": 1e3 * statistics.median(lat),
         "p99": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
         "examples": float(sum(len(v) for v in engine.store.examples.values())),
+        **paced_p50,
     }
 
 
@@ -130,10 +145,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--spreads", default="uniform,zipf", help="how the recorded calls spread over the tools")
     ap.add_argument("--malloc-mmap-threshold", type=int, default=None, help="glibc MALLOC_MMAP_THRESHOLD_ (bytes)")
+    ap.add_argument("--pauses", default="0", help="seconds idle before each request, comma-separated (0: back to back)")
+    ap.add_argument("--paced-requests", type=int, default=50, help="requests timed after each nonzero pause")
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
+    pauses = tuple(float(p) for p in args.pauses.split(",") if p.strip())
+    if any(p < 0 for p in pauses) or args.paced_requests < 1 or args.requests < 1:
+        ap.error("--pauses must be >= 0, --requests and --paced-requests >= 1")
     if args.measure is not None:
-        print(json.dumps(measure(args.data, args.measure, args.requests)))
+        print(json.dumps(measure(args.data, args.measure, args.requests, pauses, args.paced_requests)))
         return
     fixed = "" if args.malloc_mmap_threshold is None else f"; MALLOC_MMAP_THRESHOLD_={args.malloc_mmap_threshold}"
     print(f"# history_memory; {cpu_line()}{fixed}")
@@ -152,16 +172,24 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{s} {mb:.1f} MB" for s, mb in sizes.items())
         + "\n"
     )
-    print("| configuration | examples as chunks | resident MB | peak MB | request p50 ms | p99 ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    paced = [k for k in rows["no history"] if k.startswith("p50 after")]
+    print(
+        "| configuration | examples as chunks | resident MB | peak MB | request p50 ms | p99 ms |"
+        + "".join(f" {k} ms |" for k in paced)
+    )
+    print("| --- " * (6 + len(paced)) + "|")
     for label, r in rows.items():
-        print(f"| {label} | {r['examples']:.0f} | {r['rss']:.0f} | {r['peak']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} |")
+        print(
+            f"| {label} | {r['examples']:.0f} | {r['rss']:.0f} | {r['peak']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} |"
+            + "".join(f" {r[k]:.2f} |" for k in paced)
+        )
     a = rows["no history"]
     for label, b in rows.items():
         if label != "no history":
             print(
                 f"\n{label}: the history costs {b['rss'] - a['rss']:.1f} MB resident ({b['peak'] - a['peak']:.1f} MB "
                 f"peak) and {b['p50'] / a['p50']:.2f}x the request p50"
+                + "".join(f"; {b[k] / a[k]:.2f}x the {k}" for k in paced)
             )
 
 
@@ -175,6 +203,10 @@ def _child(args: argparse.Namespace, where: str) -> dict[str, float]:
             str(args.data),
             "--requests",
             str(args.requests),
+            "--pauses",
+            args.pauses,
+            "--paced-requests",
+            str(args.paced_requests),
             "--measure",
             where,
         ],
