@@ -91,6 +91,7 @@ _LAZY = {
     "CacheIntegrityWarning": "contextsieve.errors",
     "GraphFileWarning": "contextsieve.errors",
     "StashIntegrityWarning": "contextsieve.errors",
+    "UsageLogWarning": "contextsieve.errors",
 }
 
 __all__ = [
@@ -165,6 +166,7 @@ __all__ = [
     "CacheIntegrityWarning",
     "GraphFileWarning",
     "StashIntegrityWarning",
+    "UsageLogWarning",
     "__version__",
 ]
 
@@ -202,6 +204,7 @@ if TYPE_CHECKING:
         UnknownItemError,
         UnknownModelError,
         UnknownSegmentError,
+        UsageLogWarning,
     )
     from contextsieve.models.embedder import Embedder
     from contextsieve.retrieval.chunks import IndexConfig

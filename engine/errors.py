@@ -42,6 +42,7 @@ __all__ = [
     "CacheIntegrityWarning",
     "GraphFileWarning",
     "StashIntegrityWarning",
+    "UsageLogWarning",
 ]
 
 
@@ -197,6 +198,12 @@ class StashIntegrityWarning(UserWarning):
 class GraphFileWarning(UserWarning):
     """A saved HNSW graph could not be used or written; the store still works (the graph is built
     in memory instead), only opening it again is slower."""
+
+
+class UsageLogWarning(UserWarning):
+    """Records of an agent's usage log (its learned history, ``history.sqlite``) are damaged (a vector
+    of the wrong length or not finite, a time that is not a number, text that is not UTF-8): they are
+    left out, and the rest of the history stays in use. Issued once per log and kind."""
 
 
 class CacheIntegrityWarning(UserWarning):

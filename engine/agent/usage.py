@@ -24,9 +24,11 @@ agent's history. An agent made in code keeps its history in memory unless asked
 from __future__ import annotations
 
 import contextlib
+import math
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
-from contextsieve.errors import EmbeddingCacheError, InputError, check_text
+from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, check_text
 from contextsieve.retrieval.cache import connect_wal, text_key
 
 __all__ = [
@@ -154,6 +156,7 @@ class UsageLog:
         self._lock = threading.Lock()
         self._memory: dict[tuple[str, str, ItemKey], dict[str, Example]] = {}  # (kind, agent, tool)
         self._db: sqlite3.Connection | None = None
+        self._warned: set[str] = set()  # the kinds whose damaged records were warned of
 
     @property
     def persistent(self) -> bool:
@@ -273,42 +276,89 @@ class UsageLog:
                 db.execute("ROLLBACK")
                 raise
 
-    def records(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[Example, ...]]:
+    def records(
+        self, agent: str, per_tool: int, kind: str = "examples", dim: int | None = None
+    ) -> dict[ItemKey, tuple[Example, ...]]:
         """The ``per_tool`` most recent examples (or misses) of each tool of ``agent``, newest first; a
-        record of another model without text is left out, and one with text gets ``vector=None``."""
+        record of another model without text is left out, and one with text gets ``vector=None``.
+
+        ``dim``: the model's vector length (default ``None``: any). A damaged record (its vector not a
+        finite, non-zero float16 vector of that length, or its time not a number; a bit flip or a hand
+        edit) is read as one of another model, and the first read that meets one warns once
+        (:class:`~contextsieve.errors.UsageLogWarning`): the rest of the history stays in use."""
         _kind(kind)
         if per_tool <= 0:
             return {}
         out: dict[ItemKey, list[Example]] = {}
+        damaged = 0
         if not self.persistent:
             with self._lock:
                 for (c, a, k), kept in self._memory.items():
                     if a == agent and c == kind:
-                        out[k] = list(kept.values())
+                        fits = [
+                            e if e.vector is None or dim is None or e.vector.shape[0] == dim else _unkept(e)
+                            for e in kept.values()
+                        ]
+                        out[k] = [e for e in fits if e.vector is not None or e.text is not None]
         else:
-            seen: dict[bytes, np.ndarray | None] = {}  # a request recorded for several tools: one vector
-            names: dict[str, str] = {}  # and one copy of its hash
             with self._guard() as db:
-                rows = (  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
-                    db.execute(
-                        f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "
-                        "ORDER BY server, tool, at DESC, hash",
-                        (agent,),
-                    )
-                    if db is not None
-                    else ()
-                )
-                for server, tool, h, message, at, blob, model in rows:
-                    key = ItemKey(ItemKind.TOOL, str(tool), str(server))
-                    if len(out.get(key, ())) >= per_tool:
-                        continue
-                    vec = None
-                    if blob is not None and model == self.model:
-                        vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob))
-                    if vec is None and message is None:
-                        continue  # a vector of another model, and no text to embed again
-                    out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
+                try:
+                    damaged = self._read(db, agent, per_tool, kind, dim, out)
+                except sqlite3.OperationalError as e:  # text that is not UTF-8 (a damaged byte): read it replaced
+                    if db is None or "decode" not in str(e):
+                        raise
+                    out.clear()
+                    db.text_factory = _lenient_text
+                    try:
+                        damaged = self._read(db, agent, per_tool, kind, dim, out) + 1
+                    finally:
+                        db.text_factory = str
+        if damaged and kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(
+                f"the usage log {self.path} holds damaged records ({kind}: at least {damaged}); they are left "
+                "out and the rest of the history is used (`contextsieve history AGENT --forget` starts afresh)",
+                UsageLogWarning,
+                stacklevel=3,
+            )
         return {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
+
+    def _read(
+        self,
+        db: sqlite3.Connection | None,
+        agent: str,
+        per_tool: int,
+        kind: str,
+        dim: int | None,
+        out: dict[ItemKey, list[Example]],
+    ) -> int:
+        """Read ``agent``'s records of ``kind`` from the file into ``out`` (see :meth:`records`); returns
+        how many were damaged."""
+        if db is None:
+            return 0
+        seen: dict[bytes, np.ndarray | None] = {}  # a request recorded for several tools: one vector
+        names: dict[str, str] = {}  # and one copy of its hash
+        damaged = 0
+        rows = db.execute(  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
+            f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "
+            "ORDER BY server, tool, at DESC, hash",
+            (agent,),
+        )
+        for server, tool, h, message, at, blob, model in rows:
+            key = ItemKey(ItemKind.TOOL, str(tool), str(server))
+            if len(out.get(key, ())) >= per_tool:
+                continue
+            vec = None
+            if blob is not None and model == self.model:
+                vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob, dim))
+                damaged += vec is None
+            if not isinstance(at, (int, float)) or not math.isfinite(at) or not isinstance(message, (str, type(None))):
+                damaged += 1
+                continue
+            if vec is None and message is None:
+                continue  # a vector of another model, and no text to embed again
+            out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
+        return damaged
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
         """The texts of :meth:`records` that have one (a file keeps them with ``keep_text``; memory always)."""
@@ -386,6 +436,16 @@ class UsageLog:
         return n
 
 
+def _unkept(e: Example) -> Example:
+    """``e`` without its vector (one of another length than the model's: embed its text again)."""
+    return Example(e.hash, e.text, None, e.at)
+
+
+def _lenient_text(raw: bytes) -> str:
+    """A stored text whose bytes are not all UTF-8, read with the damaged bytes replaced."""
+    return raw.decode("utf-8", "replace")
+
+
 def _unit(vector: np.ndarray) -> np.ndarray:
     v = np.asarray(vector, dtype=np.float32).reshape(-1)
     norm = float(np.linalg.norm(v))
@@ -394,9 +454,12 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     return unit_vector(v)
 
 
-def _vector(blob: bytes) -> np.ndarray | None:
+def _vector(blob: object, dim: int | None = None) -> np.ndarray | None:
     """The vector a record keeps, as kept (float16, a view of ``blob``: half the memory of float32);
-    ``None`` when it is empty, not finite or zero. :func:`unit_vector` makes the unit vector of it."""
+    ``None`` when it is not such a vector (of ``dim`` values, when given), empty, not finite or zero.
+    :func:`unit_vector` makes the unit vector of it."""
+    if not isinstance(blob, bytes) or len(blob) % 2 or (dim is not None and len(blob) != 2 * dim):
+        return None
     v = np.frombuffer(blob, dtype="<f2")
     if not v.size or not np.isfinite(v).all():
         return None

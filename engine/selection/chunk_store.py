@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,6 @@ import numpy as np
 from contextsieve.agent.items import Item, ItemKey, Tool
 from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
-from contextsieve.errors import InputError
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -247,17 +247,16 @@ class ChunkStore:
             self._read_examples()
 
     def _read_examples(self) -> None:
-        self.examples = self.usage().records(self.usage_scope, self.config.max_examples)
-        self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses")
-        dims = {
-            e.vector.shape[0]
-            for kept in (self.examples, self.misses)
-            for v in kept.values()
-            for e in v
-            if e.vector is not None
-        }
-        if len(dims) > 1:  # vectors of one model family have one length: the log is damaged
-            raise InputError(f"the usage log holds vectors of {len(dims)} different lengths for one model")
+        # a vector of another length than the model's is a damaged record: read as one of another model
+        dim = getattr(self.embedder, "dim", None)
+        for _ in range(2):
+            self.examples = self.usage().records(self.usage_scope, self.config.max_examples, dim=dim)
+            self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses", dim=dim)
+            kept = [e for recorded in (self.examples, self.misses) for v in recorded.values() for e in v]
+            widths = Counter(e.vector.shape[0] for e in kept if e.vector is not None)
+            if len(widths) <= 1:
+                break
+            dim = widths.most_common(1)[0][0]  # an embedder that does not say its width: the one most records have
 
     def _reload(self, changed: Iterable[ItemKey] | None = None) -> None:
         """Read the recorded examples and misses again; the next sync cuts again the ``changed`` tools

@@ -116,3 +116,44 @@ def test_a_vector_of_another_model_is_not_read(tmp_path: Path) -> None:
     UsageLog(path, model="model-a", keep_text=True).record("a", "hello", [ROLLBACK], vector=np.ones(4))
     again = UsageLog(path, model="model-b").records("a", 5)[ROLLBACK][0]
     assert again.text == "hello" and again.vector is None  # embedded again from its text
+
+
+DAMAGE = {  # a damaged record of the log, as a bit flip or a hand edit leaves it
+    "a short vector": "UPDATE examples SET vector = substr(vector, 1, 700) WHERE tool = 'rollback'",
+    "an odd number of bytes": "UPDATE examples SET vector = substr(vector, 1, 767) WHERE tool = 'rollback'",
+    "a vector stored as text": "UPDATE examples SET vector = 'hello' WHERE tool = 'rollback'",
+    "a vector of NaN": "UPDATE examples SET vector = CAST(x'007e' || substr(vector, 3) AS BLOB) "
+    "WHERE tool = 'rollback'",
+    "a time that is text": "UPDATE examples SET at = 'noon' WHERE tool = 'rollback'",
+    "text that is not UTF-8": "UPDATE examples SET message = CAST(x'ff41' AS TEXT) WHERE tool = 'rollback'",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_record_is_left_out_and_the_rest_is_used(tmp_path: Path, int8, damage: str) -> None:  # noqa: ANN001
+    import sqlite3
+
+    from contextsieve.errors import UsageLogWarning
+
+    path = tmp_path / "history.sqlite"
+    engine = _engine(_agent_file(tmp_path / "agent.yaml"), int8, tmp_path, history=path)
+    engine.record_tool_calls("undo the checkout deploy", [ROLLBACK])
+    engine.record_tool_calls("rerun the release pipeline", [RERUN])
+    db = sqlite3.connect(path)
+    db.execute(DAMAGE[damage])
+    db.commit()
+    rows = db.execute("SELECT * FROM examples ORDER BY tool").fetchall() if "UTF-8" not in damage else None
+    db.close()
+    with pytest.warns(UsageLogWarning, match="damaged records"):
+        again = _engine(tmp_path / "agent.yaml", int8, tmp_path, history=path)
+        again.index()
+    kept = again.store.examples
+    # a record whose text alone is damaged keeps its vector (the text read with the bad bytes replaced)
+    assert set(kept) == ({RERUN, ROLLBACK} if "UTF-8" in damage else {RERUN})
+    assert all(e.vector is not None and e.vector.shape == (384,) for v in kept.values() for e in v)
+    session = again.session(tool_top_n=1, keyword_weight=0.0)
+    assert session.build_request("rerun the release pipeline").context.entries[-1].key == RERUN
+    if rows is not None:  # read, not repaired or deleted: the file is as it was
+        db = sqlite3.connect(path)
+        assert db.execute("SELECT * FROM examples ORDER BY tool").fetchall() == rows
+        db.close()
