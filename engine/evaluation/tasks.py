@@ -25,7 +25,7 @@ from typing import Any
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import ItemKey
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.errors import ContextSieveError, InputError, check_text
 
 __all__ = ["Group", "Step", "Task", "read_tasks", "parse_task", "task_needs", "example_tasks_path"]
 
@@ -80,6 +80,8 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     """The tasks of a JSON Lines file (see the module docstring), their tools checked against ``agent``;
     :class:`InputError` naming the file and line of the first problem, or when the file holds no task."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would wait for a writer forever, a device never end
+        raise InputError(f"the task file {path} is not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -138,7 +140,7 @@ def _message(obj: dict[str, Any], where: str) -> str:
     message = obj.get("message")
     if not isinstance(message, str) or not message.strip():
         raise InputError(f'{where}: "message" must be a non-empty string')
-    return message
+    return check_text(message, f'{where}: "message"')
 
 
 def _groups(obj: dict[str, Any], agent: Agent, where: str, *, empty_ok: bool) -> tuple[Group, ...]:

@@ -112,3 +112,19 @@ def test_evaluate_checks_its_folds() -> None:
     for bad in (-1, 1.5, True):
         with pytest.raises(InputError, match="folds"):
             evaluate(lambda: None, [task], bad)  # type: ignore[arg-type,return-value]
+
+
+def test_a_task_file_that_is_no_regular_file_or_no_text_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    agent = load_agent(example_agent_path())
+    fifo = tmp_path / "tasks.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(InputError, match="not a regular file"):
+        read_tasks(fifo, agent)
+    with pytest.raises(InputError, match="not a regular file"):
+        read_tasks(tmp_path, agent)
+    split = tmp_path / "split.jsonl"  # JSON's escape of half a surrogate pair
+    split.write_text('{"message": "\\ud800 where is my parcel", "tools": ["helpdesk:track_parcel"]}\n')
+    with pytest.raises(InputError, match=r'split\.jsonl, line 1: "message" holds a lone surrogate'):
+        read_tasks(split, agent)
