@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 from contextsieve.agent.items import Item, ItemKey, Tool
 from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
 from contextsieve.choices import RelationPooling
+from contextsieve.errors import EmbeddingCacheError, UsageLogWarning
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
@@ -247,6 +249,16 @@ class ChunkStore:
             self._read_examples()
 
     def _read_examples(self) -> None:
+        """Read the recorded examples and misses; a log that cannot be read (not a database, say) leaves
+        them empty with a :class:`~contextsieve.errors.UsageLogWarning`, the file unchanged."""
+        try:
+            self._read_records()
+        except EmbeddingCacheError as e:
+            self.examples, self.misses = {}, {}
+            why = f"{e}. Selection goes on without the learned history; to start anew, move the file aside"
+            warnings.warn(f"{why} (it holds every agent's of its data folder)", UsageLogWarning, stacklevel=2)
+
+    def _read_records(self) -> None:
         # a vector of another length than the model's is a damaged record: read as one of another model
         dim = getattr(self.embedder, "dim", None)
         for _ in range(2):

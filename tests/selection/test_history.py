@@ -157,3 +157,30 @@ def test_a_damaged_record_is_left_out_and_the_rest_is_used(tmp_path: Path, int8,
         db = sqlite3.connect(path)
         assert db.execute("SELECT * FROM examples ORDER BY tool").fetchall() == rows
         db.close()
+
+
+def test_a_history_file_that_is_no_database_leaves_selection_working(
+    tmp_path: Path,
+    int8,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from contextsieve.cli.main import main
+    from contextsieve.errors import EmbeddingCacheError, UsageLogWarning
+
+    path = tmp_path / "history.sqlite"
+    junk = np.random.default_rng(3).integers(0, 256, 50_000, dtype=np.uint8).tobytes()
+    path.write_bytes(junk)
+    with pytest.warns(UsageLogWarning, match="not a database. Selection goes on without the learned history"):
+        engine = _engine(_agent_file(tmp_path / "agent.yaml"), int8, tmp_path, history=path)
+        engine.index()
+    assert engine.store.examples == {} and engine.store.misses == {}
+    chosen = engine.session(tool_top_n=1, keyword_weight=0.0).build_request("rerun the release pipeline")
+    assert [e.key for e in chosen.context.entries if e.key.kind is ItemKind.TOOL] == [RERUN]
+    with pytest.raises(EmbeddingCacheError, match="not a database"):  # recording says so (hooks fail open on it)
+        engine.record_tool_calls("rerun the release pipeline", [RERUN])
+    assert path.read_bytes() == junk  # neither repaired nor replaced: the user decides
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(tmp_path))  # the command that forgets says what to do instead
+    assert main(["history", str(tmp_path / "agent.yaml"), "--forget"]) == 1
+    assert "not a database; to start anew, move the file aside" in capsys.readouterr().err
+    assert path.read_bytes() == junk
