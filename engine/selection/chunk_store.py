@@ -378,10 +378,11 @@ class ChunkStore:
         else cut now (and the plan stored). Items with a summarizer are always cut here."""
         out: dict[ItemKey, tuple[list[Chunk], str]] = {}
         todo: list[tuple[Item, tuple[object, ...], str, tuple[str, ...]]] = []
+        shared: dict[str, str] = {}  # a request recorded for several tools: one copy of its chunk text
         for it in items:
             description = servers.get(it.server, "") if isinstance(it, Tool) else ""
             kept = self.examples.get(it.key, ()) if isinstance(it, Tool) else ()
-            examples = tuple(example_chunk_text(e) for e in kept)
+            examples = tuple(shared.setdefault(t, t) for t in map(example_chunk_text, kept))
             fingerprint: tuple[object, ...] = (
                 it.name,
                 it.description,

@@ -22,8 +22,11 @@ from contextsieve.agent import settings as agent_settings
 from contextsieve.kernels.scoring import Int8Corpus, query_scores
 
 __all__ = ["RecordedRequests", "RequestVectors", "NearRequests", "near_floor", "SCAN_BLOCK"]
-#: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many rows).
-SCAN_BLOCK = 4096
+#: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many
+#: rows). Small, so that the blocks freed meanwhile (under 1 MB) do not raise glibc's mmap threshold to
+#: their size: at 4,096 rows (6 MB) the heap kept about 14 MB more of later requests' temporaries
+#: (``python -m benchmarks.speed.history_memory``: 67 MB against 53 MB at the caps).
+SCAN_BLOCK = 512
 #: Added to the int8 error bound: float32 rounding of the scan's sums (fastmath) and of the unit vectors.
 _ROUNDING = 1e-4
 
