@@ -134,7 +134,7 @@ class ChunkConfig:
         return TextSplit(max_chars=self.max_chars, max_tokens=self.max_tokens)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """One piece of an item: ``text`` is shown and sent, ``embed_text`` is embedded."""
 
