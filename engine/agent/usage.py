@@ -170,15 +170,18 @@ class UsageLog:
         assert self.path is not None
         if not create and not self.path.exists():
             return None
-        db = connect_wal(
-            self.path,
-            tuple(
-                f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, "
-                "hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
-                for kind in KINDS
-            ),
-            "the usage log",
-        )
+        try:
+            db = connect_wal(
+                self.path,
+                tuple(
+                    f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,"
+                    " hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+                    for kind in KINDS
+                ),
+                "the usage log",
+            )
+        except EmbeddingCacheError as e:  # not a database, say
+            raise EmbeddingCacheError(f"{e}; {_START_ANEW}") from e
         for kind in KINDS:  # logs written before vectors were kept: add the columns (message stays as it was)
             columns = {r[1] for r in db.execute(f"PRAGMA table_info({kind})")}
             if "vector" not in columns:
@@ -193,10 +196,7 @@ class UsageLog:
             try:
                 yield self._open(create)
             except sqlite3.Error as e:
-                raise EmbeddingCacheError(
-                    f"the usage log {self.path} cannot be used ({e}); delete it to start afresh (the tool examples "
-                    "it held are lost)"
-                ) from e
+                raise EmbeddingCacheError(f"the usage log {self.path} cannot be used ({e}); {_START_ANEW}") from e
 
     def record(
         self,
@@ -434,6 +434,10 @@ class UsageLog:
                             n += 1
             other.forget(scope, None, None)
         return n
+
+
+#: What to do with a usage log that cannot be used (the file is never changed or deleted for the user).
+_START_ANEW = "to start anew, move the file aside (it holds the learned history of every agent of its data folder)"
 
 
 def _unkept(e: Example) -> Example:

@@ -17,14 +17,7 @@ from contextsieve.agent.agent import Agent
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
 from contextsieve.engine import Engine
-from contextsieve.errors import (
-    AgentRegistryError,
-    ContextSieveError,
-    EmbeddingCacheError,
-    InputError,
-    StashError,
-    brief,
-)
+from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, StashError, brief
 from contextsieve.fileio import DATA_ENV
 from contextsieve.stash.store import StashStore
 
@@ -295,17 +288,12 @@ def history(args: argparse.Namespace) -> None:
     if args.tool:
         tool = ItemKey.parse(args.tool if args.tool.startswith("tool:") else "tool:" + args.tool)
     where = f"{usage.path}" if usage.path is not None else "memory"
-    try:
-        if args.forget:
-            n = usage.forget(scope, tool, None)
-            whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
-            print(f"forgot {n} recorded requests of {whose} ({where})")
-            return
-        examples, misses = usage.counts(scope), usage.counts(scope, "misses")
-    except EmbeddingCacheError as e:  # not a database, say: nothing of it can be read or deleted
-        raise EmbeddingCacheError(
-            f"{e}; to start anew, move the file aside (it holds the learned history of every agent of its data folder)"
-        ) from e
+    if args.forget:
+        n = usage.forget(scope, tool, None)
+        whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
+        print(f"forgot {n} recorded requests of {whose} ({where})")
+        return
+    examples, misses = usage.counts(scope), usage.counts(scope, "misses")
     print(
         f"agent {engine.agent.name!r} ({scope}): history in {where}, "
         + ("with" if usage.keep_text else "without")

@@ -255,8 +255,7 @@ class ChunkStore:
             self._read_records()
         except EmbeddingCacheError as e:
             self.examples, self.misses = {}, {}
-            why = f"{e}. Selection goes on without the learned history; to start anew, move the file aside"
-            warnings.warn(f"{why} (it holds every agent's of its data folder)", UsageLogWarning, stacklevel=2)
+            warnings.warn(f"{e}. Selection goes on without the learned history", UsageLogWarning, stacklevel=2)
 
     def _read_records(self) -> None:
         # a vector of another length than the model's is a damaged record: read as one of another model

@@ -171,7 +171,8 @@ def test_a_history_file_that_is_no_database_leaves_selection_working(
     path = tmp_path / "history.sqlite"
     junk = np.random.default_rng(3).integers(0, 256, 50_000, dtype=np.uint8).tobytes()
     path.write_bytes(junk)
-    with pytest.warns(UsageLogWarning, match="not a database. Selection goes on without the learned history"):
+    advice = r"not a database; to start anew, move the file aside \(it holds the learned history of every agent"
+    with pytest.warns(UsageLogWarning, match=advice + r".*\. Selection goes on without the learned history"):
         engine = _engine(_agent_file(tmp_path / "agent.yaml"), int8, tmp_path, history=path)
         engine.index()
     assert engine.store.examples == {} and engine.store.misses == {}
