@@ -14,7 +14,14 @@ from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, Resolution
 from contextsieve.agent.settings import SettingsOverrides
 from contextsieve.agent.usage import UsageLog
-from contextsieve.errors import AgentRegistryError, AgentRegistryWarning, ContextSieveError, EventLoopError, InputError
+from contextsieve.errors import (
+    AgentRegistryError,
+    AgentRegistryWarning,
+    ContextSieveError,
+    EventLoopError,
+    InputError,
+    brief,
+)
 from contextsieve.models.lazy import LazyEmbedder
 from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import IndexConfig
@@ -79,7 +86,9 @@ class Engine:
             :meth:`Session.record_outcome`) is kept: ``None`` (default): for an agent loaded from a file
             (:meth:`from_file`, which finds its durable identity), across restarts in ``history.sqlite``
             in the data folder under that identity, else in this engine's memory; ``True``: in that file
-            (an agent made in code: under its name); ``False``: in memory; a path: that file. See
+            (an agent made in code: under its name; an agent of :func:`~contextsieve.load_agent` passed here:
+            under the identity of its file's path, which :meth:`from_file` would give a new agent too);
+            ``False``: in memory; a path: that file. See
             :mod:`contextsieve.agent.usage` (bounded; the request's vector, not its words).
         remember_requests: also keep each recorded request's text (default ``False``: its vector only, so
             a user's words are never written to disk unless asked; the keyword index then reads the
@@ -98,6 +107,8 @@ class Engine:
         remember_requests: bool = False,
         history: str | os.PathLike[str] | bool | None = None,
     ) -> None:
+        if not isinstance(agent, Agent):
+            raise InputError(f"Engine takes an Agent (Engine.from_file(path) loads one), got {brief(agent)}")
         if not isinstance(remember_requests, bool):
             raise InputError(f"remember_requests must be True or False, got {type(remember_requests).__name__}")
         if history is not None and not isinstance(history, (bool, str, os.PathLike)):
@@ -114,7 +125,9 @@ class Engine:
             summarizer=summarizer,
             index=index,
             usage_factory=self._open_usage,
-            usage_scope=agent.name or "",
+            # a file's agent: the identity of its path until from_file finds the durable one (never the
+            # bare name, which another agent may share); an agent made in code: its name
+            usage_scope=agent.identity if agent.source else agent.name or "",
         )
 
         self.tool_catalog: ToolCatalog | None = None  # the last connect()'s report

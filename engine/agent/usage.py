@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
-from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, check_text
-from contextsieve.retrieval.cache import connect_wal, text_key
+from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
+from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_wal, text_key, when_free
 
 __all__ = [
     "UsageLog",
@@ -175,18 +175,16 @@ class UsageLog:
                 self.path,
                 tuple(
                     f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,"
-                    " hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, PRIMARY KEY (agent, server, tool, hash))"
+                    " hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, vector BLOB, model TEXT NOT NULL DEFAULT '',"
+                    " PRIMARY KEY (agent, server, tool, hash))"
                     for kind in KINDS
                 ),
                 "the usage log",
             )
         except EmbeddingCacheError as e:  # not a database, say
-            raise EmbeddingCacheError(f"{e}; {_START_ANEW}") from e
-        for kind in KINDS:  # logs written before vectors were kept: add the columns (message stays as it was)
-            columns = {r[1] for r in db.execute(f"PRAGMA table_info({kind})")}
-            if "vector" not in columns:
-                db.execute(f"ALTER TABLE {kind} ADD COLUMN vector BLOB")
-                db.execute(f"ALTER TABLE {kind} ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+            raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
+        if any("vector" not in _columns(db, kind) for kind in KINDS):
+            when_free(lambda: _add_vectors(db), time.monotonic() + BUSY_TIMEOUT)
         self._db = db
         return self._db
 
@@ -196,7 +194,7 @@ class UsageLog:
             try:
                 yield self._open(create)
             except sqlite3.Error as e:
-                raise EmbeddingCacheError(f"the usage log {self.path} cannot be used ({e}); {_START_ANEW}") from e
+                raise EmbeddingCacheError(f"the usage log {self.path} cannot be used ({e}){_advice(e)}") from e
 
     def record(
         self,
@@ -370,9 +368,11 @@ class UsageLog:
         """How many examples (or misses) of each tool ``agent``'s log holds."""
         return {k: len(v) for k, v in self.records(agent, KEEP_PER_TOOL, kind).items()}
 
-    def forget(self, agent: str, tool: ItemKey | None = None, kind: str | None = "examples") -> int:
-        """Delete the examples (or misses; ``kind=None``: both) of one tool (or all of ``agent``'s); returns
-        how many were deleted."""
+    def forget(self, agent: str, tool: ItemKey | str | None = None, kind: str | None = "examples") -> int:
+        """Delete the examples (or misses; ``kind=None``: both) of one tool (an :class:`ItemKey`,
+        ``"tool:SERVER:NAME"`` or ``"SERVER:NAME"``; ``None``: all of ``agent``'s); returns how many were
+        deleted. :class:`InputError` for any other ``tool`` (nothing is deleted)."""
+        tool = _tool_key(tool)
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
             _kind(k)
@@ -436,8 +436,46 @@ class UsageLog:
         return n
 
 
-#: What to do with a usage log that cannot be used (the file is never changed or deleted for the user).
+#: What to do with a usage log that is damaged (the file is never changed or deleted for the user).
 _START_ANEW = "to start anew, move the file aside (it holds the learned history of every agent of its data folder)"
+
+
+def _advice(error: Exception) -> str:
+    """What to add to an error of the log's file: to move it aside only when SQLite says it is no
+    database or damaged (a read-only folder or a lock says nothing against the file itself)."""
+    text = str(error).lower()
+    if any(w in text for w in ("not a database", "malformed", "corrupt")):
+        return f"; {_START_ANEW}"
+    return ""
+
+
+def _tool_key(tool: object) -> ItemKey | None:
+    """``tool`` as :meth:`UsageLog.forget` takes it, as a key (``None`` stays ``None``)."""
+    if isinstance(tool, str):
+        prefix = f"{ItemKind.TOOL.value}:"
+        tool = ItemKey.parse(tool if tool.startswith(prefix) else prefix + tool)
+    if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
+        raise InputError(f"only tools have a history, got {brief(tool)}")
+    return tool
+
+
+def _columns(db: sqlite3.Connection, kind: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({kind})")}
+
+
+def _add_vectors(db: sqlite3.Connection) -> None:
+    """Give a log written before vectors were kept its vector and model columns (its messages stay as
+    they were), in one transaction that checks again: another process may have done it meanwhile."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for kind in KINDS:
+            if "vector" not in _columns(db, kind):
+                db.execute(f"ALTER TABLE {kind} ADD COLUMN vector BLOB")
+                db.execute(f"ALTER TABLE {kind} ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _unkept(e: Example) -> Example:

@@ -20,13 +20,16 @@ Plans carry the same digest; a plan that fails it is cut again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import sqlite3
 import threading
+import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -57,19 +60,47 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
     """A connection to one of the project's shared SQLite files (created with its folder): WAL mode,
     a 30 s busy timeout, autocommit (writers open their own transactions), usable from any thread
     under the caller's lock, ``schema`` (``CREATE TABLE IF NOT EXISTS ...`` statements) applied.
+    Processes that create the file at once wait for each other (up to the busy timeout), as SQLite's
+    busy handler does not for a change of journal mode or a schema write that would deadlock.
 
     Raises:
-        EmbeddingCacheError: the file cannot be opened; the message names it as ``what`` and its path.
+        EmbeddingCacheError: the file cannot be opened (or the path is no regular file: a device, a
+            FIFO or a folder is never opened, so nothing is written beside it); the message names it as
+            ``what`` and its path.
     """
+    if path.exists() and not path.is_file():
+        raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        when_free(lambda: db.execute("PRAGMA journal_mode=WAL"), deadline)
         for statement in (schema,) if isinstance(schema, str) else schema:
-            db.execute(statement)
+            when_free(functools.partial(db.execute, statement), deadline)
     except (sqlite3.Error, OSError) as e:
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
+
+
+#: Seconds a connection of :func:`connect_wal` waits for another process's lock.
+BUSY_TIMEOUT = 30.0
+_T = TypeVar("_T")
+
+
+def when_free(step: Callable[[], _T], deadline: float) -> _T:
+    """``step()``, run again while SQLite reports the database locked or busy, until ``deadline``
+    (:func:`time.monotonic`): a journal-mode change or a write that could deadlock fails at once
+    instead of waiting in the busy handler."""
+    pause = 0.005
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            text = str(e)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 class EmbeddingCache:
@@ -223,6 +254,15 @@ class EmbeddingCache:
         with self._guard(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
+
+    def forget_plans(self, mark: str) -> int:
+        """Delete this model's plans whose stored text contains ``mark``; returns how many."""
+        with self._guard(), self._db:
+            return int(
+                self._db.execute(
+                    "DELETE FROM plans WHERE model = ? AND instr(plan, ?) > 0", (self.model_id, mark.encode("utf-8"))
+                ).rowcount
+            )
 
     def __len__(self) -> int:
         with self._guard():

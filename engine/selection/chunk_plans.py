@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from contextsieve.agent.items import Item, Tool
 from contextsieve.agent.usage import Example
-from contextsieve.selection.chunking import VECTOR_EXAMPLE, Chunk, ChunkConfig
+from contextsieve.selection.chunking import EXAMPLE_SHOWN, VECTOR_EXAMPLE, Chunk, ChunkConfig
 
 __all__ = [
     "PLAN_VERSION",
@@ -21,6 +21,8 @@ __all__ = [
     "chunks_from_plan",
     "profile_text",
     "example_chunk_text",
+    "words_free",
+    "WORDS_MARK",
 ]
 
 
@@ -83,6 +85,18 @@ def profile_text(
         if len(names) <= 1 or count_tokens([text])[0] <= max_tokens:
             return text
         names = names[: max(1, len(names) * 3 // 4)]
+
+
+#: What the stored plan of a tool holding a recorded request's words contains (the JSON of an example
+#: chunk's text): an earlier version stored such plans; :class:`ChunkStore` deletes them.
+WORDS_MARK = json.dumps(EXAMPLE_SHOWN)[:-1]
+
+
+def words_free(examples: Sequence[str]) -> bool:
+    """Whether a plan with these example chunk texts (:func:`example_chunk_text`) may be stored on disk:
+    only when each example is kept as a vector, so a user's words are never written to the embedding
+    cache (an in-memory history, or ``remember_requests``, which the history file alone keeps)."""
+    return all(x.startswith(VECTOR_EXAMPLE) for x in examples)
 
 
 def example_chunk_text(e: Example) -> str:

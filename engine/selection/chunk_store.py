@@ -24,6 +24,7 @@ from contextsieve.retrieval.cache import EmbeddingCache
 from contextsieve.retrieval.chunks import ChunkIndex, IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.retrieval.query import Query
+from contextsieve.selection import chunk_plans
 from contextsieve.selection.chunk_plans import chunks_from_plan, example_chunk_text, plan_key, profile_text, schema_of
 from contextsieve.selection.chunk_plans import digest as chunks_digest
 from contextsieve.selection.chunk_vectors import ChunkVectors
@@ -106,11 +107,9 @@ class ChunkStore:
         self.config = config
         self._items: dict[ItemKey, ItemChunks] = {}
         self._plans: dict[ItemKey, tuple[tuple[object, ...], list[Chunk], str]] = {}  # chunking memo by item content
-        self._last: tuple[list[Item], dict[str, str], object] = (
-            [],
-            {},
-            None,
-        )  # the last sync's items, server descriptions, version
+        self._scrubbed = False  # whether the disk cache's plans were rid of examples' words
+        # the last sync's items, server descriptions, version
+        self._last: tuple[list[Item], dict[str, str], object] = ([], {}, None)
         self._matrix: tuple[Sequence[ItemKey], np.ndarray, np.ndarray] | None = None
         self._example_rows: tuple[object, np.ndarray, np.ndarray] | None = None  # (matrix, mask, hashes)
         # (the matrix, the misses, the recorded requests as a search reads them)
@@ -302,8 +301,9 @@ class ChunkStore:
             # message; misses are no chunks
             self._reload(tools if kind == "examples" else ())
 
-    def forget_examples(self, tool: ItemKey | None = None, kind: str = "examples") -> int:
-        """Delete the recorded examples (or misses) of one tool (or of every tool); returns how many were deleted."""
+    def forget_examples(self, tool: ItemKey | str | None = None, kind: str = "examples") -> int:
+        """Delete the recorded examples (or misses) of one tool (``None``: of every tool; the forms
+        :meth:`UsageLog.forget <contextsieve.agent.usage.UsageLog.forget>` takes); returns how many."""
         with self.lock:
             n = self.usage().forget(self.usage_scope, tool, kind)
             self._reload()
@@ -401,6 +401,8 @@ class ChunkStore:
         if not todo:
             return out
         cache = self._disk_cache() if self.summarizer is None else None
+        if cache is not None and not self._scrubbed:  # plans an earlier version stored with examples' words
+            self._scrubbed = cache.forget_plans(chunk_plans.WORDS_MARK) >= 0
         keys = [plan_key(it, fp, self.config) for it, fp, _, _ in todo] if cache is not None else []
         stored = cache.get_plans(keys) if cache is not None else {}
         fresh: dict[str, list[list[object]]] = {}
@@ -416,7 +418,7 @@ class ChunkStore:
                     summarizer=self.summarizer,
                     examples=examples,
                 )
-                if cache is not None:
+                if cache is not None and chunk_plans.words_free(examples):  # a user's words never go to the cache
                     fresh[keys[n]] = [[c.text, c.embed_text, c.index] for c in chunks]
             memo = (fingerprint, chunks, chunks_digest(chunks))
             self._plans[it.key] = memo

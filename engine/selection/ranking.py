@@ -243,7 +243,11 @@ def cut(
     room = max(0, top_n - len(high))
     if examples is None or HISTORY_EXTRA <= 0:
         return grouped, high + other[:room]
-    learned = [s for s in other if examples[s.chunk]][:HISTORY_EXTRA]  # history adds: no place of its own
+    # history adds: an item found through an example takes no place of one the request's words found,
+    # whether it stays at the include score (then it frees the place it took) or fills a place
+    freed = min(HISTORY_EXTRA, sum(1 for s in high if examples[s.chunk]))
+    room = max(0, top_n - len(high) + freed)
+    learned = [s for s in other if examples[s.chunk]][: HISTORY_EXTRA - freed]
     taken = {id(s) for s in learned}
     kept = {id(s) for s in [s for s in other if id(s) not in taken][:room]} | taken
     return grouped, high + [s for s in other if id(s) in kept]

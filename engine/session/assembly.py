@@ -58,6 +58,9 @@ class Request:
         always: names of the catalog's tools of include mode ``always`` (a deferred offer never defers
             them).
         names: the agent's tool names when the request was built (:meth:`tool_key` reads a name back).
+        task: for a later step of a task (the context's ``task_step``), the task's first message, which
+            the step's outcome is learned under (``None``: a task's first request, or a request rebuilt
+            from a stored context).
     """
 
     context: RequestContext
@@ -70,6 +73,7 @@ class Request:
     catalog: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
     always: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     names: ToolNames = field(default_factory=lambda: ToolNames({}), compare=False, repr=False)
+    task: str | None = field(default=None, compare=False, repr=False)
 
     def tool_key(self, name: str) -> ItemKey:
         """The agent's tool a model's tool ``name`` (from this request's payloads, or a call the model

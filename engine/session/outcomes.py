@@ -4,7 +4,7 @@ called, failed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
@@ -24,6 +24,8 @@ def tool_keys(agent: Agent, calls: Iterable[ItemKey | str], what: str, names: To
     then the agent's current names (a name never changes meaning: :mod:`contextsieve.agent.toolnames`)."""
     if isinstance(calls, (str, ItemKey)):
         raise InputError(f"{what} takes a list of tools, not one")
+    if not isinstance(calls, Iterable) or isinstance(calls, (bytes, bytearray, Mapping)):
+        raise InputError(f"{what} takes a list of tools, got {brief(calls)}")
     keys: list[ItemKey] = []
     for c in calls:
         if isinstance(c, str) and ":" not in c:  # the name a model called it by
@@ -70,20 +72,24 @@ class Outcomes:
         done: list[ItemKey],
         bad: list[ItemKey],
         task_message: str | None = None,
+        step: bool | None = None,
     ) -> dict[str, list[str]]:
         """Record examples (called, not failed) and misses (selected, not called) in the chunk store.
 
         ``task_message``: the message of the task ``request`` is a later step of (``None``: the request
-        starts its task). A step's text ("then post it there") says little on its own, so a step's calls
-        become examples of the task's message, and a step records no misses (a tool the task's first
-        request offered may be the one a later step calls: the call removes that miss)."""
+        starts its task, or its task is not known). ``step``: whether ``request`` is a later step
+        (default: whether ``task_message`` is given). A step's text ("then post it there") says little on
+        its own, so a step's calls become examples of the task's message (of the step's own message
+        when its task is not known: never of another task's), and a step records no misses (a tool the
+        task's first request offered may be the one a later step calls: the call removes that miss)."""
+        step = task_message is not None if step is None else step
         selected = [  # what the search chose for this message (a tool carried or a companion was not)
             e.key
             for e in request.context.entries
             if e.key.kind is ItemKind.TOOL and e.mode is IncludeMode.AGENT and e.via not in ("task", "companion")
         ]
         good = [k for k in done if k not in bad]
-        missed = [k for k in selected if k not in done and agent.has(k)] if task_message is None else []
+        missed = [k for k in selected if k not in done and agent.has(k)] if not step else []
         if good:
             store.record_examples(request.message if task_message is None else task_message, good)
         if missed:

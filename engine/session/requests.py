@@ -6,6 +6,7 @@ points to."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -204,6 +205,8 @@ class RequestBuilder:
                 stash_texts,
                 stash_trace,
             )
+            if task.requests and task.message is not None:  # a step: its outcome is learned under its task
+                request = dataclasses.replace(request, task=task.message)
             task.note(query.text, request.context.entries)
         return request
 

@@ -161,6 +161,8 @@ class Session:
             UnknownItemError: a call names no tool of the agent. InputError: a blank message or one with
             lone surrogates. Nothing is recorded then.
         """
+        if not isinstance(message, str):
+            raise InputError(f"record_tool_calls takes the user message as a str, got {brief(message)}")
         keys = tool_keys(self.agent, calls, "record_tool_calls")
         if keys:
             with self._lock:
@@ -204,10 +206,12 @@ class Session:
             UnknownItemError: a tool the agent does not have. Nothing is recorded then.
         """
         done, bad = self._outcomes.checked(self.agent, request, called, failed)
+        step = bool(request.context.settings.get("task_step"))
         with self._lock:
-            step = bool(request.context.settings.get("task_step")) and self._task.message is not None
-            task_message = self._task.message if step else None
-        recorded = Outcomes.learn(self.agent, self.store, request, done, bad, task_message)
+            task_message = request.task
+            if step and task_message is None and request.message in (self._task.message, self._task.last):
+                task_message = self._task.message  # rebuilt from a stored context, of the task under way
+        recorded = Outcomes.learn(self.agent, self.store, request, done, bad, task_message, step)
         with self._lock:
             self._outcomes.count(self.agent, request, done, bad)
             self._task.calls(request.message, [k for k in done if k not in bad])
@@ -393,7 +397,14 @@ class Session:
     @_locked
     def record_reply(self, request: Request, reply: str) -> Message:
         """Append the user message and the assistant reply (carrying its request context) to the history
-        (then, with a ``history_budget``, stash the oldest messages while the history is over it)."""
+        (then, with a ``history_budget``, stash the oldest messages while the history is over it).
+
+        Raises:
+            InputError: ``request`` is no :class:`Request`, or ``reply`` is no str or holds lone
+                surrogates (as :meth:`add_message`). Nothing is appended then."""
+        if not isinstance(request, Request):
+            raise InputError(f"record_reply takes the Request the reply answers, got {brief(request)}")
+        new_message("assistant", reply)  # checked as add_message checks it
         at = self._turn_start if self._turn_start is not None else len(self.history)
         self.history.insert(min(at, len(self.history)), Message("user", request.message))  # before its tool results
         self._turn_start = None

@@ -246,7 +246,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
     e.record_tool_calls(msg, ["k8s:kubectl_rollout"])
     s = e.session(tool_top_n=1, keyword_weight=0.0)
     entries = s.build_request("undo the bad release of checkout please").context.entries
-    assert [x.key.name for x in entries] == ["kubectl_rollout"]
+    assert [x.key.name for x in entries] == ["kubectl_rollout", "rerun"]  # learned first, in a place of its own
     chunks = e.store.chunks_of(ItemKey(ItemKind.TOOL, "kubectl_rollout", "k8s")).chunks
     assert chunks[-1].text == f"example request: {msg}"
     # persisted in its history file: a new engine on the same file knows the example
@@ -254,7 +254,7 @@ def test_recorded_tool_calls_teach_selection_and_persist(tmp_path) -> None:  # n
         agent(), embedder=Named(), cache_dir=tmp_path, remember_requests=True, history=tmp_path / "history.sqlite"
     )
     again = e2.session(tool_top_n=1, keyword_weight=0.0).build_request(msg).context.entries
-    assert [x.key.name for x in again] == ["kubectl_rollout"] and (tmp_path / "history.sqlite").exists()
+    assert [x.key.name for x in again] == ["kubectl_rollout", "rerun"] and (tmp_path / "history.sqlite").exists()
     # bad calls record nothing
     with pytest.raises(UnknownItemError):
         e2.record_tool_calls("deploy it", ["k8s:kubectl_rollout", "k8s:nope"])

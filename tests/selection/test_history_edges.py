@@ -1,0 +1,200 @@
+"""The history at its edges: processes that create its file at once, an agent passed to ``Engine`` after
+``load_agent``, a late outcome of an earlier task, a user's words and the embedding cache, a tool found
+through history at the include score, and arguments of the wrong kind."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contextsieve import Engine, load_agent
+from contextsieve.agent.items import ItemKey, ItemKind
+from contextsieve.agent.registry import AgentRegistry
+from contextsieve.agent.usage import UsageLog
+from contextsieve.errors import EmbeddingCacheError, InputError
+
+PARCEL = ItemKey(ItemKind.TOOL, "track_parcel", "helpdesk")
+MARK = "Quokkaflute-7731"
+
+
+def _agent_file(path: Path, name: str = "desk", prompt: str = "You help customers.") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tools = {
+        "track_parcel": {"description": "Track a parcel by its tracking number"},
+        "reply_to_customer": {"description": "Send a reply to the customer on their ticket"},
+        "refund_payment": {"description": "Refund a customer's payment in full or in part"},
+        "deploy_service": {"description": "Deploy a version of a service to production"},
+        "rollback_service": {"description": "Roll a service back to its previous version"},
+        "fetch_url": {"description": "Fetch a web page by URL and return its content as markdown"},
+    }
+    servers = {
+        server: {
+            "type": "stdio",
+            "command": f"{server}-mcp",
+            "serverToolDefaults": {"include": "agent"},
+            "tools": {t: {**tools[t], "inputSchema": {"type": "object"}} for t in names},
+        }
+        for server, names in {
+            "helpdesk": ["track_parcel", "reply_to_customer"],
+            "payments": ["refund_payment"],
+            "ops": ["deploy_service", "rollback_service"],
+            "web": ["fetch_url"],
+        }.items()
+    }
+    path.write_text(yaml.safe_dump({"name": name, "systemPrompt": prompt, "mcpServers": servers}))
+    return path
+
+
+def _record_at_once(path: str, barrier, out) -> None:  # noqa: ANN001
+    barrier.wait()
+    try:
+        UsageLog(Path(path), keep_text=True).record("agent", "where is my parcel", [PARCEL])
+        out.put("ok")
+    except Exception as e:  # noqa: BLE001 - the parent asserts what each process saw
+        out.put(repr(e))
+
+
+def test_processes_that_create_the_history_file_at_once_all_record(tmp_path: Path) -> None:
+    """Four processes opening a new history file together: each records (it used to fail in 12 of 20
+    trials with "duplicate column name: vector" or "database is locked", and told the user to move a
+    healthy file aside)."""
+    ctx = multiprocessing.get_context("fork")
+    for trial in range(4):
+        path = tmp_path / f"h{trial}.sqlite"
+        barrier, out = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_record_at_once, args=(str(path), barrier, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [out.get(timeout=5) for _ in procs] == ["ok"] * 4
+        assert UsageLog(path, keep_text=True).counts("agent") == {PARCEL: 1}
+
+
+def test_a_path_that_is_no_regular_file_is_refused_and_nothing_is_written_beside_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "history.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(EmbeddingCacheError, match="not a regular file"):
+        UsageLog(fifo).counts("agent")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.fifo"]
+
+
+def test_an_agent_passed_to_engine_keeps_its_history_under_its_file_not_its_name(
+    tmp_path: Path,
+    int8,  # noqa: ANN001
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    """Two agent files of one name, each loaded with ``load_agent`` and passed to ``Engine``: what one
+    learns is not the other's (it was kept under the bare name), and ``from_file`` finds it again."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(data))
+    p = _agent_file(tmp_path / "p" / "agent.yaml")
+    q = _agent_file(tmp_path / "q" / "agent.yaml", prompt="You run the shop's operations.")
+    first = Engine(load_agent(p), embedder=int8, cache_dir=False)
+    first.record_tool_calls("where is my parcel", ["helpdesk:track_parcel"])
+    other = Engine(load_agent(q), embedder=int8, cache_dir=False)
+    assert other.store.usage().counts(other.store.usage_scope) == {}
+    again = Engine.from_file(p, embedder=int8, cache_dir=False, registry=AgentRegistry(data / "agents.sqlite"))
+    assert again.store.usage().counts(again.store.usage_scope) == {PARCEL: 1}
+    assert again.store.forget_examples("helpdesk:track_parcel") == 1
+
+
+def test_forget_examples_takes_a_tool_key_or_its_text_and_refuses_anything_else(
+    tmp_path: Path,
+    int8,  # noqa: ANN001
+) -> None:
+    for history in (tmp_path / "h.sqlite", False):
+        engine = Engine(load_agent(_agent_file(tmp_path / "a.yaml")), embedder=int8, cache_dir=False, history=history)
+        for text in ("helpdesk:track_parcel", "tool:helpdesk:track_parcel"):
+            engine.record_tool_calls("where is my parcel", [text])
+            assert engine.store.forget_examples(text) == 1
+        engine.record_tool_calls("where is my parcel", [PARCEL])
+        for bad in ("", ":", 3, ItemKey(ItemKind.RULE, "tone")):
+            with pytest.raises(InputError):
+                engine.store.forget_examples(bad)  # type: ignore[arg-type]
+        assert engine.store.usage().counts(engine.store.usage_scope) == {PARCEL: 1}
+
+
+def test_arguments_of_the_wrong_kind_are_input_errors_and_record_nothing(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    path = _agent_file(tmp_path / "a.yaml")
+    engine = Engine(load_agent(path), embedder=int8, cache_dir=False, history=False)
+    session = engine.session()
+    request = session.build_request("where is my parcel?")
+    for call in (
+        lambda: engine.record_tool_calls(None, ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
+        lambda: engine.record_tool_calls(b"where", ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
+        lambda: engine.record_tool_calls("where is my parcel", None),  # type: ignore[arg-type]
+        lambda: engine.record_tool_calls("where is my parcel", b"helpdesk:track_parcel"),  # type: ignore[arg-type]
+        lambda: session.record_outcome(request, None),  # type: ignore[arg-type]
+        lambda: session.record_reply("a request", "ok"),  # type: ignore[arg-type]
+        lambda: session.record_reply(request, None),  # type: ignore[arg-type]
+        lambda: session.record_reply(request, "\ud800"),
+        lambda: Engine(str(path)),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InputError):
+            call()
+    assert engine.store.usage().counts(engine.store.usage_scope) == {}
+    assert session.history == []
+
+
+def test_a_late_outcome_of_an_earlier_task_is_learned_under_that_task(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """The outcome of a step told after the next task began: its calls are examples of its own task's
+    message (they were recorded under the task under way, and steered its requests)."""
+    engine = Engine(load_agent(_agent_file(tmp_path / "a.yaml")), embedder=int8, cache_dir=False, history=False)
+    session = engine.session()
+    first = session.build_request("Refund order 1234, the parcel was lost")
+    session.record_reply(first, "Refunded.")
+    step = session.build_request("Now tell the customer it is done")
+    session.record_reply(step, "Told.")
+    assert step.context.settings["task_step"] == 1 and step.task == "Refund order 1234, the parcel was lost"
+    session.new_task()
+    session.build_request("Deploy version 2.5 of the payments service")
+    got = session.record_outcome(step, ["helpdesk:reply_to_customer"])
+    assert got == {"examples": ["tool:helpdesk:reply_to_customer"], "misses": [], "failed": []}
+    kept = engine.store.usage().examples(engine.store.usage_scope, 10)
+    reply = ItemKey(ItemKind.TOOL, "reply_to_customer", "helpdesk")
+    assert kept == {reply: ("Refund order 1234, the parcel was lost",)}
+
+
+def test_no_recorded_request_s_words_reach_the_embedding_cache(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """An in-memory history keeps the request's text, and its tool's chunk plan held it: the plan was
+    stored in the embedding cache on disk. Such plans are not stored, and those an earlier version
+    stored are deleted when the cache is next used."""
+    cache = tmp_path / "cache"
+    path = _agent_file(tmp_path / "a.yaml")
+    engine = Engine(load_agent(path), embedder=int8, cache_dir=cache, history=False)
+    engine.record_tool_calls(f"please refund {MARK} order 55 now", ["payments:refund_payment"])
+    engine.session().build_request("the customer wants tracking for the parcel")
+    for f in cache.iterdir():
+        assert MARK.encode() not in f.read_bytes(), f
+    db = sqlite3.connect(cache / "embeddings.sqlite")
+    model = db.execute("SELECT model FROM plans").fetchone()[0]
+    db.execute("INSERT INTO plans VALUES (?, 'old', ?)", (model, f'[["example request: {MARK}", "x", 1]]'.encode()))
+    db.commit()
+    fresh = Engine(load_agent(path), embedder=int8, cache_dir=cache, history=False)
+    fresh.record_tool_calls("where is my parcel", ["helpdesk:track_parcel"])
+    fresh.session().build_request("the customer wants tracking for the parcel")
+    assert db.execute("SELECT COUNT(*) FROM plans WHERE key = 'old'").fetchone() == (0,)
+    assert db.execute("SELECT COUNT(*) FROM plans").fetchone()[0] > 0  # the others stay
+    db.close()
+
+
+def test_a_tool_found_through_history_at_the_include_score_adds_a_place(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """History adds a place instead of taking one, also when the example matches at the include score
+    (it took the place of the request's last own tool)."""
+    path = _agent_file(tmp_path / "a.yaml")
+    message = "Look up what Stripe's status page says right now."
+    cold = Engine(load_agent(path), embedder=int8, cache_dir=False, history=False)
+    before = [t["name"] for t in cold.session(tool_top_n=3).build_request(message).tools]
+    warm = Engine(load_agent(path), embedder=int8, cache_dir=False, history=False)
+    warm.record_tool_calls("What does the Stripe status page say at the moment?", ["web:fetch_url"])
+    request = warm.session(tool_top_n=3, context_include_score=0.7).build_request(message)
+    entry = next(e for e in request.context.entries if e.key == ItemKey(ItemKind.TOOL, "fetch_url", "web"))
+    assert entry.score >= 0.7
+    after = [t["name"] for t in request.tools]
+    assert len(before) == 3 and set(before) <= set(after) and len(after) == 4 and after[0] == "web_fetch_url"
