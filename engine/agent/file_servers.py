@@ -25,9 +25,30 @@ from contextsieve.agent.file_checks import (
 )
 from contextsieve.agent.items import ItemKey, Tool
 from contextsieve.agent.tool_limits import ToolLimits, limit_tool
-from contextsieve.errors import AgentFileError, ContextSieveError
+from contextsieve.errors import AgentFileError, ContextSieveError, InputError, brief
 
-__all__ = ["server_tools", "servers_and_tools", "migrate_server", "describe_tool"]
+__all__ = ["check_catalog", "server_tools", "servers_and_tools", "migrate_server", "describe_tool"]
+
+#: The shape of a tool catalog, as its errors say it.
+CATALOG_SHAPE = '{"SERVER": [{"name": "TOOL", "description": "...", "inputSchema": {...}}, ...], ...}'
+
+
+def check_catalog(catalog: object, what: str = "tools") -> None:
+    """:class:`InputError` starting with ``what`` unless ``catalog`` is a tool catalog: a mapping of each
+    server's name to its MCP ``tools/list`` entries (objects with a ``name``), :data:`CATALOG_SHAPE`."""
+    if not isinstance(catalog, Mapping):
+        raise InputError(f"{what} must be an object {CATALOG_SHAPE}, got {brief(catalog)}")
+    for server, listed in catalog.items():
+        if not isinstance(server, str):
+            raise InputError(f"{what}: a server's name must be a string, got {brief(server)}")
+        if not isinstance(listed, (list, tuple)):
+            raise InputError(f"{what}: server {brief(server)} must map to a list of tools, got {brief(listed)}")
+        for i, entry in enumerate(listed):
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+                raise InputError(
+                    f"{what}: tool {i} of server {brief(server)} must be an object with a non-empty string "
+                    f'"name" (an MCP tools/list entry), got {brief(entry)}'
+                )
 
 
 def servers_and_tools(
@@ -35,7 +56,10 @@ def servers_and_tools(
 ) -> tuple[dict[str, McpServer], list[Tool], dict[ItemKey, tuple[str, str]]]:
     """An agent file's ``mcpServers`` (``raw``; ``None``: none): its servers, their tools (the ``catalog``'s
     listing of each server with the file's overrides, :func:`server_tools`) and what the catalog said of
-    the listed ones. :class:`AgentFileError` names the field of a malformed server."""
+    the listed ones. :class:`AgentFileError` names the field of a malformed server, :class:`InputError`
+    what is wrong with a ``catalog`` of another shape (:func:`check_catalog`)."""
+    if catalog is not None:
+        check_catalog(catalog)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -9,15 +9,26 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from contextsieve.agent.agentfile import example_agent_path
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.cli.user_files import LIMIT_TEXT, read_stream, read_user_file
+from contextsieve.errors import InputError
 
 if TYPE_CHECKING:
     from contextsieve.engine import Engine
 
-__all__ = ["DEMO_MESSAGES", "load_engine", "is_example", "select", "index", "tools", "demo"]
+__all__ = [
+    "DEMO_MESSAGES",
+    "TOOLS_HELP",
+    "load_engine",
+    "read_catalog",
+    "is_example",
+    "select",
+    "index",
+    "tools",
+    "demo",
+]
 
 DEMO_MESSAGES = (
     "Hi, my parcel is late. It has not moved for a week. Can I get my money back?",
@@ -26,6 +37,9 @@ DEMO_MESSAGES = (
     "@ref:style-guide Please open a pull request for the cart rounding fix.",
 )
 
+#: The help of every command's ``--tools`` option.
+TOOLS_HELP = f"JSON tool catalog: {{server: [MCP tools/list entries]}} (a regular file of at most {LIMIT_TEXT})"
+
 
 def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: bool = False) -> Engine:
     """The engine for ``path``: with the ``tools`` catalog when given, else with the live tools of
@@ -33,12 +47,7 @@ def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: 
     learning from use keeps its requests on disk (``Engine(remember_requests=True)``)."""
     from contextsieve.engine import Engine
 
-    catalog = None
-    if tools is not None:
-        try:
-            catalog = json.loads(tools.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ContextSieveError(f"cannot read the tool catalog {tools}: {e}") from e
+    catalog = read_catalog(tools) if tools is not None else None
     engine = Engine.from_file(path, tools=catalog, remember_requests=remember)
     if is_example(path):  # its servers are a fictional company's (hosts, paths): it declares its tools instead
         offline = True
@@ -47,6 +56,23 @@ def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: 
         if not report.ok:
             print(report.summary(), file=sys.stderr)
     return engine
+
+
+def read_catalog(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The JSON tool catalog ``--tools`` names (:func:`~contextsieve.cli.user_files.read_user_file`: a regular
+    file of at most 64 MiB), of the shape :func:`~contextsieve.agent.file_servers.check_catalog` checks;
+    :class:`InputError` naming the file for anything else."""
+    from contextsieve.agent.file_servers import check_catalog
+
+    data = read_user_file(path, "--tools")
+    try:
+        catalog = json.loads(data.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise InputError(f"--tools {path}: not a JSON tool catalog ({e})") from e
+    except RecursionError:
+        raise InputError(f"--tools {path}: not a JSON tool catalog (nested too deeply)") from None
+    check_catalog(catalog, f"--tools {path}")
+    return cast("dict[str, list[dict[str, Any]]]", catalog)
 
 
 def is_example(path: Path) -> bool:
@@ -91,15 +117,17 @@ def _message(args: argparse.Namespace) -> str:
     if args.message_file is not None:
         if args.message is not None:
             raise InputError("give the message as an argument or with --message-file, not both")
+        data = read_user_file(args.message_file, "--message-file")
         try:
-            return str(args.message_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
             raise InputError(f"--message-file {args.message_file}: cannot read it as UTF-8 text ({e})") from e
     if args.message is None:
         raise InputError('select needs a message: an argument, "-" for standard input, or --message-file FILE')
     if args.message == "-":
+        data = read_stream(sys.stdin.buffer, "the message on standard input")
         try:
-            return sys.stdin.buffer.read().decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise InputError(f"the message on standard input is not UTF-8 ({e})") from e
     return str(args.message)

@@ -6,6 +6,7 @@ agent's (``stash adopt``). :mod:`contextsieve.agent.identity` says how an agent 
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
+from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
 from contextsieve.engine import Engine
 from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, StashError, brief
@@ -27,6 +29,8 @@ __all__ = [
     "adopt",
     "candidates",
     "default_store",
+    "history",
+    "history_tool",
     "namespaces",
     "rename",
     "settle",
@@ -277,23 +281,23 @@ def adopt(args: argparse.Namespace) -> None:
 
 
 def history(args: argparse.Namespace) -> None:
-    """``contextsieve history AGENT [--forget] [--tool SERVER:TOOL]``: what learning from use keeps for the
-    agent (per tool: examples and misses) and where; ``--forget`` deletes it (one tool's with ``--tool``)."""
-    from contextsieve.agent.items import ItemKey
-
+    """``contextsieve history AGENT [--forget] [--tool TOOL]``: what learning from use keeps for the agent
+    (per tool: examples and misses) and where; ``--forget`` deletes it (one tool's with ``--tool``: a tool
+    of the agent, or one its history holds records of, named as by :func:`history_tool`)."""
     engine = Engine.from_file(args.agent, registry=AgentRegistry())
     usage = engine.store.usage()
     scope = engine.store.usage_scope
-    tool = None
-    if args.tool:
-        tool = ItemKey.parse(args.tool if args.tool.startswith("tool:") else "tool:" + args.tool)
+    examples: dict[ItemKey, int] = {}
+    misses: dict[ItemKey, int] = {}
+    if args.tool is not None or not args.forget:  # what is recorded (forgetting it all needs no look)
+        examples, misses = usage.counts(scope), usage.counts(scope, "misses")
+    tool = None if args.tool is None else history_tool(engine.agent, args.tool, set(examples) | set(misses))
     where = f"{usage.path}" if usage.path is not None else "memory"
     if args.forget:
         n = usage.forget(scope, tool, None)
         whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
         print(f"forgot {n} recorded requests of {whose} ({where})")
         return
-    examples, misses = usage.counts(scope), usage.counts(scope, "misses")
     print(
         f"agent {engine.agent.name!r} ({scope}): history in {where}, "
         + ("with" if usage.keep_text else "without")
@@ -302,6 +306,49 @@ def history(args: argparse.Namespace) -> None:
     for key in sorted(set(examples) | set(misses), key=str):
         if tool is None or key == tool:
             print(f"{key}\t{examples.get(key, 0)} examples\t{misses.get(key, 0)} misses")
+
+
+def history_tool(agent: Agent, text: str, recorded: set[ItemKey]) -> ItemKey:
+    """The tool ``history --tool`` names: ``SERVER:NAME``, ``tool:SERVER:NAME`` or the name offered to the
+    model (``SERVER_NAME``), of a tool the agent has (:func:`~contextsieve.session.outcomes.tool_keys`, what
+    ``eval`` and ``record_tool_calls`` read) or of one in ``recorded`` (a tool the agent no longer has whose
+    records are still kept). :class:`InputError` for anything else, with the likely name."""
+    from contextsieve.session.outcomes import tool_keys
+
+    how = "name a tool as SERVER:TOOL or by the name offered to the model (SERVER_TOOL)"
+    if not text.strip():
+        raise InputError(f"--tool is empty: {how} (`contextsieve history AGENT --forget` forgets every tool's)")
+    try:
+        return tool_keys(agent, [text], "--tool")[0]
+    except ContextSieveError:
+        pass
+    key = _recorded_key(agent, text)
+    if key is not None and key in recorded:
+        return key
+    named = [f"{t.key.server}:{t.key.name}" for t in agent.tools] + list(agent.tool_names())
+    named += [f"{k.server}:{k.name}" for k in recorded if k.server is not None]
+    close = difflib.get_close_matches(text, list(dict.fromkeys(named)), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise InputError(
+        f"--tool {brief(text)}: the agent has no such tool and its history holds no records of one{hint}; "
+        f"{how}: `contextsieve tools AGENT` lists the agent's tools, `contextsieve history AGENT` the recorded ones"
+    )
+
+
+def _recorded_key(agent: Agent, text: str) -> ItemKey | None:
+    """The tool key ``text`` names in the forms :func:`history_tool` reads, when it is one (a name once
+    offered for a tool the agent no longer has included), whether or not the agent has that tool."""
+    from contextsieve.agent.items import ItemKind
+
+    if ":" not in text:
+        return agent.tool_names().gone(text)
+    if text.count(":") == 1 and text.split(":")[0] not in {k.value for k in ItemKind}:
+        text = "tool:" + text
+    try:
+        key = ItemKey.parse(text)
+    except InputError:
+        return None
+    return key if key.kind is ItemKind.TOOL and key.server else None
 
 
 def print_notes(notes: list[str]) -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextsieve.cli.agent_commands import load_engine
+from contextsieve.cli.agent_commands import TOOLS_HELP, load_engine
 
 if TYPE_CHECKING:
     from contextsieve.evaluation.runner import Scores, TaskRun
@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
         help="folds of the history measure (default 2; 0 or 1: cold only)",
     )
     e.add_argument("--json", action="store_true", help="print the measures (and each task's misses) as JSON")
-    e.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    e.add_argument("--tools", type=Path, help=TOOLS_HELP)
     e.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
 
 

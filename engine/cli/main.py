@@ -12,12 +12,14 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from contextsieve import errors
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.cli import agent_commands, evaluate, model_commands, server_commands, stash_command
 from contextsieve.cli.server_commands import LOG_LEVELS
+from contextsieve.cli.user_files import LIMIT_TEXT
 from contextsieve.errors import AgentFileWarning, ContextSieveError
 
-__all__ = ["main"]
+__all__ = ["OWN_WARNINGS", "main"]
 
 #: The subcommands of ``contextsieve`` (``add_subparsers``): each ``_add_*_command(s)`` adds its own to it.
 _Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -98,9 +100,14 @@ def _add_agent_commands(sub: _Commands) -> None:
         nargs="?",
         help='the user message; "-" reads it from standard input (or give --message-file)',
     )
-    s.add_argument("--message-file", type=Path, metavar="FILE", help="read the message from FILE (UTF-8)")
+    s.add_argument(
+        "--message-file",
+        type=Path,
+        metavar="FILE",
+        help=f"read the message from FILE (UTF-8, a regular file of at most {LIMIT_TEXT})",
+    )
     s.add_argument("--json", action="store_true", help="print the context and the OpenAI-shaped request as JSON")
-    s.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    s.add_argument("--tools", type=Path, help=agent_commands.TOOLS_HELP)
     s.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     for name in ("top-k", "top-n"):
         s.add_argument(f"--{name}", type=int, help=f"override context{name.title().replace('-', '')} for this request")
@@ -128,7 +135,7 @@ def _add_agent_commands(sub: _Commands) -> None:
     )
     i = sub.add_parser("index", help="embed and cache every item of an agent")
     i.add_argument("agent", type=Path)
-    i.add_argument("--tools", type=Path)
+    i.add_argument("--tools", type=Path, help=agent_commands.TOOLS_HELP)
     i.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
     t = sub.add_parser("tools", help="list the tools of the agent's MCP servers and report what changed")
     t.add_argument("agent", type=Path)
@@ -256,7 +263,12 @@ def _add_history_command(sub: _Commands) -> None:
     )
     h.add_argument("agent", type=Path)
     h.add_argument("--forget", action="store_true", help="delete the agent's recorded requests")
-    h.add_argument("--tool", metavar="SERVER:TOOL", help="only this tool's")
+    h.add_argument(
+        "--tool",
+        metavar="SERVER:TOOL",
+        help="only this tool's: SERVER:TOOL, tool:SERVER:TOOL or the name offered to the model (SERVER_TOOL), of a "
+        "tool the agent has or one its history holds records of",
+    )
 
 
 def _add_gateway_command(sub: _Commands) -> None:
@@ -336,7 +348,7 @@ def _add_inspect_command(sub: _Commands) -> None:
         default="request",
         help="how the page's session offers tools across requests (default request; see OfferConfig)",
     )
-    n.add_argument("--tools", type=Path, help="JSON tool catalog: {server: [MCP tools/list entries]}")
+    n.add_argument("--tools", type=Path, help=agent_commands.TOOLS_HELP)
     n.add_argument("--offline", action="store_true", help="do not ask the agent's MCP servers for their tools")
 
 
@@ -419,12 +431,22 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = previous
 
 
+#: contextsieve's own warnings: every warning class of :mod:`contextsieve.errors` (``AgentFileWarning``,
+#: ``UsageLogWarning``, ...), and any subclass of one.
+OWN_WARNINGS: tuple[type[Warning], ...] = tuple(
+    c
+    for c in vars(errors).values()
+    if isinstance(c, type) and issubclass(c, Warning) and c.__module__ == errors.__name__
+)
+
+
 def _show_warning(previous: Any) -> Any:
-    """``warnings.showwarning`` that prints an agent file's warning as ``contextsieve: warning: ...`` on
-    stderr (never stdout: ``serve``'s stdio protocol runs there); other warnings as Python would."""
+    """``warnings.showwarning`` that prints contextsieve's own warnings (:data:`OWN_WARNINGS`) as one line,
+    ``contextsieve: warning: ...``, on stderr (never stdout: ``serve``'s stdio protocol runs there); other
+    warnings as Python would."""
 
     def show(message: Any, category: type[Warning], *rest: Any, **kw: Any) -> None:
-        if issubclass(category, AgentFileWarning):
+        if issubclass(category, OWN_WARNINGS):
             print(f"contextsieve: warning: {message}", file=sys.stderr)
         else:
             previous(message, category, *rest, **kw)

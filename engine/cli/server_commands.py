@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from contextsieve.agent.agent import Agent
 from contextsieve.cli.agent_commands import is_example, load_engine
+from contextsieve.cli.user_files import regular_file
 from contextsieve.errors import InputError
 
 if TYPE_CHECKING:
@@ -150,8 +151,8 @@ def inspect_page(args: argparse.Namespace) -> None:
     from contextsieve.inspect.inspector import Inspector
     from contextsieve.inspect.server import InspectServer
 
-    if args.session is not None and not args.session.is_file():
-        raise InputError(f"--session {args.session}: no such file")
+    if args.session is not None:
+        regular_file(args.session, "--session")  # before anything loads: a FIFO would hang the page's load
     engine = load_engine(args.agent, args.tools, args.offline)
     stash = None
     if args.stash:

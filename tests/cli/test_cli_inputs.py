@@ -1,0 +1,315 @@
+"""What the CLI is given, checked before anything is changed or read whole: ``history --tool`` names a tool
+of the agent or of its history (never "no tool", which forgot everything), a file named on the command line
+(``--tools``, ``--message-file``, ``--session``, the task file) or standard input is read only when it is a
+regular file and at most 64 MiB, a tool catalog of another shape is one clear error (CLI and API), and every
+warning of contextsieve prints as one ``contextsieve: warning:`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contextsieve import Engine, example_agent_path, load_agent
+from contextsieve.agent.registry import AgentRegistry
+from contextsieve.cli.main import OWN_WARNINGS, _show_warning, main
+from contextsieve.cli.user_files import MAX_INPUT_BYTES
+from contextsieve.errors import InputError
+from contextsieve.evaluation.tasks import example_tasks_path
+from contextsieve.fileio import DATA_ENV
+from contextsieve.models.cache import CACHE_ENV
+
+AGENT = str(example_agent_path())
+TASKS = str(example_tasks_path())
+SHAPE = '{"SERVER": [{"name": "TOOL", "description": "...", "inputSchema": {...}}, ...], ...}'
+HOW = "name a tool as SERVER:TOOL or by the name offered to the model (SERVER_TOOL)"
+
+
+@pytest.fixture(autouse=True)
+def tmp_cache(model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_ENV, str(model_cache))  # the session's model cache: graphs are built once
+    return model_cache
+
+
+@pytest.fixture
+def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own data folder (agent registry, learned history)."""
+    folder = tmp_path / "data"
+    monkeypatch.setenv(DATA_ENV, str(folder))
+    return folder
+
+
+def _agent_file(path: Path, servers: dict[str, list[str]]) -> Path:
+    """An agent file whose servers declare the named tools (each with a description)."""
+    doc = {
+        "name": "ops-desk",
+        "systemPrompt": "You run operations.",
+        "mcpServers": {
+            server: {
+                "type": "stdio",
+                "command": f"{server}-mcp",
+                "serverToolDefaults": {"include": "agent"},
+                "tools": {t: {"description": f"{t} of {server}", "inputSchema": {"type": "object"}} for t in tools},
+            }
+            for server, tools in servers.items()
+        },
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def _record(path: Path, calls: dict[str, str]) -> None:
+    """Record each message with its tool, as a host does, in the agent's kept history."""
+    engine = Engine.from_file(path, registry=AgentRegistry())
+    for message, tool in calls.items():
+        engine.record_tool_calls(message, [tool])
+
+
+def _history(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The tool lines ``contextsieve history`` prints (after the heading)."""
+    assert main(["history", str(path)]) == 0
+    return capsys.readouterr().out.splitlines()[1:]
+
+
+def _run(*args: str, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own (a FIFO or a device opened by mistake hangs that one, not the tests)."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run(
+        [sys.executable, "-m", "contextsieve", *args],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+# -- history --tool ---------------------------------------------------------------------------------------
+
+
+def test_history_tool_is_checked_and_a_bad_one_forgets_nothing(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue: `history AGENT --forget --tool ""` forgot the agent's whole history, and `nope:x`, `:b` or
+    `ops:rollback%zz` said "forgot 0" with exit 0."""
+    path = _agent_file(tmp_path / "agent.yaml", {"ops": ["rollback", "restart"], "ci": ["rerun"]})
+    _record(path, {"undo the checkout deploy": "ops:rollback", "rerun the release pipeline": "ci:rerun"})
+    both = ["tool:ci:rerun\t1 examples\t0 misses", "tool:ops:rollback\t1 examples\t0 misses"]
+    assert _history(path, capsys) == both
+    unknown = "the agent has no such tool and its history holds no records of one"
+    tail = f"{HOW}: `contextsieve tools AGENT` lists the agent's tools, `contextsieve history AGENT` the recorded ones"
+    cases = {
+        "": f"--tool is empty: {HOW} (`contextsieve history AGENT --forget` forgets every tool's)",
+        " ": f"--tool is empty: {HOW} (`contextsieve history AGENT --forget` forgets every tool's)",
+        "nope:x": f"--tool 'nope:x': {unknown}; {tail}",
+        ":b": f"--tool ':b': {unknown}; {tail}",
+        "ops:rollback%zz": f"--tool 'ops:rollback%zz': {unknown} (did you mean 'ops:rollback'?); {tail}",
+        "ops:rolback": f"--tool 'ops:rolback': {unknown} (did you mean 'ops:rollback'?); {tail}",
+        "ops_rolback": f"--tool 'ops_rolback': {unknown} (did you mean 'ops_rollback'?); {tail}",
+        "rule:tone": f"--tool 'rule:tone': {unknown}; {tail}",
+        "tool:ops": f"--tool 'tool:ops': {unknown}; {tail}",
+    }
+    for text, error in cases.items():
+        for forget in (["--forget"], []):
+            assert main(["history", str(path), "--tool", text, *forget]) == 1, text
+            captured = capsys.readouterr()
+            assert (captured.out, captured.err) == ("", f"contextsieve: error: {error}\n"), text
+    assert _history(path, capsys) == both  # nothing was forgotten
+    assert main(["history", str(path), "--tool", "tool:ci:rerun"]) == 0  # a listing of one tool
+    assert capsys.readouterr().out.splitlines()[1:] == both[:1]
+    assert main(["history", str(path), "--tool", "ops:restart"]) == 0  # the agent's, nothing recorded
+    assert capsys.readouterr().out.splitlines()[1:] == []
+    for offered in ("ops_rollback", "tool:ci:rerun"):  # the offered name and the key form
+        assert main(["history", str(path), "--forget", "--tool", offered]) == 0
+        key = "tool:ops:rollback" if offered == "ops_rollback" else offered
+        assert capsys.readouterr().out.startswith(f"forgot 1 recorded requests of tool {key} (")
+    assert _history(path, capsys) == []
+
+
+def test_the_history_of_a_tool_the_agent_no_longer_has_can_be_forgotten(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool taken out of the agent file keeps its records: they can be forgotten by its key or by the name
+    it was offered under, while a tool that is neither the agent's nor in its history is refused."""
+    path = _agent_file(tmp_path / "agent.yaml", {"ops": ["rollback"], "ci": ["rerun", "deploy"]})
+    _record(path, {"rerun the release pipeline": "ci_rerun", "deploy the release": "ci_deploy"})  # offered names
+    _agent_file(path, {"ops": ["rollback"]})  # the ci server is gone from the file
+    assert _history(path, capsys) == ["tool:ci:deploy\t1 examples\t0 misses", "tool:ci:rerun\t1 examples\t0 misses"]
+    assert main(["history", str(path), "--forget", "--tool", "ci:rerun"]) == 0
+    assert capsys.readouterr().out.startswith("forgot 1 recorded requests of tool tool:ci:rerun (")
+    assert main(["history", str(path), "--forget", "--tool", "ci:rerun"]) == 1  # neither the agent's nor recorded
+    assert capsys.readouterr().err.startswith("contextsieve: error: --tool 'ci:rerun': the agent has no such tool")
+    assert (
+        main(["history", str(path), "--forget", "--tool", "ci_deploy"]) == 0
+    )  # its offered name, kept by the registry
+    assert capsys.readouterr().out.startswith("forgot 1 recorded requests of tool tool:ci:deploy (")
+    assert _history(path, capsys) == []
+
+
+# -- files named on the command line ------------------------------------------------------------------------
+
+
+def _deep(depth: int) -> str:
+    return '{"x":' + "[" * depth + "]" * depth + "}"
+
+
+CATALOGS = {  # the file's text -> the end of the one error line
+    "[1]": f" must be an object {SHAPE}, got [1]",
+    '{"helpdesk": 5}': ": server 'helpdesk' must map to a list of tools, got 5",
+    '{"helpdesk": "track_parcel"}': ": server 'helpdesk' must map to a list of tools, got 'track_parcel'",
+    '{"helpdesk": [1]}': ": tool 0 of server 'helpdesk' must be an object with a non-empty string \"name\" "
+    "(an MCP tools/list entry), got 1",
+    '{"helpdesk": [{"name": "get_ticket"}, {"description": "x"}]}': ": tool 1 of server 'helpdesk' must be an "
+    "object with a non-empty string \"name\" (an MCP tools/list entry), got {'description': 'x'}",
+    "{": ": not a JSON tool catalog (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+    _deep(100_000): ": not a JSON tool catalog (nested too deeply)",
+}
+
+
+@pytest.mark.parametrize("text", sorted(CATALOGS), ids=lambda t: t[:30])
+def test_a_tool_catalog_of_another_shape_is_one_clear_error(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue: `--tools` with `[1]` raised AttributeError, a deeply nested file RecursionError."""
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(text, encoding="utf-8")
+    for command in (["select", AGENT, "hi", "--offline"], ["eval", AGENT, TASKS], ["index", AGENT]):
+        assert main([*command, "--tools", str(catalog)]) == 1
+        captured = capsys.readouterr()
+        assert (captured.out, captured.err) == ("", f"contextsieve: error: --tools {catalog}{CATALOGS[text]}\n")
+
+
+def test_the_api_refuses_a_catalog_of_another_shape() -> None:
+    """`Engine.from_file(path, tools=[1])` raised AttributeError; every loader of a catalog checks it."""
+    with pytest.raises(InputError) as e:
+        Engine.from_file(AGENT, tools=[1])  # type: ignore[arg-type]
+    assert str(e.value) == f"tools must be an object {SHAPE}, got [1]"
+    with pytest.raises(InputError) as e:
+        load_agent(AGENT, tools={"helpdesk": [{"name": ""}]})
+    assert str(e.value) == (
+        "tools: tool 0 of server 'helpdesk' must be an object with a non-empty string \"name\" (an MCP tools/list "
+        "entry), got {'name': ''}"
+    )
+    agent = load_agent(AGENT, tools={"helpdesk": [{"name": "escalate", "description": "Escalate a ticket"}]})
+    assert "escalate" in {t.name for t in agent.tools if t.server == "helpdesk"}  # a good one still loads
+
+
+def test_a_catalog_or_message_file_over_the_limit_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(MAX_INPUT_BYTES + 1)  # sparse: nothing written to the disk
+    size = f"{MAX_INPUT_BYTES + 1:,}"
+    assert main(["select", AGENT, "hi", "--tools", str(big)]) == 1
+    assert capsys.readouterr().err == f"contextsieve: error: --tools {big} is {size} bytes, over the limit of 64 MiB\n"
+    assert main(["select", AGENT, "--message-file", str(big)]) == 1
+    assert capsys.readouterr().err == (
+        f"contextsieve: error: --message-file {big} is {size} bytes, over the limit of 64 MiB\n"
+    )
+    assert main(["select", AGENT, "hi", "--tools", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"contextsieve: error: --tools {tmp_path} is a folder, not a regular file\n"
+    assert main(["select", AGENT, "hi", "--tools", str(tmp_path / "none.json")]) == 1
+    assert capsys.readouterr().err == (
+        f"contextsieve: error: cannot read --tools {tmp_path / 'none.json'} (No such file or directory)\n"
+    )
+    (tmp_path / "latin1.txt").write_bytes(b"caf\xe9")
+    assert main(["select", AGENT, "hi", "--tools", str(tmp_path / "latin1.txt")]) == 1
+    assert "not a JSON tool catalog ('utf-8' codec can't decode byte 0xe9" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
+    """Issue: a FIFO with no writer given to --tools or --message-file hung forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = {
+        ("select", AGENT, "hi", "--tools", str(fifo)): "--tools",
+        ("eval", AGENT, TASKS, "--tools", str(fifo)): "--tools",
+        ("select", AGENT, "--message-file", str(fifo)): "--message-file",
+        ("inspect", AGENT, "--session", str(fifo)): "--session",
+    }
+    for args, what in cases.items():
+        done = _run(*args)
+        assert (done.returncode, done.stdout) == (1, ""), args
+        assert done.stderr == f"contextsieve: error: {what} {fifo} is a FIFO (named pipe), not a regular file\n"
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_device_or_stdin_is_not_read_whole() -> None:
+    """Issue: `--tools /dev/zero` and `--message-file /dev/zero` grew to GBs of memory."""
+    for option in ("--tools", "--message-file"):
+        args = (
+            ("select", AGENT, "hi", option, "/dev/zero")
+            if option == "--tools"
+            else ("select", AGENT, option, "/dev/zero")
+        )
+        done = _run(*args)
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"contextsieve: error: {option} /dev/zero is a device, not a regular file\n",
+        )
+    with open("/dev/zero", "rb") as zero:
+        done = _run("select", AGENT, "-", stdin=zero.fileno())
+    assert (done.returncode, done.stderr) == (
+        1,
+        "contextsieve: error: the message on standard input holds more than 64 MiB, the most contextsieve reads\n",
+    )
+
+
+# -- warnings -------------------------------------------------------------------------------------------------
+
+
+def test_every_contextsieve_warning_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    names = {c.__name__ for c in OWN_WARNINGS}
+    assert {
+        "AgentFileWarning",
+        "AgentRegistryWarning",
+        "CacheIntegrityWarning",
+        "GraphFileWarning",
+        "StashIntegrityWarning",
+        "UsageLogWarning",
+    } <= names
+    passed_on: list[type[Warning]] = []  # what Python's own printing (the previous showwarning) is given
+    show = _show_warning(lambda message, category, *rest, **kw: passed_on.append(category))
+    for category in OWN_WARNINGS:
+        show(category(f"what {category.__name__} says"), category, "/x/engine/agent/usage.py", 316)
+        assert capsys.readouterr().err == f"contextsieve: warning: what {category.__name__} says\n"
+    assert passed_on == []
+    show(DeprecationWarning("a library's own"), DeprecationWarning, "/x/lib.py", 3)  # not ours: as Python would
+    assert passed_on == [DeprecationWarning] and capsys.readouterr().err == ""
+
+
+def test_a_damaged_history_warns_in_one_line(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue: `contextsieve history` printed UsageLogWarning as Python does (file, line, source line)."""
+    path = _agent_file(tmp_path / "agent.yaml", {"ops": ["rollback"], "ci": ["rerun"]})
+    _record(path, {"undo the checkout deploy": "ops:rollback", "rerun the release pipeline": "ci:rerun"})
+    db = sqlite3.connect(data / "history.sqlite")
+    db.execute("UPDATE examples SET at = 'noon' WHERE tool = 'rerun'")  # a hand edit
+    db.commit()
+    db.close()
+    assert main(["history", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[1:] == ["tool:ops:rollback\t1 examples\t0 misses"]
+    assert captured.err.startswith(f"contextsieve: warning: the usage log {data / 'history.sqlite'} holds damaged")
+    assert len(captured.err.splitlines()) == 1 and "UsageLogWarning" not in captured.err
+
+
+def test_a_good_catalog_still_loads_through_the_guarded_reader(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The catalog's tool is the agent's: `--explain` finds it (an unknown key would be an error)."""
+    catalog = tmp_path / "catalog.json"
+    entry = {"name": "escalate_ticket", "description": "Escalate a support ticket to the on-call engineer"}
+    catalog.write_text(json.dumps({"helpdesk": [entry]}), encoding="utf-8")
+    key = "tool:helpdesk:escalate_ticket"
+    assert main(["select", AGENT, "Escalate ticket 4411 now.", "--tools", str(catalog), "--explain", key]) == 0
+    assert f"\n{key}: " in capsys.readouterr().out
+    assert main(["select", AGENT, "Escalate ticket 4411 now.", "--explain", key]) == 1  # not the agent's without it
+    assert "contextsieve: error: " in capsys.readouterr().err
