@@ -9,25 +9,43 @@ A line of a task file is one task, in one of two shapes:
 
 Both may carry an ``"id"`` (a string, shown in errors; default ``line N``). A tool is named as the agent
 knows it: ``SERVER:TOOL``, ``tool:SERVER:TOOL`` or the name a model is offered (``SERVER_TOOL``); a list
-in the list (``["web:search", "brave:search"]``) is a group of which any one tool will do. Blank lines
-are skipped; anything else is an :class:`~contextsieve.errors.InputError` naming the file and line.
+in the list (``["web:search", "brave:search"]``) is a group of which any one tool will do. A ``:`` or
+``%`` inside a server's or tool's own name is written ``%3A`` or ``%25`` (as :class:`ItemKey` writes it).
+Blank lines are skipped; a line ends at ``"\\n"`` (``"\\r\\n"`` too), is UTF-8 text of at most
+:data:`MAX_LINE_BYTES` bytes, and every string in it valid Unicode (no lone surrogate such as the escape
+``"\\ud800"``); anything else is an :class:`~contextsieve.errors.InputError` naming the file and line.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from contextsieve.agent.agent import Agent
-from contextsieve.agent.items import ItemKey
-from contextsieve.errors import ContextSieveError, InputError, check_text
+from contextsieve.agent.items import ItemKey, ItemKind
+from contextsieve.errors import ContextSieveError, InputError, brief, check_text
 
-__all__ = ["Group", "Step", "Task", "read_tasks", "parse_task", "task_needs", "example_tasks_path"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "Group",
+    "Step",
+    "Task",
+    "read_tasks",
+    "parse_task",
+    "task_needs",
+    "example_tasks_path",
+]
+
+#: The longest line (one task) a task file may hold, in bytes without its end: 8 MiB, room for a task of
+#: several steps each with a message at the MCP server's limit (``ServeConfig.max_message_chars``, 100,000
+#: characters) even when written all in JSON ``\\u`` escapes (up to 12 bytes a character). A longer line
+#: is refused without being read whole, so reading a task file takes memory for one line, not the file.
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 #: Tools of which any one satisfies a need, in the order they were named (the first is the one a
 #: history records).
@@ -78,16 +96,16 @@ def example_tasks_path() -> Path:
 
 def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     """The tasks of a JSON Lines file (see the module docstring), their tools checked against ``agent``;
-    :class:`InputError` naming the file and line of the first problem, or when the file holds no task."""
+    :class:`InputError` naming the file and line of the first problem, or when the file holds no task.
+
+    The file is read one line at a time (memory for its longest line, not for the whole file); a line is
+    ended by ``"\\n"`` alone (a ``"\\r"`` before it is dropped), so U+2028, U+2029 and U+0085 inside a
+    JSON string are text, and a line longer than :data:`MAX_LINE_BYTES` is refused unread."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a FIFO would wait for a writer forever, a device never end
         raise InputError(f"the task file {path} is not a regular file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the task file {path} as UTF-8 text: {e}") from e
     tasks = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in _lines(path):
         if not line.strip():
             continue
         where = f"{path}, line {n}"
@@ -95,10 +113,44 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
             obj = json.loads(line)
         except ValueError as e:
             raise InputError(f"{where}: not JSON ({e}); each line is one task: {_SHAPES}") from None
+        except RecursionError:
+            raise InputError(f"{where}: not a task: its JSON is nested too deeply to read; {_SHAPES}") from None
         tasks.append(parse_task(obj, agent, where, f"line {n}"))
     if not tasks:
         raise InputError(f"{path} holds no task; each line is one task: {_SHAPES}")
     return tasks
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Each line of the file and its number, as text without its end (``"\\n"`` or ``"\\r\\n"``), read
+    one at a time; :class:`InputError` naming the line for one longer than :data:`MAX_LINE_BYTES` or
+    not UTF-8."""
+    try:
+        f = path.open("rb")
+    except OSError as e:
+        raise InputError(f"cannot read the task file {path}: {e}") from e
+    with f:
+        n = 0
+        while True:
+            n += 1
+            try:
+                raw = f.readline(MAX_LINE_BYTES + 2)  # room for the line's end
+            except OSError as e:
+                raise InputError(f"cannot read the task file {path} at line {n}: {e}") from e
+            if not raw:
+                return
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            line = line[:-1] if line.endswith(b"\r") else line
+            if len(line) > MAX_LINE_BYTES:
+                raise InputError(
+                    f"{path}, line {n}: longer than {MAX_LINE_BYTES:,} bytes, the limit for one task "
+                    "(each line is one task)"
+                )
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}, line {n}: cannot read the task file as UTF-8 text: {e}") from None
+            yield n, text
 
 
 def parse_task(obj: object, agent: Agent, where: str = "task", default_id: str = "") -> Task:
@@ -110,7 +162,8 @@ def parse_task(obj: object, agent: Agent, where: str = "task", default_id: str =
         raise InputError(f"{where}: unknown field {unknown[0]!r}; {_SHAPES} (and an optional id)")
     task_id = obj.get("id", default_id)
     if not isinstance(task_id, str):
-        raise InputError(f"{where}: id must be a string, got {json.dumps(task_id)[:40]}")
+        raise InputError(f"{where}: id must be a string, got {_shown(task_id, 40)}")
+    check_text(task_id, f"{where}: id")
     if "steps" in obj:
         if "message" in obj or "tools" in obj:
             raise InputError(f'{where}: give "message" and "tools", or "steps", not both')
@@ -149,7 +202,7 @@ def _groups(obj: dict[str, Any], agent: Agent, where: str, *, empty_ok: bool) ->
         raise InputError(f'{where}: no "tools": list the tools it needs (SERVER:TOOL or the offered name)')
     raw = obj["tools"]
     if not isinstance(raw, list):
-        raise InputError(f'{where}: "tools" must be a list of tool names, got {json.dumps(raw)[:60]}')
+        raise InputError(f'{where}: "tools" must be a list of tool names, got {_shown(raw, 60)}')
     if not raw and not empty_ok:
         raise InputError(f'{where}: "tools" is empty: name at least one tool the message needs')
     groups = []
@@ -157,9 +210,10 @@ def _groups(obj: dict[str, Any], agent: Agent, where: str, *, empty_ok: bool) ->
         names = entry if isinstance(entry, list) else [entry]
         if not names or not all(isinstance(n, str) and n for n in names):
             raise InputError(
-                f"{where}: a tool is a non-empty string (or a list of them: any one will do), "
-                f"got {json.dumps(entry)[:60]}"
+                f"{where}: a tool is a non-empty string (or a list of them: any one will do), got {_shown(entry, 60)}"
             )
+        for name in names:
+            check_text(name, f"{where}: the tool name {_shown(name, 60)}")
         groups.append(tuple(_key(n, agent, where) for n in dict.fromkeys(names)))
     return _union(groups)
 
@@ -170,13 +224,44 @@ def _key(name: str, agent: Agent, where: str) -> ItemKey:
     try:
         return tool_keys(agent, [name], "tools")[0]
     except ContextSieveError:
-        known = [f"{k.server}:{k.name}" for k in (t.key for t in agent.tools)]
-        close = difflib.get_close_matches(name, known + list(agent.tool_names()), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        known = _known_names(agent)
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = known[close[0]] if close else ""
+        shown = repr(name) if len(name) <= 200 else brief(name)
         raise InputError(
-            f"{where}: the agent has no tool {name!r}{hint}; name tools as SERVER:TOOL or by the name offered "
-            "to the model (SERVER_TOOL): `contextsieve tools AGENT` lists them"
+            f"{where}: the agent has no tool {shown}"
+            + (f" (did you mean {hint!r}?)" if hint and hint != name else "")
+            + "; name tools as SERVER:TOOL or by the name offered to the model (SERVER_TOOL), a : or % in a "
+            "server's or tool's name as %3A or %25: `contextsieve tools AGENT` lists them"
         ) from None
+
+
+def _known_names(agent: Agent) -> dict[str, str]:
+    """What a refused tool name is compared with, each mapped to the name to suggest: a name the reader
+    accepts for the same tool (``SERVER:TOOL`` with a ``:`` or ``%`` in a part escaped as :class:`ItemKey`
+    escapes it, or the whole key when the escaped server is a kind such as ``tool``). Each tool is compared
+    in every way it may be written (escaped or not, with ``tool:`` or without) and by its offered name."""
+    kinds = {k.value for k in ItemKind}
+    known: dict[str, str] = {}
+    for key in (t.key for t in agent.tools):
+        full = str(key)  # tool:SERVER:TOOL, each part escaped
+        short = full.split(":", 1)[1]
+        accepted = full if short.split(":", 1)[0] in kinds else short
+        plain = f"{key.server}:{key.name}"
+        for form in (plain, short, f"tool:{plain}", full):
+            known.setdefault(form, accepted)
+    for offered in agent.tool_names():
+        known.setdefault(offered, offered)
+    return known
+
+
+def _shown(value: object, limit: int) -> str:
+    """``value`` as JSON, cut to ``limit`` characters, for an error message (a short repr when it is too
+    deeply nested for JSON)."""
+    try:
+        return json.dumps(value)[:limit]
+    except (RecursionError, ValueError):
+        return brief(value)
 
 
 def _union(groups: Iterable[Group]) -> tuple[Group, ...]:
