@@ -317,7 +317,7 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", agent, "--stash", str(tmp_path / "typo" / "missing.db")]) == 1  # issue 47 defect 6
     assert "no stash store at" in capsys.readouterr().err and not (tmp_path / "typo").exists()
     assert main(["inspect", agent, "--session", str(tmp_path / "missing.json")]) == 1
-    assert "no such file" in capsys.readouterr().err
+    assert "no such file" in capsys.readouterr().err.lower()
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     assert main(["inspect", agent, "--session", str(tmp_path / "bad.json")]) == 1
     assert "cannot load session" in capsys.readouterr().err
