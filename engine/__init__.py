@@ -65,6 +65,7 @@ _LAZY = {
     "MergeResult": "contextsieve.stash.results",
     # errors and warnings (all in contextsieve.errors)
     "ContextSieveError": "contextsieve.errors",
+    "ContextSieveWarning": "contextsieve.errors",
     "ModelError": "contextsieve.errors",
     "UnknownModelError": "contextsieve.errors",
     "ModelFilesNotFoundError": "contextsieve.errors",
@@ -140,6 +141,7 @@ __all__ = [
     "RetrieveTrace",
     "MergeResult",
     "ContextSieveError",
+    "ContextSieveWarning",
     "ModelError",
     "UnknownModelError",
     "ModelFilesNotFoundError",
@@ -183,6 +185,7 @@ if TYPE_CHECKING:
         AgentRegistryWarning,
         CacheIntegrityWarning,
         ContextSieveError,
+        ContextSieveWarning,
         EmbedderOutputError,
         EmbeddingCacheError,
         EventLoopError,

@@ -38,6 +38,7 @@ __all__ = [
     "check_text",
     "brief",
     "AgentFileWarning",
+    "ContextSieveWarning",
     "AgentRegistryWarning",
     "CacheIntegrityWarning",
     "GraphFileWarning",
@@ -176,7 +177,12 @@ def brief(value: object) -> str:
     return r.repr(value)
 
 
-class AgentFileWarning(UserWarning):
+class ContextSieveWarning(UserWarning):
+    """The base of contextsieve's own warnings (``warnings.filterwarnings("ignore", category=...)`` takes
+    it for all of them); the command line prints each as one line, ``contextsieve: warning: ...``."""
+
+
+class AgentFileWarning(ContextSieveWarning):
     """An agent file loaded, but holds something nobody reads: a key that neither contextsieve nor the
     reference format defines (a typo such as ``rulez:`` or ``settings.contextTopn``). The message names
     the file, the place and the key's likely meaning ("did you mean ..."); the key is kept in the file
@@ -184,27 +190,27 @@ class AgentFileWarning(UserWarning):
     and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
 
 
-class AgentRegistryWarning(UserWarning):
+class AgentRegistryWarning(ContextSieveWarning):
     """An agent's identity could not be looked up or kept in its registry (the data folder cannot be
     written, say): the agent goes on under the identity of its path for this process, and its tools'
     names are kept in memory only. The message says why and what it means for the agent's data."""
 
 
-class StashIntegrityWarning(UserWarning):
+class StashIntegrityWarning(ContextSieveWarning):
     """Stored vectors failed their checksum (changed on disk); those segments are left out of dense
     search until ``contextsieve stash rebuild`` re-embeds them."""
 
 
-class GraphFileWarning(UserWarning):
+class GraphFileWarning(ContextSieveWarning):
     """A saved HNSW graph could not be used or written; the store still works (the graph is built
     in memory instead), only opening it again is slower."""
 
 
-class UsageLogWarning(UserWarning):
+class UsageLogWarning(ContextSieveWarning):
     """Records of an agent's usage log (its learned history, ``history.sqlite``) are damaged (a vector
     of the wrong length or not finite, a time that is not a number, text that is not UTF-8): they are
     left out, and the rest of the history stays in use. Issued once per log and kind."""
 
 
-class CacheIntegrityWarning(UserWarning):
+class CacheIntegrityWarning(ContextSieveWarning):
     """Rows of the embedding cache failed verification and are being re-embedded."""

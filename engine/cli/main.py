@@ -12,14 +12,13 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from contextsieve import errors
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.cli import agent_commands, evaluate, model_commands, server_commands, stash_command
 from contextsieve.cli.server_commands import LOG_LEVELS
 from contextsieve.cli.user_files import LIMIT_TEXT
-from contextsieve.errors import AgentFileWarning, ContextSieveError
+from contextsieve.errors import AgentFileWarning, ContextSieveError, ContextSieveWarning
 
-__all__ = ["OWN_WARNINGS", "main"]
+__all__ = ["main"]
 
 #: The subcommands of ``contextsieve`` (``add_subparsers``): each ``_add_*_command(s)`` adds its own to it.
 _Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -431,22 +430,13 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = previous
 
 
-#: contextsieve's own warnings: every warning class of :mod:`contextsieve.errors` (``AgentFileWarning``,
-#: ``UsageLogWarning``, ...), and any subclass of one.
-OWN_WARNINGS: tuple[type[Warning], ...] = tuple(
-    c
-    for c in vars(errors).values()
-    if isinstance(c, type) and issubclass(c, Warning) and c.__module__ == errors.__name__
-)
-
-
 def _show_warning(previous: Any) -> Any:
-    """``warnings.showwarning`` that prints contextsieve's own warnings (:data:`OWN_WARNINGS`) as one line,
-    ``contextsieve: warning: ...``, on stderr (never stdout: ``serve``'s stdio protocol runs there); other
-    warnings as Python would."""
+    """``warnings.showwarning`` that prints contextsieve's own warnings
+    (:class:`~contextsieve.errors.ContextSieveWarning`) as one line, ``contextsieve: warning: ...``, on
+    stderr (never stdout: ``serve``'s stdio protocol runs there); other warnings as Python would."""
 
     def show(message: Any, category: type[Warning], *rest: Any, **kw: Any) -> None:
-        if issubclass(category, OWN_WARNINGS):
+        if issubclass(category, ContextSieveWarning):
             print(f"contextsieve: warning: {message}", file=sys.stderr)
         else:
             previous(message, category, *rest, **kw)

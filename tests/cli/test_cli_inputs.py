@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contextsieve import Engine, example_agent_path, load_agent
+from contextsieve import Engine, errors, example_agent_path, load_agent
 from contextsieve.agent.registry import AgentRegistry
-from contextsieve.cli.main import OWN_WARNINGS, _show_warning, main
+from contextsieve.cli.main import _show_warning, main
 from contextsieve.cli.user_files import MAX_INPUT_BYTES
 from contextsieve.errors import InputError
 from contextsieve.evaluation.tasks import example_tasks_path
@@ -267,7 +267,9 @@ def test_an_endless_device_or_stdin_is_not_read_whole() -> None:
 
 
 def test_every_contextsieve_warning_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    names = {c.__name__ for c in OWN_WARNINGS}
+    own = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Warning)]
+    assert all(issubclass(c, errors.ContextSieveWarning) for c in own)
+    names = {c.__name__ for c in own}
     assert {
         "AgentFileWarning",
         "AgentRegistryWarning",
@@ -278,7 +280,7 @@ def test_every_contextsieve_warning_is_one_line(capsys: pytest.CaptureFixture[st
     } <= names
     passed_on: list[type[Warning]] = []  # what Python's own printing (the previous showwarning) is given
     show = _show_warning(lambda message, category, *rest, **kw: passed_on.append(category))
-    for category in OWN_WARNINGS:
+    for category in own:
         show(category(f"what {category.__name__} says"), category, "/x/engine/agent/usage.py", 316)
         assert capsys.readouterr().err == f"contextsieve: warning: what {category.__name__} says\n"
     assert passed_on == []

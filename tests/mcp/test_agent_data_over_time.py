@@ -257,7 +257,7 @@ def test_a_damaged_registry_fails_open(model_cache: Path, int8, tmp_path: Path) 
     agent = write_agent(tmp_path / "proj" / "agent.yaml")
     anyio.run(stash, serve(agent, env))
     assert anyio.run(found, serve(agent, env)) == [SECRET]  # under the identity of its path
-    assert "AgentRegistryWarning" in stderr_of(agent, env)
+    assert "contextsieve: warning: cannot open the agent registry" in stderr_of(agent, env)
 
 
 def test_an_id_added_later_is_told_how_to_bring_its_data(model_cache: Path, int8, tmp_path: Path) -> None:  # noqa: ANN001
