@@ -17,6 +17,6 @@ contextsieve embed TEXT [TEXT ...]                   print one vector per text (
 Modules: :mod:`~contextsieve.cli.main` (the parser, :func:`~contextsieve.cli.main.main` and the dispatch),
 :mod:`~contextsieve.cli.agent_commands` (loading an agent; select, index, tools, demo),
 :mod:`~contextsieve.cli.server_commands` (serve, gateway, inspect), :mod:`~contextsieve.cli.stash_command`
-(stash), :mod:`~contextsieve.cli.model_commands` (build, embed), :mod:`~contextsieve.cli.evaluate` (eval)
-and :mod:`~contextsieve.cli.user_files` (reading the files named on the command line, with guards).
+(stash), :mod:`~contextsieve.cli.model_commands` (build, embed) and :mod:`~contextsieve.cli.evaluate` (eval); the
+files named on the command line are read with the guards of :func:`contextsieve.fileio.read_user_file`.
 """

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from contextsieve.agent.agentfile import example_agent_path
-from contextsieve.cli.user_files import LIMIT_TEXT, read_stream, read_user_file
 from contextsieve.errors import InputError
+from contextsieve.fileio import LIMIT_TEXT, read_stream, read_user_file
 
 if TYPE_CHECKING:
     from contextsieve.engine import Engine
@@ -59,7 +59,7 @@ def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: 
 
 
 def read_catalog(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """The JSON tool catalog ``--tools`` names (:func:`~contextsieve.cli.user_files.read_user_file`: a regular
+    """The JSON tool catalog ``--tools`` names (:func:`~contextsieve.fileio.read_user_file`: a regular
     file of at most 64 MiB), of the shape :func:`~contextsieve.agent.file_servers.check_catalog` checks;
     :class:`InputError` naming the file for anything else."""
     from contextsieve.agent.file_servers import check_catalog

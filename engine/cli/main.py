@@ -15,8 +15,8 @@ from typing import Any, TypeAlias
 from contextsieve.agent.agentfile import example_agent_path
 from contextsieve.cli import agent_commands, evaluate, model_commands, server_commands, stash_command
 from contextsieve.cli.server_commands import LOG_LEVELS
-from contextsieve.cli.user_files import LIMIT_TEXT
 from contextsieve.errors import AgentFileWarning, ContextSieveError, ContextSieveWarning
+from contextsieve.fileio import LIMIT_TEXT
 
 __all__ = ["main"]
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from contextsieve.agent.agent import Agent
 from contextsieve.cli.agent_commands import is_example, load_engine
-from contextsieve.cli.user_files import regular_file
 from contextsieve.errors import InputError
+from contextsieve.fileio import regular_file
 
 if TYPE_CHECKING:
     from contextsieve.mcp_server.http_transport import TransportConfig

@@ -68,16 +68,16 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
             FIFO or a folder is never opened, so nothing is written beside it); the message names it as
             ``what`` and its path.
     """
-    if path.exists() and not path.is_file():
-        raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
     try:
+        if path.exists() and not path.is_file():
+            raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT
         when_free(lambda: db.execute("PRAGMA journal_mode=WAL"), deadline)
         for statement in (schema,) if isinstance(schema, str) else schema:
             when_free(functools.partial(db.execute, statement), deadline)
-    except (sqlite3.Error, OSError) as e:
+    except (sqlite3.Error, OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
 

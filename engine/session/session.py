@@ -27,7 +27,7 @@ from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import AgentSettings, SettingsOverrides
 from contextsieve.errors import ContextSieveError, InputError, SessionFileError, brief, check_text
-from contextsieve.fileio import atomic_write_bytes
+from contextsieve.fileio import atomic_write_bytes, read_user_file
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.context import RequestContext
 from contextsieve.session import requests
@@ -506,7 +506,7 @@ class Session:
         segments again); :class:`SessionFileError` if the file cannot be read or does not fit the agent
         (unknown items or settings)."""
         try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
+            d = json.loads(read_user_file(Path(path), "the session file").decode("utf-8"))  # no FIFO, no endless file
             s = cls(
                 agent,
                 store,

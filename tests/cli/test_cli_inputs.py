@@ -19,10 +19,9 @@ import yaml
 from contextsieve import Engine, errors, example_agent_path, load_agent
 from contextsieve.agent.registry import AgentRegistry
 from contextsieve.cli.main import _show_warning, main
-from contextsieve.cli.user_files import MAX_INPUT_BYTES
 from contextsieve.errors import InputError
 from contextsieve.evaluation.tasks import example_tasks_path
-from contextsieve.fileio import DATA_ENV
+from contextsieve.fileio import DATA_ENV, MAX_INPUT_BYTES
 from contextsieve.models.cache import CACHE_ENV
 
 AGENT = str(example_agent_path())

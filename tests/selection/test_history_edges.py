@@ -198,3 +198,18 @@ def test_a_tool_found_through_history_at_the_include_score_adds_a_place(tmp_path
     assert entry.score >= 0.7
     after = [t["name"] for t in request.tools]
     assert len(before) == 3 and set(before) <= set(after) and len(after) == 4 and after[0] == "web_fetch_url"
+
+
+def test_files_that_never_end_are_refused_unread(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """A session file that is a FIFO waited for a writer forever; a history path with a NUL raised a
+    plain ValueError. Both are the library's errors now, at once."""
+    from contextsieve.errors import SessionFileError
+    from contextsieve.session.session import Session
+
+    engine = Engine(load_agent(_agent_file(tmp_path / "a.yaml")), embedder=int8, cache_dir=False, history=False)
+    fifo = tmp_path / "session.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SessionFileError, match="FIFO"):
+        Session.load(fifo, engine.agent, engine.store)
+    with pytest.raises(EmbeddingCacheError, match="null byte"):
+        UsageLog(tmp_path / "a\x00b.sqlite", keep_text=True).record("agent", "where is my parcel", [PARCEL])
