@@ -214,8 +214,8 @@ class UsageLog:
                 file that keeps no text (nothing is written).
         """
         _kind(kind)
-        if not isinstance(message, str) or not message.strip():
-            raise InputError("an example request must be a non-empty str")
+        if not isinstance(message, str) or not message.translate(_INVISIBLE).strip():
+            raise InputError("an example request must be a str with some visible text")
         check_text(message, "the example request")
         keys = list(tools)
         for k in keys:
@@ -447,6 +447,11 @@ def _advice(error: Exception) -> str:
     if any(w in text for w in ("not a database", "malformed", "corrupt")):
         return f"; {_START_ANEW}"
     return ""
+
+
+#: Characters that show nothing and are no whitespace to :meth:`str.strip` (NUL, zero-width spaces and
+#: joiners, the byte-order mark): a request of only these and whitespace is blank.
+_INVISIBLE = dict.fromkeys(map(ord, "\x00\u200b\u200c\u200d\u2060\ufeff"))
 
 
 def _tool_key(tool: object) -> ItemKey | None:

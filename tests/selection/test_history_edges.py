@@ -129,6 +129,7 @@ def test_arguments_of_the_wrong_kind_are_input_errors_and_record_nothing(tmp_pat
         lambda: engine.record_tool_calls(None, ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
         lambda: engine.record_tool_calls(b"where", ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
         lambda: engine.record_tool_calls("where is my parcel", None),  # type: ignore[arg-type]
+        lambda: engine.record_tool_calls("\u200b\x00 \ufeff", ["helpdesk:track_parcel"]),  # nothing visible
         lambda: engine.record_tool_calls("where is my parcel", b"helpdesk:track_parcel"),  # type: ignore[arg-type]
         lambda: session.record_outcome(request, None),  # type: ignore[arg-type]
         lambda: session.record_reply("a request", "ok"),  # type: ignore[arg-type]
