@@ -187,10 +187,10 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _check(st: os.stat_result, path: Path, what: str, limit: int) -> None:
+def _check(st: os.stat_result, path: Path, what: str, limit: int | None) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file")
-    if st.st_size > limit:
+    if limit is not None and st.st_size > limit:
         raise InputError(f"{what} {path} is {st.st_size:,} bytes, over the limit of {_size(limit)}")
 
 
@@ -198,9 +198,9 @@ def _size(limit: int) -> str:
     return LIMIT_TEXT if limit == MAX_INPUT_BYTES else f"{limit:,} bytes"
 
 
-def regular_file(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> os.stat_result:
-    """``path``'s status (links followed) when it is a regular file of at most ``limit`` bytes, checked
-    without opening it; else :class:`InputError` starting with ``what`` (e.g. ``"--tools"``)."""
+def regular_file(path: Path, what: str, limit: int | None = MAX_INPUT_BYTES) -> os.stat_result:
+    """``path``'s status (links followed) when it is a regular file of at most ``limit`` bytes (``None``:
+    any size), checked without opening it; else :class:`InputError` starting with ``what`` (e.g. ``"--tools"``)."""
     try:
         st = os.stat(path)
     except OSError as e:
@@ -209,10 +209,11 @@ def regular_file(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> os.stat
     return st
 
 
-def read_user_file(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of the regular file ``path`` (:func:`regular_file`), at most ``limit`` of them: checked
-    before it is opened, and again on the opened file (opened without waiting, so a FIFO put in its place
-    meanwhile is refused too); a file that grew past ``limit`` since is refused as well."""
+def read_user_file(path: Path, what: str, limit: int | None = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`regular_file`), at most ``limit`` of them (``None``:
+    all: a file the library wrote itself, such as a saved session): checked before it is opened, and
+    again on the opened file (opened without waiting, so a FIFO put in its place meanwhile is refused
+    too); a file that grew past ``limit`` since is refused as well."""
     regular_file(path, what, limit)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
@@ -221,6 +222,11 @@ def read_user_file(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes
         raise InputError(f"cannot read {what} {path} ({e.strerror or e})") from e
     with os.fdopen(fd, "rb") as f:
         _check(os.fstat(f.fileno()), path, what, limit)
+        if limit is None:
+            try:
+                return f.read()
+            except OSError as e:
+                raise InputError(f"cannot read {what} {path} ({e.strerror or e})") from e
         return read_stream(f, f"{what} {path}", limit)
 
 

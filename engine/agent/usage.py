@@ -37,7 +37,7 @@ import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
-from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_wal, text_key, when_free
+from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_wal, damaged, text_key, when_free
 
 __all__ = [
     "UsageLog",
@@ -214,8 +214,8 @@ class UsageLog:
                 file that keeps no text (nothing is written).
         """
         _kind(kind)
-        if not isinstance(message, str) or not message.translate(_INVISIBLE).strip():
-            raise InputError("an example request must be a str with some visible text")
+        if not isinstance(message, str) or not message.strip():
+            raise InputError("an example request must be a non-empty str")
         check_text(message, "the example request")
         keys = list(tools)
         for k in keys:
@@ -443,15 +443,7 @@ _START_ANEW = "to start anew, move the file aside (it holds the learned history 
 def _advice(error: Exception) -> str:
     """What to add to an error of the log's file: to move it aside only when SQLite says it is no
     database or damaged (a read-only folder or a lock says nothing against the file itself)."""
-    text = str(error).lower()
-    if any(w in text for w in ("not a database", "malformed", "corrupt")):
-        return f"; {_START_ANEW}"
-    return ""
-
-
-#: Characters that show nothing and are no whitespace to :meth:`str.strip` (NUL, zero-width spaces and
-#: joiners, the byte-order mark): a request of only these and whitespace is blank.
-_INVISIBLE = dict.fromkeys(map(ord, "\x00\u200b\u200c\u200d\u2060\ufeff"))
+    return f"; {_START_ANEW}" if damaged(error) else ""
 
 
 def _tool_key(tool: object) -> ItemKey | None:

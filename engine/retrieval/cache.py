@@ -87,6 +87,13 @@ BUSY_TIMEOUT = 30.0
 _T = TypeVar("_T")
 
 
+def damaged(error: Exception) -> bool:
+    """Whether an SQLite error says the file itself is no database or is damaged (not a lock, a
+    read-only folder or a full disk): only then is moving or deleting the file the advice."""
+    text = str(error).lower()
+    return any(w in text for w in ("not a database", "malformed", "corrupt"))
+
+
 def when_free(step: Callable[[], _T], deadline: float) -> _T:
     """``step()``, run again while SQLite reports the database locked or busy, until ``deadline``
     (:func:`time.monotonic`): a journal-mode change or a write that could deadlock fails at once
@@ -138,10 +145,12 @@ class EmbeddingCache:
             try:
                 yield
             except sqlite3.Error as e:
-                raise EmbeddingCacheError(
-                    f"the embedding cache {self.path} cannot be used ({e}); delete it to start afresh "
-                    "(its vectors are embedded again)"
-                ) from e
+                advice = (
+                    "delete it to start afresh (its vectors are embedded again)"
+                    if damaged(e)
+                    else "another process may hold it, or its folder may not be writable"
+                )
+                raise EmbeddingCacheError(f"the embedding cache {self.path} cannot be used ({e}); {advice}") from e
 
     def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
         """Verified cached vectors of ``texts`` by their position in ``texts``.
@@ -255,14 +264,24 @@ class EmbeddingCache:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
 
-    def forget_plans(self, mark: str) -> int:
-        """Delete this model's plans whose stored text contains ``mark``; returns how many."""
-        with self._guard(), self._db:
-            return int(
-                self._db.execute(
-                    "DELETE FROM plans WHERE model = ? AND instr(plan, ?) > 0", (self.model_id, mark.encode("utf-8"))
-                ).rowcount
-            )
+    def forget_plans(self, mark: str) -> int | None:
+        """Delete this model's plans whose stored text contains ``mark``; returns how many, or ``None``
+        when another process holds the cache's write lock (nothing is waited for: try again later). A
+        cache without such plans is only read."""
+        needle = mark.encode("utf-8")
+        with self._guard():
+            query = "FROM plans WHERE model = ? AND instr(plan, ?) > 0"
+            if self._db.execute(f"SELECT 1 {query} LIMIT 1", (self.model_id, needle)).fetchone() is None:
+                return 0
+            self._db.execute("PRAGMA busy_timeout = 0")
+            try:
+                return int(self._db.execute(f"DELETE {query}", (self.model_id, needle)).rowcount)
+            except sqlite3.OperationalError as e:
+                if "locked" in str(e) or "busy" in str(e):
+                    return None
+                raise
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 
     def __len__(self) -> int:
         with self._guard():

@@ -402,7 +402,7 @@ class ChunkStore:
             return out
         cache = self._disk_cache() if self.summarizer is None else None
         if cache is not None and not self._scrubbed:  # plans an earlier version stored with examples' words
-            self._scrubbed = cache.forget_plans(chunk_plans.WORDS_MARK) >= 0
+            self._scrubbed = cache.forget_plans(chunk_plans.WORDS_MARK) is not None  # locked: next time
         keys = [plan_key(it, fp, self.config) for it, fp, _, _ in todo] if cache is not None else []
         stored = cache.get_plans(keys) if cache is not None else {}
         fresh: dict[str, list[list[object]]] = {}

@@ -506,7 +506,8 @@ class Session:
         segments again); :class:`SessionFileError` if the file cannot be read or does not fit the agent
         (unknown items or settings)."""
         try:
-            d = json.loads(read_user_file(Path(path), "the session file").decode("utf-8"))  # no FIFO, no endless file
+            # a regular file only (a FIFO would wait forever), of any size (save writes no cap)
+            d = json.loads(read_user_file(Path(path), "the session file", None).decode("utf-8"))
             s = cls(
                 agent,
                 store,

@@ -129,7 +129,6 @@ def test_arguments_of_the_wrong_kind_are_input_errors_and_record_nothing(tmp_pat
         lambda: engine.record_tool_calls(None, ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
         lambda: engine.record_tool_calls(b"where", ["helpdesk:track_parcel"]),  # type: ignore[arg-type]
         lambda: engine.record_tool_calls("where is my parcel", None),  # type: ignore[arg-type]
-        lambda: engine.record_tool_calls("\u200b\x00 \ufeff", ["helpdesk:track_parcel"]),  # nothing visible
         lambda: engine.record_tool_calls("where is my parcel", b"helpdesk:track_parcel"),  # type: ignore[arg-type]
         lambda: session.record_outcome(request, None),  # type: ignore[arg-type]
         lambda: session.record_reply("a request", "ok"),  # type: ignore[arg-type]
@@ -214,3 +213,52 @@ def test_files_that_never_end_are_refused_unread(tmp_path: Path, int8) -> None: 
         Session.load(fifo, engine.agent, engine.store)
     with pytest.raises(EmbeddingCacheError, match="null byte"):
         UsageLog(tmp_path / "a\x00b.sqlite", keep_text=True).record("agent", "where is my parcel", [PARCEL])
+
+
+def test_a_task_of_no_visible_text_does_not_stop_its_steps_from_learning(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """A task message of zero-width characters only is accepted, and so is the outcome of its steps
+    (learned under it): refusing it there jammed a gateway conversation for every later task."""
+    engine = Engine(load_agent(_agent_file(tmp_path / "a.yaml")), embedder=int8, cache_dir=False, history=False)
+    session = engine.session()
+    session.record_reply(session.build_request("\u200b\u2060"), "?")
+    step = session.build_request("my parcel is late, track it")
+    assert session.record_outcome(step, ["helpdesk:track_parcel"])["examples"] == ["tool:helpdesk:track_parcel"]
+
+
+def test_the_plan_cleanup_never_waits_for_another_process(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """Deleting plans an earlier version stored with a request's words is a write: under another
+    process's write lock it is skipped (done on a later use), and the request goes on at once."""
+    import time
+
+    cache = tmp_path / "cache"
+    path = _agent_file(tmp_path / "a.yaml")
+    Engine(load_agent(path), embedder=int8, cache_dir=cache, history=False).session().build_request("refund it")
+    db = sqlite3.connect(cache / "embeddings.sqlite", isolation_level=None)
+    model = db.execute("SELECT model FROM plans").fetchone()[0]
+    db.execute("INSERT INTO plans VALUES (?, 'old', ?)", (model, f'[["example request: {MARK}", "x", 1]]'.encode()))
+    db.execute("BEGIN IMMEDIATE")  # another process's write under way
+    try:
+        start = time.monotonic()
+        fresh = Engine(load_agent(path), embedder=int8, cache_dir=cache, history=False)
+        got = fresh.session().build_request("hi there")
+        assert time.monotonic() - start < 10 and got.message == "hi there"
+    finally:
+        db.execute("ROLLBACK")
+    assert db.execute("SELECT COUNT(*) FROM plans WHERE key = 'old'").fetchone() == (1,)  # left for a later use
+    db.close()
+
+
+def test_a_saved_session_of_any_size_loads(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """Session.load reads only a regular file, of any size: save writes no cap, so a long history over
+    the 64 MiB of a file named on the command line loads (it was refused)."""
+    from contextsieve.fileio import MAX_INPUT_BYTES
+    from contextsieve.session.session import Session
+
+    engine = Engine(load_agent(_agent_file(tmp_path / "a.yaml")), embedder=int8, cache_dir=False, history=False)
+    session = engine.session()
+    session.add_message("user", "where is my parcel?")
+    saved = tmp_path / "session.json"
+    session.save(saved)
+    with saved.open("ab") as f:  # JSON allows whitespace after the value
+        f.write(b" " * (MAX_INPUT_BYTES + 1))
+    assert [m.content for m in Session.load(saved, engine.agent, engine.store).history] == ["where is my parcel?"]
