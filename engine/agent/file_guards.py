@@ -115,7 +115,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 def read_folder_file(path: Path, folder: Path, where: str) -> str:
     """A legacy agent folder's text file: a regular file inside ``folder`` (a FIFO, a device or a link
-    leading outside would hang the load or read another file), decoded as UTF-8; else
+    leading outside would hang the load or read another file), decoded as UTF-8 (a byte order mark before
+    it dropped: Windows editors write one, and it would hide a rule's front matter); else
     :class:`AgentFileError` naming the file."""
     try:
         real = path.resolve(strict=True)
@@ -127,6 +128,6 @@ def read_folder_file(path: Path, folder: Path, where: str) -> str:
     except OSError as e:
         raise fail(path, where, f"cannot read: {e.strerror or e}") from e
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise fail(path, where, f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r})") from e

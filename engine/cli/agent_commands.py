@@ -66,7 +66,7 @@ def read_catalog(path: Path) -> dict[str, list[dict[str, Any]]]:
 
     data = read_user_file(path, "--tools")
     try:
-        catalog = json.loads(data.decode("utf-8"))
+        catalog = json.loads(data.decode("utf-8-sig"))  # a BOM (Windows editors) is no part of the JSON
     except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InputError(f"--tools {path}: not a JSON tool catalog ({e})") from e
     except RecursionError:
@@ -112,14 +112,14 @@ def _parse_settings(pairs: list[str]) -> dict[str, object]:
 
 
 def _message(args: argparse.Namespace) -> str:
-    """``select``'s message: the argument, standard input for ``-``, or ``--message-file`` (UTF-8); a long
-    message never meets the shell's argument limit this way."""
+    """``select``'s message: the argument, standard input for ``-``, or ``--message-file`` (UTF-8, a byte order
+    mark before it dropped); a long message never meets the shell's argument limit this way."""
     if args.message_file is not None:
         if args.message is not None:
             raise InputError("give the message as an argument or with --message-file, not both")
         data = read_user_file(args.message_file, "--message-file")
         try:
-            return data.decode("utf-8")
+            return data.decode("utf-8-sig")  # a BOM (Windows editors) is no part of the message
         except UnicodeDecodeError as e:
             raise InputError(f"--message-file {args.message_file}: cannot read it as UTF-8 text ({e})") from e
     if args.message is None:
@@ -127,7 +127,7 @@ def _message(args: argparse.Namespace) -> str:
     if args.message == "-":
         data = read_stream(sys.stdin.buffer, "the message on standard input")
         try:
-            return data.decode("utf-8")
+            return data.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             raise InputError(f"the message on standard input is not UTF-8 ({e})") from e
     return str(args.message)

@@ -99,8 +99,9 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     :class:`InputError` naming the file and line of the first problem, or when the file holds no task.
 
     The file is read one line at a time (memory for its longest line, not for the whole file); a line is
-    ended by ``"\\n"`` alone (a ``"\\r"`` before it is dropped), so U+2028, U+2029 and U+0085 inside a
-    JSON string are text, and a line longer than :data:`MAX_LINE_BYTES` is refused unread."""
+    ended by ``"\\n"`` alone (a ``"\\r"`` before it is dropped, and so is a UTF-8 byte order mark before
+    the first line), so U+2028, U+2029 and U+0085 inside a JSON string are text, and a line longer than
+    :data:`MAX_LINE_BYTES` is refused unread."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a FIFO would wait for a writer forever, a device never end
         raise InputError(f"the task file {path} is not a regular file")
@@ -119,6 +120,9 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     if not tasks:
         raise InputError(f"{path} holds no task; each line is one task: {_SHAPES}")
     return tasks
+
+
+_BOM = "\ufeff".encode()
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -141,6 +145,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 return
             line = raw[:-1] if raw.endswith(b"\n") else raw
             line = line[:-1] if line.endswith(b"\r") else line
+            if n == 1 and line.startswith(_BOM):  # a byte order mark (Windows editors) is no part of the task
+                line = line[len(_BOM) :]
             if len(line) > MAX_LINE_BYTES:
                 raise InputError(
                     f"{path}, line {n}: longer than {MAX_LINE_BYTES:,} bytes, the limit for one task "

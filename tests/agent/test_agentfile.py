@@ -345,6 +345,22 @@ def test_legacy_mdt_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
         load_agent(d)
 
 
+def test_legacy_files_with_a_byte_order_mark_read_as_without_it(tmp_path: Path) -> None:
+    """Issue: a Windows editor's BOM made tsagent.json "cannot read as JSON", hid a rule's front matter
+    (the rule lost its name, priority and mode) and opened the system prompt with U+FEFF."""
+    bom = b"\xef\xbb\xbf"
+    d = _legacy(tmp_path)
+    (d / "tsagent.json").write_bytes(bom + json.dumps({"metadata": {"name": "L"}}).encode())
+    (d / "prompt.md").write_bytes(bom + b"You help L.")
+    (d / "rules" / "first.mdt").write_bytes(
+        bom + b'---\n{"name": "first", "priorityLevel": 7, "include": "always"}---\nBe brief.\n'
+    )
+    agent = load_agent(d)
+    rule = agent.get("rule:first")
+    assert (agent.name, agent.system_prompt) == ("L", "You help L.")
+    assert (rule.priority, rule.include, rule.text) == (7, IncludeMode.ALWAYS, "Be brief.")
+
+
 def test_legacy_folder_reads_regular_files_inside_it_only(tmp_path: Path) -> None:
     import os
 

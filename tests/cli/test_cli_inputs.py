@@ -306,3 +306,23 @@ def test_a_good_catalog_still_loads_through_the_guarded_reader(
     assert f"\n{key}: " in capsys.readouterr().out
     assert main(["select", AGENT, "Escalate ticket 4411 now.", "--explain", key]) == 1  # not the agent's without it
     assert "contextsieve: error: " in capsys.readouterr().err
+
+
+def test_a_byte_order_mark_opens_a_catalog_or_message_file_as_without_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue: a catalog saved by a Windows editor (UTF-8 with a BOM) was "not a JSON tool catalog", and a
+    message file's BOM became part of the message."""
+    entry = {"name": "escalate_ticket", "description": "Escalate a support ticket to the on-call engineer"}
+    outputs = []
+    for bom in (b"", b"\xef\xbb\xbf"):
+        catalog, message = tmp_path / f"catalog{len(bom)}.json", tmp_path / f"message{len(bom)}.txt"
+        catalog.write_bytes(bom + json.dumps({"helpdesk": [entry]}).encode())
+        message.write_bytes(bom + "Escalate ticket 4411 now.".encode())
+        args = ["select", AGENT, "--message-file", str(message), "--tools", str(catalog), "--json"]
+        assert main(args) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    with_bom = outputs[1]["context"]
+    assert with_bom["query"] == "Escalate ticket 4411 now."
+    assert "escalate_ticket" in {i["name"] for i in with_bom["items"] if i["type"] == "tool"}
+    assert outputs[0]["context"]["items"] == with_bom["items"]

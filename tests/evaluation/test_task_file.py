@@ -205,3 +205,17 @@ def test_text_that_is_not_utf8_names_its_line(tmp_path: Path, agent: Agent) -> N
         "position 34: invalid start byte"
     )
     assert _refused(tmp_path / "none.jsonl", agent).startswith(f"cannot read the task file {tmp_path / 'none.jsonl'}: ")
+
+
+def test_a_byte_order_mark_before_the_first_line_is_dropped(tmp_path: Path, agent: Agent) -> None:
+    """Issue: a task file saved by a Windows editor (UTF-8 with a BOM) was "not JSON" at line 1. Only the
+    file's start may hold one: a BOM opening a later line is still an error naming that line."""
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "bom.jsonl"
+    text = _line() + "\r\n" + _line("Show me the git log.", ("git:git_log",)) + "\r\n"
+    plain.write_text(text, encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert read_tasks(marked, agent) == read_tasks(plain, agent)
+    assert [t.steps[0].message for t in read_tasks(marked, agent)] == ["Where is parcel 4512?", "Show me the git log."]
+    later = tmp_path / "later.jsonl"
+    later.write_bytes((_line() + "\n").encode() + b"\xef\xbb\xbf" + (_line() + "\n").encode())
+    assert _refused(later, agent).startswith(f"{later}, line 2: not JSON (")
