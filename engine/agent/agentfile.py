@@ -96,15 +96,19 @@ def load_agent(path: str | Path, *, tools: Mapping[str, list[dict[str, Any]]] | 
     :attr:`Agent.load_warnings <contextsieve.Agent.load_warnings>`.
     """
     path = Path(path)
-    if path.is_dir():
-        for name in ("tsagent.yaml", "tsagent.yml"):
-            if (path / name).is_file():
-                return _from_document(read_yaml(path / name), path / name, tools)
-        if (path / "tsagent.json").is_file():
-            return _load_legacy(path, tools)
-        raise AgentFileError(f"{path}: no tsagent.yaml, tsagent.yml or tsagent.json in this folder")
-    if not path.is_file():
-        raise AgentFileError(f"{path}: no such agent file")
+    try:
+        if path.is_dir():
+            for name in ("tsagent.yaml", "tsagent.yml"):
+                if (path / name).is_file():
+                    return _from_document(read_yaml(path / name), path / name, tools)
+            if (path / "tsagent.json").is_file():
+                return _load_legacy(path, tools)
+            raise AgentFileError(f"{path}: no tsagent.yaml, tsagent.yml or tsagent.json in this folder")
+        if not path.is_file():
+            missing = not path.exists() and not path.is_symlink()
+            raise AgentFileError(f"{path}: {'no such agent file' if missing else 'not a regular file or folder'}")
+    except OSError as e:  # a name too long, a folder on the way that may not be searched
+        raise AgentFileError(f"{path}: cannot read: {e.strerror or e}") from e
     if path.suffix == ".json" and path.name == "tsagent.json":
         return _load_legacy(path.parent, tools)
     return _from_document(read_yaml(path), path, tools)

@@ -168,8 +168,11 @@ class UsageLog:
         if self._db is not None:
             return self._db
         assert self.path is not None
-        if not create and not self.path.exists():
-            return None
+        try:
+            if not create and not self.path.exists():
+                return None
+        except OSError as e:  # a name too long, a folder on the way that may not be searched
+            raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e.strerror or e}") from e
         try:
             db = connect_wal(
                 self.path,
@@ -371,7 +374,8 @@ class UsageLog:
     def forget(self, agent: str, tool: ItemKey | str | None = None, kind: str | None = "examples") -> int:
         """Delete the examples (or misses; ``kind=None``: both) of one tool (an :class:`ItemKey`,
         ``"tool:SERVER:NAME"`` or ``"SERVER:NAME"``; ``None``: all of ``agent``'s); returns how many were
-        deleted. :class:`InputError` for any other ``tool`` (nothing is deleted)."""
+        deleted, in one transaction (an error deletes nothing). :class:`InputError` for any other ``tool``
+        (nothing is deleted)."""
         tool = _tool_key(tool)
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
@@ -384,13 +388,20 @@ class UsageLog:
         with self._guard() as db:
             if db is None:
                 return 0
-            for k in kinds:
-                if tool is None:
-                    n += db.execute(f"DELETE FROM {k} WHERE agent = ?", (agent,)).rowcount
-                else:
-                    n += db.execute(
-                        f"DELETE FROM {k} WHERE agent = ? AND server = ? AND tool = ?", (agent, tool.server, tool.name)
-                    ).rowcount
+            db.execute("BEGIN IMMEDIATE")  # every kind or none: a failure half way deletes nothing
+            try:
+                for k in kinds:
+                    if tool is None:
+                        n += db.execute(f"DELETE FROM {k} WHERE agent = ?", (agent,)).rowcount
+                    else:
+                        n += db.execute(
+                            f"DELETE FROM {k} WHERE agent = ? AND server = ? AND tool = ?",
+                            (agent, tool.server, tool.name),
+                        ).rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         return int(n)
 
     def rescope(self, old: str, new: str) -> int:

@@ -41,14 +41,17 @@ DEMO_MESSAGES = (
 TOOLS_HELP = f"JSON tool catalog: {{server: [MCP tools/list entries]}} (a regular file of at most {LIMIT_TEXT})"
 
 
-def load_engine(path: Path, tools: Path | None, offline: bool = True, remember: bool = False) -> Engine:
+def load_engine(
+    path: Path, tools: Path | None, offline: bool = True, remember: bool = False, history: bool | None = None
+) -> Engine:
     """The engine for ``path``: with the ``tools`` catalog when given, else with the live tools of
     the agent's MCP servers unless ``offline`` (a failed server is reported on stderr); ``remember``:
-    learning from use keeps its requests on disk (``Engine(remember_requests=True)``)."""
+    learning from use keeps its requests on disk (``Engine(remember_requests=True)``); ``history``: as
+    ``Engine``'s (``False``: the agent's learned history is not opened at all)."""
     from contextsieve.engine import Engine
 
     catalog = read_catalog(tools) if tools is not None else None
-    engine = Engine.from_file(path, tools=catalog, remember_requests=remember)
+    engine = Engine.from_file(path, tools=catalog, remember_requests=remember, history=history)
     if is_example(path):  # its servers are a fictional company's (hosts, paths): it declares its tools instead
         offline = True
     if catalog is None and not offline and _has_servers(engine.agent):

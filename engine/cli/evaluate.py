@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
     from contextsieve.evaluation.runner import evaluate, fold_engines, scores
     from contextsieve.evaluation.tasks import read_tasks
 
-    engine = load_engine(args.agent, args.tools, args.offline)
+    engine = load_engine(args.agent, args.tools, args.offline, history=False)  # the agent's history: unopened
     tasks = read_tasks(args.tasks, engine.agent)  # checked before anything is embedded
     result = evaluate(fold_engines(engine), tasks, args.folds)
     rows: list[tuple[str, list[TaskRun]]] = [("cold", result.cold)]

@@ -419,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from contextsieve.progress import to_stderr
 
+    _text_everywhere()
     to_stderr()  # slow first-use work (a graph built, kernels compiled, items embedded) says so on stderr
     with warnings.catch_warnings():
         warnings.simplefilter("always", AgentFileWarning)
@@ -451,9 +452,37 @@ def _main(args: argparse.Namespace) -> int:
         print("contextsieve: interrupted (work finished so far is kept)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`contextsieve tools AGENT | head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would raise again
+        _drop_stdout()
         return 141  # 128 + SIGPIPE, what a shell expects of a writer whose pipe closed
+    except OSError as e:  # what no check names (a path too long to look up, a full disk under stdout): one line
+        print(f"contextsieve: error: {e}", file=sys.stderr)
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            _drop_stdout()
+        return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device: Python's own flush at exit would raise again (a closed pipe, a
+    full disk)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file behind stdout (captured in a test)
+        pass
+
+
+def _text_everywhere() -> None:
+    """Text the terminal's encoding cannot show is escaped (``\\u65e5``) on stdout and stderr instead of
+    stopping the command with ``UnicodeEncodeError`` (``PYTHONIOENCODING=ascii``, a C locale)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (OSError, ValueError):
+                pass
 
 
 def _run(args: argparse.Namespace) -> int:

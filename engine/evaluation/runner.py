@@ -289,8 +289,9 @@ def fold_engines(engine: Engine) -> Callable[[], Engine]:
     """Fresh engines over ``engine``'s agent (same chunking, index settings and summarizer) that keep what
     they learn in memory only and embed through one :class:`SharedVectors` reading ``engine``'s
     embedding cache: :func:`evaluate`'s ``make_engine``. ``engine`` is indexed first (its cache filled
-    with its items' vectors, as ``contextsieve index`` does); its own learned history is neither read
-    nor written."""
+    with its items' vectors, as ``contextsieve index`` does, and it reads its learned history then unless
+    made with ``history=False``, as ``contextsieve eval`` makes it); that history is never written, and
+    the fresh engines neither read nor write it."""
     from contextsieve.engine import Engine
 
     engine.index()

@@ -103,8 +103,11 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     the first line), so U+2028, U+2029 and U+0085 inside a JSON string are text, and a line longer than
     :data:`MAX_LINE_BYTES` is refused unread."""
     path = Path(path)
-    if path.exists() and not path.is_file():  # a FIFO would wait for a writer forever, a device never end
-        raise InputError(f"the task file {path} is not a regular file")
+    try:
+        if path.exists() and not path.is_file():  # a FIFO would wait for a writer forever, a device never end
+            raise InputError(f"the task file {path} is not a regular file")
+    except OSError as e:  # a name too long, a folder on the way that may not be searched
+        raise InputError(f"cannot read the task file {path}: {e.strerror or e}") from e
     tasks = []
     for n, line in _lines(path):
         if not line.strip():

@@ -326,3 +326,70 @@ def test_a_byte_order_mark_opens_a_catalog_or_message_file_as_without_it(
     assert with_bom["query"] == "Escalate ticket 4411 now."
     assert "escalate_ticket" in {i["name"] for i in with_bom["items"] if i["type"] == "tool"}
     assert outputs[0]["context"]["items"] == with_bom["items"]
+
+
+# -- what no check names --------------------------------------------------------------------------------------
+
+
+def test_a_path_too_long_to_look_up_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue: a name over the system's limit (ENAMETOOLONG, or a folder that may not be searched) stopped
+    `eval`, `history` and a data folder's history with an OSError traceback."""
+    long = "a" * 300
+    assert main(["eval", AGENT, str(tmp_path / f"{long}.jsonl")]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"contextsieve: error: cannot read the task file {tmp_path / long}.jsonl: File name too long\n"
+    )
+    assert main(["history", str(tmp_path / f"{long}.yaml")]) == 1
+    assert capsys.readouterr().err == f"contextsieve: error: {tmp_path / long}.yaml: cannot read: File name too long\n"
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(tmp_path / long))
+    assert main(["history", AGENT]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err[-1]
+        == f"contextsieve: error: cannot open the usage log {tmp_path / long / 'history.sqlite'}: File name too long"
+    )
+
+
+def test_output_that_cannot_be_written_or_shown_is_no_traceback(tmp_path: Path) -> None:
+    """Issue: stdout on a full disk stopped `history` with an OSError traceback, and a name the terminal's
+    encoding cannot show (PYTHONIOENCODING=ascii) with UnicodeEncodeError."""
+    env = {**os.environ, "CONTEXTSIEVE_DATA": str(tmp_path / "data")}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "contextsieve", "history", AGENT],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert (done.returncode, done.stderr) == (1, "contextsieve: error: [Errno 28] No space left on device\n")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(
+        Path(AGENT).read_text(encoding="utf-8").replace("name: Acme Shop assistant", "name: Acme 日本"),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "contextsieve", "history", str(agent)],
+        capture_output=True,
+        env={**env, "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b"agent 'Acme \\u65e5\\u672c' (")
+
+
+def test_eval_never_opens_the_agent_s_own_history(capsys: pytest.CaptureFixture[str], data: Path) -> None:
+    """Issue: `eval` said the agent's history is neither used nor changed, but indexing the agent read it
+    (a damaged file printed a warning; a file of another schema was altered)."""
+    data.mkdir()
+    history = data / "history.sqlite"
+    history.write_bytes(b"not a database " * 100)
+    assert main(["eval", AGENT, TASKS, "--folds", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "| cold |" in captured.out and "usage log" not in captured.err
+    assert history.read_bytes() == b"not a database " * 100
+    assert not [p.name for p in data.iterdir() if p.name.startswith("history.sqlite-")]  # no WAL of it either

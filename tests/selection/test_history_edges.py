@@ -262,3 +262,21 @@ def test_a_saved_session_of_any_size_loads(tmp_path: Path, int8) -> None:  # noq
     with saved.open("ab") as f:  # JSON allows whitespace after the value
         f.write(b" " * (MAX_INPUT_BYTES + 1))
     assert [m.content for m in Session.load(saved, engine.agent, engine.store).history] == ["where is my parcel?"]
+
+
+def test_forgetting_is_all_or_nothing(tmp_path: Path) -> None:
+    """Issue: `history --forget` deleted the examples, then failed on a damaged misses table and said so,
+    with the examples gone (one autocommitted DELETE per table)."""
+    path = tmp_path / "history.sqlite"
+    log = UsageLog(path, keep_text=True)
+    log.record("desk", "where is my parcel", [PARCEL])
+    log.record("desk", "refund it", [PARCEL], "misses")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE misses")
+        db.execute("CREATE TABLE misses (x)")  # no agent column: the second DELETE fails
+    db.close()
+    log = UsageLog(path, keep_text=True)
+    with pytest.raises(EmbeddingCacheError, match="no such column: agent"):
+        log.forget("desk", None, None)
+    assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM examples").fetchone() == (1,)
+    assert log.forget("desk", None, "examples") == 1  # the one kind alone still goes
