@@ -28,6 +28,7 @@ import numpy as np
 from contextsieve.agent.items import ItemKey
 from contextsieve.errors import ContextSieveError, InputError
 from contextsieve.evaluation.tasks import Group, Task
+from contextsieve.progress import note
 
 if TYPE_CHECKING:
     from contextsieve.engine import Engine
@@ -142,10 +143,12 @@ def run_tasks(
     learn: str | None = None,
     per_session: int = 1,
     on_miss: MissHook | None = None,
+    on_task: Callable[[], None] | None = None,
 ) -> list[TaskRun]:
     """Every task through ``engine`` (see the module docstring), in order: ``per_session`` tasks in a row
     share a session (each starts with ``Session.new_task``), made with ``offer`` and ``settings``;
-    ``learn`` is one of :data:`LEARN`; ``on_miss`` hears of each annotated step that left a need out."""
+    ``learn`` is one of :data:`LEARN`; ``on_miss`` hears of each annotated step that left a need out;
+    ``on_task`` is called after each task (progress)."""
     if learn not in LEARN:
         raise InputError(f"learn must be one of {LEARN}, got {learn!r}")
     if per_session < 1:
@@ -181,6 +184,8 @@ def run_tasks(
             elif learn == "examples" and called:
                 session.record_tool_calls(request.message, called)
         runs.append(TaskRun(task, tuple(offered_steps), tuple(sizes), tuple(ms)))
+        if on_task is not None:
+            on_task()
     return runs
 
 
@@ -234,14 +239,18 @@ def record_history(engine: Engine, tasks: Sequence[Task]) -> None:
 def evaluate(make_engine: Callable[[], Engine], tasks: Sequence[Task], folds: int = 2, **run: Any) -> Evaluation:
     """``tasks`` cold and with ``folds``-fold history (see the module docstring); ``run``: the keyword
     arguments of :func:`run_tasks`. ``make_engine`` gives a fresh engine (nothing recorded) per call.
-    ``folds`` 0 or 1: cold only, every task on one engine."""
+    ``folds`` 0 or 1: cold only, every task on one engine. A run of over :data:`PROGRESS_EVERY` seconds
+    says how far it is (:func:`contextsieve.progress.note`: on stderr from the CLI)."""
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 0:
         raise InputError(f"folds must be a whole number, 0 or more, got {folds!r}")
     tasks = list(tasks)
+    if "on_task" in run:
+        raise InputError("evaluate counts the tasks itself: on_task is not one of its arguments")
     if folds <= 1:
-        return Evaluation(folds, run_tasks(make_engine(), tasks, **run), None)
+        return Evaluation(folds, run_tasks(make_engine(), tasks, on_task=_Ticker(len(tasks), 0), **run), None)
     if len(tasks) < folds:
         raise InputError(f"{folds} folds need at least {folds} tasks, got {len(tasks)}")
+    ticker = _Ticker(2 * len(tasks), (folds - 1) * len(tasks))
     cold: list[TaskRun | None] = [None] * len(tasks)
     warm: list[TaskRun | None] = [None] * len(tasks)
     for f, held in enumerate(folds_of(len(tasks), folds)):
@@ -249,9 +258,42 @@ def evaluate(make_engine: Callable[[], Engine], tasks: Sequence[Task], folds: in
         for out, recorded in ((cold, []), (warm, history)):
             engine = make_engine()
             record_history(engine, recorded)
-            for i, r in zip(held, run_tasks(engine, [tasks[i] for i in held], **run)):
+            ticker.recorded(len(recorded))
+            for i, r in zip(held, run_tasks(engine, [tasks[i] for i in held], on_task=ticker, **run)):
                 out[i] = r
     return Evaluation(folds, [r for r in cold if r is not None], [r for r in warm if r is not None])
+
+
+#: Seconds between two progress notes of a long evaluation (the first after as long).
+PROGRESS_EVERY = 10.0
+
+
+class _Ticker:
+    """Counts an evaluation's task runs and recorded tasks, and notes how far it is every
+    :data:`PROGRESS_EVERY` seconds (nothing for a short one)."""
+
+    def __init__(self, runs: int, recorded: int) -> None:
+        self.runs, self.total_recorded = runs, recorded
+        self.done = self.done_recorded = 0
+        self.next = time.monotonic() + PROGRESS_EVERY
+
+    def __call__(self) -> None:
+        self.done += 1
+        self._maybe_note()
+
+    def recorded(self, n: int) -> None:
+        self.done_recorded += n
+        self._maybe_note()
+
+    def _maybe_note(self) -> None:
+        now = time.monotonic()
+        if now < self.next:
+            return
+        self.next = now + PROGRESS_EVERY
+        text = f"evaluating: {self.done:,} of {self.runs:,} task runs"
+        if self.total_recorded:
+            text += f", {self.done_recorded:,} of {self.total_recorded:,} tasks recorded as history"
+        note(text)
 
 
 class SharedVectors:

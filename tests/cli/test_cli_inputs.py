@@ -393,3 +393,21 @@ def test_eval_never_opens_the_agent_s_own_history(capsys: pytest.CaptureFixture[
     assert "| cold |" in captured.out and "usage log" not in captured.err
     assert history.read_bytes() == b"not a database " * 100
     assert not [p.name for p in data.iterdir() if p.name.startswith("history.sqlite-")]  # no WAL of it either
+
+
+def test_a_long_evaluation_says_how_far_it_is(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue: 20,000 tasks ran for minutes with nothing on stderr. Here every task run is "long" (a note at
+    each), so the notes count every run and every recorded task."""
+    from contextsieve.evaluation import runner
+
+    monkeypatch.setattr(runner, "PROGRESS_EVERY", 0.0)
+    assert main(["eval", AGENT, TASKS, "--folds", "2"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("contextsieve: evaluating: ")]
+    assert notes[-1] == "contextsieve: evaluating: 24 of 24 task runs, 12 of 12 tasks recorded as history"
+    runs = [int(line.split()[2]) for line in notes]
+    assert runs == sorted(runs) and len(notes) == 24 + 4  # a note per task run and per fold's engine
+    monkeypatch.setattr(runner, "PROGRESS_EVERY", 3600.0)
+    assert main(["eval", AGENT, TASKS, "--folds", "0"]) == 0
+    assert "evaluating" not in capsys.readouterr().err  # a short run says nothing
