@@ -173,6 +173,12 @@ class UsageLog:
                 return None
         except OSError as e:  # a name too long, a folder on the way that may not be searched
             raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e.strerror or e}") from e
+        other = _another_schema(self.path)
+        if other:  # checked before anything is written: its journal mode and tables stay as they are
+            raise EmbeddingCacheError(
+                f"the usage log {self.path} is not a contextsieve usage log ({other}): move that file aside for "
+                "contextsieve to keep a history there"
+            )
         try:
             db = connect_wal(
                 self.path,
@@ -465,6 +471,32 @@ def _tool_key(tool: object) -> ItemKey | None:
     if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
         raise InputError(f"only tools have a history, got {brief(tool)}")
     return tool
+
+
+#: The columns every version of the usage log has had in each of its tables.
+_CORE_COLUMNS = frozenset({"agent", "server", "tool", "hash", "message", "at"})
+
+
+def _another_schema(path: Path) -> str | None:
+    """What shows that the SQLite file at ``path`` is some other program's (a table named as the log's
+    without the log's columns), read without writing; ``None`` for a usage log, an empty or missing
+    file, or a file that cannot be read this way (opening it says why)."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return None
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    except (OSError, ValueError, sqlite3.Error):
+        return None
+    try:
+        for kind in KINDS:
+            columns = _columns(db, kind)
+            if columns and not _CORE_COLUMNS <= columns:
+                return f"its table {kind} has the columns {', '.join(sorted(columns))}"
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    return None
 
 
 def _columns(db: sqlite3.Connection, kind: str) -> set[str]:

@@ -274,9 +274,29 @@ def test_forgetting_is_all_or_nothing(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE misses")
         db.execute("CREATE TABLE misses (x)")  # no agent column: the second DELETE fails
-    db.close()
-    log = UsageLog(path, keep_text=True)
+    db.close()  # damaged under the log's open connection (a new one is refused unread)
     with pytest.raises(EmbeddingCacheError, match="no such column: agent"):
         log.forget("desk", None, None)
     assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM examples").fetchone() == (1,)
     assert log.forget("desk", None, "examples") == 1  # the one kind alone still goes
+
+
+def test_a_file_of_another_program_is_refused_unchanged(tmp_path: Path) -> None:
+    """Issue: a history file of another schema was switched to WAL and given a misses table and two columns
+    before the first query failed on it, even by a read."""
+    path = tmp_path / "history.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE examples (id INTEGER PRIMARY KEY, body TEXT)")
+        db.execute("INSERT INTO examples (body) VALUES ('mine')")
+    db.close()
+    before = path.read_bytes()
+    log = UsageLog(path)
+    for call in (lambda: log.counts("desk"), lambda: log.forget("desk", None, None)):
+        with pytest.raises(EmbeddingCacheError) as e:
+            call()
+        assert str(e.value) == (
+            f"the usage log {path} is not a contextsieve usage log (its table examples has the columns body, id): "
+            "move that file aside for contextsieve to keep a history there"
+        )
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.sqlite"]
