@@ -7,10 +7,11 @@ A line of a task file is one task, in one of two shapes:
 - ``{"steps": [{"message": "...", "tools": [...]}, ...]}``: a task run as an agent loop, one request per
   step (the first step's message is the task's; a step may need no tool: ``"tools": []``).
 
-Both may carry an ``"id"`` (a string, shown in errors; default ``line N``). A tool is named as the agent
-knows it: ``SERVER:TOOL``, ``tool:SERVER:TOOL`` or the name a model is offered (``SERVER_TOOL``); a list
-in the list (``["web:search", "brave:search"]``) is a group of which any one tool will do. A ``:`` or
-``%`` inside a server's or tool's own name is written ``%3A`` or ``%25`` (as :class:`ItemKey` writes it).
+Both may carry an ``"id"`` (a string, shown in errors and reports, one task's each; default
+``line N``). A tool is named as the agent knows it: ``SERVER:TOOL``, ``tool:SERVER:TOOL`` or the name
+a model is offered (``SERVER_TOOL``); a list in the list (``["web:search", "brave:search"]``) is a
+group of which any one tool will do. A ``:`` or ``%`` inside a server's or tool's own name is written
+``%3A`` or ``%25`` (as :class:`ItemKey` writes it).
 Blank lines are skipped; a line ends at ``"\\n"`` (``"\\r\\n"`` too), is UTF-8 text of at most
 :data:`MAX_LINE_BYTES` bytes, and every string in it valid Unicode (no lone surrogate such as the escape
 ``"\\ud800"``); anything else is an :class:`~contextsieve.errors.InputError` naming the file and line.
@@ -109,6 +110,7 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     except OSError as e:  # a name too long, a folder on the way that may not be searched
         raise InputError(f"cannot read the task file {path}: {e.strerror or e}") from e
     tasks = []
+    seen: dict[str, int] = {}  # id -> its line
     for n, line in _lines(path):
         if not line.strip():
             continue
@@ -119,7 +121,13 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
             raise InputError(f"{where}: not JSON ({e}); each line is one task: {_SHAPES}") from None
         except RecursionError:
             raise InputError(f"{where}: not a task: its JSON is nested too deeply to read; {_SHAPES}") from None
-        tasks.append(parse_task(obj, agent, where, f"line {n}"))
+        task = parse_task(obj, agent, where, f"line {n}")
+        if task.id in seen:  # the ids name the missed tasks in the report: one id, one task
+            raise InputError(
+                f"{where}: the id {task.id!r} is the task's of line {seen[task.id]} too; ids name one task each"
+            )
+        seen[task.id] = n
+        tasks.append(task)
     if not tasks:
         raise InputError(f"{path} holds no task; each line is one task: {_SHAPES}")
     return tasks
@@ -234,8 +242,11 @@ def _key(name: str, agent: Agent, where: str) -> ItemKey:
         return tool_keys(agent, [name], "tools")[0]
     except ContextSieveError:
         known = _known_names(agent)
-        close = difflib.get_close_matches(name, list(known), n=1)
-        hint = known[close[0]] if close else ""
+        folded = {k.casefold(): v for k, v in reversed(known.items())}  # the first form of a fold wins
+        hint = folded.get(name.casefold(), "")  # HELPDESK:TRACK_PARCEL: another case of a known name
+        if not hint:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = known[close[0]] if close else ""
         shown = repr(name) if len(name) <= 200 else brief(name)
         raise InputError(
             f"{where}: the agent has no tool {shown}"

@@ -152,6 +152,10 @@ def test_the_hint_still_names_a_plain_tool_and_no_hint_when_nothing_is_close(tmp
     assert _refused(path, agent) == f"{no_tool} 'helpdesk:track_parcels' (did you mean 'helpdesk:track_parcel'?){HOW}"
     path.write_text(_line(tools=("zzzzzzzzzzzzzzzzzzzzzz:qqqqqqqqqqqqq",)) + "\n", encoding="utf-8")
     assert _refused(path, agent) == f"{no_tool} 'zzzzzzzzzzzzzzzzzzzzzz:qqqqqqqqqqqqq'{HOW}"
+    for shouted in ("HELPDESK:TRACK_PARCEL", "Helpdesk_Track_Parcel"):  # had no hint: too far apart for difflib
+        path.write_text(_line(tools=(shouted,)) + "\n", encoding="utf-8")
+        hint = "helpdesk:track_parcel" if ":" in shouted else "helpdesk_track_parcel"
+        assert _refused(path, agent) == f"{no_tool} {shouted!r} (did you mean {hint!r}?){HOW}"
 
 
 def test_a_line_longer_than_the_limit_is_refused_and_one_at_the_limit_is_read(tmp_path: Path, agent: Agent) -> None:
@@ -219,3 +223,14 @@ def test_a_byte_order_mark_before_the_first_line_is_dropped(tmp_path: Path, agen
     later = tmp_path / "later.jsonl"
     later.write_bytes((_line() + "\n").encode() + b"\xef\xbb\xbf" + (_line() + "\n").encode())
     assert _refused(later, agent).startswith(f"{later}, line 2: not JSON (")
+
+
+def test_an_id_names_one_task(tmp_path: Path, agent: Agent) -> None:
+    """Issue: two tasks of one id were accepted, so the report's missed-task ids were ambiguous."""
+    path = tmp_path / "dup.jsonl"
+    path.write_text(_line(id="parcel") + "\n\n" + _line("Show me the git log.", ("git:git_log",), id="parcel") + "\n")
+    assert (
+        _refused(path, agent) == f"{path}, line 3: the id 'parcel' is the task's of line 1 too; ids name one task each"
+    )
+    path.write_text(_line(id="parcel") + "\n" + _line("Show me the git log.", ("git:git_log",)) + "\n")
+    assert [t.id for t in read_tasks(path, agent)] == ["parcel", "line 2"]
