@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,11 @@ def test_missing_paths(tmp_path: Path) -> None:
         load_agent(tmp_path / "nope.yaml")
     with pytest.raises(AgentFileError, match="no tsagent"):
         load_agent(tmp_path)
+    os.mkfifo(tmp_path / "pipe.yaml")  # there, but no file to read (it was "no such agent file")
+    with pytest.raises(AgentFileError, match=r"pipe\.yaml: not a regular file or folder$"):
+        load_agent(tmp_path / "pipe.yaml")
+    with pytest.raises(AgentFileError, match="cannot read: File name too long$"):  # was a raw OSError
+        load_agent(tmp_path / ("a" * 300 + ".yaml"))
 
 
 def _saved_and_loaded(agent, tmp_path: Path, catalog=None):  # noqa: ANN001, ANN202
