@@ -91,6 +91,7 @@ _LAZY = {
     "AgentRegistryWarning": "contextsieve.errors",
     "CacheIntegrityWarning": "contextsieve.errors",
     "GraphFileWarning": "contextsieve.errors",
+    "CacheFolderWarning": "contextsieve.errors",
     "StashIntegrityWarning": "contextsieve.errors",
     "UsageLogWarning": "contextsieve.errors",
 }
@@ -167,6 +168,7 @@ __all__ = [
     "AgentRegistryWarning",
     "CacheIntegrityWarning",
     "GraphFileWarning",
+    "CacheFolderWarning",
     "StashIntegrityWarning",
     "UsageLogWarning",
     "__version__",
@@ -183,6 +185,7 @@ if TYPE_CHECKING:
         AgentFileWarning,
         AgentRegistryError,
         AgentRegistryWarning,
+        CacheFolderWarning,
         CacheIntegrityWarning,
         ContextSieveError,
         ContextSieveWarning,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +18,15 @@ from contextsieve.agent.usage import UsageLog
 from contextsieve.errors import (
     AgentRegistryError,
     AgentRegistryWarning,
+    CacheFolderWarning,
     ContextSieveError,
+    EmbeddingCacheError,
     EventLoopError,
     InputError,
     brief,
 )
 from contextsieve.models.lazy import LazyEmbedder
-from contextsieve.retrieval.cache import EmbeddingCache
+from contextsieve.retrieval.cache import EmbeddingCache, damaged
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.selection.chunk_store import ChunkStore
@@ -258,7 +261,19 @@ class Engine:
         from contextsieve.models.registry import model_family
 
         folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
-        return EmbeddingCache(folder / "embeddings.sqlite", model_family(model_id))
+        try:
+            return EmbeddingCache(folder / "embeddings.sqlite", model_family(model_id))
+        except EmbeddingCacheError as e:
+            if damaged(e):  # a damaged file says so, with what to do about it
+                raise
+            warnings.warn(  # a folder this user may not write (a read-only file system, say)
+                f"{e}: vectors are kept in memory for this process, and the next embeds its items again; set "
+                "$CONTEXTSIEVE_CACHE (or Engine(cache_dir=...)) to a folder this user may write, or "
+                "cache_dir=False to keep no cache",
+                CacheFolderWarning,
+                stacklevel=2,
+            )
+            return None
 
     def session(
         self,

@@ -42,6 +42,7 @@ __all__ = [
     "AgentRegistryWarning",
     "CacheIntegrityWarning",
     "GraphFileWarning",
+    "CacheFolderWarning",
     "StashIntegrityWarning",
     "UsageLogWarning",
 ]
@@ -184,7 +185,8 @@ class ContextSieveWarning(UserWarning):
 
 class AgentFileWarning(ContextSieveWarning):
     """An agent file loaded, but holds something nobody reads: a key that neither contextsieve nor the
-    reference format defines (a typo such as ``rulez:`` or ``settings.contextTopn``). The message names
+    reference format defines (a typo such as ``rulez:`` or ``settings.contextTopn``), or was given a tools
+    catalog listing a server the file does not declare (its tools are offered by none). The message names
     the file, the place and the key's likely meaning ("did you mean ..."); the key is kept in the file
     (saves write it back) but has no effect. Issued with :func:`warnings.warn` once per problem at load,
     and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
@@ -204,6 +206,13 @@ class StashIntegrityWarning(ContextSieveWarning):
 class GraphFileWarning(ContextSieveWarning):
     """A saved HNSW graph could not be used or written; the store still works (the graph is built
     in memory instead), only opening it again is slower."""
+
+
+class CacheFolderWarning(ContextSieveWarning):
+    """The cache folder (``$CONTEXTSIEVE_CACHE``, ``Engine(cache_dir=...)``) cannot be written, as on a
+    read-only root file system: a model graph built there is used from memory in this process and built
+    again by the next, and an embedding cache that cannot be opened is done without (vectors are kept in
+    memory). The message names the folder and how to give the cache a writable one."""
 
 
 class UsageLogWarning(ContextSieveWarning):

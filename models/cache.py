@@ -42,12 +42,22 @@ BUILD_LOCK_TIMEOUT = 600.0
 @dataclass(frozen=True)
 class CachedModel:
     """A verified model file of the cache (sessions load it by path: the bytes are never held in Python,
-    which keeps about 30 MB off a loaded embedder), and whether it was built just now."""
+    which keeps about 30 MB off a loaded embedder), and whether it was built just now. A graph built where
+    the cache cannot be written has no ``path`` and is used from ``data`` (its serialized bytes)."""
 
-    path: Path
+    path: Path | None
     weights_sha256: str
     built: bool
     build_seconds: float
+    data: bytes | None = None
+
+    @property
+    def model(self) -> Path | bytes:
+        """What a session loads: the file, or the bytes of a graph the cache could not keep."""
+        if self.data is not None:
+            return self.data
+        assert self.path is not None
+        return self.path
 
 
 class ModelCache:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from contextsieve.errors import InputError, ModelError, ModelFilesNotFoundError, check_text
+from contextsieve.errors import CacheFolderWarning, InputError, ModelError, ModelFilesNotFoundError, check_text
 from contextsieve.kernels.pooling import mean_pool_normalize
 from contextsieve.models.cache import CachedModel, ModelCache
 from contextsieve.models.cpu import FreeCores, int8_weight_type
@@ -179,7 +180,7 @@ class Embedder:
         tokenizer = TextTokenizer.from_file(folder / "tokenizer.json", cfg.max_seq_length)
         model_id = plan.model_id
         self._init(
-            cached.path,
+            cached.model,
             tokenizer,
             threads=threads,
             batch_size=batch_size,
@@ -187,8 +188,8 @@ class Embedder:
             adapt_threads=adapt_threads,
         )
         if query_cached is not cached:
-            self._query_model = query_cached.path
-            self._query_session = _new_session(query_cached.path, self.threads)
+            self._query_model = query_cached.model
+            self._query_session = _new_session(query_cached.model, self.threads)
             self._by_threads[self.threads] = (self._session, self._query_session)
         self.info = ModelInfo(
             model_id,
@@ -472,11 +473,22 @@ def _cached_graph(
         note(f"building the {Path(name).name} {variant.value} graph (once per machine and version, about a second)")
         t_build = time.perf_counter()
         data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
-        stored = cache.store(
-            entry,
-            data,
-            {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name},
-        )
+        try:
+            stored = cache.store(
+                entry,
+                data,
+                {"weights_sha256": weights_sha, "builder": BUILDER_VERSION, "variant": variant.value, "model": name},
+            )
+        except OSError as e:  # a read-only or full cache folder: the graph is still good, in memory
+            warnings.warn(
+                f"cannot keep the built {Path(name).name} {variant.value} graph in the model cache {cache.root} "
+                f"({e.strerror or e}): it is used from memory in this process (about 30 MB more) and built "
+                "again by the next one; set $CONTEXTSIEVE_CACHE to a folder this user may write, or run "
+                f"`contextsieve build` once as a user who may write {cache.root}",
+                CacheFolderWarning,
+                stacklevel=3,
+            )
+            return CachedModel(None, weights_sha, True, time.perf_counter() - t_build, data=data)
         del data  # the session reads the file: no second copy of the graph in memory
         return CachedModel(stored, weights_sha, built=True, build_seconds=time.perf_counter() - t_build)
 

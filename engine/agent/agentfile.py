@@ -37,6 +37,7 @@ beside it in :mod:`contextsieve.agent`: ``file_guards`` (safe YAML and file read
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -210,7 +211,9 @@ def _from_document(
         raise fail(path, "systemPrompt", "must be a string")
     servers, tools, from_catalog = servers_and_tools(doc.get("mcpServers"), path, catalog)
     name = _name(doc, meta, path)
-    found = tuple(dict.fromkeys([*notes, *document_unknown_keys(doc, path, legacy)]))
+    found = tuple(
+        dict.fromkeys([*notes, *document_unknown_keys(doc, path, legacy), *_unknown_servers(catalog, servers, path)])
+    )
     if len(found) > MAX_LOAD_WARNINGS:
         more = len(found) - MAX_LOAD_WARNINGS + 1
         found = (*found[: MAX_LOAD_WARNINGS - 1], f"{path}: {more} more keys that nobody reads (not listed)")
@@ -290,6 +293,22 @@ def _read_mdt(path: Path, folder: Path, notes: list[str]) -> dict[str, Any]:
         meta["name"] = path.stem
     meta["text"] = "---\n".join(parts[2:]).strip()
     return meta
+
+
+def _unknown_servers(catalog: Mapping[str, object] | None, servers: Mapping[str, object], path: Path) -> list[str]:
+    """A load warning for each server a tools catalog lists that the agent file does not declare (their
+    tools are offered by no server of the agent), with the declared server it likely means."""
+    out = []
+    for name in (catalog or {}).keys() - servers.keys():
+        close = difflib.get_close_matches(name, list(servers), n=1)
+        like = f"did you mean {close[0]!r}? " if close else ""
+        names = sorted(servers)
+        declared = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") or "none"
+        out.append(
+            f"{path}: the tools catalog lists server {brief(name)}, which mcpServers does not declare: its tools "
+            f"are not offered ({like}the agent's servers: {declared})"
+        )
+    return sorted(out)
 
 
 def _load_legacy(folder: Path, catalog: Mapping[str, list[dict[str, Any]]] | None) -> Agent:

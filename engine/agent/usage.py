@@ -37,7 +37,7 @@ import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
-from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_wal, damaged, text_key, when_free
+from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_read_only, connect_wal, damaged, text_key, when_free
 
 __all__ = [
     "UsageLog",
@@ -169,6 +169,9 @@ class UsageLog:
             return self._db
         assert self.path is not None
         try:
+            folder = next((p for p in self.path.parents if p.exists()), None)
+            if folder is not None and not folder.is_dir():  # $CONTEXTSIEVE_DATA naming a file, say
+                raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {folder} is not a folder")
             if not create and not self.path.exists():
                 return None
         except OSError as e:  # a name too long, a folder on the way that may not be searched
@@ -191,7 +194,13 @@ class UsageLog:
                 "the usage log",
             )
         except EmbeddingCacheError as e:  # not a database, say
-            raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
+            if create or damaged(e) or not self.path.is_file():
+                raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
+            try:  # a read-only folder: read what it holds (recording into it raises)
+                self._db = connect_read_only(self.path, "the usage log")
+            except EmbeddingCacheError:
+                raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
+            return self._db
         if any("vector" not in _columns(db, kind) for kind in KINDS):
             when_free(lambda: _add_vectors(db), time.monotonic() + BUSY_TIMEOUT)
         self._db = db

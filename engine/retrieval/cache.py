@@ -71,6 +71,9 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
     try:
         if path.exists() and not path.is_file():
             raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
+        folder = next((p for p in path.parents if p.exists()), None)
+        if folder is not None and not folder.is_dir():  # $CONTEXTSIEVE_DATA naming a file, say
+            raise EmbeddingCacheError(f"cannot open {what} {path}: {folder} is not a folder")
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT
@@ -80,6 +83,34 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
     except (sqlite3.Error, OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
+
+
+def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
+    """A read-only connection to one of the project's shared SQLite files where :func:`connect_wal`
+    cannot open it for writing (a read-only folder or file: SQLite's WAL mode needs to create the
+    ``-shm`` file beside it). Opened ``mode=ro`` when its ``-shm`` and ``-wal`` files are there, else as
+    immutable when no write-ahead log is left (what the file holds is then all there is to read).
+
+    Raises:
+        EmbeddingCacheError: it cannot be read this way either (a ``-wal`` file that cannot be read
+            without writing, a file this user may not read).
+    """
+    wal = Path(f"{path}-wal")
+    try:
+        uri = path.resolve().as_uri()
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.Error:
+            db.close()
+            if wal.exists() and wal.stat().st_size:
+                raise
+        db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except (sqlite3.Error, OSError, ValueError) as e:
+        raise EmbeddingCacheError(f"cannot read {what} {path}: {e}") from e
 
 
 #: Seconds a connection of :func:`connect_wal` waits for another process's lock.

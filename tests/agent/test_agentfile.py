@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 
 from contextsieve.agent.agentfile import load_agent, save_agent
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
-from contextsieve.errors import AgentFileError
+from contextsieve.errors import AgentFileError, AgentFileWarning
 
 CURRENT = """\
 metadata:
@@ -389,3 +390,21 @@ def test_saving_to_a_folder_writes_its_tsagent_yaml(tmp_path: Path) -> None:
     folder.mkdir()
     assert save_agent(agent, folder) == folder / "tsagent.yaml"
     assert load_agent(folder).name == "Optimizer"
+
+
+def test_a_catalog_listing_a_server_the_agent_does_not_declare_is_named(tmp_path: Path) -> None:
+    catalog = {
+        "fetch": [{"name": "fetch", "description": "From the live server"}],
+        "fethc": [{"name": "head", "description": "HEAD a URL"}],
+    }
+    with pytest.warns(AgentFileWarning) as caught:
+        agent = load_agent(write(tmp_path / "a.yaml", CURRENT), tools=catalog)
+    said = [str(w.message) for w in caught if "catalog" in str(w.message)]
+    assert len(said) == 1
+    assert "'fethc'" in said[0] and "did you mean 'fetch'?" in said[0] and "not offered" in said[0]
+    assert said[0] in agent.load_warnings
+    assert "tool:fethc:head" not in {str(t.key) for t in agent.tools}
+    # a catalog of the agent's own servers says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AgentFileWarning)
+        load_agent(tmp_path / "a.yaml", tools={"fetch": catalog["fetch"]})

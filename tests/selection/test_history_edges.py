@@ -84,6 +84,17 @@ def test_a_path_that_is_no_regular_file_is_refused_and_nothing_is_written_beside
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.fifo"]
 
 
+def test_a_data_path_that_is_a_file_is_named_not_read_as_an_empty_history(tmp_path: Path) -> None:
+    data = tmp_path / "data"  # $CONTEXTSIEVE_DATA naming a file
+    data.write_text("not a folder")
+    for path in (data / "history.sqlite", data / "deeper" / "history.sqlite"):
+        with pytest.raises(EmbeddingCacheError, match="data is not a folder"):
+            UsageLog(path).counts("agent")
+        with pytest.raises(EmbeddingCacheError, match="data is not a folder"):
+            UsageLog(path, keep_text=True).record("agent", "track my parcel", [PARCEL])
+    assert data.read_text() == "not a folder"
+
+
 def test_an_agent_passed_to_engine_keeps_its_history_under_its_file_not_its_name(
     tmp_path: Path,
     int8,  # noqa: ANN001

@@ -1,0 +1,140 @@
+"""An agent on folders this user may not write (a read-only root file system, an edge machine's image):
+selection works, the learned history is read, nothing is written, and each fallback is a warning.
+
+The processes run with the data and cache folders made read-only. As root, whom file modes do not
+stop, they run without the capabilities that override them (``setpriv``, as in
+``tests/kernels/test_compiled.py``); where that cannot be done the test is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextsieve import example_agent_path
+
+NO_OVERRIDE = (
+    "setpriv",
+    "--inh-caps=-dac_override,-dac_read_search,-fowner",
+    "--bounding-set=-dac_override,-dac_read_search,-fowner",
+    "--",
+)
+
+RECORD = """
+import json
+from contextsieve import Engine
+engine = Engine.from_file(AGENT)
+keys = [t.key for t in engine.agent.tools if t.key.name in ("read_file", "git_log")]
+engine.record_tool_calls("show me the log of the notes file", keys)
+print(json.dumps(sorted(str(k) for k in keys)))
+"""
+
+READ = """
+import json, warnings
+from contextsieve import Engine
+from contextsieve.errors import EmbeddingCacheError
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    engine = Engine.from_file(AGENT)
+    request = engine.session().build_request("show me the log of the notes file")
+    counts = engine.store.usage().counts(engine.store.usage_scope)
+    try:
+        engine.record_tool_calls("another request", [engine.agent.tools[0].key])
+        refused = ""
+    except EmbeddingCacheError as e:
+        refused = str(e)
+print(json.dumps({
+    "tools": len(request.tools),
+    "counts": {str(k): v for k, v in counts.items()},
+    "warnings": [(type(w.message).__name__, str(w.message)) for w in caught],
+    "refused": refused,
+}))
+"""
+
+
+def _prefix() -> tuple[str, ...]:
+    """What runs a command so that file modes bind it: nothing for a user other than root, else
+    :data:`NO_OVERRIDE` (skipped where setpriv cannot drop those capabilities here)."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv"):
+        probe = subprocess.run([*NO_OVERRIDE, sys.executable, "-c", "pass"], capture_output=True, timeout=120)
+        if probe.returncode == 0:
+            return NO_OVERRIDE
+    pytest.skip("root, and setpriv cannot drop the capabilities that let root write a read-only folder")
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def _set_writable(folder: Path, writable: bool) -> None:
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod((0o755 if writable else 0o555) if p.is_dir() else (0o644 if writable else 0o444))
+
+
+def test_read_only_data_and_cache_folders_select_read_the_history_and_write_nothing(tmp_path: Path) -> None:
+    prefix = _prefix()
+    tmp_path.chmod(0o755)
+    data, cache, home = tmp_path / "data", tmp_path / "cache", tmp_path / "home"
+    for folder in (data, cache, home):
+        folder.mkdir()
+    agent = tmp_path / "agent.yaml"
+    shutil.copy(example_agent_path(), agent)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
+        "HOME": str(home),
+        "CONTEXTSIEVE_DATA": str(data),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+    def run(args: list[str], cache_dir: Path, with_prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*with_prefix, *args],
+            env={**env, "CONTEXTSIEVE_CACHE": str(cache_dir)},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    setup = f"AGENT = {str(agent)!r}\n"
+    recorded = run([sys.executable, "-c", setup + RECORD], tmp_path / "writable-cache")
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    keys = json.loads(recorded.stdout.strip().splitlines()[-1])
+    assert len(keys) == 2
+    try:
+        _set_writable(data, False)
+        _set_writable(cache, False)
+        before = _tree(data)
+        read = run([sys.executable, "-c", setup + READ], cache, prefix)
+        assert read.returncode == 0, read.stderr[-3000:]
+        got = json.loads(read.stdout.strip().splitlines()[-1])
+        # selection worked, and read the history the writable run recorded
+        assert got["tools"] > 0
+        assert {k: got["counts"].get(k) for k in keys} == {k: 1 for k in keys}
+        # recording into it is refused with the library's error, naming the file
+        assert "history.sqlite" in got["refused"]
+        # each fallback said so: the model graph and the embedding cache kept in memory
+        kinds = [k for k, _ in got["warnings"]]
+        texts = " | ".join(m for _, m in got["warnings"])
+        assert kinds.count("CacheFolderWarning") == 2, texts
+        assert "graph" in texts and "embedding cache" in texts and "CONTEXTSIEVE_CACHE" in texts
+        assert "UsageLogWarning" not in kinds, texts
+        listed = run([sys.executable, "-m", "contextsieve", "history", str(agent)], cache, prefix)
+        assert listed.returncode == 0, listed.stderr[-3000:]
+        for key in keys:
+            assert f"{key}\t1 examples\t0 misses" in listed.stdout
+        assert "Traceback" not in read.stderr + listed.stderr
+        # nothing was written: no -shm or -wal beside the history, no cache files
+        assert _tree(data) == before
+        assert not any(cache.iterdir())
+    finally:
+        _set_writable(data, True)
+        _set_writable(cache, True)
