@@ -26,7 +26,7 @@ from contextsieve.errors import (
     brief,
 )
 from contextsieve.models.lazy import LazyEmbedder
-from contextsieve.retrieval.cache import EmbeddingCache, damaged
+from contextsieve.retrieval.cache import EmbeddingCache, read_only
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.embedding import TextEmbedder
 from contextsieve.selection.chunk_store import ChunkStore
@@ -261,10 +261,11 @@ class Engine:
         from contextsieve.models.registry import model_family
 
         folder = Path(self._cache_dir) if isinstance(self._cache_dir, (str, os.PathLike)) else default_cache_dir()
+        path = folder / "embeddings.sqlite"
         try:
-            return EmbeddingCache(folder / "embeddings.sqlite", model_family(model_id))
+            return EmbeddingCache(path, model_family(model_id))
         except EmbeddingCacheError as e:
-            if damaged(e):  # a damaged file says so, with what to do about it
+            if not read_only(e, path):  # a damaged file or a path that is no folder: said, with what to do
                 raise
             warnings.warn(  # a folder this user may not write (a read-only file system, say)
                 f"{e}: vectors are kept in memory for this process, and the next embeds its items again; set "

@@ -20,9 +20,11 @@ Plans carry the same digest; a plan that fails it is cut again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -116,6 +118,22 @@ def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
 #: Seconds a connection of :func:`connect_wal` waits for another process's lock.
 BUSY_TIMEOUT = 30.0
 _T = TypeVar("_T")
+
+
+def read_only(error: BaseException, path: Path) -> bool:
+    """Whether ``error`` (or its cause), opening the file at ``path``, says that a file or folder may not
+    be written by this user or on this file system (a permission, a read-only mount or database), not
+    that anything is wrong with it."""
+    cause = error.__cause__ or error
+    if isinstance(cause, OSError):
+        return isinstance(cause, PermissionError) or cause.errno == errno.EROFS
+    if not isinstance(cause, sqlite3.Error):
+        return False
+    text = str(cause).lower()
+    if "readonly" in text:
+        return True
+    folder = next((p for p in path.parents if p.exists()), None)  # SQLite could not create the file there
+    return "unable to open" in text and folder is not None and not os.access(folder, os.W_OK, effective_ids=True)
 
 
 def damaged(error: Exception) -> bool:
