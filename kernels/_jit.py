@@ -45,7 +45,8 @@ def _cache_root() -> tuple[str | None, str | None]:
     never uses a cache folder it cannot write, and, without one that works, it would fall back to the
     package's own ``__pycache__`` (written inside the install when that is writable), then to
     ``~/.cache/numba``, and raise ``RuntimeError`` at decoration when none is writable. So when the folder
-    fails this test the kernels are decorated without ``cache`` and compiled in memory instead."""
+    fails this test the kernels are decorated without ``cache`` and compiled in memory instead, loading
+    those a read-only folder holds (:data:`READ_ONLY_DIR`)."""
     root = numba_config.CACHE_DIR or str(kernel_cache_dir())
     try:
         os.makedirs(root, exist_ok=True)
@@ -58,6 +59,55 @@ def _cache_root() -> tuple[str | None, str | None]:
 #: The folder the kernels are cached in (Numba adds a subfolder per source folder), or None when
 #: they are compiled in memory in every process, :data:`CACHE_PROBLEM` then saying why.
 CACHE_DIR, CACHE_PROBLEM = _cache_root()
+
+
+def _read_only_root() -> str | None:
+    """The cache folder when it cannot be written but can be read (a read-only image whose kernels
+    ``contextsieve build`` compiled when it was made): kernels found there are loaded, the others
+    compiled in memory, nothing written. None when it is writable, missing or unreadable, or when the
+    user chose Numba's cache locators (``NUMBA_CACHE_LOCATOR_CLASSES``)."""
+    if CACHE_DIR is not None or numba_config.CACHE_LOCATOR_CLASSES:
+        return None
+    root = numba_config.CACHE_DIR or str(kernel_cache_dir())
+    return root if os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK) else None
+
+
+#: The read-only cache folder the kernels are loaded from (:func:`_read_only_root`), or None.
+READ_ONLY_DIR = _read_only_root()
+
+
+def _read_only_cache(py_func: Callable[..., Any]) -> Any:
+    """A Numba ``FunctionCache`` of ``py_func`` in :data:`READ_ONLY_DIR` that loads and never saves.
+
+    Numba's own locators accept a folder only when a temp file can be made in it, and its cache saves
+    each compiled signature; so this locator (``UserProvidedCacheLocator``'s path, built while
+    ``numba.config.CACHE_DIR`` names the folder, as :func:`_njit` does) skips that test, and the cache's
+    ``save_overload`` does nothing."""
+    from numba.core import caching as numba_caching
+
+    caching: Any = numba_caching  # its names differ between releases: read at run time
+    user_provided = getattr(caching, "UserProvidedCacheLocator", None) or caching._UserProvidedCacheLocator
+
+    class Locator(user_provided):  # type: ignore[misc,valid-type]
+        @classmethod
+        def from_function(cls, func: Any, py_file: str) -> Any:
+            return cls(func, py_file) if os.path.exists(py_file) else None
+
+    class Impl(caching.CompileResultCacheImpl):
+        _locator_classes = [Locator]
+
+    class ReadOnlyCache(caching.FunctionCache):
+        _impl_class = Impl
+
+        def save_overload(self, sig: Any, data: Any) -> None:
+            return None  # the folder cannot be written: compiled in memory for this process
+
+    saved = numba_config.CACHE_DIR
+    numba_config.CACHE_DIR = READ_ONLY_DIR
+    try:
+        return ReadOnlyCache(py_func)
+    finally:
+        numba_config.CACHE_DIR = saved
 
 
 def _njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -80,7 +130,10 @@ def _njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
 
     def decorate(fn: Callable[..., Any]) -> Any:
         if CACHE_DIR is None:
-            return njit(cache=False, **options)(fn)
+            disp = njit(cache=False, **options)(fn)
+            if READ_ONLY_DIR is not None:
+                disp._cache = _read_only_cache(disp.py_func)  # what Dispatcher.enable_caching sets
+            return disp
         saved = numba_config.CACHE_DIR
         numba_config.CACHE_DIR = CACHE_DIR
         try:

@@ -7,8 +7,9 @@ Numba's target of about 0.2 s per process). The folder is :func:`kernel_cache_di
 ``NUMBA_CACHE_DIR`` when set, else ``<contextsieve cache>/numba``
 (:func:`contextsieve.fileio.default_cache_dir`), never the installed package's own folder, so an
 install that is not writable (site-packages of root, a container image) loads its kernels as fast as a
-writable one. When that folder cannot be created or written the kernels still work: they are compiled
-in memory in every process (:func:`kernel_cache_problem` says why).
+writable one. When that folder cannot be written the kernels it holds are loaded from it (a read-only
+image made with ``contextsieve build``) and the others compiled in memory in every process, nothing
+written (:func:`kernel_cache_problem` says why, and the first use warns).
 
 :func:`kernels_compiled` tells, without importing Numba, whether the next process will load rather
 than compile (so a command line can announce a compilation before it starts); :func:`compile_kernels`
@@ -162,9 +163,9 @@ def kernels_compiled() -> bool:
 
     It reads, for each kernel, the index file Numba would read (``<kernel_cache_dir()>/<folder
     key>/_jit.<kernel>-<line>.py<version>.nbi``, the path built as Numba builds it) and checks: the
-    folder is writable (Numba uses no cache it cannot write); the index was written by the installed
-    Numba version; its source stamp is that of the ``_jit.py`` being imported (its sha256; its mtime and
-    size for Numba releases from before source hashes); it lists at least
+    folder can be read (one that cannot be written is loaded from, never written); the index was
+    written by the installed Numba version; its source stamp is that of the ``_jit.py`` being imported
+    (its sha256; its mtime and size for Numba releases from before source hashes); it lists at least
     as many compiled signatures as :func:`kernel_arguments` has for the kernel, and their data files
     exist. Not checked: which signatures and which CPU they were compiled for (a cache folder shared
     with a machine of another CPU model may answer True and compile anyway); a Numba setting that moves
@@ -180,7 +181,7 @@ def kernels_compiled() -> bool:
     if version is None:
         return False
     folder = kernel_cache_dir() / _folder_key(_SOURCE)
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.R_OK | os.X_OK):  # a read-only folder is loaded from (_jit.READ_ONLY_DIR)
         return False
     stamps = (hashlib.sha256(source).digest(), (st.st_mtime, st.st_size))
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"

@@ -16,12 +16,13 @@ alike (from
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
-from contextsieve.errors import InputError
+from contextsieve.errors import CacheFolderWarning, InputError
 
 __all__ = [
     "NUMBA_MIN_WORK",
@@ -60,12 +61,21 @@ def _kernels() -> ModuleType:
     if _jit is None:
         from contextsieve.kernels.compiled import kernels_compiled
 
-        if not kernels_compiled():  # a few seconds, once per machine: say so (contextsieve.progress)
+        compiled = kernels_compiled()
+        if not compiled:  # a few seconds, once per machine: say so (contextsieve.progress)
             from contextsieve.progress import note
 
             note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
         from contextsieve.kernels import _jit as mod
 
+        if mod.CACHE_PROBLEM is not None and not compiled:
+            warnings.warn(
+                f"the scoring kernels cannot be cached ({mod.CACHE_PROBLEM}): they are compiled in this process "
+                "(about 10 s on 2 cores) and again in the next; run `contextsieve build` once with "
+                "$CONTEXTSIEVE_CACHE naming a folder this user may write (a read-only image: when it is made)",
+                CacheFolderWarning,
+                stacklevel=3,
+            )
         _jit = mod
     return _jit
 

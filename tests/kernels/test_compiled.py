@@ -352,3 +352,54 @@ def test_kernels_compiled_is_false_for_another_numba_or_source(
         with monkeypatch.context() as m:
             m.setattr(compiled, "_SOURCE", changed)
             assert compiled.kernels_compiled() is (not text)
+
+
+# -- a read-only cache -----------------------------------------------------------------------------
+
+WARNED = """
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import numpy as np
+    import contextsieve.kernels.scoring as K
+    n = K.GROUP_NUMBA_ROWS
+    best, _ = K.group_max(np.arange(n, dtype=np.float32), np.zeros(n, np.int64), 2)
+assert best.tolist() == [n - 1, -np.inf]
+print(json.dumps([(type(w.message).__name__, str(w.message)) for w in caught]))
+"""
+
+
+def test_a_read_only_cache_loads_the_kernels_it_holds_and_writes_nothing(tmp_path: Path) -> None:
+    """A cache folder filled by ``contextsieve build`` and then made read-only (an edge machine's image)
+    is loaded from: no kernel is compiled, nothing is written. A read-only cache without the kernels
+    compiles them in memory and warns once that every process will."""
+    prefix = _root_without_override()
+    if os.geteuid() == 0 and not prefix:
+        pytest.skip("root, and setpriv cannot drop the capabilities that let root write a read-only folder")
+    tmp_path.chmod(0o755)
+    home, cache, empty = tmp_path / "home", tmp_path / "cache", tmp_path / "empty"
+    for folder in (cache, empty / "numba"):
+        folder.mkdir(parents=True)
+    env = _env(home, CONTEXTSIEVE_CACHE=str(cache))
+    first = _run(LOAD_ALL, env, cwd=home)
+    assert first["problem"] is None and first["after"] is True
+    _set_writable(cache, False)
+    _set_writable(empty, False)
+    try:
+        before = _tree(cache)
+        second = _run(LOAD_ALL, env, cwd=home, prefix=prefix)
+        assert second["problem"] is not None  # it cannot be written ...
+        assert second["before"] is True  # ... and still counts as compiled
+        assert [x["from_cache"] for x in second["loads"]] == [True] * len(KERNELS)
+        for name, (hits, misses, _path) in second["stats"].items():
+            assert misses == 0 and hits > 0, (name, hits, misses)
+        quiet = _run(WARNED, env, cwd=home, prefix=prefix)
+        assert quiet == []
+        assert _tree(cache) == before
+        warned = _run(WARNED, {**env, "CONTEXTSIEVE_CACHE": str(empty)}, cwd=home, prefix=prefix)
+        assert [k for k, _ in warned] == ["CacheFolderWarning"], warned
+        assert "scoring kernels" in warned[0][1] and "contextsieve build" in warned[0][1]
+        assert list((empty / "numba").iterdir()) == []
+    finally:
+        _set_writable(cache, True)
+        _set_writable(empty, True)
