@@ -32,7 +32,7 @@ from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.toolnames import NameBook, new_names
 from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, brief
 from contextsieve.fileio import default_data_dir
-from contextsieve.retrieval.cache import connect_wal
+from contextsieve.retrieval.cache import connect_read_only, connect_wal, read_only
 
 if TYPE_CHECKING:
     from contextsieve.agent.agent import Agent
@@ -165,25 +165,61 @@ class AgentRegistry:
         if not agent.source:
             return Resolution(agent.identity, "code")
         current = AgentPrint.of(agent)
-        with self._transaction() as db:
-            records = _records(db)
-            if agent.agent_id:
-                others = [
-                    r
-                    for r in records
-                    if r.identity == agent.agent_id
-                    and match(current, [r], exists=lambda _: False, anywhere=True) is None
-                ]
-                found = Resolution(agent.agent_id, "declared", others[0] if others else None)
-            else:
-                m = match(current, records)
-                if m is not None:
-                    found = Resolution(m.record.identity, m.how, m.record)
-                else:
-                    held = {r.identity for r in records}
-                    found = Resolution(birth(current, lambda i: i in held or self.has_store(i)), "new")
-            _put(db, found.identity, current, found.previous if found.how == "moved" else None)
+        try:
+            with self._transaction() as db:
+                found = self._found(agent, current, _records(db))
+                _put(db, found.identity, current, found.previous if found.how == "moved" else None)
+        except AgentRegistryError as e:
+            if not read_only(e, self.path) or not self.path.is_file():
+                raise
+            return self._resolve_read_only(agent, current, e)
         self._attach(agent, found.identity)
+        return found
+
+    def _found(self, agent: Agent, current: AgentPrint, records: list[AgentRecord]) -> Resolution:
+        """The identity of ``agent`` (its print ``current``) among ``records`` (see :meth:`resolve`)."""
+        if agent.agent_id:
+            others = [
+                r
+                for r in records
+                if r.identity == agent.agent_id and match(current, [r], exists=lambda _: False, anywhere=True) is None
+            ]
+            return Resolution(agent.agent_id, "declared", others[0] if others else None)
+        m = match(current, records)
+        if m is not None:
+            return Resolution(m.record.identity, m.how, m.record)
+        held = {r.identity for r in records}
+        return Resolution(birth(current, lambda i: i in held or self.has_store(i)), "new")
+
+    def _resolve_read_only(self, agent: Agent, current: AgentPrint, error: AgentRegistryError) -> Resolution:
+        """:meth:`resolve` in a registry this user may not write (a read-only data folder): the identity
+        found as :meth:`resolve` finds it, from the file opened read-only, and the names its tools were
+        given; nothing is recorded, so new tools' names are kept in memory for this process (an
+        :class:`~contextsieve.errors.AgentRegistryWarning` says so). Raises ``error`` when the file
+        cannot be read either."""
+        import warnings
+
+        from contextsieve.errors import AgentRegistryWarning
+
+        try:
+            db = connect_read_only(self.path, "the agent registry")
+        except ContextSieveError:
+            raise error from None
+        try:
+            found = self._found(agent, current, _records(db))
+            given = _names(db, found.identity)
+        except sqlite3.Error:
+            raise error from None
+        finally:
+            db.close()
+        agent.set_identity(found.identity)
+        agent.use_name_book(NameBook(given))
+        warnings.warn(
+            f"{error}; agent {agent.name!r} is {found.identity} as the registry, read without writing, says "
+            f"({found.how}), and the names of tools it has not named yet are kept in memory in this process",
+            AgentRegistryWarning,
+            stacklevel=3,
+        )
         return found
 
     def store_path(self, identity: str) -> Path:

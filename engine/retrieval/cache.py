@@ -124,7 +124,9 @@ def read_only(error: BaseException, path: Path) -> bool:
     """Whether ``error`` (or its cause), opening the file at ``path``, says that a file or folder may not
     be written by this user or on this file system (a permission, a read-only mount or database), not
     that anything is wrong with it."""
-    cause = error.__cause__ or error
+    cause = error
+    while cause.__cause__ is not None:  # the first error, under the library's own
+        cause = cause.__cause__
     if isinstance(cause, OSError):
         return isinstance(cause, PermissionError) or cause.errno == errno.EROFS
     if not isinstance(cause, sqlite3.Error):

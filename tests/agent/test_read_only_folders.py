@@ -1,5 +1,6 @@
 """An agent on folders this user may not write (a read-only root file system, an edge machine's image):
-selection works, the learned history is read, nothing is written, and each fallback is a warning.
+selection works, the agent is found by the registry (moved since), its learned history is read,
+nothing is written, and each fallback is a warning.
 
 The processes run with the data and cache folders made read-only. As root, whom file modes do not
 stop, they run without the capabilities that override them (``setpriv``, as in
@@ -104,11 +105,14 @@ def test_read_only_data_and_cache_folders_select_read_the_history_and_write_noth
             timeout=600,
         )
 
-    setup = f"AGENT = {str(agent)!r}\n"
-    recorded = run([sys.executable, "-c", setup + RECORD], tmp_path / "writable-cache")
+    recorded = run([sys.executable, "-c", f"AGENT = {str(agent)!r}\n" + RECORD], tmp_path / "writable-cache")
     assert recorded.returncode == 0, recorded.stderr[-3000:]
     keys = json.loads(recorded.stdout.strip().splitlines()[-1])
     assert len(keys) == 2
+    moved = tmp_path / "moved"  # the agent's folder moved since: found by the registry, read without writing
+    moved.mkdir()
+    agent = agent.rename(moved / "agent.yaml")
+    setup = f"AGENT = {str(agent)!r}\n"
     try:
         _set_writable(data, False)
         _set_writable(cache, False)
@@ -127,6 +131,7 @@ def test_read_only_data_and_cache_folders_select_read_the_history_and_write_noth
         assert kinds.count("CacheFolderWarning") == 2, texts
         assert "graph" in texts and "embedding cache" in texts and "CONTEXTSIEVE_CACHE" in texts
         assert "UsageLogWarning" not in kinds, texts
+        assert kinds.count("AgentRegistryWarning") == 1 and "(moved)" in texts and "read without writing" in texts
         listed = run([sys.executable, "-m", "contextsieve", "history", str(agent)], cache, prefix)
         assert listed.returncode == 0, listed.stderr[-3000:]
         for key in keys:
