@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 
 from contextsieve.errors import (
+    ContextSieveError,
     GraphFileWarning,
     InputError,
     StashError,
     StashNotFoundError,
 )
+from contextsieve.retrieval.cache import connect_read_only, read_only
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow
@@ -144,8 +146,14 @@ class SqliteBackend(SqliteChecks):
             if not create and not self.path.exists():  # removed since it was checked
                 raise self._missing() from e
             raise StashError(f"cannot open the stash {self.location}: {e}") from e
+        self.read_only = False
         try:
             self._setup()
+        except StashError as e:
+            self._db.close()
+            if create or not read_only(e, self.path):
+                raise
+            self._open_read_only(e)
         except BaseException:
             self._db.close()
             raise
@@ -155,6 +163,22 @@ class SqliteBackend(SqliteChecks):
         self._graph_saved = -1  # the table's graph_built count at the last save
 
     # -- opening ----------------------------------------------------------------------------------
+
+    def _open_read_only(self, error: StashError) -> None:
+        """Open an existing store this user may not write (a read-only folder or file) for reading:
+        ``stash stats``, ``namespaces``, ``export`` and retrieval work, and a write raises
+        :class:`~contextsieve.errors.StashError` naming the store. Raises ``error`` when it cannot be
+        read either, or needs an upgrade of its format."""
+        try:
+            self._db = connect_read_only(self.path, "the stash")
+        except ContextSieveError:
+            raise error from None
+        self.read_only = True
+        try:
+            self._setup()
+        except BaseException:
+            self._db.close()
+            raise
 
     def _missing(self, what: str = "no such file") -> StashNotFoundError:
         return StashNotFoundError(
@@ -196,6 +220,15 @@ class SqliteBackend(SqliteChecks):
                 raise StashError(f"{self.location} is a SQLite database of something else, not a stash")
             if not self._create:
                 raise self._missing("an empty database")
+        if self.read_only:  # read as it is: no journal mode set, no table made, no format upgraded
+            fmt = self._format(db)
+            if fmt is None or fmt[0] != FORMAT:
+                found = fmt[0] if fmt else "none"
+                raise StashError(
+                    f"{self.location} is a stash of format {found!r}; this version reads {FORMAT!r}, and a store "
+                    "this user may not write cannot be upgraded"
+                )
+            return
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StashError(f"the stash {self.location} cannot use WAL mode (got {mode})")

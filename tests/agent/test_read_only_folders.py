@@ -1,6 +1,7 @@
 """An agent on folders this user may not write (a read-only root file system, an edge machine's image):
 selection works, the agent is found by the registry (moved since), its learned history is read,
-nothing is written, and each fallback is a warning.
+nothing is written, and each fallback is a warning; a stash store there is read (stats, namespaces,
+export, retrieval) and refuses writes with the library's error.
 
 The processes run with the data and cache folders made read-only. As root, whom file modes do not
 stop, they run without the capabilities that override them (``setpriv``, as in
@@ -143,3 +144,67 @@ def test_read_only_data_and_cache_folders_select_read_the_history_and_write_noth
     finally:
         _set_writable(data, True)
         _set_writable(cache, True)
+
+
+FILL_STORE = """
+from contextsieve import StashStore
+with StashStore.open(STORE) as store:
+    store.stash(["We decided to ship the release on Friday.", "The cat sleeps on the sofa."], session="team")
+"""
+
+READ_STORE = """
+import json
+from contextsieve import StashStore
+from contextsieve.errors import StashError
+with StashStore.open(STORE, create=False) as store:
+    hits = store.retrieve("when do we ship the release?", session="team", top_k=1)
+    try:
+        store.stash(["one more"], session="team")
+        refused = ""
+    except StashError as e:
+        refused = str(e)
+    print(json.dumps({"segments": store.stats()["segments"], "top": hits[0].segment.text, "refused": refused}))
+"""
+
+
+def test_a_stash_in_a_read_only_folder_is_read_and_refuses_writes(tmp_path: Path) -> None:
+    prefix = _prefix()
+    tmp_path.chmod(0o755)
+    data, home = tmp_path / "data", tmp_path / "home"
+    data.mkdir()
+    home.mkdir()
+    store = data / "team.db"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
+        "HOME": str(home),
+        "CONTEXTSIEVE_DATA": str(data),
+        "CONTEXTSIEVE_CACHE": str(tmp_path / "cache"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+    def run(args: list[str], with_prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*with_prefix, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+    setup = f"STORE = {str(store)!r}\n"
+    filled = run([sys.executable, "-c", setup + FILL_STORE])
+    assert filled.returncode == 0, filled.stderr[-3000:]
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        _set_writable(data, False)
+        before = _tree(data)
+        read = run([sys.executable, "-c", setup + READ_STORE], prefix)
+        assert read.returncode == 0, read.stderr[-3000:]
+        got = json.loads(read.stdout.strip().splitlines()[-1])
+        assert got["segments"] == 2 and "Friday" in got["top"]
+        assert "readonly" in got["refused"] and str(store) in got["refused"]
+        listed = run([sys.executable, "-m", "contextsieve", "stash", "namespaces", str(store)], prefix)
+        assert listed.returncode == 0 and listed.stdout.startswith("team\t2 segments"), listed.stdout + listed.stderr
+        exported = run(
+            [sys.executable, "-m", "contextsieve", "stash", "export", str(store), str(out / "team.jsonl")], prefix
+        )
+        assert exported.returncode == 0, exported.stderr[-3000:]
+        assert len((out / "team.jsonl").read_text(encoding="utf-8").splitlines()) >= 2
+        assert _tree(data) == before
+    finally:
+        _set_writable(data, True)
