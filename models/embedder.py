@@ -25,6 +25,7 @@ from contextsieve.models.registry import (
     model_family,
     resolve_folder,
 )
+from contextsieve.models.runtime import onnxruntime
 from contextsieve.models.tokenizer import Batch, TextTokenizer
 from contextsieve.models.variants import AUTO, VariantChoice, choose_variant, requested_variant
 from contextsieve.models.weights import read_bert_config, sha256_file
@@ -501,7 +502,7 @@ def _check_threads(threads: object) -> None:
 def _new_session(model: bytes | Path, threads: int) -> OrtSession:
     """An ONNX Runtime CPU session of ``model`` (serialized bytes or a file) with ``threads`` intra-op
     threads (see :class:`Embedder`)."""
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads

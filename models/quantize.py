@@ -27,6 +27,7 @@ from importlib import resources
 import numpy as np
 
 from contextsieve.models.graph import BertWeights, LinearWeights, build_graph
+from contextsieve.models.runtime import onnxruntime
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import BertConfig
 
@@ -65,7 +66,7 @@ def activation_ranges(
     the 47 MB table held three times, as graph, bytes and session), and batches stay under 512 tokens
     (every layer's input is an output here, 64 KB a token): a first run's graph build peaks under 400 MB.
     """
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     batches = list(tokenizer.batches(texts, 16, 512))  # at most 512 tokens: the taps of a batch are 64 KB a token
     used = np.unique(np.concatenate([b.input_ids.reshape(-1) for b in batches]))

@@ -38,6 +38,7 @@ import numpy as np
 
 from contextsieve.errors import InputError, ModelError
 from contextsieve.fileio import atomic_write_bytes
+from contextsieve.models import runtime
 from contextsieve.models.cache import ModelCache
 from contextsieve.models.cpu import cpu_flags, cpu_model, has_int8_dot, int8_weight_type
 from contextsieve.models.registry import BUILDER_VERSION, DEFAULT_MODEL, Variant
@@ -244,7 +245,7 @@ def feature_choice(threads: int, cands: Sequence[Variant] | None = None) -> Vari
     int8 dot products are exact in hardware (:func:`~contextsieve.models.cpu.has_int8_dot`: VNNI or
     AMX on x86, ARM), ``fp32`` elsewhere (AVX2-only x86, where int8's u8 x u8 kernel measured slower
     than fp32), for queries and batches alike; the first of ``cands`` that is either when given."""
-    import onnxruntime
+    onnxruntime = runtime.onnxruntime()
 
     want = [Variant.INT8, Variant.FP32] if has_int8_dot() else [Variant.FP32, Variant.INT8]
     pool = list(cands) if cands else want
@@ -261,7 +262,7 @@ def feature_choice(threads: int, cands: Sequence[Variant] | None = None) -> Vari
 
 
 def _choice_path(cache: ModelCache, name: str, weights_sha: str, threads: int, cands: Sequence[Variant]) -> Path:
-    import onnxruntime
+    onnxruntime = runtime.onnxruntime()
 
     key = {
         "cpu": cpu_signature(),
@@ -381,7 +382,7 @@ def choose_variant(
 
     Raises :class:`ModelError` when no candidate passes the fidelity bars.
     """
-    import onnxruntime
+    onnxruntime = runtime.onnxruntime()
 
     from contextsieve.models.embedder import Embedder, default_threads, locate_model
 

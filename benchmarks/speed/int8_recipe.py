@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 
-import onnxruntime as ort
-
 from benchmarks import workloads
 from benchmarks.common import cpu_line, median_time, percentile
 from contextsieve.models.cpu import int8_weight_type
@@ -26,8 +24,11 @@ from contextsieve.models.quantize import (
     split_outliers,
 )
 from contextsieve.models.registry import get_model, resolve_folder
+from contextsieve.models.runtime import onnxruntime
 from contextsieve.models.tokenizer import TextTokenizer
 from contextsieve.models.weights import read_bert_config, read_safetensors
+
+ort = onnxruntime()  # telemetry off, as contextsieve imports it
 
 
 def main() -> None:

@@ -40,13 +40,15 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks import workloads
 from benchmarks.common import cpu_line
 from contextsieve.models.embedder import CALL_COST_TOKENS
+from contextsieve.models.runtime import onnxruntime
 from contextsieve.models.variants import MEAN_COSINE, MIN_COSINE, golden_set
+
+ort = onnxruntime()  # telemetry off, as contextsieve imports it
 
 MS = "com.microsoft"
 MATMULS = ("MatMulIntegerToFloat", "MatMulInteger", "MatMul")

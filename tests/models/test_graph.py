@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from contextsieve.errors import ModelError
 from contextsieve.models.cpu import int8_weight_type
 from contextsieve.models.graph import QuantPlan, build_graph, collect_bert_weights, quantize_weight
 from contextsieve.models.quantize import LAYER_KINDS, smooth_weights
+from contextsieve.models.runtime import onnxruntime
 from tests.conftest import bert_oracle, tiny_config, tiny_tensors
+
+ort = onnxruntime()  # telemetry off, as contextsieve imports it
 
 
 def run(model, ids: np.ndarray, mask: np.ndarray, name: str = "sentence_embedding") -> np.ndarray:  # noqa: ANN001
