@@ -241,6 +241,8 @@ class GatewayHandlers:
         result = await _forward(gw, key, args, _progress_relay(ctx))
         try:  # bookkeeping never turns a call that ran into an error
             await self._learn(owners, key, result, gw.attributable(ctx))
+        except ContextSieveError as e:  # a history that cannot be written: said once
+            gw.recording_failed(f"the call of {brief(name)} (it ran)", e)
         except Exception as e:  # noqa: BLE001 - e.g. the tool left its server's list while it ran
             _log.warning("the call of %s ran; recording it failed: %s", brief(name), e)
         return result

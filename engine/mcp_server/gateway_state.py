@@ -155,6 +155,21 @@ class Gateway:
         self._starter: tuple[tuple[int, ...], list[ItemKey]] | None = None  # the cold starter, per tool set
         self._deadline: float | None = None  # until when calls wait for the servers starting now
         self._lock = threading.Lock()
+        self._unrecorded: set[str] = set()  # the recording errors logged already (each once)
+
+    def recording_failed(self, what: str, error: Exception) -> None:
+        """Log that recording ``what`` into the learned history failed (a history file in a folder this
+        user may not write, say): once per kind of error, since every later record fails the same way.
+        Selection and the call go on."""
+        first = str(error) not in self._unrecorded
+        self._unrecorded.add(str(error))
+        (_log.warning if first else _log.debug)(
+            "%s; recording %s failed: %s%s",
+            "the gateway goes on without learning from it" if first else "again",
+            what,
+            error,
+            " (said once: later records that fail the same way are logged at debug level)" if first else "",
+        )
 
     # -- names --------------------------------------------------------------------------------------
 
@@ -392,7 +407,10 @@ class Gateway:
             called = dict(conv.called)  # calls run on the event loop while this runs in a worker thread
             done = [k for k in called if session.agent.has(k)]
             failed = [k for k in done if called[k]]
-            session.record_outcome(conv.request, done, failed)  # the last task's misses
+            try:
+                session.record_outcome(conv.request, done, failed)  # the last task's misses
+            except ContextSieveError as e:  # a history that cannot be written never stops a task
+                self.recording_failed("the last task's outcome", e)
         session.new_task()  # a task's first request: tool_top_n tools, no tools carried from the last task
         req = session.build_request(message, preset=preset, **(settings or {}))
         conv.task, conv.request, conv.called = message, req, {}

@@ -365,3 +365,58 @@ def test_a_copy_of_the_bundled_example_is_refused_too(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 1 and "placeholders" in done.stderr, done.stderr
+
+
+def test_a_history_that_cannot_be_written_never_stops_a_task(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Found by probing a read-only data folder: the gateway recorded the last task's outcome at each
+    set_task without a guard, so once recording failed every later set_task and select_context was an
+    error and the offer never followed the host's tasks. Here the history is a FIFO (never opened:
+    reading it warns, recording raises EmbeddingCacheError), as any history that cannot be written."""
+    import logging
+    import warnings
+
+    from contextsieve.engine import Engine
+    from contextsieve.errors import UsageLogWarning
+    from contextsieve.mcp_server.gateway import build_gateway
+
+    tools = [{"name": n, "description": d} for n, (d, _) in TASKS.items()]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [str(DATA / "mcp_test_server.py"), str(tmp_path / "tools.json")],
+        "serverToolDefaults": {"include": "agent", "permissionRequired": False},
+    }
+    history = tmp_path / "history.fifo"
+    os.mkfifo(history)
+
+    class KeptEmbedder(FakeEmbedder):
+        model_id = "fake-bag-of-words/1"  # an identity: what it learns is kept in the history file
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UsageLogWarning)
+        engine = Engine.from_file(
+            _agent(tmp_path, {"probe": server}), embedder=KeptEmbedder(), cache_dir=tmp_path / "cache", history=history
+        )
+        assert engine.history_path == history
+
+        async def main() -> None:
+            async with Client(build_gateway(engine), mode="legacy") as c:
+                with anyio.fail_after(60):
+                    while not engine.agent.tools:
+                        await anyio.sleep(0.1)
+                for tool in ("play_music", "get_weather", "order_pizza"):
+                    got = await c.call_tool("set_task", {"message": TASKS[tool][1]})
+                    assert not got.is_error, got
+                    assert f"probe_{tool}" in result(got)["tools"]
+                    ran = await c.call_tool(f"probe_{tool}", {"n": 1})
+                    assert not ran.is_error, ran
+                ctx = await c.call_tool("select_context", {"message": TASKS["send_email"][1]})
+                assert not ctx.is_error, ctx
+
+        with caplog.at_level(logging.DEBUG, logger="contextsieve"):
+            anyio.run(main)
+    said = [r for r in caplog.records if "recording" in r.getMessage()]
+    warned = [r.getMessage() for r in said if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "history.fifo" in warned[0], warned  # said once, with the file
+    assert any("outcome" in r.getMessage() for r in said) and len(said) >= 5  # every later one at debug
