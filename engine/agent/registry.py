@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -170,7 +171,7 @@ class AgentRegistry:
                 found = self._found(agent, current, _records(db))
                 _put(db, found.identity, current, found.previous if found.how == "moved" else None)
         except AgentRegistryError as e:
-            if not read_only(e, self.path) or not self.path.is_file():
+            if not read_only(e, self.path) or not os.path.isfile(self.path):
                 raise
             return self._resolve_read_only(agent, current, e)
         self._attach(agent, found.identity)

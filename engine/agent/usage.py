@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -194,7 +195,7 @@ class UsageLog:
                 "the usage log",
             )
         except EmbeddingCacheError as e:  # not a database, say
-            if create or damaged(e) or not self.path.is_file():
+            if create or damaged(e) or not os.path.isfile(self.path):
                 raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
             try:  # a read-only folder: read what it holds (recording into it raises)
                 self._db = connect_read_only(self.path, "the usage log")

@@ -35,7 +35,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from contextsieve.errors import CacheIntegrityWarning, EmbeddingCacheError, InputError
+from contextsieve.errors import CacheFolderWarning, CacheIntegrityWarning, EmbeddingCacheError, InputError
 from contextsieve.retrieval.embedding import unit_rows
 
 __all__ = ["EmbeddingCache", "text_key"]
@@ -134,7 +134,7 @@ def read_only(error: BaseException, path: Path) -> bool:
     text = str(cause).lower()
     if "readonly" in text:
         return True
-    folder = next((p for p in path.parents if p.exists()), None)  # SQLite could not create the file there
+    folder = next((p for p in path.parents if os.path.exists(p)), None)  # SQLite could not create the file there
     return "unable to open" in text and folder is not None and not os.access(folder, os.W_OK, effective_ids=True)
 
 
@@ -176,6 +176,9 @@ class EmbeddingCache:
         self.path = Path(path)
         self.model_id = model_id
         self.rejected = 0
+        #: Whether writes are skipped: the file or its folder may not be written (said once, with a
+        #: :class:`~contextsieve.errors.CacheFolderWarning`); what it holds is still read.
+        self.read_only = False
         self._lock = threading.Lock()  # one connection, used by one thread at a time
         self._db = connect_wal(
             self.path,
@@ -202,6 +205,27 @@ class EmbeddingCache:
                     else "another process may hold it, or its folder may not be writable"
                 )
                 raise EmbeddingCacheError(f"the embedding cache {self.path} cannot be used ({e}); {advice}") from e
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[bool]:
+        """One write: yields whether to write (not once the cache was found read-only); a write that
+        fails because the file or its folder may not be written (a read-only image whose ``-shm`` file
+        let it open) makes the cache read-only from then on, with one warning, instead of an error."""
+        if self.read_only:
+            yield False
+            return
+        try:
+            yield True
+        except EmbeddingCacheError as e:
+            if not read_only(e, self.path):
+                raise
+            self.read_only = True
+            warnings.warn(
+                f"{e}: what it holds is still read, and new vectors are kept in memory for this process; set "
+                "$CONTEXTSIEVE_CACHE (or Engine(cache_dir=...)) to a folder this user may write",
+                CacheFolderWarning,
+                stacklevel=4,
+            )
 
     def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
         """Verified cached vectors of ``texts`` by their position in ``texts``.
@@ -279,9 +303,11 @@ class EmbeddingCache:
         for t, v in zip(texts, arr):
             key, payload = text_key(t), v.tobytes()
             rows.append((self.model_id, key, payload + _digest(self.model_id, key, payload)))
-        with self._guard(), self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+        with self._writing() as write:
+            if write:
+                with self._guard(), self._db:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
 
     def get_plans(self, keys: Sequence[str]) -> dict[str, list[list[object]]]:
         """Verified chunk plans by key (a plan is a JSON list the caller wrote with :meth:`put_plans`);
@@ -311,15 +337,19 @@ class EmbeddingCache:
         for key, plan in plans.items():
             payload = json.dumps(plan, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             rows.append((self.model_id, key, payload + _digest(self.model_id, "plan:" + key, payload)))
-        with self._guard(), self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
+        with self._writing() as write:
+            if write:
+                with self._guard(), self._db:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
 
     def forget_plans(self, mark: str) -> int | None:
         """Delete this model's plans whose stored text contains ``mark``; returns how many, or ``None``
         when another process holds the cache's write lock (nothing is waited for: try again later). A
         cache without such plans is only read."""
         needle = mark.encode("utf-8")
+        if self.read_only:
+            return None
         with self._guard():
             query = "FROM plans WHERE model = ? AND instr(plan, ?) > 0"
             if self._db.execute(f"SELECT 1 {query} LIMIT 1", (self.model_id, needle)).fetchone() is None:
@@ -328,7 +358,7 @@ class EmbeddingCache:
             try:
                 return int(self._db.execute(f"DELETE {query}", (self.model_id, needle)).rowcount)
             except sqlite3.OperationalError as e:
-                if "locked" in str(e) or "busy" in str(e):
+                if "locked" in str(e) or "busy" in str(e) or "readonly" in str(e):  # readonly: never, skipped
                     return None
                 raise
             finally:

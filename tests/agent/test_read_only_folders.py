@@ -208,3 +208,113 @@ def test_a_stash_in_a_read_only_folder_is_read_and_refuses_writes(tmp_path: Path
         assert _tree(data) == before
     finally:
         _set_writable(data, True)
+
+
+SELECT_NEW = """
+import json, warnings
+from contextsieve import Engine
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    engine = Engine.from_file(AGENT, history=False)
+    first = engine.session().build_request("roll the deploy back to yesterday's build")
+    again = engine.session().build_request("roll the deploy back to yesterday's build")
+print(json.dumps({
+    "same": [t["name"] for t in first.tools] == [t["name"] for t in again.tools],
+    "warnings": [(type(w.message).__name__, str(w.message)) for w in caught],
+}))
+"""
+
+
+def test_a_read_only_embedding_cache_another_process_holds_open_is_read_and_not_written(tmp_path: Path) -> None:
+    """Found by probing: a cache folder copied (or made read-only) while a process held its SQLite files
+    open keeps their ``-shm`` file, so the cache opens, and its first write raised "attempt to write a
+    readonly database" out of every request. It is read, and writes are skipped with one warning."""
+    import sqlite3
+
+    prefix = _prefix()
+    tmp_path.chmod(0o755)
+    cache, home = tmp_path / "cache", tmp_path / "home"
+    cache.mkdir()
+    home.mkdir()
+    agent = tmp_path / "agent.yaml"
+    shutil.copy(example_agent_path(), agent)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
+        "HOME": str(home),
+        "CONTEXTSIEVE_DATA": str(tmp_path / "data"),
+        "CONTEXTSIEVE_CACHE": str(cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    code = f"AGENT = {str(agent)!r}\n" + SELECT_NEW
+    filled = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert filled.returncode == 0, filled.stderr[-3000:]
+    held = sqlite3.connect(cache / "embeddings.sqlite")  # another process holds it: -shm and -wal stay
+    try:
+        held.execute("SELECT count(*) FROM vectors").fetchone()
+        assert (cache / "embeddings.sqlite-shm").exists()
+        _set_writable(cache, False)
+        before = _tree(cache)
+        text = agent.read_text(encoding="utf-8")  # a rule the cache has no vectors or plan of
+        agent.write_text(
+            text.replace(
+                "rules:\n",
+                "rules:\n  - name: rollbacks\n    description: How to roll a deploy back\n    priorityLevel: 60\n"
+                "    text: Roll back to the last green build and say which one.\n    include: agent\n",
+                1,
+            ),
+            encoding="utf-8",
+        )
+        newer = code.replace("yesterday's build", "the build of last Tuesday")  # texts the cache lacks
+        run = subprocess.run(
+            [*prefix, sys.executable, "-c", newer], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        got = json.loads(run.stdout.strip().splitlines()[-1])
+        assert got["same"]
+        cache_said = [m for k, m in got["warnings"] if k == "CacheFolderWarning" and "embedding cache" in m]
+        assert len(cache_said) == 1 and "readonly" in cache_said[0], got["warnings"]
+        assert _tree(cache) == before
+    finally:
+        held.close()
+        _set_writable(cache, True)
+
+
+def test_a_data_folder_that_cannot_be_entered_is_warned_of_not_a_traceback(tmp_path: Path) -> None:
+    """Found by probing: a data folder of mode 000 raised a bare ``PermissionError`` out of
+    ``Engine.from_file`` (the registry asked whether its file exists)."""
+    prefix = _prefix()
+    tmp_path.chmod(0o755)
+    data, home = tmp_path / "data", tmp_path / "home"
+    data.mkdir()
+    home.mkdir()
+    agent = tmp_path / "agent.yaml"
+    shutil.copy(example_agent_path(), agent)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
+        "HOME": str(home),
+        "CONTEXTSIEVE_DATA": str(data),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    data.chmod(0)
+    try:
+        picked = subprocess.run(
+            [*prefix, sys.executable, "-m", "contextsieve", "select", str(agent), "where is my parcel"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        listed = subprocess.run(
+            [*prefix, sys.executable, "-m", "contextsieve", "history", str(agent)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        data.chmod(0o755)
+    assert picked.returncode == 0, picked.stderr[-3000:]
+    assert "warning: cannot open the agent registry" in picked.stderr and "Permission denied" in picked.stderr
+    assert listed.returncode == 1
+    assert "error: cannot open the usage log" in listed.stderr and "Permission denied" in listed.stderr
+    assert "Traceback" not in picked.stderr + listed.stderr
