@@ -81,20 +81,31 @@ def _set_writable(folder: Path, writable: bool) -> None:
         p.chmod((0o755 if writable else 0o555) if p.is_dir() else (0o644 if writable else 0o444))
 
 
-def test_read_only_data_and_cache_folders_select_read_the_history_and_write_nothing(tmp_path: Path) -> None:
-    prefix = _prefix()
+def _setting(tmp_path: Path, **folders: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the example agent in ``tmp_path`` (made enterable by every user) and an environment
+    without the caller's CONTEXTSIEVE_ and XDG_ variables: ``HOME`` a new ``tmp_path/home``, each of
+    ``folders`` created as ``CONTEXTSIEVE_<NAME>`` (``data=...``, ``cache=...``)."""
     tmp_path.chmod(0o755)
-    data, cache, home = tmp_path / "data", tmp_path / "cache", tmp_path / "home"
-    for folder in (data, cache, home):
-        folder.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
     agent = tmp_path / "agent.yaml"
     shutil.copy(example_agent_path(), agent)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
         "HOME": str(home),
-        "CONTEXTSIEVE_DATA": str(data),
         "PYTHONDONTWRITEBYTECODE": "1",
+        **{f"CONTEXTSIEVE_{name.upper()}": str(folder) for name, folder in folders.items()},
     }
+    return agent, env
+
+
+def test_read_only_data_and_cache_folders_select_read_the_history_and_write_nothing(tmp_path: Path) -> None:
+    prefix = _prefix()
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    cache.mkdir()
+    agent, env = _setting(tmp_path, data=data)
 
     def run(args: list[str], cache_dir: Path, with_prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -169,18 +180,9 @@ with StashStore.open(STORE, create=False) as store:
 
 def test_a_stash_in_a_read_only_folder_is_read_and_refuses_writes(tmp_path: Path) -> None:
     prefix = _prefix()
-    tmp_path.chmod(0o755)
-    data, home = tmp_path / "data", tmp_path / "home"
-    data.mkdir()
-    home.mkdir()
+    data = tmp_path / "data"
+    _, env = _setting(tmp_path, data=data, cache=tmp_path / "cache")
     store = data / "team.db"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
-        "HOME": str(home),
-        "CONTEXTSIEVE_DATA": str(data),
-        "CONTEXTSIEVE_CACHE": str(tmp_path / "cache"),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
 
     def run(args: list[str], with_prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*with_prefix, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -232,19 +234,8 @@ def test_a_read_only_embedding_cache_another_process_holds_open_is_read_and_not_
     import sqlite3
 
     prefix = _prefix()
-    tmp_path.chmod(0o755)
-    cache, home = tmp_path / "cache", tmp_path / "home"
-    cache.mkdir()
-    home.mkdir()
-    agent = tmp_path / "agent.yaml"
-    shutil.copy(example_agent_path(), agent)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
-        "HOME": str(home),
-        "CONTEXTSIEVE_DATA": str(tmp_path / "data"),
-        "CONTEXTSIEVE_CACHE": str(cache),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    cache = tmp_path / "cache"
+    agent, env = _setting(tmp_path, data=tmp_path / "data", cache=cache)
     code = f"AGENT = {str(agent)!r}\n" + SELECT_NEW
     filled = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert filled.returncode == 0, filled.stderr[-3000:]
@@ -283,18 +274,8 @@ def test_a_data_folder_that_cannot_be_entered_is_warned_of_not_a_traceback(tmp_p
     """Found by probing: a data folder of mode 000 raised a bare ``PermissionError`` out of
     ``Engine.from_file`` (the registry asked whether its file exists)."""
     prefix = _prefix()
-    tmp_path.chmod(0o755)
-    data, home = tmp_path / "data", tmp_path / "home"
-    data.mkdir()
-    home.mkdir()
-    agent = tmp_path / "agent.yaml"
-    shutil.copy(example_agent_path(), agent)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
-        "HOME": str(home),
-        "CONTEXTSIEVE_DATA": str(data),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    data = tmp_path / "data"
+    agent, env = _setting(tmp_path, data=data)
     data.chmod(0)
     try:
         picked = subprocess.run(
