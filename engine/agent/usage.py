@@ -38,7 +38,15 @@ import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
-from contextsieve.retrieval.cache import BUSY_TIMEOUT, connect_read_only, connect_wal, damaged, text_key, when_free
+from contextsieve.retrieval.cache import (
+    BUSY_TIMEOUT,
+    check_folder,
+    connect_read_only,
+    connect_wal,
+    damaged,
+    text_key,
+    when_free,
+)
 
 __all__ = [
     "UsageLog",
@@ -170,9 +178,7 @@ class UsageLog:
             return self._db
         assert self.path is not None
         try:
-            folder = next((p for p in self.path.parents if p.exists()), None)
-            if folder is not None and not folder.is_dir():  # $CONTEXTSIEVE_DATA naming a file, say
-                raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {folder} is not a folder")
+            check_folder(self.path, "the usage log")
             if not create and not self.path.exists():
                 return None
         except OSError as e:  # a name too long, a folder on the way that may not be searched

@@ -73,9 +73,7 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
     try:
         if path.exists() and not path.is_file():
             raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
-        folder = next((p for p in path.parents if p.exists()), None)
-        if folder is not None and not folder.is_dir():  # $CONTEXTSIEVE_DATA naming a file, say
-            raise EmbeddingCacheError(f"cannot open {what} {path}: {folder} is not a folder")
+        check_folder(path, what)
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT
@@ -85,6 +83,19 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
     except (sqlite3.Error, OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise EmbeddingCacheError(f"cannot open {what} {path}: {e}") from e
     return db
+
+
+def _nearest_folder(path: Path) -> Path | None:
+    """The nearest of ``path``'s parents that exists (``None``: none can be seen)."""
+    return next((p for p in path.parents if os.path.exists(p)), None)
+
+
+def check_folder(path: Path, what: str) -> None:
+    """:class:`EmbeddingCacheError` naming ``what`` when the nearest existing parent of ``path`` is no
+    folder (``$CONTEXTSIEVE_DATA`` naming a regular file, say)."""
+    folder = _nearest_folder(path)
+    if folder is not None and not os.path.isdir(folder):
+        raise EmbeddingCacheError(f"cannot open {what} {path}: {folder} is not a folder")
 
 
 def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
@@ -134,7 +145,7 @@ def read_only(error: BaseException, path: Path) -> bool:
     text = str(cause).lower()
     if "readonly" in text:
         return True
-    folder = next((p for p in path.parents if os.path.exists(p)), None)  # SQLite could not create the file there
+    folder = _nearest_folder(path)  # where SQLite could not create the file
     return "unable to open" in text and folder is not None and not os.access(folder, os.W_OK, effective_ids=True)
 
 
@@ -206,16 +217,17 @@ class EmbeddingCache:
                 )
                 raise EmbeddingCacheError(f"the embedding cache {self.path} cannot be used ({e}); {advice}") from e
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[bool]:
-        """One write: yields whether to write (not once the cache was found read-only); a write that
-        fails because the file or its folder may not be written (a read-only image whose ``-shm`` file
-        let it open) makes the cache read-only from then on, with one warning, instead of an error."""
+    def _insert(self, table: str, rows: list[tuple[str, str, bytes]]) -> None:
+        """Insert or replace ``rows`` of ``table`` in one transaction; skipped once the cache was found
+        read-only. A write that fails because the file or its folder may not be written (a read-only
+        image whose ``-shm`` file let it open) makes the cache read-only from then on, with one
+        warning, instead of an error."""
         if self.read_only:
-            yield False
             return
         try:
-            yield True
+            with self._guard(), self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)", rows)
         except EmbeddingCacheError as e:
             if not read_only(e, self.path):
                 raise
@@ -224,7 +236,7 @@ class EmbeddingCache:
                 f"{e}: what it holds is still read, and new vectors are kept in memory for this process; set "
                 "$CONTEXTSIEVE_CACHE (or Engine(cache_dir=...)) to a folder this user may write",
                 CacheFolderWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
 
     def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
@@ -303,11 +315,7 @@ class EmbeddingCache:
         for t, v in zip(texts, arr):
             key, payload = text_key(t), v.tobytes()
             rows.append((self.model_id, key, payload + _digest(self.model_id, key, payload)))
-        with self._writing() as write:
-            if write:
-                with self._guard(), self._db:
-                    self._db.execute("BEGIN IMMEDIATE")
-                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+        self._insert("vectors", rows)
 
     def get_plans(self, keys: Sequence[str]) -> dict[str, list[list[object]]]:
         """Verified chunk plans by key (a plan is a JSON list the caller wrote with :meth:`put_plans`);
@@ -337,11 +345,7 @@ class EmbeddingCache:
         for key, plan in plans.items():
             payload = json.dumps(plan, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             rows.append((self.model_id, key, payload + _digest(self.model_id, "plan:" + key, payload)))
-        with self._writing() as write:
-            if write:
-                with self._guard(), self._db:
-                    self._db.execute("BEGIN IMMEDIATE")
-                    self._db.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", rows)
+        self._insert("plans", rows)
 
     def forget_plans(self, mark: str) -> int | None:
         """Delete this model's plans whose stored text contains ``mark``; returns how many, or ``None``
