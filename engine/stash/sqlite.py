@@ -220,15 +220,15 @@ class SqliteBackend(SqliteChecks):
                 raise StashError(f"{self.location} is a SQLite database of something else, not a stash")
             if not self._create:
                 raise self._missing("an empty database")
-        if self.read_only:  # read as it is: no journal mode set, no table made, no format upgraded
-            fmt = self._format(db)
-            if fmt is None or fmt[0] != FORMAT:
-                found = fmt[0] if fmt else "none"
-                raise StashError(
-                    f"{self.location} is a stash of format {found!r}; this version reads {FORMAT!r}, and a store "
-                    "this user may not write cannot be upgraded"
-                )
-            return
+        fmt = self._format(db) if self.read_only else self._writable_setup(db, tables)
+        if fmt is None or fmt[0] != FORMAT:
+            found = fmt[0] if fmt else "none"
+            cannot = ", and a store this user may not write cannot be upgraded" if self.read_only else ""
+            raise StashError(f"{self.location} is a stash of format {found!r}; this version reads {FORMAT!r}{cannot}")
+
+    def _writable_setup(self, db: sqlite3.Connection, tables: set[str]) -> tuple[str] | None:
+        """WAL mode, the tables of a new store, an older format upgraded; the format then. (A store opened
+        read-only is read as it is: :meth:`_open_read_only`.)"""
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StashError(f"the stash {self.location} cannot use WAL mode (got {mode})")
@@ -243,9 +243,7 @@ class SqliteBackend(SqliteChecks):
                 fmt = self._format(db)  # another process may have upgraded it meanwhile
                 if fmt is not None:
                     fmt = (self._upgrade(db, fmt[0]),)
-        if fmt is None or fmt[0] != FORMAT:
-            found = fmt[0] if fmt else "none"
-            raise StashError(f"{self.location} is a stash of format {found!r}; this version reads {FORMAT!r}")
+        return fmt
 
     def _integer_times(self, db: sqlite3.Connection) -> None:
         """See :meth:`SqlBackend._integer_times`: SQLite cannot change a column's type (a REAL column
