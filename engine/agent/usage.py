@@ -204,9 +204,18 @@ class UsageLog:
             if create or damaged(e) or not os.path.isfile(self.path):
                 raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
             try:  # a read-only folder: read what it holds (recording into it raises)
-                self._db = connect_read_only(self.path, "the usage log")
-            except EmbeddingCacheError:
-                raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
+                db = connect_read_only(self.path, "the usage log")
+            except EmbeddingCacheError as unread:  # says why reading fails too
+                raise EmbeddingCacheError(f"{unread}{_advice(unread)}") from unread
+            if not all(_columns(db, kind) for kind in KINDS):  # an empty file: nothing was recorded
+                db.close()
+                return None
+            if any("vector" not in _columns(db, kind) for kind in KINDS):
+                db.close()
+                raise EmbeddingCacheError(
+                    f"{e}; it is of an older format, upgraded by the first process that may write it"
+                ) from e
+            self._db = db
             return self._db
         if any("vector" not in _columns(db, kind) for kind in KINDS):
             when_free(lambda: _add_vectors(db), time.monotonic() + BUSY_TIMEOUT)
@@ -500,8 +509,8 @@ def _another_schema(path: Path) -> str | None:
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return None
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
-    except (OSError, ValueError, sqlite3.Error):
+        db = connect_read_only(path, "the usage log")  # nothing made beside it (a read-only file's -shm)
+    except (OSError, EmbeddingCacheError):
         return None
     try:
         for kind in KINDS:

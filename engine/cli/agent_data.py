@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_reco
 from contextsieve.engine import Engine
 from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, StashError, brief
 from contextsieve.fileio import DATA_ENV
+from contextsieve.retrieval.cache import read_only
 from contextsieve.stash.store import StashStore
 
 __all__ = [
@@ -31,8 +33,10 @@ __all__ = [
     "default_store",
     "history",
     "history_tool",
+    "make_stash_folder",
     "namespaces",
     "rename",
+    "serve_store",
     "settle",
 ]
 
@@ -45,25 +49,54 @@ _MOST = 5
 def default_store(registry: AgentRegistry, identity: str) -> Path:
     """The embedded store ``serve`` uses without ``--stash``: ``stash/<identity>.db`` in the data folder
     (one per agent, :meth:`AgentRegistry.store_path`); the folder is made when missing. :class:`StashError`
-    when it cannot be (a file stands where a folder should)."""
+    when it cannot be (a file stands where a folder should, a folder this user may not write)."""
     path = registry.store_path(identity)
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:  # the data folder or its stash folder is a file (or cannot be made)
-        raise StashError(
-            f"cannot use the stash folder {folder}: {_why(e, folder)}; move that file away, set "
-            f"${DATA_ENV} to another folder, or pass --stash PATH or --no-stash"
-        ) from e
+    make_stash_folder(path.parent)
     return path
 
 
-def _why(error: OSError, folder: Path) -> str:
-    """Why ``folder`` could not be made: the first path on the way that is a file, else the OS's reason."""
-    for p in (*reversed(folder.parents), folder):
-        if p.exists() and not p.is_dir():
-            return f"{p} is a file, not a folder"
-    return error.strerror or str(error)
+def make_stash_folder(folder: Path) -> None:
+    """Make ``folder`` (the data folder's ``stash``) when missing; :class:`StashError` naming why not,
+    with what to do: move a file that stands on the way, or use another folder."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # the data folder or its stash folder is a file, or may not be written
+        blocked = next((p for p in (*reversed(folder.parents), folder) if p.exists() and not p.is_dir()), None)
+        why = f"{blocked} is a file, not a folder; move that file away, set" if blocked else f"{e.strerror or e}; set"
+        raise StashError(
+            f"cannot use the stash folder {folder}: {why} ${DATA_ENV} to a folder this user may write, or pass "
+            "--stash PATH or --no-stash"
+        ) from e
+
+
+def serve_store(engine: Engine, location: str, *, explicit: bool) -> tuple[StashStore | None, list[str]]:
+    """The store ``serve`` uses at ``location`` (``--stash`` when ``explicit``, else the agent's default
+    store), opened for writing, and the lines to print on stderr. Where it may not be written (a
+    read-only data folder or file: :func:`~contextsieve.retrieval.cache.read_only`), a store that exists
+    is read (retrieval works; the stash tools that write answer with the error), and a default store that
+    does not exist is left out (serve goes on without the stash tools), each with a warning line.
+
+    Raises:
+        StashError: anything else (a file on the way, a damaged store), or a ``--stash`` store that does
+            not exist and may not be made.
+    """
+    path = Path(location)
+    try:
+        if not explicit:
+            make_stash_folder(path.parent)
+        return StashStore.open(location, engine.embedder), []
+    except StashError as e:
+        if not read_only(e, path):
+            raise
+        if not os.path.isfile(path):
+            if explicit:
+                raise
+            return None, [f"warning: {e}; serving without the stash tools"]
+        store = StashStore.open(location, engine.embedder, create=False)
+        return store, [
+            f"warning: {e}; the store is read as it is, and the stash tools that write answer with an error "
+            "(pass --stash PATH to a store this user may write)"
+        ]
 
 
 @dataclass(frozen=True)
@@ -149,7 +182,8 @@ def settle(engine: Engine, store: StashStore, *, explicit: bool, registry: Agent
             notes += _candidate_notes(registry, engine, store, explicit)
     except AgentRegistryError as e:
         notes.append(f"{e}; the agent's data elsewhere is not looked for")
-    keep_in_store(agent, store)
+    if not store.backend.read_only:
+        keep_in_store(agent, store)
     return notes
 
 

@@ -5,6 +5,7 @@ and the stash store ``serve`` opens by default."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING
@@ -72,14 +73,14 @@ def serve(args: argparse.Namespace) -> None:
         header_seconds=args.header_timeout,
         body_seconds=args.body_timeout,
     )
-    from contextsieve.cli.agent_data import print_notes, settle
+    from contextsieve.cli.agent_data import print_notes, serve_store, settle
 
     stash = None
     if not args.no_stash:
-        from contextsieve.stash.store import StashStore
-
         location = args.stash or _default_stash(engine.agent)
-        stash = StashStore.open(location, engine.embedder)
+        stash, notes = serve_store(engine, location, explicit=args.stash is not None)
+        print_notes(notes)
+    if stash is not None:
         if not args.stash_session:  # the agent's own namespace: find it, or say where its data may be
             print_notes(settle(engine, stash, explicit=args.stash is not None))
     elif engine.resolution is not None and engine.resolution.note():
@@ -184,11 +185,10 @@ def _default_stash(agent: Agent) -> str:
     alone (shared by every agent of that name) is not read; a note on stderr says how to use it."""
     from contextsieve.agent.identity import stem
     from contextsieve.agent.registry import AgentRegistry
-    from contextsieve.cli.agent_data import default_store
 
-    path = default_store(AgentRegistry(), agent.identity)
+    path = AgentRegistry().store_path(agent.identity)
     old = path.parent / f"{stem(agent.name)}.db"
-    if old != path and old.is_file() and not path.exists():
+    if old != path and os.path.isfile(old) and not os.path.exists(path):
         print(
             f"contextsieve: note: an earlier version kept the stash of every agent named {agent.name!r} in {old}; "
             f"this agent's own store is now {path}. To read the old one: --stash {old} "

@@ -436,12 +436,15 @@ class SessionRegistry:
 
     def _handle_key(self) -> bytes:
         """The key stateless handles are signed with: the store's (made once, by whichever process
-        comes first), else this process's own."""
+        comes first), else this process's own (also for a store this user may only read that has none)."""
         if self._key is None:
             if self._stash is None:
                 self._key = secrets.token_bytes(32)
             else:
-                stored = self._stash.write_value(HANDLE_KEY, secrets.token_hex(32), replace=False)
+                if self._stash.backend.read_only:
+                    stored = self._stash.read_value(HANDLE_KEY) or secrets.token_hex(32)
+                else:
+                    stored = self._stash.write_value(HANDLE_KEY, secrets.token_hex(32), replace=False)
                 try:
                     self._key = bytes.fromhex(stored)
                 except ValueError as e:

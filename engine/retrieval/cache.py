@@ -43,6 +43,15 @@ __all__ = ["EmbeddingCache", "text_key"]
 DIGEST_BYTES = 16
 
 
+#: The embedding cache's tables: vectors by model id and text hash, chunk plans by model id and key.
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
+    "PRIMARY KEY (model, hash))",
+    "CREATE TABLE IF NOT EXISTS plans (model TEXT NOT NULL, key TEXT NOT NULL, plan BLOB NOT NULL, "
+    "PRIMARY KEY (model, key))",
+)
+
+
 def text_key(text: str) -> str:
     """sha256 hex of the UTF-8 text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -74,6 +83,7 @@ def connect_wal(path: Path, schema: str | tuple[str, ...], what: str) -> sqlite3
         if path.exists() and not path.is_file():
             raise EmbeddingCacheError(f"cannot open {what} {path}: not a regular file")
         check_folder(path, what)
+        check_writable(path, what)
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT
@@ -98,32 +108,78 @@ def check_folder(path: Path, what: str) -> None:
         raise EmbeddingCacheError(f"cannot open {what} {path}: {folder} is not a folder")
 
 
+def check_writable(path: Path, what: str) -> None:
+    """:class:`EmbeddingCacheError` (caused by a :class:`PermissionError`, so :func:`read_only` says so)
+    when the file at ``path`` or its ``-wal`` or ``-shm`` file exists and this user may not write it.
+    Checked before SQLite opens the file: it would open a read-only file for reading without a word and
+    then create its ``-wal`` and ``-shm`` files with the file's own mode, read-only files that keep
+    every later writer out once the file is made writable again."""
+    blocked = unwritable(path)
+    if blocked is not None:
+        raise EmbeddingCacheError(f"cannot open {what} {path}: attempt to write a readonly database ({blocked})") from (
+            PermissionError(errno.EACCES, "may not be written", str(path))
+        )
+
+
+def unwritable(path: Path) -> str | None:
+    """Which of the SQLite file ``path`` and its ``-wal`` and ``-shm`` files exists and may not be written
+    by this user, said with what to do for a ``-shm`` (or empty ``-wal``) file left behind by a process
+    that could only read the file (``None``: none)."""
+    ids = os.access in os.supports_effective_ids
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if os.path.isfile(p) and not os.access(p, os.W_OK, effective_ids=ids):
+            said = f"{p} may not be written by this user"
+            if p != path and (p.name.endswith("-shm") or os.path.getsize(p) == 0):
+                said += "; it holds no data: delete it when no process has the database open"
+            return said
+    return None
+
+
 def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
     """A read-only connection to one of the project's shared SQLite files where :func:`connect_wal`
     cannot open it for writing (a read-only folder or file: SQLite's WAL mode needs to create the
-    ``-shm`` file beside it). Opened ``mode=ro`` when its ``-shm`` and ``-wal`` files are there, else as
-    immutable when no write-ahead log is left (what the file holds is then all there is to read).
+    ``-shm`` file beside it). Nothing is created beside the file: it is opened ``mode=ro`` when its
+    ``-shm`` and ``-wal`` files are both there, else as immutable when no write-ahead log is left (what
+    the file holds is then all there is to read).
 
     Raises:
-        EmbeddingCacheError: it cannot be read this way either (a ``-wal`` file that cannot be read
-            without writing, a file this user may not read).
+        EmbeddingCacheError: it cannot be read this way either (a ``-wal`` file holding changes without
+            its ``-shm`` file, which SQLite cannot read without creating that file; a file this user may
+            not read).
     """
-    wal = Path(f"{path}-wal")
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
     try:
         uri = path.resolve().as_uri()
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
-        try:
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return db
-        except sqlite3.Error:
-            db.close()
-            if wal.exists() and wal.stat().st_size:
-                raise
+        logged = wal.exists() and wal.stat().st_size > 0
+        if wal.exists() and shm.exists():
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.Error:
+                db.close()
+                if logged:
+                    raise
+        elif logged:
+            raise EmbeddingCacheError(
+                f"cannot read {what} {path}: its write-ahead log {wal} holds changes not yet in the file, and "
+                f"SQLite reads that log only with its index {shm}, which is missing and may not be created here; "
+                f"open it once where {path.parent} may be written (any contextsieve command that reads it merges "
+                "the log into the file), then make it read-only again"
+            )
         db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return db
     except (sqlite3.Error, OSError, ValueError) as e:
-        raise EmbeddingCacheError(f"cannot read {what} {path}: {e}") from e
+        raise EmbeddingCacheError(f"cannot read {what} {path}: {_reason(e, path)}") from e
+
+
+def _reason(error: BaseException, path: Path) -> str:
+    """SQLite's "unable to open database file" said plainly where the file is one this user may not read."""
+    if isinstance(error, sqlite3.Error) and "unable to open" in str(error).lower():
+        if os.path.exists(path) and not os.access(path, os.R_OK, effective_ids=os.access in os.supports_effective_ids):
+            return f"{path} may not be read by this user"
+    return str(error)
 
 
 #: Seconds a connection of :func:`connect_wal` waits for another process's lock.
@@ -191,17 +247,30 @@ class EmbeddingCache:
         #: :class:`~contextsieve.errors.CacheFolderWarning`); what it holds is still read.
         self.read_only = False
         self._lock = threading.Lock()  # one connection, used by one thread at a time
-        self._db = connect_wal(
-            self.path,
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, "
-            "PRIMARY KEY (model, hash))",
-            "the embedding cache",
+        try:
+            self._db = connect_wal(self.path, _TABLES, "the embedding cache")
+        except EmbeddingCacheError as e:
+            if not read_only(e, self.path) or not os.path.isfile(self.path):
+                raise
+            try:  # a filled cache on a read-only image: read what it holds
+                self._db = connect_read_only(self.path, "the embedding cache")
+            except EmbeddingCacheError:
+                raise e from None
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"vectors", "plans"} <= tables:
+                self._db.close()
+                raise e from None
+            self._skip_writes(e)
+
+    def _skip_writes(self, error: EmbeddingCacheError) -> None:
+        """Skip every write from now on, said once: the file or its folder may not be written."""
+        self.read_only = True
+        warnings.warn(
+            f"{error}: what it holds is still read, and new vectors are kept in memory for this process; set "
+            "$CONTEXTSIEVE_CACHE (or Engine(cache_dir=...)) to a folder this user may write",
+            CacheFolderWarning,
+            stacklevel=4,
         )
-        with self._guard():
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS plans (model TEXT NOT NULL, key TEXT NOT NULL, plan BLOB NOT NULL, "
-                "PRIMARY KEY (model, key))"
-            )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -231,13 +300,7 @@ class EmbeddingCache:
         except EmbeddingCacheError as e:
             if not read_only(e, self.path):
                 raise
-            self.read_only = True
-            warnings.warn(
-                f"{e}: what it holds is still read, and new vectors are kept in memory for this process; set "
-                "$CONTEXTSIEVE_CACHE (or Engine(cache_dir=...)) to a folder this user may write",
-                CacheFolderWarning,
-                stacklevel=3,
-            )
+            self._skip_writes(e)
 
     def get(self, texts: Sequence[str], dim: int | None = None) -> dict[int, np.ndarray]:
         """Verified cached vectors of ``texts`` by their position in ``texts``.

@@ -229,6 +229,9 @@ class StashBackend(Protocol):
     #: "sqlite" or "postgres"; ``location`` names the file or server (no password) in messages.
     kind: str
     location: str
+    #: Whether the store is only read: an embedded store in a file or folder this user may not write,
+    #: opened with ``create=False`` (its writes raise :class:`~contextsieve.errors.StashError`).
+    read_only: bool
 
     def meta(self) -> StoreMeta: ...
 

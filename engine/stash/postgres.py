@@ -145,6 +145,7 @@ class PostgresBackend(SqlBackend):
     """
 
     kind = "postgres"
+    read_only = False  # a role without write rights is an error at its first write
     dialect = DIALECT
 
     def __init__(self, uri: str, config: PostgresConfig | None = None, *, create: bool = True) -> None:

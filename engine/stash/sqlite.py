@@ -14,6 +14,7 @@ whole transaction or none of it.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
@@ -34,7 +35,7 @@ from contextsieve.errors import (
     StashError,
     StashNotFoundError,
 )
-from contextsieve.retrieval.cache import connect_read_only, read_only
+from contextsieve.retrieval.cache import connect_read_only, read_only, unwritable
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow
@@ -133,6 +134,20 @@ class SqliteBackend(SqliteChecks):
         self._create = create
         self._indexes_checked = False  # the listing indexes matched the table (checked once, on a listing)
         self._check_path()
+        self.read_only = False
+        self._table: VectorTable | None = None
+        self._seq = 0
+        self._version = -1
+        self._graph_saved = -1  # the table's graph_built count at the last save
+        blocked = unwritable(self.path)  # before SQLite opens a read-only file and makes read-only -wal/-shm
+        if blocked is not None:
+            said = f"cannot write the stash {self.location}: attempt to write a readonly database ({blocked})"
+            refused = StashError(said)
+            refused.__cause__ = PermissionError(errno.EACCES, "may not be written", self.location)
+            if create:
+                raise refused
+            self._open_read_only(refused)
+            return
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +161,6 @@ class SqliteBackend(SqliteChecks):
             if not create and not self.path.exists():  # removed since it was checked
                 raise self._missing() from e
             raise StashError(f"cannot open the stash {self.location}: {e}") from e
-        self.read_only = False
         try:
             self._setup()
         except StashError as e:
@@ -157,10 +171,6 @@ class SqliteBackend(SqliteChecks):
         except BaseException:
             self._db.close()
             raise
-        self._table: VectorTable | None = None
-        self._seq = 0
-        self._version = -1
-        self._graph_saved = -1  # the table's graph_built count at the last save
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -171,8 +181,8 @@ class SqliteBackend(SqliteChecks):
         read either, or needs an upgrade of its format."""
         try:
             self._db = connect_read_only(self.path, "the stash")
-        except ContextSieveError:
-            raise error from None
+        except ContextSieveError as e:
+            raise StashError(f"{error}; {e}") from e
         self.read_only = True
         try:
             self._setup()
@@ -441,8 +451,8 @@ class SqliteBackend(SqliteChecks):
     def _save_graph(self) -> None:
         """Save the table's graph beside the store (a failure is a warning: the store is intact)."""
         table = self._table
-        if table is None or table.chunks.graph is None or not self.config.save_graph:
-            return
+        if table is None or table.chunks.graph is None or not self.config.save_graph or self.read_only:
+            return  # a store this user may not write: its graph is kept in memory only
         try:
             save_graph(table.chunks, self._graph_folder)
         except (OSError, RuntimeError) as e:

@@ -11,22 +11,15 @@ stop, they run without the capabilities that override them (``setpriv``, as in
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import pytest
-
-from contextsieve import example_agent_path
-
-NO_OVERRIDE = (
-    "setpriv",
-    "--inh-caps=-dac_override,-dac_read_search,-fowner",
-    "--bounding-set=-dac_override,-dac_read_search,-fowner",
-    "--",
-)
+from tests.helpers.read_only import prefix as _prefix
+from tests.helpers.read_only import set_writable as _set_writable
+from tests.helpers.read_only import setting as _setting
+from tests.helpers.read_only import tree as _tree
 
 RECORD = """
 import json
@@ -58,47 +51,6 @@ print(json.dumps({
     "refused": refused,
 }))
 """
-
-
-def _prefix() -> tuple[str, ...]:
-    """What runs a command so that file modes bind it: nothing for a user other than root, else
-    :data:`NO_OVERRIDE` (skipped where setpriv cannot drop those capabilities here)."""
-    if os.geteuid() != 0:
-        return ()
-    if shutil.which("setpriv"):
-        probe = subprocess.run([*NO_OVERRIDE, sys.executable, "-c", "pass"], capture_output=True, timeout=120)
-        if probe.returncode == 0:
-            return NO_OVERRIDE
-    pytest.skip("root, and setpriv cannot drop the capabilities that let root write a read-only folder")
-
-
-def _tree(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
-
-
-def _set_writable(folder: Path, writable: bool) -> None:
-    for p in [folder, *folder.rglob("*")]:
-        p.chmod((0o755 if writable else 0o555) if p.is_dir() else (0o644 if writable else 0o444))
-
-
-def _setting(tmp_path: Path, **folders: Path) -> tuple[Path, dict[str, str]]:
-    """A copy of the example agent in ``tmp_path`` (made enterable by every user) and an environment
-    without the caller's CONTEXTSIEVE_ and XDG_ variables: ``HOME`` a new ``tmp_path/home``, each of
-    ``folders`` created as ``CONTEXTSIEVE_<NAME>`` (``data=...``, ``cache=...``)."""
-    tmp_path.chmod(0o755)
-    home = tmp_path / "home"
-    home.mkdir()
-    for folder in folders.values():
-        folder.mkdir(parents=True, exist_ok=True)
-    agent = tmp_path / "agent.yaml"
-    shutil.copy(example_agent_path(), agent)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSIEVE_", "XDG_"))},
-        "HOME": str(home),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        **{f"CONTEXTSIEVE_{name.upper()}": str(folder) for name, folder in folders.items()},
-    }
-    return agent, env
 
 
 def test_read_only_data_and_cache_folders_select_read_the_history_and_write_nothing(tmp_path: Path) -> None:
@@ -299,3 +251,83 @@ def test_a_data_folder_that_cannot_be_entered_is_warned_of_not_a_traceback(tmp_p
     assert listed.returncode == 1
     assert "error: cannot open the usage log" in listed.stderr and "Permission denied" in listed.stderr
     assert "Traceback" not in picked.stderr + listed.stderr
+
+
+SECRET = "The Lisbon office closes early on 24 December."
+
+
+async def _serve_calls(params: Any, stash: bool) -> dict[str, Any]:
+    """What ``serve`` offers and answers: its tool names, a selection, and (``stash``) a retrieve and a
+    refused stash."""
+    from mcp import Client
+
+    from tests.helpers.mcp_results import refused, result
+
+    out: dict[str, Any] = {}
+    async with Client(params, read_timeout_seconds=300) as c:
+        out["tools"] = sorted(t.name for t in (await c.list_tools()).tools)
+        out["selected"] = result(await c.call_tool("select_context", {"message": "where is my parcel"}))
+        if stash:
+            got = result(await c.call_tool("retrieve_stashed_context", {"query": "when does the Lisbon office close"}))
+            out["found"] = [s["text"] for s in got["segments"]]
+            out["refused"] = await refused(
+                c.call_tool("stash_context", {"segments": [{"text": "one more"}]}), "readonly"
+            )
+    return out
+
+
+def test_serve_on_a_read_only_data_folder_reads_the_agents_stash_or_serves_without_one(tmp_path: Path) -> None:
+    """Found by probing: ``serve AGENT`` on a read-only data folder did not start ("cannot use the stash
+    folder ...: Permission denied; move that file away ..."): its default store was opened for writing.
+    Now an existing store is read (retrieval works, a stash is refused with the error), and where the
+    agent has none, serve starts without the stash tools; each is said on stderr."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    prefix = _prefix()
+    data, empty = tmp_path / "data", tmp_path / "empty"
+    agent, env = _setting(tmp_path, data=data, cache=tmp_path / "cache")
+    empty.mkdir()
+
+    def params(with_prefix: tuple[str, ...], folder: Path) -> StdioServerParameters:
+        command = [*with_prefix, sys.executable, "-m", "contextsieve", "serve", str(agent), "--offline"]
+        return StdioServerParameters(
+            command=command[0], args=command[1:], env={**env, "CONTEXTSIEVE_DATA": str(folder)}, cwd=str(tmp_path)
+        )
+
+    async def fill() -> None:
+        from tests.helpers.mcp_results import result
+
+        async with Client(params((), data), read_timeout_seconds=300) as c:
+            result(await c.call_tool("stash_context", {"segments": [{"text": SECRET}]}))
+
+    anyio.run(fill)
+    assert len(list((data / "stash").glob("*.db"))) == 1
+    try:
+        _set_writable(data, False)
+        _set_writable(empty, False)
+        before = _tree(data)
+        got = anyio.run(_serve_calls, params(prefix, data), True)
+        assert got["found"][:1] == [SECRET]
+        assert "may not be written" in got["refused"] or "readonly" in got["refused"]
+        assert got["selected"]["items"] or got["selected"]
+        assert "stash_context" in got["tools"]
+        assert _tree(data) == before
+        bare = anyio.run(_serve_calls, params(prefix, empty), False)
+        assert "select_context" in bare["tools"]
+        assert not [t for t in bare["tools"] if "stash" in t], bare["tools"]
+        said = subprocess.run(
+            [*prefix, sys.executable, "-m", "contextsieve", "serve", str(agent), "--offline"],
+            input="",
+            env={**env, "CONTEXTSIEVE_DATA": str(empty)},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert said.returncode == 0, said.stderr[-3000:]
+        assert "serving without the stash tools" in said.stderr and "move that file away" not in said.stderr
+        assert not any(empty.iterdir())
+    finally:
+        _set_writable(data, True)
+        _set_writable(empty, True)

@@ -24,6 +24,7 @@ import pytest
 
 import contextsieve.kernels
 from contextsieve.kernels.compiled import KERNELS
+from tests.helpers.read_only import root_without_override
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(contextsieve.kernels.__file__).resolve().parent
@@ -222,24 +223,6 @@ def _set_writable(folder: Path, writable: bool) -> None:
             p.chmod(0o644 if writable else 0o444)
 
 
-#: As root, runs a command without the capabilities that let root ignore file modes, so a read-only
-#: install is read-only to it too (util-linux's setpriv).
-NO_OVERRIDE = (
-    "setpriv",
-    "--inh-caps=-dac_override,-dac_read_search,-fowner",
-    "--bounding-set=-dac_override,-dac_read_search,-fowner",
-    "--",
-)
-
-
-def _root_without_override() -> tuple[str, ...]:
-    """:data:`NO_OVERRIDE` when this is root and setpriv can drop those capabilities here, else ()."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        return ()
-    probe = subprocess.run([*NO_OVERRIDE, sys.executable, "-c", "pass"], capture_output=True, timeout=120)
-    return NO_OVERRIDE if probe.returncode == 0 else ()
-
-
 def _as_nobody() -> None:
     os.setgroups([])
     os.setgid(NOBODY)
@@ -288,7 +271,7 @@ def read_only_run(request: pytest.FixtureRequest) -> Iterator[ReadOnlyRun]:
         pre = _as_nobody if as_nobody else None
         # root keeps its uid but loses the capabilities that override file modes, where setpriv exists
         # (without it, root's run still checks that nothing is written inside the install)
-        prefix = () if as_nobody else _root_without_override()
+        prefix = () if as_nobody else root_without_override()
         first = _run(LOAD_ALL, env, cwd=home, preexec=pre, prefix=prefix)
         second = _run(LOAD_ALL, env, cwd=home, preexec=pre, prefix=prefix)
         calls = _run(ENGINE_CALLS, env, cwd=home, preexec=pre, prefix=prefix)
@@ -373,7 +356,7 @@ def test_a_read_only_cache_loads_the_kernels_it_holds_and_writes_nothing(tmp_pat
     """A cache folder filled by ``contextsieve build`` and then made read-only (an edge machine's image)
     is loaded from: no kernel is compiled, nothing is written. A read-only cache without the kernels
     compiles them in memory and warns once that every process will."""
-    prefix = _root_without_override()
+    prefix = root_without_override()
     if os.geteuid() == 0 and not prefix:
         pytest.skip("root, and setpriv cannot drop the capabilities that let root write a read-only folder")
     tmp_path.chmod(0o755)
