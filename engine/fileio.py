@@ -63,11 +63,13 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True, keep_mode: bool = True) -> None:
     """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then ``os.replace``.
 
     On any error the temp file is removed and ``path`` is left as it was. See the module docstring
-    for modes, symlinks (``follow_symlinks``, default ``True``) and stale temp files.
+    for modes, symlinks (``follow_symlinks``, default ``True``) and stale temp files. ``keep_mode=False``
+    gives the file the default mode (``0o666`` less the umask) instead of the mode of the file it
+    replaces: a cache's own file that was made unreadable is replaced by a readable one.
     """
     path = Path(path)
     if follow_symlinks and path.is_symlink():
@@ -76,7 +78,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, follow_symlinks: bool = True)
     _remove_stale_temps(path)
     try:
         st = path.lstat()
-        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _default_mode()
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) and keep_mode else _default_mode()
     except FileNotFoundError:
         mode = _default_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}-", suffix=".tmp")

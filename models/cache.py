@@ -66,6 +66,20 @@ class ModelCache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
 
+    def _not_a_folder(self, path: Path) -> str:
+        blocked = next((p for p in reversed(path.parents) if os.path.exists(p) and not os.path.isdir(p)), path)
+        return (
+            f"cannot use the model cache {self.root}: {blocked} is a file, not a folder; set ${CACHE_ENV} to a "
+            "folder (or move that file away)"
+        )
+
+    def writable(self) -> bool:
+        """Whether a built graph can be kept: the cache's ``models`` folder, or the nearest folder of it that
+        exists, may be written by this user."""
+        folder = next((p for p in (self.root / "models", self.root, *self.root.parents) if os.path.exists(p)), None)
+        ids = os.access in os.supports_effective_ids
+        return folder is not None and os.access(folder, os.W_OK | os.X_OK, effective_ids=ids)
+
     def weights_sha256(self, weights: Path) -> str:
         """sha256 of a weights file, memoised by (real path, size, mtime) so loads skip the 90 MB hash."""
         weights = Path(weights).resolve()
@@ -100,11 +114,17 @@ class ModelCache:
         The file's sha256 is checked here, read in 1 MiB blocks, and the session then reads the same
         file: files are content-named and only ever replaced by rename, so what was checked is what loads.
 
-        Raises :class:`ModelCacheError` when it fails verification."""
+        An entry or model file this user may not read is absent too: the graph is built again (and
+        replaces it where the folder may be written).
+
+        Raises :class:`ModelCacheError` when it fails verification, or when a file stands where a folder
+        of the cache should be."""
         try:
             meta = json.loads(entry.read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, PermissionError):
             return None
+        except NotADirectoryError as e:
+            raise ModelCacheError(self._not_a_folder(entry)) from e
         except (OSError, ValueError) as e:
             raise ModelCacheError(
                 f"cache entry {entry} is unreadable ({e}); rebuild with rebuild=True or delete it"
@@ -124,7 +144,7 @@ class ModelCache:
             raise ModelCacheError(f"cached model {path} is not a regular file; delete it or rebuild with rebuild=True")
         try:
             actual = sha256_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, PermissionError):
             return None
         if actual != expected:
             raise ModelCacheError(
@@ -174,14 +194,16 @@ class ModelCache:
         """Write ``data`` (content-named) and then its entry; returns the ``.onnx`` path."""
         sha = hashlib.sha256(data).hexdigest()
         path = entry.with_name(f"{entry.stem}-{sha[:16]}.onnx")
-        atomic_write_bytes(path, data, follow_symlinks=False)
+        atomic_write_bytes(path, data, follow_symlinks=False, keep_mode=False)
         record = {
             **meta,
             "onnx": path.name,
             "onnx_sha256": sha,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        atomic_write_bytes(entry, json.dumps(record, indent=1, sort_keys=True).encode(), follow_symlinks=False)
+        atomic_write_bytes(
+            entry, json.dumps(record, indent=1, sort_keys=True).encode(), follow_symlinks=False, keep_mode=False
+        )
         for old in entry.parent.glob(f"{entry.stem}-*.onnx"):  # older builds of the same key
             if old != path:
                 try:

@@ -471,7 +471,8 @@ def _cached_graph(
             return cached
         from contextsieve.models.build import build_onnx  # imports onnx: only when building
 
-        note(f"building the {Path(name).name} {variant.value} graph (once per machine and version, about a second)")
+        how = "once per machine and version" if cache.writable() else "in memory: the model cache may not be written"
+        note(f"building the {Path(name).name} {variant.value} graph ({how}, about a second)")
         t_build = time.perf_counter()
         data = build_onnx(folder, variant, weight_type=weight_type if variant is Variant.INT8 else "s8")
         try:

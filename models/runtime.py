@@ -6,7 +6,8 @@ imported: a device identifier and a queue of events (process, OS, sessions, erro
 locally for users who keep their agents' data on their own machines, so it imports ONNX Runtime with
 ``ORT_DISABLE_TELEMETRY=1`` set in the environment first (ONNX Runtime's full opt-out: nothing is
 created, written or sent; it is read once, when the runtime starts). A value the user set is kept:
-``ORT_DISABLE_TELEMETRY=0`` turns the telemetry back on. A program that imported ``onnxruntime``
+``ORT_DISABLE_TELEMETRY=0`` turns the telemetry back on (an empty value is no choice: it is set to
+``1``). A program that imported ``onnxruntime``
 itself before contextsieve did has started the runtime with its own setting.
 """
 
@@ -23,8 +24,9 @@ TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 
 def onnxruntime() -> ModuleType:
     """The ``onnxruntime`` module, imported with :data:`TELEMETRY_ENV` set to ``1`` unless the user
-    set it (see the module docstring)."""
-    os.environ.setdefault(TELEMETRY_ENV, "1")
+    set it (see the module docstring; a blank value is not a setting)."""
+    if not os.environ.get(TELEMETRY_ENV, "").strip():
+        os.environ[TELEMETRY_ENV] = "1"
     import onnxruntime as ort
 
     return ort

@@ -8,8 +8,9 @@ import argparse
 import json
 import sys
 import time
+import warnings
 
-from contextsieve.errors import InputError
+from contextsieve.errors import CacheFolderWarning, InputError, ModelCacheError
 
 __all__ = ["build", "embed"]
 
@@ -17,7 +18,18 @@ __all__ = ["build", "embed"]
 def build(args: argparse.Namespace) -> None:
     """``contextsieve build``: build (or load) the graphs of ``--variant``; with ``auto``, measure the
     candidates and cache the fastest that passes (``--force`` measures again); then compile (or load)
-    the scoring kernels, so a first request waits for neither."""
+    the scoring kernels, so a first request waits for neither. What it builds must be kept: a cache
+    folder this user may not write is a :class:`~contextsieve.errors.ModelCacheError` (a graph or
+    kernel already there is loaded, so the command checks a read-only image's cache)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheFolderWarning)  # raised where the cache could not keep a graph
+        try:
+            _build(args)
+        except CacheFolderWarning as w:
+            raise ModelCacheError(f"contextsieve build cannot fill the cache: {w}") from w
+
+
+def _build(args: argparse.Namespace) -> None:
     from contextsieve.models.embedder import Embedder
     from contextsieve.models.registry import Variant
     from contextsieve.models.variants import candidates, choose_variant
@@ -56,6 +68,13 @@ def _compile_kernels() -> None:
     from contextsieve.kernels.compiled import compile_kernels, kernel_cache_dir, kernels_compiled
 
     if not kernels_compiled():
+        from contextsieve.kernels import _jit
+
+        if _jit.CACHE_PROBLEM is not None:  # compiled, they would be lost with this process
+            raise ModelCacheError(
+                f"contextsieve build cannot keep the scoring kernels ({_jit.CACHE_PROBLEM}); run it as a user who "
+                "may write that folder, or with $CONTEXTSIEVE_CACHE naming one"
+            )
         print("\ncompiling the scoring kernels for this CPU (once per machine)...", flush=True)
     t = time.perf_counter()
     loads = compile_kernels()

@@ -141,7 +141,10 @@ def export_store(
         digest.update((line + "\n").encode("utf-8", "surrogatepass"))
         out.append(line)
     out.append(json.dumps({"end": True, "segments": len(ids), "sha256": digest.hexdigest()}))
-    atomic_write_bytes(Path(path), ("\n".join(out) + "\n").encode("utf-8", "surrogatepass"))
+    try:
+        atomic_write_bytes(Path(path), ("\n".join(out) + "\n").encode("utf-8", "surrogatepass"))
+    except OSError as e:  # the temp file beside it is an inner detail: the error names the file asked for
+        raise StashError(f"cannot write the export {path}: {e.strerror or e}") from e
     return len(ids)
 
 

@@ -42,3 +42,12 @@ def test_a_user_s_own_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(runtime.TELEMETRY_ENV, "0")
     assert runtime.onnxruntime().__name__ == "onnxruntime"
     assert os.environ[runtime.TELEMETRY_ENV] == "0"
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_setting_is_no_choice_and_turns_the_telemetry_off(monkeypatch: pytest.MonkeyPatch, blank: str) -> None:
+    """``ORT_DISABLE_TELEMETRY=`` (set, empty: a shell line or a .env file left blank) was kept as the
+    user's choice, and ONNX Runtime then recorded its telemetry."""
+    monkeypatch.setenv(runtime.TELEMETRY_ENV, blank)
+    runtime.onnxruntime()
+    assert os.environ[runtime.TELEMETRY_ENV] == "1"
