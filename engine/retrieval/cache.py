@@ -163,9 +163,9 @@ def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
         elif logged:
             raise EmbeddingCacheError(
                 f"cannot read {what} {path}: its write-ahead log {wal} holds changes not yet in the file, and "
-                f"SQLite reads that log only with its index {shm}, which is missing and may not be created here; "
-                f"open it once where {path.parent} may be written (any contextsieve command that reads it merges "
-                "the log into the file), then make it read-only again"
+                f"SQLite reads that log only with its index {shm}, which is missing (and is not made where the file "
+                "may not be written); open it once as a user who may write it and its folder (any contextsieve "
+                "command that reads it merges the log into the file), then make it read-only again"
             )
         db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT, check_same_thread=False)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
