@@ -62,10 +62,12 @@ def rebuild(store: StashCore, batch: int, show_progress: bool) -> int:
     """See :meth:`StashStore.rebuild <contextsieve.stash.store.StashStore.rebuild>`."""
     check_count(batch, "batch", 100_000)
     meta = store.backend.meta()
+    todo = list(store.backend.stale(store.model_id, batch))
+    if not todo and meta.model == store.model_id and meta.dim is not None and meta.rebuild_to is None:
+        return 0  # nothing to do, and nothing written (a store this user may only read passes too)
     store.backend.set_meta(meta.model, meta.dim, store.model_id)
     done = 0
     recent: deque[str] = deque(maxlen=batch)
-    todo = list(store.backend.stale(store.model_id, batch))
     # at most every segment is stale; a store with none shows no bar at all (not "0/1")
     total = int(str(store.backend.stats(Filters())["segments"])) if todo else 0
     bar = tqdm(total=total, desc="re-embedding", unit="seg", disable=not show_progress or not todo)
