@@ -51,8 +51,8 @@ def _cache_root() -> tuple[str | None, str | None]:
     try:
         os.makedirs(root, exist_ok=True)
         tempfile.TemporaryFile(dir=root).close()
-    except OSError as e:
-        return None, f"{root}: {e}"
+    except OSError as e:  # the reason, without the name of the temp file tried
+        return None, f"{root}: {e.strerror or e}"
     return root, None
 
 

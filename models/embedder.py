@@ -484,9 +484,9 @@ def _cached_graph(
         except OSError as e:  # a read-only or full cache folder: the graph is still good, in memory
             warnings.warn(
                 f"cannot keep the built {Path(name).name} {variant.value} graph in the model cache {cache.root} "
-                f"({e.strerror or e}): it is used from memory in this process (about 30 MB more) and built "
-                "again by the next one; set $CONTEXTSIEVE_CACHE to a folder this user may write, or run "
-                f"`contextsieve build` once as a user who may write {cache.root}",
+                f"({entry.parent}: {e.strerror or e}): it is used from memory in this process (about 30 MB more) "
+                "and built again by the next one; set $CONTEXTSIEVE_CACHE to a folder this user may write, or run "
+                f"`contextsieve build` once as a user who may write {entry.parent}",
                 CacheFolderWarning,
                 stacklevel=3,
             )

@@ -28,6 +28,7 @@ import os
 import platform
 import statistics
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contextsieve.errors import InputError, ModelError
+from contextsieve.errors import CacheFolderWarning, InputError, ModelError
 from contextsieve.fileio import atomic_write_bytes
 from contextsieve.models import runtime
 from contextsieve.models.cache import ModelCache
@@ -431,6 +432,11 @@ def choose_variant(
         )
         try:
             atomic_write_bytes(path, json.dumps(choice.to_json(), indent=1).encode(), follow_symlinks=False)
-        except OSError:
-            pass  # a read-only cache still works: this process uses the choice, the next measures again
+        except OSError as e:  # a read-only cache still works: this process uses the choice, the next predicts
+            warnings.warn(
+                f"cannot keep the measured variant choice in the model cache {path.parent} ({e.strerror or e}): "
+                "it is used in this process, and the next runs the variant the CPU's features predict",
+                CacheFolderWarning,
+                stacklevel=2,
+            )
         return choice

@@ -204,8 +204,8 @@ class AgentRegistry:
 
         try:
             db = connect_read_only(self.path, "the agent registry")
-        except ContextSieveError:
-            raise error from None
+        except ContextSieveError as unread:  # why it cannot be read either
+            raise AgentRegistryError(f"{error}; {unread}") from unread
         try:
             found = self._found(agent, current, _records(db))
             given = _names(db, found.identity)

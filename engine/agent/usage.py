@@ -45,6 +45,7 @@ from contextsieve.retrieval.cache import (
     connect_wal,
     damaged,
     text_key,
+    unwritable,
     when_free,
 )
 
@@ -228,7 +229,10 @@ class UsageLog:
             try:
                 yield self._open(create)
             except sqlite3.Error as e:
-                raise EmbeddingCacheError(f"the usage log {self.path} cannot be used ({e}){_advice(e)}") from e
+                why = str(e)
+                if "readonly" in why.lower() and self.path is not None:  # which file, or the folder
+                    why = unwritable(self.path) or f"{why}: {self.path.parent} may not be written by this user"
+                raise EmbeddingCacheError(f"the usage log {self.path} cannot be used ({why}){_advice(e)}") from e
 
     def record(
         self,

@@ -20,7 +20,14 @@ from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, si
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
 from contextsieve.engine import Engine
-from contextsieve.errors import AgentRegistryError, ContextSieveError, InputError, StashError, brief
+from contextsieve.errors import (
+    AgentRegistryError,
+    ContextSieveError,
+    InputError,
+    StashError,
+    StashNotFoundError,
+    brief,
+)
 from contextsieve.fileio import DATA_ENV
 from contextsieve.retrieval.cache import read_only
 from contextsieve.stash.store import StashStore
@@ -88,14 +95,20 @@ def serve_store(engine: Engine, location: str, *, explicit: bool) -> tuple[Stash
     except StashError as e:
         if not read_only(e, path):
             raise
+        without = [f"warning: {e}; serving without the stash tools"]
         if not os.path.isfile(path):
             if explicit:
                 raise
-            return None, [f"warning: {e}; serving without the stash tools"]
-        store = StashStore.open(location, engine.embedder, create=False)
+            return None, without
+        try:
+            store = StashStore.open(location, engine.embedder, create=False)
+        except StashNotFoundError:  # an empty file: no store yet, and none can be made
+            if explicit:
+                raise
+            return None, without
+        other = "" if explicit else " (pass --stash PATH to a store this user may write)"
         return store, [
-            f"warning: {e}; the store is read as it is, and the stash tools that write answer with an error "
-            "(pass --stash PATH to a store this user may write)"
+            f"warning: {e}; the store is read as it is, and the stash tools that write answer with an error{other}"
         ]
 
 
@@ -178,7 +191,7 @@ def settle(engine: Engine, store: StashStore, *, explicit: bool, registry: Agent
                     engine.store.usage_scope = agent.identity
         if found is not None and found.note():
             notes.append(found.note())
-        if not _holds(store, agent.identity):
+        if not _holds(store, agent.identity) and not store.backend.read_only:  # adopting would write it
             notes += _candidate_notes(registry, engine, store, explicit)
     except AgentRegistryError as e:
         notes.append(f"{e}; the agent's data elsewhere is not looked for")

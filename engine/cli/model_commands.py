@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -71,9 +72,10 @@ def _compile_kernels() -> None:
         from contextsieve.kernels import _jit
 
         if _jit.CACHE_PROBLEM is not None:  # compiled, they would be lost with this process
+            where = "$NUMBA_CACHE_DIR" if os.environ.get("NUMBA_CACHE_DIR") else "$CONTEXTSIEVE_CACHE"
             raise ModelCacheError(
                 f"contextsieve build cannot keep the scoring kernels ({_jit.CACHE_PROBLEM}); run it as a user who "
-                "may write that folder, or with $CONTEXTSIEVE_CACHE naming one"
+                f"may write that folder, or with {where} naming one"
             )
         print("\ncompiling the scoring kernels for this CPU (once per machine)...", flush=True)
     t = time.perf_counter()

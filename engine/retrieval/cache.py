@@ -116,22 +116,22 @@ def check_writable(path: Path, what: str) -> None:
     every later writer out once the file is made writable again."""
     blocked = unwritable(path)
     if blocked is not None:
-        raise EmbeddingCacheError(f"cannot open {what} {path}: attempt to write a readonly database ({blocked})") from (
-            PermissionError(errno.EACCES, "may not be written", str(path))
+        raise EmbeddingCacheError(f"cannot open {what} {path}: {blocked}") from PermissionError(
+            errno.EACCES, blocked, str(path)
         )
 
 
 def unwritable(path: Path) -> str | None:
-    """Which of the SQLite file ``path`` and its ``-wal`` and ``-shm`` files exists and may not be written
-    by this user, said with what to do for a ``-shm`` (or empty ``-wal``) file left behind by a process
-    that could only read the file (``None``: none)."""
+    """Why this user may not write the SQLite file ``path`` (a link followed): the first of it and its
+    ``-wal`` and ``-shm`` files that exists and may not be read or written, named, with what to do for a
+    ``-shm`` (or empty ``-wal``) file left behind by a process that could only read the file (``None``:
+    none)."""
     ids = os.access in os.supports_effective_ids
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+    for p in _files(path):
+        if os.path.isfile(p) and not os.access(p, os.R_OK, effective_ids=ids):
+            return f"{p} may not be read by this user{_leftover(p)}"
         if os.path.isfile(p) and not os.access(p, os.W_OK, effective_ids=ids):
-            said = f"{p} may not be written by this user"
-            if p != path and (p.name.endswith("-shm") or os.path.getsize(p) == 0):
-                said += "; it holds no data: delete it when no process has the database open"
-            return said
+            return f"attempt to write a readonly database ({p} may not be written by this user{_leftover(p)})"
     return None
 
 
@@ -147,7 +147,7 @@ def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
             its ``-shm`` file, which SQLite cannot read without creating that file; a file this user may
             not read).
     """
-    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    _, wal, shm = _files(path)
     try:
         uri = path.resolve().as_uri()
         logged = wal.exists() and wal.stat().st_size > 0
@@ -175,11 +175,28 @@ def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
 
 
 def _reason(error: BaseException, path: Path) -> str:
-    """SQLite's "unable to open database file" said plainly where the file is one this user may not read."""
+    """SQLite's "unable to open database file" said plainly where the file, its ``-wal`` or its ``-shm``
+    is one this user may not read."""
     if isinstance(error, sqlite3.Error) and "unable to open" in str(error).lower():
-        if os.path.exists(path) and not os.access(path, os.R_OK, effective_ids=os.access in os.supports_effective_ids):
-            return f"{path} may not be read by this user"
+        ids = os.access in os.supports_effective_ids
+        for p in _files(path):
+            if os.path.isfile(p) and not os.access(p, os.R_OK, effective_ids=ids):
+                return f"{p} may not be read by this user{_leftover(p)}"
     return str(error)
+
+
+def _files(path: Path) -> tuple[Path, Path, Path]:
+    """The SQLite file at ``path`` and its ``-wal`` and ``-shm`` files, beside the file a link points to
+    (where SQLite makes them)."""
+    real = Path(os.path.realpath(path))
+    return real, Path(f"{real}-wal"), Path(f"{real}-shm")
+
+
+def _leftover(p: Path) -> str:
+    """What to do with ``p`` when it is a ``-shm`` (or an empty ``-wal``) file: it holds no data."""
+    if p.name.endswith("-shm") or (p.name.endswith("-wal") and os.path.getsize(p) == 0):
+        return "; it holds no data: delete it when no process has the database open"
+    return ""
 
 
 #: Seconds a connection of :func:`connect_wal` waits for another process's lock.
@@ -254,12 +271,12 @@ class EmbeddingCache:
                 raise
             try:  # a filled cache on a read-only image: read what it holds
                 self._db = connect_read_only(self.path, "the embedding cache")
-            except EmbeddingCacheError:
-                raise e from None
+            except EmbeddingCacheError as unread:  # why reading fails too; still a cache that may not be written
+                raise EmbeddingCacheError(str(unread)) from e
             tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"vectors", "plans"} <= tables:
+            if not {"vectors", "plans"} <= tables:  # an empty file, say: a cache that may not be written
                 self._db.close()
-                raise e from None
+                raise
             self._skip_writes(e)
 
     def _skip_writes(self, error: EmbeddingCacheError) -> None:

@@ -135,15 +135,15 @@ class SqliteBackend(SqliteChecks):
         self._indexes_checked = False  # the listing indexes matched the table (checked once, on a listing)
         self._check_path()
         self.read_only = False
+        self._stamp: tuple[object, ...] = ()
         self._table: VectorTable | None = None
         self._seq = 0
         self._version = -1
         self._graph_saved = -1  # the table's graph_built count at the last save
         blocked = unwritable(self.path)  # before SQLite opens a read-only file and makes read-only -wal/-shm
         if blocked is not None:
-            said = f"cannot write the stash {self.location}: attempt to write a readonly database ({blocked})"
-            refused = StashError(said)
-            refused.__cause__ = PermissionError(errno.EACCES, "may not be written", self.location)
+            refused = StashError(f"cannot open the stash {self.location} to write: {blocked}")
+            refused.__cause__ = PermissionError(errno.EACCES, blocked, self.location)
             if create:
                 raise refused
             self._open_read_only(refused)
@@ -179,6 +179,7 @@ class SqliteBackend(SqliteChecks):
         ``stash stats``, ``namespaces``, ``export`` and retrieval work, and a write raises
         :class:`~contextsieve.errors.StashError` naming the store. Raises ``error`` when it cannot be
         read either, or needs an upgrade of its format."""
+        self._stamp = self._file_stamp()
         try:
             self._db = connect_read_only(self.path, "the stash")
         except ContextSieveError as e:
@@ -189,6 +190,34 @@ class SqliteBackend(SqliteChecks):
         except BaseException:
             self._db.close()
             raise
+
+    def _file_stamp(self) -> tuple[object, ...]:
+        """What shows that another process wrote the file since it was opened to read: the file's inode,
+        size and time, and whether its ``-wal`` and ``-shm`` files exist."""
+        real = os.path.realpath(self.path)
+        try:
+            st = os.stat(real)
+            head: object = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            head = None
+        return (head, os.path.exists(f"{real}-wal"), os.path.exists(f"{real}-shm"))
+
+    def _reconnect_if_lost(self) -> None:
+        """A store opened to read as immutable (no ``-wal`` and ``-shm`` files beside it: nothing may be made
+        there) sees nothing another process writes afterwards, and SQLite leaves its reads undefined once
+        the file changes; so when the file's stamp (:meth:`_file_stamp`) changed since it was opened, it is
+        opened again and its table read afresh (a few stat calls per operation, on read-only stores only)."""
+        if not self.read_only or self._pinned is not None or self._file_stamp() == self._stamp:
+            return
+        with self.lock:
+            stamp = self._file_stamp()
+            try:
+                db = connect_read_only(self.path, "the stash")
+            except ContextSieveError as e:
+                raise StashError(f"the stash {self.location} changed, and cannot be read again: {e}") from e
+            self._db.close()
+            self._db, self._stamp = db, stamp
+            self._table, self._seq, self._version, self._graph_saved = None, 0, -1, -1
 
     def _missing(self, what: str = "no such file") -> StashNotFoundError:
         return StashNotFoundError(
@@ -270,6 +299,7 @@ class SqliteBackend(SqliteChecks):
                 yield
                 return
             with self._guard():
+                self._reconnect_if_lost()
                 self._pinned = self._sync()
             try:
                 yield

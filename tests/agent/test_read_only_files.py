@@ -61,17 +61,21 @@ def test_build_fails_where_it_cannot_keep_what_it_builds_and_checks_a_filled_rea
         assert "in memory: the model cache may not be written" in empty.stderr
         assert not any(cache.iterdir())
         set_writable(cache, True)
-        filled = run([*CLI, "build", "--variant", "int8"], env, tmp_path)
+        filled = run([*CLI, "build"], env, tmp_path)  # every candidate graph, the measured choice, the kernels
         assert filled.returncode == 0, filled.stderr[-3000:]
         set_writable(cache, False)
         before = tree(cache)
-        checked = run([*CLI, "build", "--variant", "int8"], env, tmp_path, pre)
+        checked = run([*CLI, "build"], env, tmp_path, pre)
         assert checked.returncode == 0, checked.stderr[-3000:]
-        assert "int8: loaded from cache" in checked.stdout
+        assert "int8: loaded from cache" in checked.stdout and "cached choice" in checked.stdout
         assert "scoring kernels: loaded from the cache" in checked.stdout
+        measured = run([*CLI, "build", "--force"], env, tmp_path, pre)  # a choice it cannot keep
+        assert measured.returncode == 1, measured.stdout
+        assert "cannot keep the measured variant choice" in measured.stderr
         no_room = run([*CLI, "build", "--variant", "int8"], {**env, "NUMBA_CACHE_DIR": str(no_kernels)}, tmp_path, pre)
         assert no_room.returncode == 1, no_room.stdout
         assert "cannot keep the scoring kernels" in no_room.stderr and str(no_kernels) in no_room.stderr
+        assert "$NUMBA_CACHE_DIR naming one" in no_room.stderr and not re.search(r"no-kernels/\.?tmp", no_room.stderr)
         assert "compiling" not in no_room.stdout
         assert tree(cache) == before and not any(no_kernels.iterdir())
     finally:
@@ -184,6 +188,16 @@ def test_read_only_history_files_an_empty_one_one_with_an_unmerged_log_and_one_o
     finally:
         for name in ("history.sqlite", "agents.sqlite"):
             (data / name).chmod(0o644)
+    held = sqlite3.connect(data / "history.sqlite")  # a process holds it: its -shm is there, then made 444
+    try:
+        held.execute("SELECT count(*) FROM examples").fetchone()
+        (data / "history.sqlite-shm").chmod(0o444)
+        forgot = run([*CLI, "history", str(agent), "--forget"], env, tmp_path, pre)
+    finally:
+        (data / "history.sqlite-shm").chmod(0o644)
+        held.close()
+    assert forgot.returncode == 1 and "Traceback" not in forgot.stderr
+    assert "history.sqlite-shm may not be written by this user; it holds no data: delete it" in forgot.stderr
     again = "from contextsieve import Engine\n" + (
         f"engine = Engine.from_file({str(agent)!r})\n"
         "engine.record_tool_calls('another request', [t.key for t in engine.agent.tools if t.key.name == 'git_log'])\n"
@@ -259,3 +273,102 @@ def test_read_only_store_and_embedding_cache_files_are_read_with_nothing_made_be
     assert len(said) == 1 and "embedding cache" in said[0] and "what it holds is still read" in said[0], said
     assert tree(cache) == before
     assert os.path.exists(cache / "embeddings.sqlite")
+
+
+LONG_READER = """
+import sys
+from contextsieve import StashStore
+with StashStore.open(STORE, create=False) as store:
+    for _ in range(2):
+        top = [h.segment.text for h in store.retrieve("when do we ship", session="team")][:1]
+        print(store.stats()["segments"], top, flush=True)
+        sys.stdin.readline()
+"""
+
+
+def test_a_long_reader_of_a_store_it_may_not_write_sees_what_a_writer_adds_later(tmp_path: Path, kernels: Path) -> None:
+    """A store of mode 444 with no ``-wal`` and ``-shm`` beside it is opened as immutable (nothing may be
+    made beside it); a reader that stays (``serve``) kept the rows it first saw after the owner added,
+    renamed or deleted some, where SQLite leaves reads undefined. It opens the file again once it changed."""
+    import subprocess
+
+    from contextsieve import StashStore
+
+    pre = prefix()
+    _, env = setting(tmp_path, data=tmp_path / "data", cache=tmp_path / "cache")
+    env = _env(env, kernels)
+    store = tmp_path / "data" / "team.db"
+    with StashStore.open(store) as s:
+        s.stash(["The cat sleeps on the sofa."], session="team")
+    store.chmod(0o444)
+    reader = subprocess.Popen(
+        [*pre, sys.executable, "-c", f"STORE = {str(store)!r}\n" + LONG_READER],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdin is not None
+        first = reader.stdout.readline()
+        assert first.startswith("1 "), first + (reader.stderr.read() if reader.poll() is not None else "")
+        with StashStore.open(store) as s:  # the owner (root here) writes the file
+            s.stash(["We ship the release on Friday."], session="team")
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        second = reader.stdout.readline()
+        reader.stdin.write("\n")
+        reader.stdin.close()
+        assert reader.wait(timeout=300) == 0, reader.stderr.read()[-3000:]
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+        store.chmod(0o644)
+    assert second.startswith("2 ") and "Friday" in second, second
+
+
+def test_empty_files_where_nothing_may_be_written_are_no_store_and_no_cache(tmp_path: Path, kernels: Path) -> None:
+    """A zero-byte default stash store in a read-only folder stopped ``serve`` ("no stash store ...: a store
+    is made by its first writer: serve"), and a zero-byte ``embeddings.sqlite`` of mode 444 stopped
+    ``select``; each is what no file is there: serve goes on without the stash tools, select without
+    the cache, each with a warning."""
+    pre = prefix()
+    cache, data = tmp_path / "cache", tmp_path / "data"
+    agent, env = setting(tmp_path, data=data, cache=cache)
+    env = _env(env, kernels)
+    serve = [*CLI, "serve", str(agent), "--offline"]
+    made = run(serve, env, tmp_path)  # the host leaves at once: the agent's default store is made
+    assert made.returncode == 0, made.stderr[-3000:]
+    (store,) = (data / "stash").glob("*.db")
+    store.write_bytes(b"")
+    set_writable(data / "stash", False)
+    try:
+        served = run(serve, env, tmp_path, pre)
+    finally:
+        set_writable(data / "stash", True)
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert "serving without the stash tools" in served.stderr and "Traceback" not in served.stderr
+    (cache / "embeddings.sqlite").write_bytes(b"")
+    (cache / "embeddings.sqlite").chmod(0o444)
+    try:
+        picked = run([*CLI, "select", str(agent), ASK], env, tmp_path, pre)
+    finally:
+        (cache / "embeddings.sqlite").chmod(0o644)
+    assert picked.returncode == 0, picked.stderr[-3000:]
+    assert "warning: cannot open the embedding cache" in picked.stderr and "kept in memory" in picked.stderr
+    assert (cache / "embeddings.sqlite").stat().st_size == 0
+
+
+def test_the_files_beside_a_linked_database_are_looked_for_beside_its_target(tmp_path: Path) -> None:
+    """SQLite makes a linked database's ``-wal`` and ``-shm`` beside the file the link points to; a
+    leftover read-only ``-shm`` there was never named (they were looked for beside the link)."""
+    from contextsieve.retrieval.cache import _files
+
+    target = tmp_path / "real" / "history.sqlite"
+    target.parent.mkdir()
+    target.write_bytes(b"")
+    link = tmp_path / "history.sqlite"
+    link.symlink_to(target)
+    assert _files(link) == (target, Path(f"{target}-wal"), Path(f"{target}-shm"))
