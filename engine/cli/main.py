@@ -227,8 +227,8 @@ def _add_stash_commands(sub: _Commands) -> None:
         "checks a sample and writes them instead of embedding)",
     )
     a = acts.add_parser("import", help="read an export file into a store (made when missing)")
-    a.add_argument("store", help="the export file")
-    a.add_argument("target", nargs="?", help="the store to write into")
+    a.add_argument("store", metavar="FILE", help="the export file")
+    a.add_argument("target", metavar="STORE", nargs="?", help="the store to write into")
     a = acts.add_parser("migrate", help="copy a store's segments into another store (made when missing)")
     a.add_argument("store", help=store_help)
     a.add_argument("target", nargs="?", help="the store to write into")

@@ -160,11 +160,15 @@ class SqliteBackend(SqliteChecks):
         except (sqlite3.Error, OSError) as e:
             if not create and not self.path.exists():  # removed since it was checked
                 raise self._missing() from e
+            if create:
+                self._raise_if_folder_read_only(e)
             raise StashError(f"cannot open the stash {self.location}: {e}") from e
         try:
             self._setup()
         except StashError as e:
             self._db.close()
+            if create:
+                self._raise_if_folder_read_only(e)
             if create or not read_only(e, self.path):
                 raise
             self._open_read_only(e)
@@ -218,6 +222,13 @@ class SqliteBackend(SqliteChecks):
             self._db.close()
             self._db, self._stamp = db, stamp
             self._table, self._seq, self._version, self._graph_saved = None, 0, -1, -1
+
+    def _raise_if_folder_read_only(self, error: Exception) -> None:
+        """Say why a new store cannot be made where SQLite says only "unable to open database file"."""
+        if not os.path.exists(self.path) and read_only(error, self.path):
+            raise StashError(
+                f"cannot create the stash {self.location}: {self.path.parent} may not be written by this user"
+            ) from error
 
     def _missing(self, what: str = "no such file") -> StashNotFoundError:
         return StashNotFoundError(

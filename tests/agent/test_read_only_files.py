@@ -237,8 +237,11 @@ def test_read_only_store_and_embedding_cache_files_are_read_with_nothing_made_be
     shelf.mkdir(mode=0o555)
     try:
         exported = run([*CLI, "stash", "export", str(store), str(shelf / "team.jsonl")], env, tmp_path, pre)
+        copied = run([*CLI, "stash", "migrate", str(store), str(shelf / "copy.db")], env, tmp_path, pre)
     finally:
         shelf.chmod(0o755)
+    assert copied.returncode == 1  # SQLite said only "unable to open database file"
+    assert f"cannot create the stash {shelf / 'copy.db'}: {shelf} may not be written by this user" in copied.stderr
     assert exported.returncode == 1
     assert f"cannot write the export {shelf / 'team.jsonl'}: Permission denied" in exported.stderr
     assert ".tmp" not in exported.stderr and not any(shelf.iterdir())
