@@ -29,20 +29,19 @@ from typing import Any
 import numpy as np
 
 from contextsieve.errors import (
-    ContextSieveError,
     GraphFileWarning,
     InputError,
     StashError,
     StashNotFoundError,
 )
-from contextsieve.retrieval.cache import connect_read_only, read_only, unwritable
+from contextsieve.retrieval.cache import read_only, unwritable
 from contextsieve.retrieval.chunks import IndexConfig
 from contextsieve.retrieval.graphfile import graph_folder, load_graph, save_graph
 from contextsieve.stash.backend import FORMAT, OKAPI_B, UPGRADES, Filters, Hit, SegmentRow
 from contextsieve.stash.dialect import Dialect, StoredFields, checked_fields
 from contextsieve.stash.segment import ContextSegment, SegmentType
 from contextsieve.stash.sql import guarded
-from contextsieve.stash.sqlite_checks import SqliteChecks
+from contextsieve.stash.sqlite_read_only import SqliteReadOnly
 from contextsieve.stash.sqlite_schema import create_tables, integer_times
 from contextsieve.stash.vectors import TableRow, VectorTable
 
@@ -101,7 +100,7 @@ class SqliteConfig:
             raise InputError(f"synchronous must be 'FULL' or 'NORMAL', got {self.synchronous!r}")
 
 
-class SqliteBackend(SqliteChecks):
+class SqliteBackend(SqliteReadOnly):
     """A stash in one SQLite file (created with its folder when missing, unless ``create`` is False).
 
     Args:
@@ -177,58 +176,6 @@ class SqliteBackend(SqliteChecks):
             raise
 
     # -- opening ----------------------------------------------------------------------------------
-
-    def _open_read_only(self, error: StashError) -> None:
-        """Open an existing store this user may not write (a read-only folder or file) for reading:
-        ``stash stats``, ``namespaces``, ``export`` and retrieval work, and a write raises
-        :class:`~contextsieve.errors.StashError` naming the store. Raises ``error`` when it cannot be
-        read either, or needs an upgrade of its format."""
-        self._stamp = self._file_stamp()
-        try:
-            self._db = connect_read_only(self.path, "the stash")
-        except ContextSieveError as e:
-            raise StashError(f"{error}; {e}") from e
-        self.read_only = True
-        try:
-            self._setup()
-        except BaseException:
-            self._db.close()
-            raise
-
-    def _file_stamp(self) -> tuple[object, ...]:
-        """What shows that another process wrote the file since it was opened to read: the file's inode,
-        size and time, and whether its ``-wal`` and ``-shm`` files exist."""
-        real = os.path.realpath(self.path)
-        try:
-            st = os.stat(real)
-            head: object = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError:
-            head = None
-        return (head, os.path.exists(f"{real}-wal"), os.path.exists(f"{real}-shm"))
-
-    def _reconnect_if_lost(self) -> None:
-        """A store opened to read as immutable (no ``-wal`` and ``-shm`` files beside it: nothing may be made
-        there) sees nothing another process writes afterwards, and SQLite leaves its reads undefined once
-        the file changes; so when the file's stamp (:meth:`_file_stamp`) changed since it was opened, it is
-        opened again and its table read afresh (a few stat calls per operation, on read-only stores only)."""
-        if not self.read_only or self._pinned is not None or self._file_stamp() == self._stamp:
-            return
-        with self.lock:
-            stamp = self._file_stamp()
-            try:
-                db = connect_read_only(self.path, "the stash")
-            except ContextSieveError as e:
-                raise StashError(f"the stash {self.location} changed, and cannot be read again: {e}") from e
-            self._db.close()
-            self._db, self._stamp = db, stamp
-            self._table, self._seq, self._version, self._graph_saved = None, 0, -1, -1
-
-    def _raise_if_folder_read_only(self, error: Exception) -> None:
-        """Say why a new store cannot be made where SQLite says only "unable to open database file"."""
-        if not os.path.exists(self.path) and read_only(error, self.path):
-            raise StashError(
-                f"cannot create the stash {self.location}: {self.path.parent} may not be written by this user"
-            ) from error
 
     def _missing(self, what: str = "no such file") -> StashNotFoundError:
         return StashNotFoundError(

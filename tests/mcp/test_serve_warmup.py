@@ -147,13 +147,13 @@ def test_a_failed_model_load_is_the_calls_error_and_the_server_goes_on(tmp_path:
             async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=120) as c:
                 for tool, args in (("select_context", {"message": MESSAGE}), ("search_tools", {"query": "refund"})):
                     text = await refused(c.call_tool(tool, args), "loading the embedding model failed")
-                    assert "Not a directory" in text and str(tmp_path / "cache" / "models") in text, text
+                    assert "is a file, not a folder" in text and str(tmp_path / "cache" / "models") in text, text
                 log = errors.read_text()
-                assert log.count("loading the embedding model failed") == 1 and "Not a directory" in log, log
+                assert log.count("loading the embedding model failed") == 1 and "is a file, not a folder" in log, log
                 # the server goes on: listings, a tool without the model, and the same error again
                 assert (await c.list_tools()).tools
                 assert result(await c.call_tool("list_stashed_context", {}))["segments"] == []
-                await refused(c.call_tool("select_context", {"message": "hello"}), "Not a directory")
+                await refused(c.call_tool("select_context", {"message": "hello"}), "is a file, not a folder")
         assert errors.read_text().count("loading the embedding model failed") == 1  # one load, never retried
 
     anyio.run(main)
