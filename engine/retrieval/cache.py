@@ -108,6 +108,10 @@ def check_folder(path: Path, what: str) -> None:
         raise EmbeddingCacheError(f"cannot open {what} {path}: {folder} is not a folder")
 
 
+#: Whether ``os.access`` can check with the effective ids (a setuid or capability-dropped process).
+_EFFECTIVE = os.access in os.supports_effective_ids
+
+
 def check_writable(path: Path, what: str) -> None:
     """:class:`EmbeddingCacheError` (caused by a :class:`PermissionError`, so :func:`read_only` says so)
     when the file at ``path`` or its ``-wal`` or ``-shm`` file exists and this user may not write it.
@@ -126,12 +130,21 @@ def unwritable(path: Path) -> str | None:
     ``-wal`` and ``-shm`` files that exists and may not be read or written, named, with what to do for a
     ``-shm`` (or empty ``-wal``) file left behind by a process that could only read the file (``None``:
     none)."""
-    ids = os.access in os.supports_effective_ids
-    for p in _files(path):
-        if os.path.isfile(p) and not os.access(p, os.R_OK, effective_ids=ids):
-            return f"{p} may not be read by this user{_leftover(p)}"
-        if os.path.isfile(p) and not os.access(p, os.W_OK, effective_ids=ids):
+    unread = _unreadable(path)
+    if unread is not None:
+        return unread
+    for p in sqlite_files(path):
+        if os.path.isfile(p) and not os.access(p, os.W_OK, effective_ids=_EFFECTIVE):
             return f"attempt to write a readonly database ({p} may not be written by this user{_leftover(p)})"
+    return None
+
+
+def _unreadable(path: Path) -> str | None:
+    """The first of the SQLite file ``path`` and its ``-wal`` and ``-shm`` files that exists and this user
+    may not read, named (``None``: none)."""
+    for p in sqlite_files(path):
+        if os.path.isfile(p) and not os.access(p, os.R_OK, effective_ids=_EFFECTIVE):
+            return f"{p} may not be read by this user{_leftover(p)}"
     return None
 
 
@@ -147,7 +160,7 @@ def connect_read_only(path: Path, what: str) -> sqlite3.Connection:
             its ``-shm`` file, which SQLite cannot read without creating that file; a file this user may
             not read).
     """
-    _, wal, shm = _files(path)
+    _, wal, shm = sqlite_files(path)
     try:
         uri = path.resolve().as_uri()
         logged = wal.exists() and wal.stat().st_size > 0
@@ -178,14 +191,11 @@ def _reason(error: BaseException, path: Path) -> str:
     """SQLite's "unable to open database file" said plainly where the file, its ``-wal`` or its ``-shm``
     is one this user may not read."""
     if isinstance(error, sqlite3.Error) and "unable to open" in str(error).lower():
-        ids = os.access in os.supports_effective_ids
-        for p in _files(path):
-            if os.path.isfile(p) and not os.access(p, os.R_OK, effective_ids=ids):
-                return f"{p} may not be read by this user{_leftover(p)}"
+        return _unreadable(path) or str(error)
     return str(error)
 
 
-def _files(path: Path) -> tuple[Path, Path, Path]:
+def sqlite_files(path: Path) -> tuple[Path, Path, Path]:
     """The SQLite file at ``path`` and its ``-wal`` and ``-shm`` files, beside the file a link points to
     (where SQLite makes them)."""
     real = Path(os.path.realpath(path))

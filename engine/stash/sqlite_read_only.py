@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from contextsieve.errors import ContextSieveError, StashError
-from contextsieve.retrieval.cache import connect_read_only, read_only
+from contextsieve.retrieval.cache import connect_read_only, read_only, sqlite_files
 from contextsieve.stash.sqlite_checks import SqliteChecks
 from contextsieve.stash.vectors import VectorTable
 
@@ -56,13 +56,13 @@ class SqliteReadOnly(SqliteChecks):
     def _file_stamp(self) -> tuple[object, ...]:
         """What shows that another process wrote the file since it was opened to read: the file's inode,
         size and time, and whether its ``-wal`` and ``-shm`` files exist."""
-        real = os.path.realpath(self.path)
+        real, wal, shm = sqlite_files(self.path)
         try:
             st = os.stat(real)
             head: object = (st.st_ino, st.st_size, st.st_mtime_ns)
         except OSError:
             head = None
-        return (head, os.path.exists(f"{real}-wal"), os.path.exists(f"{real}-shm"))
+        return (head, wal.exists(), shm.exists())
 
     def _reconnect_if_lost(self) -> None:
         """A store opened to read as immutable (no ``-wal`` and ``-shm`` files beside it: nothing may be made

@@ -367,11 +367,11 @@ def test_empty_files_where_nothing_may_be_written_are_no_store_and_no_cache(tmp_
 def test_the_files_beside_a_linked_database_are_looked_for_beside_its_target(tmp_path: Path) -> None:
     """SQLite makes a linked database's ``-wal`` and ``-shm`` beside the file the link points to; a
     leftover read-only ``-shm`` there was never named (they were looked for beside the link)."""
-    from contextsieve.retrieval.cache import _files
+    from contextsieve.retrieval.cache import sqlite_files
 
     target = tmp_path / "real" / "history.sqlite"
     target.parent.mkdir()
     target.write_bytes(b"")
     link = tmp_path / "history.sqlite"
     link.symlink_to(target)
-    assert _files(link) == (target, Path(f"{target}-wal"), Path(f"{target}-shm"))
+    assert sqlite_files(link) == (target, Path(f"{target}-wal"), Path(f"{target}-shm"))
