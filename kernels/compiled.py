@@ -130,6 +130,9 @@ def compile_kernels(progress: Callable[[str], None] | None = None) -> list[Kerne
     """
     import numba
 
+    from contextsieve.kernels.threads import start_threads
+
+    start_threads()  # before a kernel loads: loading one starts Numba's threading layer
     from contextsieve.kernels import _jit
 
     samples = kernel_arguments()

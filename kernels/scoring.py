@@ -66,6 +66,9 @@ def _kernels() -> ModuleType:
             from contextsieve.progress import note
 
             note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
+        from contextsieve.kernels.threads import serialized, start_threads
+
+        start_threads()  # before a kernel loads: loading one starts Numba's threading layer
         from contextsieve.kernels import _jit as mod
 
         if mod.CACHE_PROBLEM is not None and not compiled:
@@ -76,7 +79,7 @@ def _kernels() -> ModuleType:
                 CacheFolderWarning,
                 stacklevel=3,
             )
-        _jit = mod
+        _jit = serialized(mod)  # the pool started, its idle threads asleep (contextsieve.kernels.threads)
     return _jit
 
 
@@ -274,9 +277,9 @@ def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object 
 
 def _blocks(n: int, k: int) -> int:
     """Row blocks for the fused top-k: several per Numba thread, each holding at least k rows."""
-    import numba
+    from contextsieve.kernels.threads import count
 
-    return int(max(1, min(n // max(k, 1), 8 * numba.get_num_threads())))
+    return int(max(1, min(n // max(k, 1), 8 * count())))
 
 
 def _merge_blocks(blocks: tuple[np.ndarray, np.ndarray, np.ndarray], k: int) -> Hits:

@@ -83,6 +83,20 @@ def _compile_kernels() -> None:
     fresh = [k.name for k in loads if not k.from_cache]
     how = f"compiled {', '.join(fresh)}" if fresh else "loaded from the cache"
     print(f"scoring kernels: {how} in {time.perf_counter() - t:.1f} s -> {kernel_cache_dir()}")
+    print(f"kernel threads: {_threads_line()}")
+
+
+def _threads_line() -> str:
+    """How the kernels' thread pool started (:func:`~contextsieve.kernels.threads.start_threads`)."""
+    from contextsieve.kernels.threads import start_threads
+
+    r = start_threads()
+    line = f"{r.threads} on Numba's {r.layer} layer"
+    if r.wait_policy is not None:
+        line += ", idle threads asleep"
+    if r.serialized:
+        line += "; parallel calls take turns (this layer is not thread-safe: libgomp or `pip install tbb` lifts that)"
+    return line
 
 
 def embed(args: argparse.Namespace) -> None:

@@ -331,3 +331,5 @@ def test_build_compiles_the_scoring_kernels_once_per_machine(tmp_path: Path) -> 
     second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "scoring kernels: loaded from the cache" in second.stdout and "compiling" not in second.stdout
+    threads = next(line for line in second.stdout.splitlines() if line.startswith("kernel threads: "))
+    assert "omp layer, idle threads asleep" in threads or "omp layer" not in threads  # contextsieve.kernels.threads

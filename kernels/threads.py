@@ -1,0 +1,139 @@
+"""How the parallel Numba kernels use the machine's threads: started once, idle threads asleep, and
+calls kept apart where Numba's threading layer cannot take two at once.
+
+**Idle threads sleep.** Numba runs ``parallel=True`` kernels on a thread pool of its threading layer,
+OpenMP (GNU ``libgomp``) where the system has it. By default libgomp's idle workers spin after each
+parallel region, for 300,000 rounds: about 11 ms of a core per kernel call on the 2-core machines
+this library is measured on (``python -m benchmarks.speed.kernel_threads``). An agent that scored its
+history and then embedded the next message shared one of its two cores with a spinning thread (the
+request p50 with a year of history 11.2 ms against 9.0), a kernel called after a pause took 7 ms
+instead of 1, and an idle process held a core after every search. The
+pool is therefore started with OpenMP's ``PASSIVE`` wait policy (its workers sleep when they have no
+work), set in the environment only while Numba loads its OpenMP layer and restored at once, so no
+other library and no child process sees it. A policy the user chose (``OMP_WAIT_POLICY``,
+``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set) is kept, and an OpenMP runtime another library loaded
+earlier keeps the policy it started with (:func:`thread_report` says which applies).
+
+**One call at a time where the layer needs it.** A system without libgomp (a slim container image)
+and without TBB leaves Numba its ``workqueue`` layer, which aborts the whole process when two threads
+run parallel kernels at once ("Concurrent access has been detected"). There, :func:`serialized` makes
+the kernels' callers take turns.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+__all__ = ["WAIT_POLICY", "USER_SETTINGS", "ThreadReport", "start_threads", "thread_report", "serialized", "count"]
+
+#: The OpenMP wait policy the kernels' thread pool starts with (idle workers sleep rather than spin).
+WAIT_POLICY = "PASSIVE"
+#: Settings by which a user chooses OpenMP's idle behaviour; when one is set, it is kept as it is.
+USER_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+#: Numba's threading layers that take parallel calls from several threads at once.
+_THREADSAFE = ("omp", "tbb")
+
+_lock = threading.Lock()
+_report: ThreadReport | None = None
+
+
+@dataclass(frozen=True)
+class ThreadReport:
+    """How the kernels' thread pool was started (:func:`thread_report`).
+
+    Attributes:
+        layer: Numba's threading layer (``"omp"``, ``"tbb"`` or ``"workqueue"``).
+        threads: its threads (Numba's ``get_num_threads`` when it started).
+        wait_policy: the OpenMP wait policy set for it (:data:`WAIT_POLICY`), or ``None``: not set by
+            this library (the user's own setting, an OpenMP runtime loaded earlier, or not OpenMP).
+        serialized: whether parallel calls take turns (a layer that is not thread-safe).
+    """
+
+    layer: str
+    threads: int
+    wait_policy: str | None
+    serialized: bool
+
+
+def _openmp_loaded() -> bool:
+    """Whether an OpenMP runtime is already in this process (its policy was read when it loaded)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:  # not Linux: no way to tell; the setting is made and may apply
+        return False
+    names = {line.rsplit("/", 1)[-1] for line in maps.splitlines() if "/" in line}
+    # the runtimes Numba's layer links by their system names; a wheel's own copy (libgomp-<hash>.so.1,
+    # as PyTorch ships it) is another instance, which Numba does not use
+    return any(n.startswith(("libgomp.so", "libomp.so", "libiomp5.so")) for n in names)
+
+
+def start_threads() -> ThreadReport:
+    """Start Numba's thread pool once (later calls return the same report), its OpenMP workers
+    sleeping when idle (:data:`WAIT_POLICY`) unless the user set one of :data:`USER_SETTINGS`."""
+    global _report
+    if _report is not None:
+        return _report
+    with _lock:
+        if _report is None:
+            import numba
+            from numba.np.ufunc import parallel
+
+            choose = not any(os.environ.get(k) for k in USER_SETTINGS) and not _openmp_loaded()
+            if choose:
+                os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+            try:
+                parallel._launch_threads()  # loads the layer's library, which reads its settings now
+            finally:
+                if choose:
+                    os.environ.pop("OMP_WAIT_POLICY", None)
+            layer = str(numba.threading_layer())
+            applies = choose and layer == "omp"
+            _report = ThreadReport(
+                layer, int(numba.get_num_threads()), WAIT_POLICY if applies else None, layer not in _THREADSAFE
+            )
+    return _report
+
+
+def thread_report() -> ThreadReport | None:
+    """How the pool was started; ``None`` before the first parallel kernel (or :func:`start_threads`)."""
+    return _report
+
+
+def count() -> int:
+    """The threads a parallel kernel runs on (the pool started first)."""
+    import numba
+
+    start_threads()
+    return int(numba.get_num_threads())
+
+
+class _Serialized:
+    """A kernels module whose functions run one call at a time (a layer that is not thread-safe)."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+        self._turn = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._turn:
+                return value(*args, **kwargs)
+
+        return call
+
+
+def serialized(module: ModuleType) -> ModuleType | Any:
+    """``module`` (the kernels) as callers use it: itself where the pool takes concurrent calls, else a
+    view whose functions take turns (:data:`_THREADSAFE`). Starts the pool."""
+    return _Serialized(module) if start_threads().serialized else module
