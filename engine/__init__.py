@@ -92,6 +92,7 @@ _LAZY = {
     "CacheIntegrityWarning": "contextsieve.errors",
     "GraphFileWarning": "contextsieve.errors",
     "CacheFolderWarning": "contextsieve.errors",
+    "KernelThreadsWarning": "contextsieve.errors",
     "StashIntegrityWarning": "contextsieve.errors",
     "UsageLogWarning": "contextsieve.errors",
 }
@@ -169,6 +170,7 @@ __all__ = [
     "CacheIntegrityWarning",
     "GraphFileWarning",
     "CacheFolderWarning",
+    "KernelThreadsWarning",
     "StashIntegrityWarning",
     "UsageLogWarning",
     "__version__",
@@ -194,6 +196,7 @@ if TYPE_CHECKING:
         EventLoopError,
         GraphFileWarning,
         InputError,
+        KernelThreadsWarning,
         MissingExtraError,
         ModelCacheError,
         ModelError,

@@ -43,6 +43,7 @@ __all__ = [
     "CacheIntegrityWarning",
     "GraphFileWarning",
     "CacheFolderWarning",
+    "KernelThreadsWarning",
     "StashIntegrityWarning",
     "UsageLogWarning",
 ]
@@ -213,6 +214,14 @@ class CacheFolderWarning(ContextSieveWarning):
     read-only root file system: a model graph built there is used from memory in this process and built
     again by the next, and an embedding cache that cannot be opened is done without (vectors are kept in
     memory). The message names the folder and how to give the cache a writable one."""
+
+
+class KernelThreadsWarning(ContextSieveWarning):
+    """This process was forked from one whose scoring kernels had started GNU OpenMP's threads, which a
+    forked child cannot use (Numba terminates a child that runs a parallel kernel then): its kernels
+    run on numpy instead (slower on large stores). Issued once per process; worker processes started
+    with multiprocessing's ``"spawn"`` or ``"forkserver"`` method, or forked before the first search,
+    keep the Numba kernels."""
 
 
 class UsageLogWarning(ContextSieveWarning):

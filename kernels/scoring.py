@@ -23,6 +23,7 @@ from types import ModuleType
 import numpy as np
 
 from contextsieve.errors import CacheFolderWarning, InputError
+from contextsieve.kernels.threads import parallel_usable
 
 __all__ = [
     "NUMBA_MIN_WORK",
@@ -114,8 +115,9 @@ def query_scores(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def use_numba(rows: int, queries: int, dim: int) -> bool:
-    """The one backend decision: Numba when ``rows * queries * dim >= NUMBA_MIN_WORK``."""
-    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK
+    """The one backend decision: Numba when ``rows * queries * dim >= NUMBA_MIN_WORK``, except in a child
+    forked after its parent started GNU OpenMP's threads (:func:`~contextsieve.kernels.threads.parallel_usable`)."""
+    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK and parallel_usable()
 
 
 @dataclass(frozen=True)

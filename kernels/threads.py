@@ -18,18 +18,35 @@ earlier keeps the policy it started with (:func:`thread_report` says which appli
 and without TBB leaves Numba its ``workqueue`` layer, which aborts the whole process when two threads
 run parallel kernels at once ("Concurrent access has been detected"). There, :func:`serialized` makes
 the kernels' callers take turns.
+
+**A forked child scores on numpy.** GNU OpenMP cannot run in a child forked after its parent started
+it: Numba terminates such a child at its first parallel kernel. :func:`parallel_usable` is False there
+(the kernels' numpy paths run; :class:`~contextsieve.errors.KernelThreadsWarning` once).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = ["WAIT_POLICY", "USER_SETTINGS", "ThreadReport", "start_threads", "thread_report", "serialized", "count"]
+from contextsieve.errors import KernelThreadsWarning
+
+__all__ = [
+    "WAIT_POLICY",
+    "USER_SETTINGS",
+    "ThreadReport",
+    "start_threads",
+    "thread_report",
+    "serialized",
+    "count",
+    "parallel_usable",
+]
 
 #: The OpenMP wait policy the kernels' thread pool starts with (idle workers sleep rather than spin).
 WAIT_POLICY = "PASSIVE"
@@ -40,6 +57,8 @@ _THREADSAFE = ("omp", "tbb")
 
 _lock = threading.Lock()
 _report: ThreadReport | None = None
+_forked_from_openmp = False  # this process was forked after its parent started GNU OpenMP's pool
+_warned = False
 
 
 @dataclass(frozen=True)
@@ -137,3 +156,41 @@ def serialized(module: ModuleType) -> ModuleType | Any:
     """``module`` (the kernels) as callers use it: itself where the pool takes concurrent calls, else a
     view whose functions take turns (:data:`_THREADSAFE`). Starts the pool."""
     return _Serialized(module) if start_threads().serialized else module
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: note whether the parent had started Numba's GNU OpenMP pool (ours or the
+    user's own), which the child cannot use."""
+    global _forked_from_openmp, _warned
+    layer = sys.modules.get("numba.np.ufunc.parallel")
+    if (
+        layer is not None
+        and getattr(layer, "_is_initialized", False)
+        and getattr(layer, "_threading_layer", "") == "omp"
+    ):
+        _forked_from_openmp, _warned = True, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def parallel_usable() -> bool:
+    """Whether this process may run the parallel kernels: not in a child forked after its parent
+    started GNU OpenMP's pool (Numba terminates such a child when it runs one; "fork() called from a
+    process already using GNU OpenMP"). There the kernels run on numpy, and the first call warns
+    (:class:`~contextsieve.errors.KernelThreadsWarning`)."""
+    global _warned
+    if not _forked_from_openmp:
+        return True
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "this process was forked from one whose scoring kernels had started GNU OpenMP threads, which a "
+            "forked child cannot use: its kernels run on numpy (slower on large stores). Start worker "
+            "processes with multiprocessing's 'spawn' or 'forkserver' method, or fork them before the first "
+            "search, to keep the Numba kernels",
+            KernelThreadsWarning,
+            stacklevel=4,
+        )
+    return False

@@ -106,3 +106,44 @@ def test_the_default_layer_takes_concurrent_calls_at_once() -> None:
     got = _run(_CONCURRENT)
     assert got["errors"] == [] and got["calls"] == 180 and got["same"] and got["close"]
     assert got["serialized"] is (got["layer"] not in ("omp", "tbb"))
+
+
+_FORKED = (
+    _SETUP
+    + """
+import multiprocessing, queue as queues, warnings
+want = c.score_pool(q)  # the parent starts GNU OpenMP's threads
+
+def child(out):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        best, which = c.score_pool(q)
+        again = c.score_pool(q)
+    out.put({"close": bool(np.allclose(best, want[0], atol=1e-4)), "which": bool(np.array_equal(which, want[1])),
+             "stable": bool(np.array_equal(again[0], best)), "warned": [w.category.__name__ for w in caught]})
+
+ctx = multiprocessing.get_context("fork")
+out = ctx.Queue()
+p = ctx.Process(target=child, args=(out,))
+p.start()
+try:
+    got = out.get(timeout=120)
+except queues.Empty:  # the child died before it answered
+    got = {}
+p.join(timeout=120)
+print(json.dumps({"exitcode": p.exitcode, **got, "layer": thread_report().layer}))
+"""
+)
+
+
+def test_a_child_forked_after_the_kernels_ran_scores_on_numpy_instead_of_being_killed() -> None:
+    """A harness that forks workers after its engine searched (multiprocessing's default on Linux before
+    Python 3.14): Numba terminated each child at its first parallel kernel ("fork() called from a
+    process already using GNU OpenMP, this is unsafe"). Now the child scores on numpy, warning once."""
+    got = _run(_FORKED)
+    assert got["exitcode"] == 0, got
+    assert got["close"] and got["which"] and got["stable"], got
+    if got["layer"] == "omp":
+        assert got["warned"] == ["KernelThreadsWarning"]  # once, for two calls
+    else:
+        assert got["warned"] == []
