@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from contextsieve.errors import KernelThreadsWarning
+from contextsieve.errors import InputError, KernelThreadsWarning
 
 __all__ = [
     "WAIT_POLICY",
@@ -103,14 +103,25 @@ def start_threads() -> ThreadReport:
             import numba
             from numba.np.ufunc import parallel
 
-            choose = not any(os.environ.get(k) for k in USER_SETTINGS) and not _openmp_loaded()
+            # a blank setting is no choice (OpenMP ignores it); it is put back as it was
+            choose = not any(os.environ.get(k, "").strip() for k in USER_SETTINGS) and not _openmp_loaded()
+            before = os.environ.get("OMP_WAIT_POLICY")
             if choose:
                 os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
             try:
                 parallel._launch_threads()  # loads the layer's library, which reads its settings now
+            except ValueError as e:  # a layer the user named (NUMBA_THREADING_LAYER) that cannot load here
+                chosen = os.environ.get("NUMBA_THREADING_LAYER") or os.environ.get("NUMBA_THREADING_LAYER_PRIORITY")
+                raise InputError(
+                    f"Numba cannot start a threading layer for the scoring kernels ({str(e).splitlines()[0]}); "
+                    f"$NUMBA_THREADING_LAYER(_PRIORITY) is {chosen!r}: unset it, or install what the layer needs "
+                    "(tbb: `pip install tbb`; omp: the system's libgomp)"
+                ) from e
             finally:
-                if choose:
+                if choose and before is None:
                     os.environ.pop("OMP_WAIT_POLICY", None)
+                elif choose and before is not None:
+                    os.environ["OMP_WAIT_POLICY"] = before
             layer = str(numba.threading_layer())
             applies = choose and layer == "omp"
             _report = ThreadReport(

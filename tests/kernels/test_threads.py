@@ -5,12 +5,15 @@ Each test runs a fresh Python, since Numba starts its threading layer once per p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,6 +90,13 @@ def test_the_pools_idle_threads_sleep_and_the_setting_is_not_left_in_the_environ
     assert got["idle"] < 0.005, got
 
 
+def test_a_blank_setting_is_no_choice_and_is_put_back_as_it_was() -> None:
+    got = _run(_IDLE, OMP_WAIT_POLICY=" ")
+    assert got["env"] == " "
+    if got["layer"] == "omp":
+        assert got["policy"] == "PASSIVE"
+
+
 def test_a_users_own_openmp_setting_is_kept() -> None:
     got = _run(_IDLE, OMP_WAIT_POLICY="ACTIVE", NUMBA_NUM_THREADS="2")
     assert got["env"] == "ACTIVE"
@@ -147,3 +157,22 @@ def test_a_child_forked_after_the_kernels_ran_scores_on_numpy_instead_of_being_k
         assert got["warned"] == ["KernelThreadsWarning"]  # once, for two calls
     else:
         assert got["warned"] == []
+
+
+def test_a_threading_layer_that_cannot_load_is_a_typed_error_naming_the_setting() -> None:
+    code = (
+        _SETUP
+        + """
+from contextsieve.errors import InputError
+try:
+    c.score_pool(q)
+    print(json.dumps({"raised": None}))
+except InputError as e:
+    print(json.dumps({"raised": str(e), "cause": type(e.__cause__).__name__}))
+"""
+    )
+    if importlib.util.find_spec("tbb") is not None:
+        pytest.skip("tbb is installed here: the layer loads")
+    got = _run(code, NUMBA_THREADING_LAYER="tbb")
+    assert got["cause"] == "ValueError"
+    assert "NUMBA_THREADING_LAYER" in got["raised"] and "'tbb'" in got["raised"] and "pip install tbb" in got["raised"]
