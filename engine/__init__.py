@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import contextsieve.kernels.threads  # noqa: F401  (registers the at-fork hook: a forked child knows its parent's pool)
+
 __version__ = "0.1.0"
 
 #: public name -> module that defines it (imported on first access)

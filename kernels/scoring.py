@@ -59,29 +59,39 @@ _jit: ModuleType | None = None
 def _kernels() -> ModuleType:
     """The Numba kernels, imported on first use."""
     global _jit
-    if _jit is None:
-        from contextsieve.kernels.compiled import kernels_compiled
+    if _jit is not None:
+        return _jit
+    from contextsieve.kernels.threads import load_lock
 
-        compiled = kernels_compiled()
-        if not compiled:  # a few seconds, once per machine: say so (contextsieve.progress)
-            from contextsieve.progress import note
-
-            note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
-        from contextsieve.kernels.threads import serialized, start_threads
-
-        start_threads()  # before a kernel loads: loading one starts Numba's threading layer
-        from contextsieve.kernels import _jit as mod
-
-        if mod.CACHE_PROBLEM is not None and not compiled:
-            warnings.warn(
-                f"the scoring kernels cannot be cached ({mod.CACHE_PROBLEM}): they are compiled in this process "
-                "(about 10 s on 2 cores) and again in the next; run `contextsieve build` once with "
-                "$CONTEXTSIEVE_CACHE naming a folder this user may write (a read-only image: when it is made)",
-                CacheFolderWarning,
-                stacklevel=3,
-            )
-        _jit = serialized(mod)  # the pool started, its idle threads asleep (contextsieve.kernels.threads)
+    with load_lock():  # once, whichever thread calls first (a second wrapper would not take turns)
+        if _jit is None:
+            _jit = _load_kernels()
     return _jit
+
+
+def _load_kernels() -> ModuleType:
+    """Start the thread pool, then import (and compile, the first time on a machine) the kernels."""
+    from contextsieve.kernels.compiled import kernels_compiled
+
+    compiled = kernels_compiled()
+    if not compiled:  # a few seconds, once per machine: say so (contextsieve.progress)
+        from contextsieve.progress import note
+
+        note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
+    from contextsieve.kernels.threads import serialized, start_threads
+
+    start_threads()  # before a kernel loads: loading one starts Numba's threading layer
+    from contextsieve.kernels import _jit as mod
+
+    if mod.CACHE_PROBLEM is not None and not compiled:
+        warnings.warn(
+            f"the scoring kernels cannot be cached ({mod.CACHE_PROBLEM}): they are compiled in this process "
+            "(about 10 s on 2 cores) and again in the next; run `contextsieve build` once with "
+            "$CONTEXTSIEVE_CACHE naming a folder this user may write (a read-only image: when it is made)",
+            CacheFolderWarning,
+            stacklevel=4,
+        )
+    return serialized(mod)  # the pool started (contextsieve.kernels.threads)
 
 
 #: Up to this many rows, :func:`query_scores` stays on one OpenBLAS thread: its matrix-vector product

@@ -9,8 +9,9 @@ history and then embedded the next message shared one of its two cores with a sp
 request p50 with a year of history 11.2 ms against 9.0), a kernel called after a pause took 7 ms
 instead of 1, and an idle process held a core after every search. The
 pool is therefore started with OpenMP's ``PASSIVE`` wait policy (its workers sleep when they have no
-work), set in the environment only while Numba loads its OpenMP layer and restored at once, so no
-other library and no child process sees it. A policy the user chose (``OMP_WAIT_POLICY``,
+work), set in the process environment only while Numba loads its OpenMP layer (once, about 0.2 s)
+and put back at once: libraries loaded later read the user's environment, though a child process
+another thread starts in that moment inherits the setting. A policy the user chose (``OMP_WAIT_POLICY``,
 ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set) is kept, and an OpenMP runtime another library loaded
 earlier keeps the policy it started with (:func:`thread_report` says which applies).
 
@@ -21,7 +22,9 @@ the kernels' callers take turns.
 
 **A forked child scores on numpy.** GNU OpenMP cannot run in a child forked after its parent started
 it: Numba terminates such a child at its first parallel kernel. :func:`parallel_usable` is False there
-(the kernels' numpy paths run; :class:`~contextsieve.errors.KernelThreadsWarning` once).
+(the kernels' numpy paths run, whose scores may differ from the parent's in the last bits, and so
+may the query a near-tie names; :class:`~contextsieve.errors.KernelThreadsWarning` once). The hook that
+notes the fork is registered when ``contextsieve`` is imported.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "serialized",
     "count",
     "parallel_usable",
+    "load_lock",
 ]
 
 #: The OpenMP wait policy the kernels' thread pool starts with (idle workers sleep rather than spin).
@@ -55,7 +59,10 @@ USER_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 #: Numba's threading layers that take parallel calls from several threads at once.
 _THREADSAFE = ("omp", "tbb")
 
-_lock = threading.Lock()
+#: The locks: starting the pool, loading the kernels (``contextsieve.kernels.scoring``), and the turns of
+#: a layer that is not thread-safe. Made anew in a forked child, where another thread of the parent may
+#: have held one at the fork.
+_locks = {"start": threading.Lock(), "load": threading.Lock(), "turn": threading.Lock()}
 _report: ThreadReport | None = None
 _forked_from_openmp = False  # this process was forked after its parent started GNU OpenMP's pool
 _warned = False
@@ -98,7 +105,7 @@ def start_threads() -> ThreadReport:
     global _report
     if _report is not None:
         return _report
-    with _lock:
+    with _locks["start"]:
         if _report is None:
             import numba
             from numba.np.ufunc import parallel
@@ -130,6 +137,11 @@ def start_threads() -> ThreadReport:
     return _report
 
 
+def load_lock() -> threading.Lock:
+    """The lock under which the kernels are loaded once (``contextsieve.kernels.scoring``)."""
+    return _locks["load"]
+
+
 def thread_report() -> ThreadReport | None:
     """How the pool was started; ``None`` before the first parallel kernel (or :func:`start_threads`)."""
     return _report
@@ -148,7 +160,6 @@ class _Serialized:
 
     def __init__(self, module: ModuleType) -> None:
         self._module = module
-        self._turn = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._module, name)
@@ -157,7 +168,7 @@ class _Serialized:
 
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
-            with self._turn:
+            with _locks["turn"]:
                 return value(*args, **kwargs)
 
         return call
@@ -173,6 +184,8 @@ def _after_fork_in_child() -> None:
     """In a forked child: note whether the parent had started Numba's GNU OpenMP pool (ours or the
     user's own), which the child cannot use."""
     global _forked_from_openmp, _warned
+    for name in _locks:
+        _locks[name] = threading.Lock()
     layer = sys.modules.get("numba.np.ufunc.parallel")
     if (
         layer is not None

@@ -91,11 +91,13 @@ def _threads_line() -> str:
     from contextsieve.kernels.threads import start_threads
 
     r = start_threads()
-    line = f"{r.threads} on Numba's {r.layer} layer"
+    line = f"{r.threads} {'thread' if r.threads == 1 else 'threads'} on Numba's {r.layer} layer"
     if r.wait_policy is not None:
         line += ", idle threads asleep"
     if r.serialized:
-        line += "; parallel calls take turns (this layer is not thread-safe: libgomp or `pip install tbb` lifts that)"
+        chosen = os.environ.get("NUMBA_THREADING_LAYER")
+        lift = f"unset $NUMBA_THREADING_LAYER ({chosen})" if chosen else "libgomp or `pip install tbb`"
+        line += f"; parallel calls take turns (this layer is not thread-safe: {lift} lifts that)"
     return line
 
 

@@ -176,3 +176,99 @@ except InputError as e:
     got = _run(code, NUMBA_THREADING_LAYER="tbb")
     assert got["cause"] == "ValueError"
     assert "NUMBA_THREADING_LAYER" in got["raised"] and "'tbb'" in got["raised"] and "pip install tbb" in got["raised"]
+
+
+_FIRST_CALLS = (
+    _SETUP
+    + """
+barrier = threading.Barrier(3)
+errors = []
+def first():
+    try:
+        barrier.wait()
+        for _ in range(20):
+            c.score_pool(q)
+    except BaseException as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=first) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"errors": errors, "serialized": thread_report().serialized}))
+"""
+)
+
+
+def test_threads_that_make_the_first_call_together_take_turns_too() -> None:
+    """The kernels were loaded without a lock: two threads' first calls each built a wrapper with its own
+    lock, and the workqueue layer aborted the process (6 of 6 runs in the probe)."""
+    got = _run(_FIRST_CALLS, NUMBA_THREADING_LAYER="workqueue")
+    assert got == {"errors": [], "serialized": True}
+
+
+_FORK_DURING_A_CALL = (
+    _SETUP
+    + """
+import signal
+big = K.Int8Corpus.from_vectors(rng.standard_normal((200000, 384)).astype(np.float32))
+big.score_pool(q)
+stop = False
+def busy():
+    while not stop:
+        big.score_pool(q)
+worker = threading.Thread(target=busy, daemon=True)
+worker.start()
+time.sleep(0.2)
+status = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(30)  # a child that hangs dies by SIGALRM
+        big.score_pool(q)
+        os._exit(0)
+    status.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+stop = True
+print(json.dumps({"status": status}))
+"""
+)
+
+
+def test_a_child_forked_while_another_thread_is_in_a_kernel_does_not_hang() -> None:
+    """The turn lock, held by the parent's other thread at the fork, was held forever in the child."""
+    got = _run(_FORK_DURING_A_CALL, NUMBA_THREADING_LAYER="workqueue")
+    assert got["status"] == [0, 0, 0]
+
+
+_USERS_POOL_FIRST = """
+import json, os, warnings
+import numba
+import numpy as np
+import contextsieve  # as an application imports it, before any search
+
+@numba.njit(parallel=True)
+def total(n):
+    s = 0.0
+    for i in numba.prange(n):
+        s += i
+    return s
+
+total(1000)  # the user's own parallel code starts GNU OpenMP
+pid = os.fork()
+if pid == 0:
+    warnings.simplefilter("ignore")
+    from contextsieve.kernels import scoring as K
+    K.NUMBA_MIN_WORK = 0
+    rng = np.random.default_rng(0)
+    c = K.Int8Corpus.from_vectors(rng.standard_normal((20000, 384)).astype(np.float32))
+    c.score_pool(rng.standard_normal((2, 384)).astype(np.float32))
+    os._exit(0)
+print(json.dumps({"status": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), "layer": numba.threading_layer()}))
+"""
+
+
+def test_a_child_forked_before_the_kernels_were_imported_knows_its_parents_pool() -> None:
+    """The at-fork hook was registered only when the kernels were imported: a child forked after the
+    user's own parallel code, before contextsieve's first search, was terminated by Numba."""
+    got = _run(_USERS_POOL_FIRST)
+    assert got["status"] == 0
