@@ -27,6 +27,23 @@ rng = np.random.default_rng(0)
 corpus = rng.standard_normal((20000, 384)).astype(np.float32)
 c = K.Int8Corpus.from_vectors(corpus)
 q = rng.standard_normal((2, 384)).astype(np.float32)
+errors = []
+
+def in_threads(calls, before=lambda: None):  # three threads, each: before(), then calls kernel calls
+    out = []
+    def work():
+        try:
+            before()
+            for _ in range(calls):
+                out.append(c.score_pool(q))
+        except BaseException as e:
+            errors.append(repr(e))
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
 """
 
 _IDLE = (
@@ -48,18 +65,7 @@ _CONCURRENT = (
     _SETUP
     + """
 want = c.score_pool(q)
-got, errors = [], []
-def work():
-    try:
-        for _ in range(60):
-            got.append(c.score_pool(q))
-    except BaseException as e:
-        errors.append(repr(e))
-threads = [threading.Thread(target=work) for _ in range(3)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
+got = in_threads(60)
 oracle = (c.q8.astype(np.float32) @ q.T).max(axis=1) * c.scale
 same = all(np.array_equal(b, want[0]) and np.array_equal(w, want[1]) for b, w in got)
 close = bool(np.allclose(want[0], oracle, atol=1e-4))
@@ -181,20 +187,7 @@ except InputError as e:
 _FIRST_CALLS = (
     _SETUP
     + """
-barrier = threading.Barrier(3)
-errors = []
-def first():
-    try:
-        barrier.wait()
-        for _ in range(20):
-            c.score_pool(q)
-    except BaseException as e:
-        errors.append(repr(e))
-threads = [threading.Thread(target=first) for _ in range(3)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
+in_threads(20, threading.Barrier(3).wait)  # the first calls, made together
 print(json.dumps({"errors": errors, "serialized": thread_report().serialized}))
 """
 )
