@@ -23,7 +23,7 @@ from types import ModuleType
 import numpy as np
 
 from contextsieve.errors import CacheFolderWarning, InputError
-from contextsieve.kernels.threads import parallel_usable
+from contextsieve.kernels import threads
 
 __all__ = [
     "NUMBA_MIN_WORK",
@@ -61,9 +61,7 @@ def _kernels() -> ModuleType:
     global _jit
     if _jit is not None:
         return _jit
-    from contextsieve.kernels.threads import load_lock
-
-    with load_lock():  # once, whichever thread calls first (a second wrapper would not take turns)
+    with threads.load_lock():  # once, whichever thread calls first (a second wrapper would not take turns)
         if _jit is None:
             _jit = _load_kernels()
     return _jit
@@ -78,9 +76,7 @@ def _load_kernels() -> ModuleType:
         from contextsieve.progress import note
 
         note("compiling the scoring kernels for this CPU (once per machine, a few seconds)")
-    from contextsieve.kernels.threads import serialized, start_threads
-
-    start_threads()  # before a kernel loads: loading one starts Numba's threading layer
+    threads.start_threads()  # before a kernel loads: loading one starts Numba's threading layer
     from contextsieve.kernels import _jit as mod
 
     if mod.CACHE_PROBLEM is not None and not compiled:
@@ -91,7 +87,7 @@ def _load_kernels() -> ModuleType:
             CacheFolderWarning,
             stacklevel=4,
         )
-    return serialized(mod)  # the pool started (contextsieve.kernels.threads)
+    return threads.serialized(mod)  # the pool started (contextsieve.kernels.threads)
 
 
 #: Up to this many rows, :func:`query_scores` stays on one OpenBLAS thread: its matrix-vector product
@@ -127,7 +123,7 @@ def query_scores(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
 def use_numba(rows: int, queries: int, dim: int) -> bool:
     """The one backend decision: Numba when ``rows * queries * dim >= NUMBA_MIN_WORK``, except in a child
     forked after its parent started GNU OpenMP's threads (:func:`~contextsieve.kernels.threads.parallel_usable`)."""
-    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK and parallel_usable()
+    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK and threads.parallel_usable()
 
 
 @dataclass(frozen=True)
@@ -289,9 +285,7 @@ def score_pool_topk(queries: object, corpus: object, k: int, *, exclude: object 
 
 def _blocks(n: int, k: int) -> int:
     """Row blocks for the fused top-k: several per Numba thread, each holding at least k rows."""
-    from contextsieve.kernels.threads import count
-
-    return int(max(1, min(n // max(k, 1), 8 * count())))
+    return int(max(1, min(n // max(k, 1), 8 * threads.count())))
 
 
 def _merge_blocks(blocks: tuple[np.ndarray, np.ndarray, np.ndarray], k: int) -> Hits:
