@@ -126,11 +126,15 @@ def compile_kernels(progress: Callable[[str], None] | None = None) -> list[Kerne
         One :class:`KernelLoad` per kernel, in :data:`KERNELS` order. From a warm cache all are ready in
         about 0.35 s, Numba's import included (then its target set-up, about 0.15 s, then about 10 ms a
         kernel); a cold cache compiles for 10-15 s on 2 cores. Where :func:`kernels_compiled` is True a
-        caller may skip this: each kernel then loads on its first call.
+        caller may skip this: each kernel then loads on its first call. None where Numba's JIT is off
+        (:func:`~contextsieve.kernels.threads.jit_disabled`): the kernels' numpy paths run, nothing is
+        compiled.
     """
-    import numba
+    from contextsieve.kernels.threads import jit_disabled, start_threads
 
-    from contextsieve.kernels.threads import start_threads
+    if jit_disabled():
+        return []
+    import numba
 
     start_threads()  # before a kernel loads: loading one starts Numba's threading layer
     from contextsieve.kernels import _jit

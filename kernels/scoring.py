@@ -122,8 +122,9 @@ def query_scores(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 def use_numba(rows: int, queries: int, dim: int) -> bool:
     """The one backend decision: Numba when ``rows * queries * dim >= NUMBA_MIN_WORK``, except in a child
-    forked after its parent started GNU OpenMP's threads (:func:`~contextsieve.kernels.threads.parallel_usable`)."""
-    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK and threads.parallel_usable()
+    forked after its parent started GNU OpenMP's threads (:func:`~contextsieve.kernels.threads.parallel_usable`)
+    and where Numba's JIT is off (:func:`~contextsieve.kernels.threads.jit_disabled`)."""
+    return rows * max(queries, 1) * dim >= NUMBA_MIN_WORK and not threads.jit_disabled() and threads.parallel_usable()
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
         raise InputError(f"item_of must hold ints, got {it.dtype}")
     if s.size and (it.min() < 0 or it.max() >= n_items):
         raise InputError(f"item_of must lie in 0..{n_items - 1}")
-    if s.size >= GROUP_NUMBA_ROWS:
+    if s.size >= GROUP_NUMBA_ROWS and not threads.jit_disabled():
         return _kernels().group_max(s, np.ascontiguousarray(it, dtype=np.int64), int(n_items))
     best = np.full(n_items, -np.inf, dtype=np.float32)
     arg = np.full(n_items, -1, dtype=np.int64)
@@ -475,7 +476,7 @@ def bm25_top_k(
     if (f.size and not f.min() >= 1) or (w.size and not w.min() > 0) or not avgdl > 0 or not math.isfinite(avgdl):
         raise InputError("tf must be >= 1, idf > 0 and avgdl a positive number")
     k = min(k, s.size)  # never more rows than postings (a huge k allocates nothing)
-    if s.size >= BM25_TOPK_NUMBA_POSTINGS and k > 0:
+    if s.size >= BM25_TOPK_NUMBA_POSTINGS and k > 0 and not threads.jit_disabled():
         rows, scores, also_scores = _kernels().bm25_top_k(
             s.astype(np.int64, copy=False),
             f,

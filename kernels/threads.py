@@ -25,6 +25,10 @@ it: Numba terminates such a child at its first parallel kernel. :func:`parallel_
 (the kernels' numpy paths run, whose scores may differ from the parent's in the last bits, and so
 may the query a near-tie names; :class:`~contextsieve.errors.KernelThreadsWarning` once). The hook that
 notes the fork is registered when ``contextsieve`` is imported.
+
+**No JIT, no kernels.** With ``NUMBA_DISABLE_JIT`` set (a user debugging their own Numba code), Numba
+would run the kernels as plain Python loops, thousands of times slower; :func:`jit_disabled` is True
+there and the kernels' numpy paths run instead.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "serialized",
     "count",
     "parallel_usable",
+    "jit_disabled",
     "load_lock",
 ]
 
@@ -197,6 +202,19 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def jit_disabled() -> bool:
+    """Whether Numba's JIT is switched off: Numba's own setting once Numba is imported, else
+    ``$NUMBA_DISABLE_JIT`` read as Numba reads it (an integer, 0 when unset or not a number). Does not
+    import Numba."""
+    config = sys.modules.get("numba.core.config")
+    if config is not None and hasattr(config, "DISABLE_JIT"):
+        return bool(config.DISABLE_JIT)
+    try:
+        return int(os.environ.get("NUMBA_DISABLE_JIT", "0")) != 0
+    except ValueError:  # Numba warns and keeps its default
+        return False
 
 
 def parallel_usable() -> bool:

@@ -67,7 +67,11 @@ def _compile_kernels() -> None:
     """The scoring kernels compiled for this CPU now (or loaded, when an earlier run did), so that no
     later request waits for Numba; one line with what it took."""
     from contextsieve.kernels.compiled import compile_kernels, kernel_cache_dir, kernels_compiled
+    from contextsieve.kernels.threads import jit_disabled
 
+    if jit_disabled():
+        print("\nscoring kernels: not compiled: $NUMBA_DISABLE_JIT turns Numba's JIT off, so requests score on numpy")
+        return
     if not kernels_compiled():
         from contextsieve.kernels import _jit
 

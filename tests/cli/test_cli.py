@@ -333,3 +333,19 @@ def test_build_compiles_the_scoring_kernels_once_per_machine(tmp_path: Path) -> 
     assert "scoring kernels: loaded from the cache" in second.stdout and "compiling" not in second.stdout
     threads = next(line for line in second.stdout.splitlines() if line.startswith("kernel threads: "))
     assert "omp layer, idle threads asleep" in threads or "omp layer" not in threads  # contextsieve.kernels.threads
+
+
+def test_build_with_numbas_jit_off_says_the_kernels_are_not_compiled(tmp_path: Path) -> None:
+    """``NUMBA_DISABLE_JIT=1``: build failed at the kernels (``'function' object has no attribute 'stats'``);
+    now it builds the model and says the requests score on numpy."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "CONTEXTSIEVE_"))}
+    env.update(CONTEXTSIEVE_CACHE=str(tmp_path / "cache"), NUMBA_DISABLE_JIT="1")
+    cmd = [sys.executable, "-m", "contextsieve", "build", "--variant", "int8"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "scoring kernels: not compiled: $NUMBA_DISABLE_JIT turns Numba's JIT off" in out.stdout
+    assert not (tmp_path / "cache" / "numba").exists()

@@ -265,3 +265,33 @@ def test_a_child_forked_before_the_kernels_were_imported_knows_its_parents_pool(
     user's own parallel code, before contextsieve's first search, was terminated by Numba."""
     got = _run(_USERS_POOL_FIRST)
     assert got["status"] == 0
+
+
+_NO_JIT = """
+import json
+import numpy as np
+from contextsieve.kernels import scoring as K
+from contextsieve.kernels.compiled import compile_kernels
+K.NUMBA_MIN_WORK = 0  # the Numba path at any size, were the JIT on
+K.GROUP_NUMBA_ROWS = K.BM25_TOPK_NUMBA_POSTINGS = 1
+rng = np.random.default_rng(1)
+corpus = rng.standard_normal((300, 32)).astype(np.float32)
+q = rng.standard_normal((2, 32)).astype(np.float32)
+c = K.Int8Corpus.from_vectors(corpus)
+best, which = c.score_pool(q)
+oracle = (c.q8.astype(np.float32) @ q.T).max(axis=1) * c.scale
+top = K.score_pool_topk(q, corpus, 5)
+want = np.argsort(-(corpus @ q.T).max(axis=1), kind="stable")[:5]
+g_best, g_row = K.group_max(np.arange(6, dtype=np.float32), np.array([0, 0, 1, 1, 2, 2]), 3)
+rows, _, _ = K.bm25_top_k([0, 2, 2], [1, 1, 2], [0, 1, 3], [1.0, 2.0], [3, 3, 3], 3.0, np.ones(3, bool), 2)
+print(json.dumps({"loaded": K._jit is not None, "compiled": len(compile_kernels()),
+                  "close": bool(np.allclose(best, oracle, atol=1e-4)), "top": top.idx.tolist() == want.tolist(),
+                  "groups": g_row.tolist(), "bm25": rows.tolist()}))
+"""
+
+
+def test_with_numbas_jit_off_the_numpy_paths_score_and_build_compiles_nothing() -> None:
+    """``NUMBA_DISABLE_JIT=1`` (a user debugging their own Numba code) made Numba run the kernels as plain
+    Python loops, and ``contextsieve build`` failed (``'function' object has no attribute 'stats'``)."""
+    got = _run(_NO_JIT, NUMBA_DISABLE_JIT="1")
+    assert got == {"loaded": False, "compiled": 0, "close": True, "top": True, "groups": [1, 3, 5], "bm25": [2, 0]}
