@@ -54,6 +54,8 @@ class ItemTable:
         always / agent: the item's effective include mode is ``always`` / ``agent``.
         tool: the item is a tool. needs_permission: a tool whose calls need approval.
         position: item key -> position.
+        memo: what higher layers derive from these items and keep until they change (the session's
+            tool catalog, :func:`contextsieve.session.assembly.tool_catalog`); dropped with the table.
     """
 
     shape: tuple[int, ...]
@@ -64,6 +66,7 @@ class ItemTable:
     tool: np.ndarray
     needs_permission: np.ndarray
     position: dict[ItemKey, int]
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass

@@ -117,4 +117,4 @@ class StableOffer:
         gone = [n for n in self.offered if n not in defs]  # a tool the agent no longer has
         for n in gone:
             del self.offered[n]
-        return dataclasses.replace(request, tools=[defs[n] for n in self.offered])
+        return dataclasses.replace(request, tools=[dict(defs[n]) for n in self.offered])  # the catalog's are shared

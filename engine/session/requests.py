@@ -200,7 +200,7 @@ class RequestBuilder:
                 ctx,
                 query.text,
                 history,
-                lambda tool: tool_available(agent, settings, tool),
+                settings,
                 trace,
                 stash_texts,
                 stash_trace,

@@ -336,7 +336,7 @@ class Session:
         """Rebuild the exact LLM request for a stored context (items are looked up now, by key; stashed
         segments deleted from the stash since are left out)."""
         texts = self._stash.texts_of(ctx)
-        return assemble(self.agent, ctx, message, (m.sent() for m in self.history), self.tool_available, None, texts)
+        return assemble(self.agent, ctx, message, (m.sent() for m in self.history), self.settings, None, texts)
 
     @_locked
     def expand_from(self, text: str, *, max_chunks: int = 16) -> RequestContext:

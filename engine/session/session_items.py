@@ -14,19 +14,26 @@ from contextsieve.agent.settings import AgentSettings
 from contextsieve.errors import InputError, brief
 from contextsieve.selection.context import ContextEntry
 
-__all__ = ["SessionItems", "tool_available"]
+__all__ = ["SessionItems", "tool_access", "tool_available"]
 
 _SESSION_ORDER = {ItemKind.REFERENCE: 0, ItemKind.RULE: 1, ItemKind.TOOL: 2}  # always items: references, rules, tools
 _MENTION = re.compile(r"@(ref|rule):([\w-]+)")
 
 
+def tool_access(agent: Agent, settings: AgentSettings) -> str:
+    """Which of the agent's tools a session with ``settings`` may offer: ``"all"``; ``"no approval"``
+    (an autonomous agent with ``tool_permission="tool"``: the tools whose calls need no approval); or
+    ``"none"`` (an autonomous agent whose every tool would need approval)."""
+    if not agent.autonomous or settings.tool_permission == "never":
+        return "all"
+    return "no approval" if settings.tool_permission == "tool" else "none"
+
+
 def tool_available(agent: Agent, settings: AgentSettings, tool: Tool) -> bool:
     """Whether a session with ``settings`` may offer ``tool``: autonomous agents' sessions drop tools
-    that would need approval (``tool_permission``)."""
-    if not agent.autonomous:
-        return True
-    mode = settings.tool_permission
-    return mode == "never" or (mode == "tool" and not agent.permission_required(tool))
+    that would need approval (``tool_permission``; :func:`tool_access`)."""
+    access = tool_access(agent, settings)
+    return access == "all" or (access == "no approval" and not agent.permission_required(tool))
 
 
 class SessionItems:
