@@ -25,6 +25,11 @@ smaller; the back-to-back p50 (pause 0) is the least a request costs. ``--malloc
 measuring processes with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed (by default glibc raises it to the size
 of each large block freed, so the request's few-MB temporaries come from the heap afterwards and the
 heap keeps them resident): what the history holds, apart from what the allocator keeps.
+
+The request p50 moves between fresh processes by more than the history costs (on the 2-core machines
+measured here, 4.3 to 6.7 ms without history in one afternoon), so the last columns measure the two
+in one process as well: an engine without history and one with it (one embedder), the requests
+alternating between them in pairs, ``--requests`` each; their p50s and ratio.
 """
 
 from __future__ import annotations
@@ -138,6 +143,35 @@ def measure(
     }
 
 
+def alternate(data: Path, history: str, requests: int) -> dict[str, float]:
+    """The request p50 without history and with the history file ``history``, in one process: two
+    engines (one embedder), ``requests`` requests each, alternating between them in pairs."""
+    from contextsieve import Embedder
+    from contextsieve.engine import Engine
+    from contextsieve.kernels.compiled import compile_kernels
+
+    compile_kernels()
+    agent, messages = _agent(data)
+    emb = Embedder()
+    engines = [Engine(agent, embedder=emb, cache_dir=False, history=h) for h in (False, Path(history))]
+    sessions = []
+    for engine in engines:
+        engine.index()
+        sessions.append(engine.session())
+    lat: list[list[float]] = [[], []]
+    warm = 20
+    for i in range(2 * (requests + warm)):
+        arm = (i // 2) % 2
+        sessions[arm].new_task()
+        engines[arm].store.clear_query_cache()
+        t = time.perf_counter()
+        sessions[arm].build_request(messages[(i // 4) % len(messages)])  # each message once in each arm
+        if i >= 2 * warm:
+            lat[arm].append(time.perf_counter() - t)
+    none, hist = (1e3 * statistics.median(v) for v in lat)
+    return {"one process, no history": none, "one process, history": hist}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA / "mcp_live")
@@ -148,12 +182,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pauses", default="0", help="seconds idle before each request, comma-separated (0: back to back)")
     ap.add_argument("--paced-requests", type=int, default=50, help="requests timed after each nonzero pause")
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child process
+    ap.add_argument("--alternate", default=None, help=argparse.SUPPRESS)  # the child process of one-process p50s
     args = ap.parse_args(argv)
     pauses = tuple(float(p) for p in args.pauses.split(",") if p.strip())
     if any(p < 0 for p in pauses) or args.paced_requests < 1 or args.requests < 1:
         ap.error("--pauses must be >= 0, --requests and --paced-requests >= 1")
     if args.measure is not None:
         print(json.dumps(measure(args.data, args.measure, args.requests, pauses, args.paced_requests)))
+        return
+    if args.alternate is not None:
+        print(json.dumps(alternate(args.data, args.alternate, args.requests)))
         return
     fixed = "" if args.malloc_mmap_threshold is None else f"; MALLOC_MMAP_THRESHOLD_={args.malloc_mmap_threshold}"
     print(f"# history_memory; {cpu_line()}{fixed}")
@@ -167,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
             if "no history" not in rows:
                 rows["no history"] = _child(args, "none")
             rows[f"history, {spread}"] = _child(args, str(path))
+            rows[f"history, {spread}"].update(_child(args, str(path), "--alternate"))
     print(
         f"\n{args.records} examples and {args.records} misses recorded; the file on disk: "
         + ", ".join(f"{s} {mb:.1f} MB" for s, mb in sizes.items())
@@ -186,14 +225,17 @@ def main(argv: list[str] | None = None) -> None:
     a = rows["no history"]
     for label, b in rows.items():
         if label != "no history":
+            one = b["one process, history"] / b["one process, no history"]
             print(
                 f"\n{label}: the history costs {b['rss'] - a['rss']:.1f} MB resident ({b['peak'] - a['peak']:.1f} MB "
                 f"peak) and {b['p50'] / a['p50']:.2f}x the request p50"
                 + "".join(f"; {b[k] / a[k]:.2f}x the {k}" for k in paced)
+                + f"; in one process, alternating: {b['one process, history']:.2f} against "
+                f"{b['one process, no history']:.2f} ms, {one:.2f}x"
             )
 
 
-def _child(args: argparse.Namespace, where: str) -> dict[str, float]:
+def _child(args: argparse.Namespace, where: str, how: str = "--measure") -> dict[str, float]:
     out = subprocess.run(
         [
             sys.executable,
@@ -207,7 +249,7 @@ def _child(args: argparse.Namespace, where: str) -> dict[str, float]:
             args.pauses,
             "--paced-requests",
             str(args.paced_requests),
-            "--measure",
+            how,
             where,
         ],
         check=True,
