@@ -6,6 +6,7 @@ The agent is the source of truth; sessions copy its settings and may override th
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,10 @@ class McpServer:
     description: str = ""
 
 
+#: Numbers each item table a process builds (:attr:`ItemTable.shape`).
+_TABLE_SERIAL = itertools.count(1)
+
+
 @dataclass(frozen=True)
 class ItemTable:
     """An agent's items as arrays (see :meth:`Agent.table`): position ``i`` is ``items[i]``.
@@ -56,6 +61,11 @@ class ItemTable:
         position: item key -> position.
         memo: what higher layers derive from these items and keep until they change (the session's
             tool catalog, :func:`contextsieve.session.assembly.tool_catalog`); dropped with the table.
+        shape: a token no other table of the process has (the agent's version and a serial): what
+            caches of the items are keyed on.
+        sources / sizes: the agent's lists of rules, references and tools and its servers when the
+            table was built, and their lengths (held, so a list replaced since is told by identity:
+            an ``id`` could be reused once the old list is freed).
     """
 
     shape: tuple[int, ...]
@@ -67,6 +77,8 @@ class ItemTable:
     needs_permission: np.ndarray
     position: dict[ItemKey, int]
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    sources: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    sizes: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass
@@ -126,22 +138,19 @@ class Agent:
             return self._current_table()
 
     def _current_table(self) -> ItemTable:
-        shape = (
-            self._version,
-            id(self.rules),
-            len(self.rules),
-            id(self.references),
-            len(self.references),
-            id(self.tools),
-            len(self.tools),
-            id(self.servers),
-            len(self.servers),
-        )
-        if self._table is None or self._table.shape != shape:
+        sources = (self.rules, self.references, self.tools, self.servers)
+        sizes = tuple(len(x) for x in sources)
+        t = self._table
+        if (
+            t is None
+            or t.shape[0] != self._version
+            or t.sizes != sizes
+            or any(a is not b for a, b in zip(t.sources, sources))  # a list replaced: held, so never an id reused
+        ):
             items = list(self.all_items())
             modes = [self.include_mode(it) for it in items]
-            self._table = ItemTable(
-                shape,
+            t = self._table = ItemTable(
+                (self._version, next(_TABLE_SERIAL)),  # unique: no cache keyed on an older table matches
                 items,
                 [it.key for it in items],
                 np.array([m is IncludeMode.ALWAYS for m in modes], dtype=bool),
@@ -149,8 +158,10 @@ class Agent:
                 np.array([isinstance(it, Tool) for it in items], dtype=bool),
                 np.array([isinstance(it, Tool) and self.permission_required(it) for it in items], dtype=bool),
                 {it.key: i for i, it in enumerate(items)},
+                sources=sources,
+                sizes=sizes,
             )
-        return self._table
+        return t
 
     @property
     def identity(self) -> str:

@@ -34,6 +34,8 @@ __all__ = [
     "anthropic_tool_result",
     "openai_tool_search_output",
     "tool_definition",
+    "tool_catalog",
+    "own_definition",
     "item_text",
     "stashed_text",
     "assemble",
@@ -88,7 +90,7 @@ class Request:
         tools = [
             {
                 "type": "function",
-                "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+                "function": {"name": t["name"], "description": t["description"], "parameters": dict(t["input_schema"])},
             }
             for t in self.tools
         ]
@@ -113,13 +115,13 @@ class Request:
         system = self.messages[0]["content"] if self.messages and self.messages[0]["role"] == "system" else ""
         rest: list[dict[str, Any]] = [dict(m) for m in self.messages if m["role"] != "system"]
         if tools == "selected":
-            return {"system": system, "messages": rest, "tools": [dict(t) for t in self.tools]}
+            return {"system": system, "messages": rest, "tools": [own_definition(t) for t in self.tools]}
         if tools != "deferred":
             raise InputError(f"tools must be 'selected' or 'deferred', got {brief(tools)}")
         declared: list[dict[str, Any]] = [dict(SEARCH_TOOL)]
-        declared += [dict(t) for t in self.catalog if t["name"] in self.always]
+        declared += [own_definition(t) for t in self.catalog if t["name"] in self.always]
         declared[-1]["cache_control"] = {"type": "ephemeral"}
-        declared += [{**t, "defer_loading": True} for t in self.catalog if t["name"] not in self.always]
+        declared += [{**own_definition(t), "defer_loading": True} for t in self.catalog if t["name"] not in self.always]
         loaded = [t["name"] for t in self.tools if t["name"] not in self.always]
         call_id = LOAD_CALL_ID
         rest.append(
@@ -204,12 +206,20 @@ SEARCH_TOOL: dict[str, Any] = {
 LOAD_CALL_ID = "contextsieve_load"
 
 
+def own_definition(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the tool definition ``t`` with its own copy of the schema's top level, to hand out: the
+    definitions of :func:`tool_catalog` are shared by a session's requests (and a tool's schema with
+    the tool), so a host that edits what it is given (``cache_control`` on the last tool,
+    ``additionalProperties`` on a schema) edits its copy only."""
+    return {**t, "input_schema": dict(t["input_schema"])}
+
+
 def _openai_function(t: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "type": "function",
         "name": t["name"],
         "description": t["description"],
-        "parameters": t["input_schema"],
+        "parameters": dict(t["input_schema"]),  # the request's own: catalog definitions are shared
         "strict": False,
     }
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from contextsieve.agent.agent import Agent
 from contextsieve.agent.items import ItemKind
 from contextsieve.errors import InputError, brief
-from contextsieve.session.assembly import Request
+from contextsieve.session.assembly import Request, own_definition
 
 if TYPE_CHECKING:
     from contextsieve.session.requests import ToolMatch
@@ -117,4 +117,4 @@ class StableOffer:
         gone = [n for n in self.offered if n not in defs]  # a tool the agent no longer has
         for n in gone:
             del self.offered[n]
-        return dataclasses.replace(request, tools=[dict(defs[n]) for n in self.offered])  # the catalog's are shared
+        return dataclasses.replace(request, tools=[own_definition(defs[n]) for n in self.offered])

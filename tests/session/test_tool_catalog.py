@@ -5,6 +5,7 @@ tools, their names or the session's tool access change, and no request's edits r
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from contextsieve import OfferConfig
@@ -93,3 +94,41 @@ def test_editing_one_requests_tools_changes_no_other_request(tmp_path: Path) -> 
     second = s.build_request("flights to Rome")
     assert all("cache_control" not in d and d["description"] != "edited" for d in second.catalog)
     assert all("cache_control" not in d and d["description"] != "edited" for d in second.tools)
+
+
+def test_editing_a_payloads_schema_changes_no_other_request(tmp_path: Path) -> None:
+    """A tool declared without a schema gets ``{"type": "object"}``; kept in the shared catalog, a host's
+    edit of it in one payload (``additionalProperties``, strict mode) reached every later request."""
+    a = agent()
+    e = Engine(a, embedder=FakeEmbedder(), cache_dir=tmp_path)
+    s = e.session(offer=OfferConfig(mode="stable", budget=10))
+    first = s.build_request("rain in Paris")
+    payloads = [
+        first.anthropic(tools="deferred")["tools"][1:],
+        first.anthropic()["tools"],
+        first.openai_responses(tools="deferred")["tools"][1:],
+        [t["function"] for t in first.openai()["tools"]],
+    ]
+    for tools in payloads:
+        for t in tools:
+            (t.get("input_schema") or t["parameters"])["additionalProperties"] = False
+    s.record_reply(first, "ok")
+    for r in (s.build_request("flights to Rome"), e.session().build_request("hotels in Rome")):
+        schemas = [d["input_schema"] for d in r.catalog] + [t["input_schema"] for t in r.tools]
+        assert schemas and all(x == {"type": "object"} for x in schemas)
+    assert all(t.input_schema == {} for t in a.tools)
+
+
+def test_a_replaced_tool_list_is_seen_even_when_it_reuses_the_old_lists_id(tmp_path: Path) -> None:
+    """The item table told a replaced list by its ``id`` and length. Replacing ``agent.tools`` twice between
+    two requests frees the list the table was built from, and the second new list may take its id: the
+    request kept the old catalog (and search). The table now holds the lists it was built from, so none is
+    freed while it is current (on the code before, this failed at the first round)."""
+    a = agent()
+    s = Engine(a, embedder=FakeEmbedder(), cache_dir=tmp_path).session()
+    for n in range(20):
+        s.build_request("rain in Paris")
+        for k in range(2):  # no other list made in between: the second may take the freed first's id
+            a.tools = [dataclasses.replace(t, description=f"{t.name} v{n}.{k}") for t in a.tools]
+        r = s.build_request("rain in Paris")
+        assert [d["description"] for d in r.catalog] == [d["description"] for d in oracle(a, a.tools)[0]]
