@@ -207,8 +207,11 @@ if hasattr(os, "register_at_fork"):
 def jit_disabled() -> bool:
     """Whether Numba's JIT is switched off: Numba's own setting once Numba is imported, else
     ``$NUMBA_DISABLE_JIT`` read as Numba reads it (an integer, 0 when unset or not a number). Does not
-    import Numba."""
+    import Numba, except where the working folder has a ``.numba_config.yaml`` (which Numba reads at
+    import, and which may switch the JIT off): then Numba is imported to read it."""
     config = sys.modules.get("numba.core.config")
+    if config is None and os.path.isfile(".numba_config.yaml"):
+        import numba.core.config as config
     if config is not None and hasattr(config, "DISABLE_JIT"):
         return bool(config.DISABLE_JIT)
     try:

@@ -70,7 +70,10 @@ def _compile_kernels() -> None:
     from contextsieve.kernels.threads import jit_disabled
 
     if jit_disabled():
-        print("\nscoring kernels: not compiled: $NUMBA_DISABLE_JIT turns Numba's JIT off, so requests score on numpy")
+        print(
+            "\nscoring kernels: not compiled: Numba's JIT is off ($NUMBA_DISABLE_JIT or .numba_config.yaml), "
+            "so requests score on numpy"
+        )
         return
     if not kernels_compiled():
         from contextsieve.kernels import _jit

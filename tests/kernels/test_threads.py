@@ -295,3 +295,23 @@ def test_with_numbas_jit_off_the_numpy_paths_score_and_build_compiles_nothing() 
     Python loops, and ``contextsieve build`` failed (``'function' object has no attribute 'stats'``)."""
     got = _run(_NO_JIT, NUMBA_DISABLE_JIT="1")
     assert got == {"loaded": False, "compiled": 0, "close": True, "top": True, "groups": [1, 3, 5], "bm25": [2, 0]}
+
+
+def test_numbas_jit_switched_off_by_its_config_file_is_seen_before_numba_is_imported(tmp_path: Path) -> None:
+    """Numba also reads ``.numba_config.yaml`` in the working folder: with ``disable_jit: 1`` there and no
+    variable set, the first large search ran the kernels as Python loops (4 s against 0.05) and ``build``
+    failed as with the variable."""
+    pytest.importorskip("yaml")  # Numba reads the file only with PyYAML
+    (tmp_path / ".numba_config.yaml").write_text("disable_jit: 1\n")
+    code = (
+        "import json, sys\n"
+        "from contextsieve.kernels.threads import jit_disabled\n"
+        "from contextsieve.kernels.compiled import compile_kernels\n"
+        "print(json.dumps({'off': jit_disabled(), 'loads': len(compile_kernels())}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"off": True, "loads": 0}
