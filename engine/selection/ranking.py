@@ -249,7 +249,11 @@ def cut(
     room = max(0, top_n - len(high) + freed)
     learned = [s for s in other if examples[s.chunk]][: HISTORY_EXTRA - freed]
     taken = {id(s) for s in learned}
-    kept = {id(s) for s in [s for s in other if id(s) not in taken][:room]} | taken
+    rest = [s for s in other if id(s) not in taken]
+    # the request's own best items keep their places: further items found through history fill the others
+    guard = max(0, min(OWN_KEPT, top_n) - sum(1 for s in high if not examples[s.chunk]))
+    own = {id(s) for s in [s for s in rest if not examples[s.chunk]][: min(room, guard)]}
+    kept = {id(s) for s in [s for s in rest if id(s) not in own][: room - len(own)]} | own | taken
     return grouped, high + [s for s in other if id(s) in kept]
 
 
@@ -258,6 +262,11 @@ def cut(
 #: 1 lifted mcp_tasks' loop at ``tool_top_n=5`` with history from 0.947 to 0.959 (cold 0.951) for +0.2
 #: tools; 2 added tools and no recall (``tool_loop`` / ``tool_selection --history-folds 2``).
 HISTORY_EXTRA = 1
+#: How many of a request's best items found by its own words (their best chunk their own text) no item
+#: found through history takes the place of, the items at the include score counted: one recorded
+#: request of another task, close to this one, could fill every place with its tools (a Spanish
+#: chart request lost its SQLite and chart tools to a login task's browser tools).
+OWN_KEPT = 3
 
 #: Words (not stopwords) up to which a message is short: small talk has 0-2 ("thanks!", "good
 #: morning", "see you tomorrow").

@@ -325,3 +325,45 @@ def test_a_tool_found_through_its_example_adds_a_place_instead_of_taking_one() -
     assert HISTORY_EXTRA == 1
     assert [s.item for s in cold] == [0, 2]
     assert [s.item for s in learned] == [0, 2, 1]  # ranking order; 1 keeps its place
+
+
+def test_tools_found_through_history_never_take_the_places_of_the_requests_own_best() -> None:
+    """Items 0-2 by their own text; items 3-6 (rows 3-6) through the examples of one close recorded request,
+    ranked above them. With top_n 4 one history item joins (HISTORY_EXTRA) and one fills the place past
+    the own best three (OWN_KEPT); the others took the places of items 1 and 2 before."""
+    ranked = _ranked([0.5, 0.45, 0.4, 0.7, 0.69, 0.68, 0.67], [0.5, 0.45, 0.4, 0.7, 0.69, 0.68, 0.67], [0.0] * 7)
+    items = np.arange(7)
+    examples = np.array([False, False, False, True, True, True, True])
+    _, learned = cut(ranked, items, top_n=4, include_score=0.95, examples=examples)
+    assert [s.item for s in learned] == [3, 4, 0, 1, 2]  # 3 added, 4 in the free place, 0-2 kept
+    _, small = cut(ranked, items, top_n=2, include_score=0.95, examples=examples)
+    assert [s.item for s in small] == [3, 0, 1]  # top_n 2: both own places kept, history adds one
+
+
+def test_a_close_request_of_another_task_adds_one_tool_and_keeps_the_requests_own_top_three() -> None:
+    """One recorded request past the gate (cosine 0.5-0.55) with three unrelated tools pushed two of the
+    request's own top three out of a three-tool offer (the hostile probe's minimal case)."""
+    own = [
+        ("f", "zip_folder", "zip up a directory into an archive file"),
+        ("f", "list_invoices", "show every invoice of a customer"),
+        ("f", "move_folder", "move a folder somewhere else"),
+    ]
+    other = [
+        ("f", "send_fax", "send a fax"),
+        ("f", "print_label", "print a shipping label"),
+        ("f", "call_taxi", "call a taxi"),
+    ]
+    tools = [Tool(s, n, d) for s, n, d in own + other + [("f", "book_room", "book a meeting room")]]
+
+    def fresh() -> Session:
+        a = Agent(servers={"f": McpServer("f", default_include=G)}, tools=list(tools))
+        return Session(a, ChunkStore(FakeEmbedder()), tool_top_n=3)  # type: ignore[arg-type]
+
+    request, recorded = "archive the quarterly invoices folder", "archive the quarterly zebra mango"
+    assert agent_settings.EXAMPLE_SIMILARITY <= cosine(request, recorded) < 0.55
+    cold = tools_of(fresh().build_request(request))
+    warm = fresh()
+    warm.record_tool_calls(recorded, [f"{s}:{n}" for s, n, _ in other])
+    got = tools_of(warm.build_request(request))
+    assert [k.name for k in cold] == ["zip_folder", "list_invoices", "move_folder"]
+    assert set(cold) <= set(got) and len(got) == 4  # one added, none of the own three pushed out
