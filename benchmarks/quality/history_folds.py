@@ -79,12 +79,17 @@ def history_rows(
     return rows
 
 
-def one_request_table(folders: list[Path], folds: int, *, sample: int, split: str | None, variant: str | None) -> None:
+def one_request_table(
+    folders: list[Path], folds: int, *, sample: int, split: str | None, variant: str | None, vectors_only: bool = False
+) -> None:
     """``tool_selection --history-folds K``: the default pipeline, one request per task (its whole query),
     cold and with history, every data folder in one table (a folder of more than ``sample`` tasks: the
     same fixed sample as the other tables, ``random.Random(0)``; ``split``: only its queries of that
     split). Columns as ``tool_selection``'s: R@sel (recall of the task's groups), all@sel, n (tools
-    offered), then prec (:class:`~contextsieve.evaluation.runner.Scores`'s precision) and the request p50."""
+    offered), then prec (:class:`~contextsieve.evaluation.runner.Scores`'s precision) and the request p50.
+    ``vectors_only``: each engine keeps its history in a file of its own without the requests' text (a
+    host's default ``history.sqlite``: its examples have no words for the keyword index), else in memory
+    with the text (what ``contextsieve eval`` does)."""
     from benchmarks.quality.tool_selection import catalog_agent, load, load_servers
     from contextsieve import Embedder
     from contextsieve.engine import Engine
@@ -100,13 +105,16 @@ def one_request_table(folders: list[Path], folds: int, *, sample: int, split: st
             queries = random.Random(0).sample(queries, sample)
         agent = catalog_agent(tools, load_servers(folder), "eval")
         with tempfile.TemporaryDirectory(prefix="tool-selection-") as cache:  # the tools' vectors, shared
+            made = iter(range(10**9))
 
             def fresh() -> Engine:
-                engine = Engine(agent, embedder=emb, cache_dir=cache)  # noqa: B023 (used in this iteration)
+                history = Path(cache) / f"history-{next(made)}.sqlite" if vectors_only else None  # noqa: B023
+                engine = Engine(agent, embedder=emb, cache_dir=cache, history=history)  # noqa: B023
                 engine.index()
                 return engine
 
             name = f"{folder.name}{f' {split}' if split else ''}, {len(queries)} tasks"
+            name += ", history as vectors" if vectors_only else ""
             for history, s, _ in history_rows(fresh, [as_task(q, loop=False) for q in queries], folds):
                 rows.append((name, history, s))
                 print(f"  {name}, {history}: " + _one_request_cells(s), flush=True)

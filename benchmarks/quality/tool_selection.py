@@ -178,6 +178,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--no-latency", action="store_true", help="skip the per-query latency loop")
     ap.add_argument(
+        "--history-as-vectors",
+        action="store_true",
+        help="with --history-folds: each engine keeps its history in a file without the requests' text, as a "
+        "host's history.sqlite does by default (else in memory, text kept)",
+    )
+    ap.add_argument(
         "--history-folds",
         type=int,
         metavar="K",
@@ -188,7 +194,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.history_folds:
         from benchmarks.quality.history_folds import one_request_table
 
-        one_request_table(args.data, args.history_folds, sample=args.sample, split=args.split, variant=args.variant)
+        one_request_table(
+            args.data,
+            args.history_folds,
+            sample=args.sample,
+            split=args.split,
+            variant=args.variant,
+            vectors_only=args.history_as_vectors,
+        )
         return
     if len(args.data) > 1:
         ap.error("several --data folders are for --history-folds")
