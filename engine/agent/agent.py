@@ -149,6 +149,7 @@ class Agent:
         ):
             items = list(self.all_items())
             modes = [self.include_mode(it) for it in items]
+            self._by_key = {it.key: it for it in items}  # a list replaced: has() and get() follow it too
             t = self._table = ItemTable(
                 (self._version, next(_TABLE_SERIAL)),  # unique: no cache keyed on an older table matches
                 items,

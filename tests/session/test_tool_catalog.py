@@ -132,3 +132,17 @@ def test_a_replaced_tool_list_is_seen_even_when_it_reuses_the_old_lists_id(tmp_p
             a.tools = [dataclasses.replace(t, description=f"{t.name} v{n}.{k}") for t in a.tools]
         r = s.build_request("rain in Paris")
         assert [d["description"] for d in r.catalog] == [d["description"] for d in oracle(a, a.tools)[0]]
+
+
+def test_a_replaced_tool_list_that_drops_an_always_tool_leaves_it_out(tmp_path: Path) -> None:
+    """``agent.has`` read a key index rebuilt only by ``upsert`` and the like: after ``agent.tools`` was
+    replaced by a list without the ``always`` tool ``t_hotels``, the session still listed it, and the
+    request raised ``UnknownItemError`` once a lookup of the new tool rebuilt the index."""
+    a = agent()
+    s = Engine(a, embedder=FakeEmbedder(), cache_dir=tmp_path).session()
+    assert "t_hotels" in {t["name"] for t in s.build_request("rain in Paris").tools}
+    a.tools = [t for t in a.tools if t.name != "hotels"] + [Tool("t", "trains", "book trains to a city")]
+    r = s.build_request("book trains to Paris")
+    names = {t["name"] for t in r.tools}
+    assert "t_hotels" not in names and "t_trains" in names
+    assert [d["name"] for d in r.catalog] == [d["name"] for d in oracle(a, a.tools)[0]]
