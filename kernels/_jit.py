@@ -314,6 +314,47 @@ def score_pool_topk(
     return out_s, out_i, out_w
 
 
+@_njit(inline="always")
+def _half_bits_edge(h: np.uint32) -> np.uint32:
+    """The float32 bits of the float16 ``h`` whose exponent is all zeros or all ones: a signed zero, a
+    subnormal (``m * 2**-24``, made normal: its leading bit becomes the implicit one), an infinity or a
+    NaN (its payload kept)."""
+    sign = (h & 0x8000) << 16
+    m = h & 0x3FF
+    if h & 0x7C00:  # all ones
+        return np.uint32(sign | 0x7F800000 | (m << 13))
+    if m == 0:
+        return np.uint32(sign)
+    e = np.uint32(113)  # 127 - 15 + 1: the exponent of a float16 whose leading bit is bit 10
+    while m & 0x400 == 0:
+        m <<= 1
+        e -= 1
+    return np.uint32(sign | (e << 23) | ((m & 0x3FF) << 13))
+
+
+@_njit()
+def half_rows(bits: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = the float32 bits of the float16 row ``bits[rows[i]]`` (float16 as its uint16 bits, float32
+    as uint32: Numba has no float16 on the CPU), bit for bit numpy's conversion of every value. A row
+    is converted with integer operations LLVM vectorises; when it holds a value of an edge exponent
+    (a zero, a subnormal, an infinity, a NaN), those are converted again one by one."""
+    d = bits.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        edge = np.uint32(0)
+        for j in range(d):
+            h = np.uint32(bits[r, j])
+            e = h & 0x7C00
+            edge |= np.uint32(e == 0) | np.uint32(e == 0x7C00)
+            out[i, j] = ((h & 0x8000) << 16) | (((h & 0x7FFF) << 13) + np.uint32(112 << 23))
+        if edge:
+            for j in range(d):
+                h = np.uint32(bits[r, j])
+                e = h & 0x7C00
+                if e == 0 or e == 0x7C00:
+                    out[i, j] = _half_bits_edge(h)
+
+
 @_njit()
 def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
     """Best score and best row per item (lower row wins ties; -inf / -1 for items with no row)."""

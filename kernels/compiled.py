@@ -51,7 +51,7 @@ NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 
 #: The Numba kernels of :mod:`contextsieve.kernels._jit` that the engine calls (the helpers they
 #: inline are compiled into them).
-KERNELS = ("score_matrix", "score_pool", "score_pool_topk", "group_max", "bm25_top_k")
+KERNELS = ("score_matrix", "score_pool", "score_pool_topk", "group_max", "bm25_top_k", "half_rows")
 
 _SOURCE = Path(os.path.abspath(__file__)).with_name("_jit.py")
 
@@ -87,7 +87,8 @@ def kernel_arguments() -> dict[str, list[tuple[object, ...]]]:
     int8 C-contiguous corpora with float32 scales, bool masks, float32 / int32 outputs; ``k`` and
     block counts as Python ints; ``group_max`` with float32 scores and int64 items;
     ``bm25_top_k`` with int64 slots and offsets, float64 term counts and idf, and int32 row lengths
-    (:mod:`contextsieve.retrieval.bm25`'s)."""
+    (:mod:`contextsieve.retrieval.bm25`'s); ``half_rows`` with a uint16 matrix, int64 rows and a uint32
+    output."""
     f32, i8, i32, i64, f64, b = np.float32, np.int8, np.int32, np.int64, np.float64, np.bool_
     q = np.zeros((2, 8), f32)
     corpora = (np.zeros((4, 8), f32), np.zeros((4, 8), i8))
@@ -97,6 +98,7 @@ def kernel_arguments() -> dict[str, list[tuple[object, ...]]]:
         "score_pool": [(q, c, s, mask, np.zeros(4, f32), np.zeros(4, i32)) for c, s in zip(corpora, (no_scale, scale))],
         "score_pool_topk": [(q, c, s, mask, 2, 1) for c, s in zip(corpora, (no_scale, scale))],
         "group_max": [(np.zeros(4, f32), np.zeros(4, i64), 1)],
+        "half_rows": [(np.zeros((4, 8), np.uint16), np.zeros(2, i64), np.zeros((2, 8), np.uint32))],
         "bm25_top_k": [
             (
                 np.zeros(1, i64),

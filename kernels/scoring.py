@@ -37,6 +37,7 @@ __all__ = [
     "top_k",
     "score_pool_topk",
     "group_max",
+    "half_rows",
     "Int8Corpus",
     "F16Corpus",
     "bm25_top_k",
@@ -52,6 +53,10 @@ GROUP_NUMBA_ROWS = 50_000
 #: Postings from which :func:`bm25_top_k` uses its Numba loop: below it the numpy path's fixed cost is
 #: small and Numba is not imported for a small store (``benchmarks.speed.kernels_table``).
 BM25_TOPK_NUMBA_POSTINGS = 4_096
+#: Values (rows x dim) from which :func:`half_rows` converts with its Numba loop: numpy converts float16
+#: at about 2 ns a value (``python -m benchmarks.speed.kernels_table``), a cost that shows from a few
+#: dozen rows of 384.
+HALF_NUMBA_VALUES = 16_384
 
 _jit: ModuleType | None = None
 
@@ -330,6 +335,32 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
         best[it[rows]] = s[rows]
         arg[it[rows]] = rows
     return best, arg
+
+
+def half_rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows of a float16 matrix as float32, bit for bit numpy's conversion (``matrix[rows].astype(np.float32)``,
+    the path for small inputs and the oracle).
+
+    Args:
+        matrix: float16 ``[R, D]``.
+        rows: int ``[K]`` in ``0 .. R - 1``.
+
+    Returns:
+        float32 ``[K, D]``, a new array.
+    """
+    m = np.asarray(matrix)
+    r = np.asarray(rows)
+    if m.dtype != np.float16 or m.ndim != 2:
+        raise InputError(f"matrix must be a 2-D float16 array, got {m.ndim}-D {m.dtype}")
+    if r.ndim != 1 or (r.size and r.dtype.kind not in "iu"):
+        raise InputError(f"rows must be a 1-D array of ints, got {r.ndim}-D {r.dtype}")
+    if r.size and (int(r.min()) < 0 or int(r.max()) >= m.shape[0]):
+        raise InputError(f"rows must lie in 0..{m.shape[0] - 1}")
+    if r.size * m.shape[1] >= HALF_NUMBA_VALUES and m.flags.c_contiguous and not threads.jit_disabled():
+        out = np.empty((r.size, m.shape[1]), dtype=np.uint32)
+        _kernels().half_rows(m.view(np.uint16), np.ascontiguousarray(r, dtype=np.int64), out)
+        return out.view(np.float32)
+    return m[r.astype(np.int64)].astype(np.float32)
 
 
 @dataclass(frozen=True)

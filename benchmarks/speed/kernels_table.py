@@ -14,6 +14,11 @@ A second table times :func:`~contextsieve.kernels.scoring.bm25_top_k` (the stash
 on both paths over 100,000 rows, for queries of 6 terms whose postings total P (Zipf-like term
 frequencies, half the rows allowed, top-20): where the Numba path starts to pay off sets
 ``BM25_TOPK_NUMBA_POSTINGS``. ``--bm25-only`` prints that table alone.
+
+A third times :func:`~contextsieve.kernels.scoring.half_rows` (a history's recorded requests, float16
+rows of one matrix, gathered and made float32 for their exact scores) on both paths: K random rows of
+a 20,000 x 384 matrix of unit vectors; where the Numba path starts to pay off sets
+``HALF_NUMBA_VALUES``. ``--half-only`` prints that table alone.
 """
 
 from __future__ import annotations
@@ -50,14 +55,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--queries", default="1,2,4,8")
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--bm25-only", action="store_true")
+    ap.add_argument("--half-only", action="store_true")
     args = ap.parse_args(argv)
     import numba
 
     rng = np.random.default_rng(1)
     print(cpu_line())
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads; top-{args.k}; 384-d float32\n")
-    bm25_table(rng, args.k)
-    if args.bm25_only:
+    if not args.half_only:
+        bm25_table(rng, args.k)
+    if not args.bm25_only:
+        half_table(rng)
+    if args.bm25_only or args.half_only:
         return
     print(
         "| N | M | stream-read ms | numpy ms | x bw | fused ms | x bw | int8 ms | x bw (int8 bytes) | r@20 int8 | "
@@ -123,6 +132,30 @@ def bm25_table(rng: np.random.Generator, k: int, n: int = 100_000) -> None:
         K.BM25_TOPK_NUMBA_POSTINGS = saved
         print(
             f"| {slots.size:,} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | {times[0] / times[1]:.1f} |", flush=True
+        )
+    print()
+
+
+def half_table(rng: np.random.Generator, n: int = 20_000) -> None:
+    """half_rows' numpy and Numba paths side by side (see the module docstring)."""
+    c = rng.standard_normal((n, 384), dtype=np.float32)
+    matrix = (c / np.linalg.norm(c, axis=1, keepdims=True)).astype(np.float16)
+    print(f"half_rows: K rows of a {n:,} x 384 float16 matrix as float32 (ms, median of 300)\n")
+    print("| K | values | numpy ms | numba ms | numpy / numba | ns a value (numpy) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for rows in (8, 32, 64, 256, 1024):
+        which = np.sort(rng.choice(n, rows, replace=False))
+        saved = K.HALF_NUMBA_VALUES
+        times = []
+        for threshold in (10**18, 0):
+            K.HALF_NUMBA_VALUES = threshold
+            K.half_rows(matrix, which)  # compile / load cache
+            times.append(median_time(lambda: K.half_rows(matrix, which), 300)[0])
+        K.HALF_NUMBA_VALUES = saved
+        print(
+            f"| {rows:,} | {rows * 384:,} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | {times[0] / times[1]:.1f} | "
+            f"{times[0] / (rows * 384) * 1e9:.2f} |",
+            flush=True,
         )
     print()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from contextsieve.agent.items import ItemKey, ItemKind
+from contextsieve.agent.stored_vectors import VectorBlock, unit_vector
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
 from contextsieve.retrieval.cache import (
     BUSY_TIMEOUT,
@@ -52,10 +53,7 @@ from contextsieve.retrieval.cache import (
 __all__ = [
     "UsageLog",
     "Example",
-    "unit_vector",
     "example_hash",
-    "Relations",
-    "relations",
     "MAX_EXAMPLE_CHARS",
     "KINDS",
     "KEEP_PER_TOOL",
@@ -103,49 +101,6 @@ def example_text(message: str) -> str:
 def example_hash(message: str) -> str:
     """The identity of ``message`` as an example in a log (:attr:`Example.hash`)."""
     return text_key(example_text(message))
-
-
-@dataclass(frozen=True)
-class Relations:
-    """What an agent's history says about its tools used together, read off its examples: the tools
-    recorded for one request (one task's message: a host's calls under a task, or one
-    ``record_tool_calls`` list) were used in that task, in the order of their record times.
-
-    Attributes:
-        uses: per tool, in how many recorded tasks it was used.
-        next_to: per tool ``a``, per tool ``b``: in how many of those tasks ``b`` was used right before
-            or right after ``a``.
-    """
-
-    uses: dict[ItemKey, int]
-    next_to: dict[ItemKey, dict[ItemKey, int]]
-
-    def companions(self, tool: ItemKey, share: float) -> list[tuple[ItemKey, float]]:
-        """The tools used right before or after ``tool`` in at least ``share`` of the tasks that used it,
-        with that share, most often first (ties by key)."""
-        n = self.uses.get(tool, 0)
-        if n == 0:
-            return []
-        got = [(b, c / n) for b, c in self.next_to.get(tool, {}).items() if c / n >= share]
-        return sorted(got, key=lambda x: (-x[1], str(x[0])))
-
-
-def relations(examples: dict[ItemKey, tuple[Example, ...]]) -> Relations:
-    """The :class:`Relations` of a log's examples (per tool, as :meth:`UsageLog.records` gives them)."""
-    tasks: dict[str, list[tuple[float, str, ItemKey]]] = {}
-    for key, kept in examples.items():
-        for e in kept:
-            tasks.setdefault(e.hash, []).append((e.at, str(key), key))
-    uses: dict[ItemKey, int] = {}
-    next_to: dict[ItemKey, dict[ItemKey, int]] = {}
-    for used in tasks.values():
-        order = [k for _, _, k in sorted(used)]
-        for k in order:
-            uses[k] = uses.get(k, 0) + 1
-        for a, b in zip(order, order[1:]):
-            next_to.setdefault(a, {})[b] = next_to.setdefault(a, {}).get(b, 0) + 1
-            next_to.setdefault(b, {})[a] = next_to.setdefault(b, {}).get(a, 0) + 1
-    return Relations(uses, next_to)
 
 
 class UsageLog:
@@ -322,58 +277,90 @@ class UsageLog:
         finite, non-zero float16 vector of that length, or its time not a number; a bit flip or a hand
         edit) is read as one of another model, and the first read that meets one warns once
         (:class:`~contextsieve.errors.UsageLogWarning`): the rest of the history stays in use."""
-        _kind(kind)
+        return self.all_records(agent, per_tool, dim, (kind,))[kind]
+
+    def all_records(
+        self, agent: str, per_tool: int, dim: int | None = None, kinds: tuple[str, ...] = KINDS
+    ) -> dict[str, dict[ItemKey, tuple[Example, ...]]]:
+        """:meth:`records` of each of ``kinds`` (default both), by kind, read together: a file's vectors
+        are then rows of one float16 matrix, each request's once whatever its kinds and tools (a request
+        is often an example of the tool called and a miss of those offered with it)."""
+        for kind in kinds:
+            _kind(kind)
         if per_tool <= 0:
-            return {}
-        out: dict[ItemKey, list[Example]] = {}
-        damaged = 0
+            return {kind: {} for kind in kinds}
+        outs: dict[str, dict[ItemKey, list[Example]]] = {kind: {} for kind in kinds}
+        damaged = dict.fromkeys(kinds, 0)
         if not self.persistent:
             with self._lock:
                 for (c, a, k), kept in self._memory.items():
-                    if a == agent and c == kind:
+                    if a == agent and c in outs:
                         fits = [
                             e if e.vector is None or dim is None or e.vector.shape[0] == dim else _unkept(e)
                             for e in kept.values()
                         ]
-                        out[k] = [e for e in fits if e.vector is not None or e.text is not None]
+                        outs[c][k] = [e for e in fits if e.vector is not None or e.text is not None]
         else:
             with self._guard() as db:
+                if db is not None:
+                    damaged = self._read_kinds(db, agent, per_tool, kinds, dim, outs)
+        for kind in kinds:
+            if damaged[kind] and kind not in self._warned:
+                self._warned.add(kind)
+                warnings.warn(
+                    f"the usage log {self.path} holds damaged records ({kind}: at least {damaged[kind]}); they "
+                    "are left out and the rest of the history is used (`contextsieve history AGENT --forget` "
+                    "starts afresh)",
+                    UsageLogWarning,
+                    stacklevel=3,
+                )
+        return {
+            kind: {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
+            for kind, out in outs.items()
+        }
+
+    def _read_kinds(
+        self,
+        db: sqlite3.Connection,
+        agent: str,
+        per_tool: int,
+        kinds: tuple[str, ...],
+        dim: int | None,
+        outs: dict[str, dict[ItemKey, list[Example]]],
+    ) -> dict[str, int]:
+        """Read ``agent``'s records of each of ``kinds`` from the file into ``outs`` (see :meth:`all_records`),
+        their vectors into one :class:`~contextsieve.agent.stored_vectors.VectorBlock`; returns how many
+        were damaged, per kind."""
+        upper = sum(int(db.execute(f"SELECT count(*) FROM {k} WHERE agent = ?", (agent,)).fetchone()[0]) for k in kinds)
+        vectors = VectorBlock(upper, dim)
+        damaged: dict[str, int] = {}
+        for kind in kinds:
+            out = outs[kind]
+            try:
+                damaged[kind] = self._read(db, agent, per_tool, kind, vectors, out)
+            except sqlite3.OperationalError as e:  # text that is not UTF-8 (a damaged byte): read it replaced
+                if "decode" not in str(e):
+                    raise
+                out.clear()
+                db.text_factory = _lenient_text
                 try:
-                    damaged = self._read(db, agent, per_tool, kind, dim, out)
-                except sqlite3.OperationalError as e:  # text that is not UTF-8 (a damaged byte): read it replaced
-                    if db is None or "decode" not in str(e):
-                        raise
-                    out.clear()
-                    db.text_factory = _lenient_text
-                    try:
-                        damaged = self._read(db, agent, per_tool, kind, dim, out) + 1
-                    finally:
-                        db.text_factory = str
-        if damaged and kind not in self._warned:
-            self._warned.add(kind)
-            warnings.warn(
-                f"the usage log {self.path} holds damaged records ({kind}: at least {damaged}); they are left "
-                "out and the rest of the history is used (`contextsieve history AGENT --forget` starts afresh)",
-                UsageLogWarning,
-                stacklevel=3,
-            )
-        return {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
+                    damaged[kind] = self._read(db, agent, per_tool, kind, vectors, out) + 1
+                finally:
+                    db.text_factory = str
+        return damaged
 
     def _read(
         self,
-        db: sqlite3.Connection | None,
+        db: sqlite3.Connection,
         agent: str,
         per_tool: int,
         kind: str,
-        dim: int | None,
+        vectors: VectorBlock,
         out: dict[ItemKey, list[Example]],
     ) -> int:
-        """Read ``agent``'s records of ``kind`` from the file into ``out`` (see :meth:`records`); returns
-        how many were damaged."""
-        if db is None:
-            return 0
-        seen: dict[bytes, np.ndarray | None] = {}  # a request recorded for several tools: one vector
-        names: dict[str, str] = {}  # and one copy of its hash
+        """Read ``agent``'s records of ``kind`` into ``out``, their vectors into ``vectors``; returns how
+        many were damaged."""
+        names: dict[str, str] = {}  # one copy of a request's hash
         damaged = 0
         rows = db.execute(  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
             f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "
@@ -384,16 +371,17 @@ class UsageLog:
             key = ItemKey(ItemKind.TOOL, str(tool), str(server))
             if len(out.get(key, ())) >= per_tool:
                 continue
+            h = names.setdefault(h, str(h))
             vec = None
             if blob is not None and model == self.model:
-                vec = seen[blob] if blob in seen else seen.setdefault(blob, _vector(blob, dim))
+                vec = vectors.add(h, blob)
                 damaged += vec is None
             if not isinstance(at, (int, float)) or not math.isfinite(at) or not isinstance(message, (str, type(None))):
                 damaged += 1
                 continue
             if vec is None and message is None:
                 continue  # a vector of another model, and no text to embed again
-            out.setdefault(key, []).append(Example(names.setdefault(h, str(h)), message, vec, float(at)))
+            out.setdefault(key, []).append(Example(h, message, vec, float(at)))
         return damaged
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
@@ -563,24 +551,6 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     if not v.size or not np.isfinite(v).all() or norm == 0.0:
         raise InputError("an example's vector must be a finite, non-zero vector")
     return unit_vector(v)
-
-
-def _vector(blob: object, dim: int | None = None) -> np.ndarray | None:
-    """The vector a record keeps, as kept (float16, a view of ``blob``: half the memory of float32);
-    ``None`` when it is not such a vector (of ``dim`` values, when given), empty, not finite or zero.
-    :func:`unit_vector` makes the unit vector of it."""
-    if not isinstance(blob, bytes) or len(blob) % 2 or (dim is not None and len(blob) != 2 * dim):
-        return None
-    v = np.frombuffer(blob, dtype="<f2")
-    if not v.size or not np.isfinite(v).all():
-        return None
-    return v if float(np.linalg.norm(v.astype(np.float32))) > 0 else None
-
-
-def unit_vector(vector: np.ndarray) -> np.ndarray:
-    """``vector`` as float32 divided by its norm (an :attr:`Example.vector` as a chunk vector)."""
-    v = np.asarray(vector).astype(np.float32)
-    return v / float(np.linalg.norm(v))
 
 
 def _trim(kept: dict[str, Example]) -> None:

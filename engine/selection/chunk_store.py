@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from contextsieve.agent.items import Item, ItemKey, Tool
-from contextsieve.agent.usage import Example, Relations, UsageLog, example_text, relations
+from contextsieve.agent.tool_relations import Relations, relations
+from contextsieve.agent.usage import Example, UsageLog, example_text
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import EmbeddingCacheError, UsageLogWarning
 from contextsieve.retrieval.cache import EmbeddingCache
@@ -260,8 +261,8 @@ class ChunkStore:
         # a vector of another length than the model's is a damaged record: read as one of another model
         dim = getattr(self.embedder, "dim", None)
         for _ in range(2):
-            self.examples = self.usage().records(self.usage_scope, self.config.max_examples, dim=dim)
-            self.misses = self.usage().records(self.usage_scope, self.config.max_examples, "misses", dim=dim)
+            got = self.usage().all_records(self.usage_scope, self.config.max_examples, dim)
+            self.examples, self.misses = got["examples"], got["misses"]
             kept = [e for recorded in (self.examples, self.misses) for v in recorded.values() for e in v]
             widths = Counter(e.vector.shape[0] for e in kept if e.vector is not None)
             if len(widths) <= 1:
@@ -279,8 +280,8 @@ class ChunkStore:
             self._stale.update(changed)
 
     def relations(self) -> Relations:
-        """What the recorded examples say about tools used together (:func:`~contextsieve.agent.usage.relations`),
-        kept until the examples change."""
+        """What the recorded examples say about tools used together
+        (:func:`~contextsieve.agent.tool_relations.relations`), kept until the examples change."""
         if not self._examples_loaded:
             self._load_examples()
         memo = self._relations

@@ -108,13 +108,14 @@ def outcome_penalty(
     if weight <= 0 or requests is None:
         return None
     recorded, scores = requests
-    keep = mask[recorded.miss_item]
-    if not keep.any():
+    misses = recorded.misses_of(np.flatnonzero(scores > MISS_SIMILARITY))  # only these can weigh: few
+    misses = misses[mask[recorded.miss_item[misses]]]
+    if not misses.size:
         return None
-    sims = scores[recorded.miss_request[keep]]  # each request scored once, best query chunk
+    sims = scores[recorded.miss_request[misses]]  # each request scored once, best query chunk
     closeness = np.clip((sims - MISS_SIMILARITY) / (1.0 - MISS_SIMILARITY), 0.0, 1.0)
     per_item = np.zeros(mask.shape[0], np.float32)
-    np.maximum.at(per_item, recorded.miss_item[keep], closeness.astype(np.float32))
+    np.maximum.at(per_item, recorded.miss_item[misses], closeness.astype(np.float32))
     if not per_item.any():
         return None
     return (np.float32(-weight) * per_item)[owner]

@@ -7,21 +7,21 @@ cosine, a miss from :data:`~contextsieve.agent.settings.MISS_SIMILARITY`). So ev
 as int8 (:class:`~contextsieve.kernels.scoring.Int8Corpus`: a quarter of float32's memory and
 bandwidth), and those the scan cannot rule out (its score plus its error bound reaches the floor) are
 scored exactly, from the vectors the usage log keeps (float16 as the file holds them, made unit float32
-vectors as the example chunks are: :func:`~contextsieve.agent.usage.unit_vector`). Requests below the
+vectors as the example chunks are: :func:`~contextsieve.agent.stored_vectors.unit_vector`). Requests below the
 floor score ``-inf``: the same ranking as scoring every request in float32, at a fraction of the cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from contextsieve.agent import settings as agent_settings
-from contextsieve.kernels.scoring import Int8Corpus, query_scores
+from contextsieve.kernels.scoring import Int8Corpus, half_rows, query_scores
 
-__all__ = ["RecordedRequests", "RequestVectors", "NearRequests", "near_floor", "SCAN_BLOCK"]
+__all__ = ["RecordedRequests", "RequestVectors", "MatrixRows", "NearRequests", "near_floor", "SCAN_BLOCK"]
 #: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many
 #: rows). Small, so that the blocks freed meanwhile (under 1 MB) do not raise glibc's mmap threshold to
 #: their size: at 4,096 rows (6 MB) the heap kept about 14 MB more of later requests' temporaries
@@ -39,6 +39,72 @@ def near_floor() -> float:
 
 
 @dataclass(frozen=True)
+class MatrixRows:
+    """Which vectors of a list are rows of a matrix they share (views of one C-contiguous 2-D array: a
+    log's read keeps its vectors so, :class:`~contextsieve.agent.usage.UsageLog`), so that a set of them
+    is gathered with one index per matrix instead of one copy per vector.
+
+    Attributes:
+        matrices: the matrices.
+        matrix: per vector, its matrix in :attr:`matrices` (-1: a vector of no matrix, copied alone).
+        row: per vector, its row in its matrix.
+    """
+
+    matrices: tuple[np.ndarray, ...]
+    matrix: np.ndarray
+    row: np.ndarray
+
+    @classmethod
+    def of(cls, vectors: Sequence[np.ndarray]) -> MatrixRows:
+        """Where each of ``vectors`` sits (a vector is a row of the array its memory belongs to when it
+        is one whole row of it)."""
+        found: dict[int, tuple[int, int]] = {}  # id of a matrix -> its number, the address of its data
+        matrices: list[np.ndarray] = []
+        matrix = np.full(len(vectors), -1, dtype=np.int64)
+        row = np.zeros(len(vectors), dtype=np.int64)
+        for j, v in enumerate(vectors):
+            m = v.base
+            if not (
+                isinstance(m, np.ndarray)
+                and m.ndim == 2
+                and v.ndim == 1
+                and m.dtype == v.dtype
+                and m.flags.c_contiguous
+                and m.shape[1] == v.shape[0]
+                and v.strides[0] == m.itemsize
+            ):
+                continue
+            if id(m) not in found:
+                found[id(m)] = (len(matrices), m.__array_interface__["data"][0])
+                matrices.append(m)
+            k, start = found[id(m)]
+            at, off = divmod(v.__array_interface__["data"][0] - start, m.strides[0])
+            if off == 0 and 0 <= at < m.shape[0]:
+                matrix[j], row[j] = k, at
+        return cls(tuple(matrices), matrix, row)
+
+    def gather(self, vectors: Sequence[np.ndarray], which: np.ndarray, dim: int) -> np.ndarray:
+        """``[len(which), dim]`` float32: the vectors ``which`` (positions in ``vectors``), in that order;
+        bit for bit the vectors converted to float32 one by one."""
+        of = self.matrix[which]
+        if of.size and of[0] >= 0 and (of == of[0]).all():  # the common case: rows of one matrix
+            return self._rows(int(of[0]), self.row[which])
+        out = np.empty((which.size, dim), np.float32)
+        for k in np.unique(of).tolist():
+            at = np.flatnonzero(of == k)
+            if k < 0:
+                for i in at.tolist():
+                    out[i] = vectors[int(which[i])]
+            else:
+                out[at] = self._rows(k, self.row[which[at]])
+        return out
+
+    def _rows(self, k: int, rows: np.ndarray) -> np.ndarray:
+        m = self.matrices[k]
+        return half_rows(m, rows) if m.dtype == np.float16 else m[rows].astype(np.float32)
+
+
+@dataclass(frozen=True)
 class RequestVectors:
     """Recorded requests' vectors, each once, and their int8 scan.
 
@@ -48,14 +114,17 @@ class RequestVectors:
         scan: the unit vectors as int8 rows with one scale each.
         slack: per request, how far its int8 score may be from the exact one for a unit query
             (``scale * sqrt(D) / 2``, plus rounding).
-        norms: per request, the float32 norm :func:`~contextsieve.agent.usage.unit_vector` divides its
+        norms: per request, the float32 norm :func:`~contextsieve.agent.stored_vectors.unit_vector` divides its
             vector by (so the near ones are made unit vectors at once, bit for bit as one by one).
+        rows: where the vectors that are rows of one matrix sit (a log's read keeps them so), for
+            :meth:`near` to gather the close ones at once: :class:`MatrixRows`.
     """
 
     vectors: tuple[np.ndarray, ...]
     scan: Int8Corpus
     slack: np.ndarray
     norms: np.ndarray
+    rows: MatrixRows
 
     @classmethod
     def of(cls, vectors: Sequence[np.ndarray]) -> RequestVectors:
@@ -63,7 +132,7 @@ class RequestVectors:
         kept = tuple(vectors)
         none = np.zeros(0, np.float32)
         if not kept:
-            return cls(kept, Int8Corpus(np.zeros((0, 1), np.int8), none), none, none)
+            return cls(kept, Int8Corpus(np.zeros((0, 1), np.int8), none), none, none, MatrixRows.of(kept))
         parts: list[Int8Corpus] = []
         for lo in range(0, len(kept), SCAN_BLOCK):
             block = np.stack([np.asarray(v, dtype=np.float32) for v in kept[lo : lo + SCAN_BLOCK]])
@@ -74,7 +143,7 @@ class RequestVectors:
         )
         slack = (scan.scale * np.float32(np.sqrt(scan.q8.shape[1]) / 2) + np.float32(_ROUNDING)).astype(np.float32)
         norms = np.array([np.linalg.norm(np.asarray(v).astype(np.float32)) for v in kept], dtype=np.float32)
-        return cls(kept, scan, slack, norms)
+        return cls(kept, scan, slack, norms, MatrixRows.of(kept))
 
     def __len__(self) -> int:
         return len(self.vectors)
@@ -92,9 +161,7 @@ class RequestVectors:
         maybe = np.flatnonzero(approx + reach * self.slack >= floor)
         if not maybe.size:
             return NearRequests.none(queries.shape[0], dim)
-        rows = np.empty((maybe.size, dim), np.float32)
-        for i, j in enumerate(maybe.tolist()):  # each converted into its row: a third of np.stack's time
-            rows[i] = self.vectors[j]
+        rows = self.rows.gather(self.vectors, maybe, dim)
         rows /= self.norms[maybe, None]
         scores = query_scores(rows, queries)
         keep = scores.max(axis=1) >= floor
@@ -142,6 +209,9 @@ class RecordedRequests:
         example_request: per example row, its request.
         miss_request: per recorded miss, its request.
         miss_item: per recorded miss, its tool's position in the item order.
+        miss_start: per request, where its misses start in :attr:`miss_order` (``[R + 1]``; made from
+            :attr:`miss_request` when not given).
+        miss_order: the misses, by request (stable).
     """
 
     requests: RequestVectors
@@ -149,6 +219,28 @@ class RecordedRequests:
     example_request: np.ndarray
     miss_request: np.ndarray
     miss_item: np.ndarray
+    miss_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    miss_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        if self.miss_start.size != len(self.requests) + 1:
+            order = np.argsort(self.miss_request, kind="stable")
+            counts = np.bincount(self.miss_request, minlength=len(self.requests)) if self.miss_request.size else None
+            start = np.zeros(len(self.requests) + 1, np.int64)
+            if counts is not None:
+                np.cumsum(counts, out=start[1:])
+            object.__setattr__(self, "miss_start", start)
+            object.__setattr__(self, "miss_order", order.astype(np.int64))
+
+    def misses_of(self, requests: np.ndarray) -> np.ndarray:
+        """The recorded misses (positions in :attr:`miss_request`) of ``requests``, request by request."""
+        lo, hi = self.miss_start[requests], self.miss_start[requests + 1]
+        counts = hi - lo
+        total = int(counts.sum())
+        if not total:
+            return np.zeros(0, np.int64)
+        first = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        return self.miss_order[first + np.arange(total)]
 
     def example_scores(self, request_scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The score of the request of each example row of ``rows`` (rows of :attr:`example_rows`),

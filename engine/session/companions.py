@@ -8,7 +8,7 @@ of a task the tool the task called last is the first seed (what usually comes ri
 tool the task already called is no companion. A companion never
 takes the place of a tool the request's own words found: taking places lowered recall on the real
 servers (``python -m benchmarks.quality.tool_loop --history-folds 2``, docs/selection.md). Relations
-are read off the recorded examples (:class:`~contextsieve.agent.usage.Relations`): nothing is
+are read off the recorded examples (:class:`~contextsieve.agent.tool_relations.Relations`): nothing is
 recorded twice, and forgetting the history forgets them. Without history nothing changes.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
-from contextsieve.agent.usage import Relations
+from contextsieve.agent.tool_relations import Relations
 from contextsieve.selection.context import ContextEntry
 
 __all__ = ["companion_entries", "COMPANION_SHARE", "COMPANION_SEEDS"]

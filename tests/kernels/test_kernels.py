@@ -155,6 +155,43 @@ def test_group_max_matches_oracle(n: int, items: int, seed: int) -> None:
             assert arg[j] == top and best[j] == s[top]
 
 
+@pytest.mark.parametrize("numba_path", [False, True])
+def test_half_rows_converts_every_float16_value_as_numpy_does(
+    numba_path: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every one of the 65,536 float16 bit patterns (zeros, subnormals, infinities, NaNs with their
+    payloads), in rows taken in any order and more than once, against numpy's own conversion."""
+    monkeypatch.setattr(K, "HALF_NUMBA_VALUES", 0 if numba_path else 10**12)
+    every = np.arange(65536, dtype=np.uint16).view(np.float16).reshape(64, 1024)
+    rng = np.random.default_rng(5)
+    for rows in (np.arange(64), rng.integers(0, 64, 100), rng.integers(0, 64, 7).astype(np.int32), np.zeros(0, int)):
+        got = K.half_rows(every, rows)
+        assert got.dtype == np.float32 and got.shape == (rows.size, 1024)
+        np.testing.assert_array_equal(got.view(np.uint32), every[rows].astype(np.float32).view(np.uint32))
+    unit = rng.standard_normal((300, 384)).astype(np.float32)
+    unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float16)  # as a usage log keeps them
+    rows = rng.integers(0, 300, 250)
+    np.testing.assert_array_equal(
+        K.half_rows(unit, rows).view(np.uint32), unit[rows].astype(np.float32).view(np.uint32)
+    )
+
+
+@pytest.mark.parametrize(
+    "matrix, rows",
+    [
+        (np.zeros((4, 8), np.float32), np.arange(2)),  # not float16
+        (np.zeros(8, np.float16), np.arange(2)),  # not 2-D
+        (np.zeros((4, 8), np.float16), np.array([0.0, 1.0])),  # rows not ints
+        (np.zeros((4, 8), np.float16), np.array([4])),  # past the last row
+        (np.zeros((4, 8), np.float16), np.array([-1])),
+        (np.zeros((4, 8), np.float16), np.zeros((1, 1), int)),
+    ],
+)
+def test_half_rows_refuses_what_is_not_float16_rows(matrix: np.ndarray, rows: np.ndarray) -> None:
+    with pytest.raises(InputError):
+        K.half_rows(matrix, rows)
+
+
 def test_int8_and_f16_corpora_stay_close() -> None:
     rng = np.random.default_rng(2)
     centers = rng.standard_normal((50, 384)).astype(np.float32)

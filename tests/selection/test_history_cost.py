@@ -14,7 +14,8 @@ import pytest
 from contextsieve.agent.agent import Agent, McpServer
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY
-from contextsieve.agent.usage import UsageLog, unit_vector
+from contextsieve.agent.stored_vectors import unit_vector
+from contextsieve.agent.usage import UsageLog
 from contextsieve.kernels.scoring import query_scores
 from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
@@ -57,6 +58,36 @@ def test_the_log_reads_the_newest_records_of_each_tool_once_per_request(tmp_path
                 if e.hash in by_hash:
                     assert e.vector is by_hash[e.hash]  # one request, several tools: one vector
                 by_hash[e.hash] = e.vector
+
+
+def test_a_logs_vectors_are_rows_of_one_matrix_each_request_once_and_gathered_as_one_by_one(tmp_path: Path) -> None:
+    """A file's vectors, both kinds read together, are rows of one float16 matrix; a request kept as an
+    example of one tool and a miss of another has one vector; the search's gather of any of them (with
+    vectors of no matrix among them, as an engine that embedded a record adds) equals converting each
+    vector alone."""
+    log = _log(tmp_path / "h.sqlite", 300)
+    both = FakeEmbedder().embed(["called one, offered another"])[0]
+    log.record("a", "called one, offered another", [KEYS[0]], "examples", both)
+    log.record("a", "called one, offered another", [KEYS[1]], "misses", both)
+    got = log.all_records("a", 1000)
+    assert {k: [e.hash for e in v] for k, v in got["misses"].items()} == {
+        k: [e.hash for e in v] for k, v in log.records("a", 1000, "misses").items()
+    }
+    kept = [e.vector for kind in got.values() for v in kind.values() for e in v]
+    assert all(v is not None and v.dtype == np.float16 for v in kept)
+    assert len({id(v.base) for v in kept if v is not None}) == 1  # one matrix
+    asked = got["examples"][KEYS[0]][0].hash
+    shared = [e.vector for kind in got.values() for v in kind.values() for e in v if e.hash == asked]
+    assert len(shared) == 2 and shared[0] is shared[1]
+    distinct = list({id(v): v for v in kept if v is not None}.values())
+    rng = np.random.default_rng(4)
+    loose = [unit_vector(rng.standard_normal(distinct[0].size).astype(np.float32)) for _ in range(5)]
+    for vectors in (distinct, distinct[:40] + loose + distinct[40:]):
+        requests = RequestVectors.of(vectors)
+        for which in (np.arange(len(vectors)), np.sort(rng.choice(len(vectors), 37, replace=False)), np.zeros(0, int)):
+            dim = distinct[0].size
+            want = np.array([np.asarray(vectors[j], np.float32) for j in which.tolist()], np.float32).reshape(-1, dim)
+            np.testing.assert_array_equal(requests.rows.gather(vectors, which, dim), want)
 
 
 def _store(path: Path) -> tuple[ChunkStore, Agent]:
@@ -151,6 +182,40 @@ def test_a_search_reads_every_own_chunk_and_the_close_examples_where_they_sit(tm
         assert [rows.chunk_index(i) for i in range(rows.rows.size)] == (rows.rows - layout.first[rows.owner]).tolist()
         seen += close.size
     assert seen  # some requests were close to examples
+
+
+def test_the_outcome_penalty_reads_the_misses_of_close_requests_only_as_the_plain_path_reads_every_miss(
+    tmp_path: Path,
+) -> None:
+    """The penalty looks up the misses of the requests past the miss gate (by request); the plain path
+    walks every recorded miss. Several requests, each tool set of a random mask; some must weigh."""
+    store, agent = _store(tmp_path / "h.sqlite")
+    Session(agent, store).build_request("tool number 3 does thing")
+    order = agent.table().keys
+    recorded = store.recorded_requests(order)
+    assert recorded is not None
+    _, chunk_owner = store.matrix(order)
+    rng = np.random.default_rng(8)
+    weighed = 0
+    for n in range(0, 200, 7):
+        qvec = FakeEmbedder().embed([f"request {n} widget {n % 3}", f"request {n + 1}"][: 1 + n % 2])
+        scores = recorded.requests.near(qvec).best(len(recorded.requests), qvec.shape[0])
+        for mask in (np.ones(len(order), bool), rng.random(len(order)) < 0.5):
+            got = outcome_penalty((recorded, scores), mask, chunk_owner, 0.3)
+            closeness = np.clip((scores[recorded.miss_request] - MISS_SIMILARITY) / (1 - MISS_SIMILARITY), 0, 1)
+            per_item = np.zeros(len(order), np.float32)
+            for item, c, kept in zip(recorded.miss_item.tolist(), closeness.tolist(), mask[recorded.miss_item]):
+                if kept:
+                    per_item[item] = max(per_item[item], c)
+            want = None if not per_item.any() else (np.float32(-0.3) * per_item)[chunk_owner]
+            assert (got is None) == (want is None)
+            if want is not None:
+                weighed += 1
+                np.testing.assert_array_equal(got, want)
+    assert weighed
+    for requests in (np.arange(len(recorded.requests)), rng.integers(0, len(recorded.requests), 30), np.zeros(0, int)):
+        want_misses = [i for r in requests.tolist() for i in np.flatnonzero(recorded.miss_request == r).tolist()]
+        assert recorded.misses_of(requests).tolist() == want_misses
 
 
 def test_the_int8_scan_scores_as_every_request_scored_exactly() -> None:

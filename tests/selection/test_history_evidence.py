@@ -255,7 +255,7 @@ ZIP = ItemKey(ItemKind.TOOL, "zip_folder", "files")
 
 
 def test_relations_are_read_off_the_examples_in_their_order() -> None:
-    from contextsieve.agent.usage import relations
+    from contextsieve.agent.tool_relations import relations
 
     s = session()
     s.record_tool_calls("pack the report and mail it", [ZIP, SEND])

@@ -1,0 +1,66 @@
+"""The vectors a usage log keeps (:mod:`contextsieve.agent.usage`): float16 as its file holds them, each
+distinct one once per read as a row of one matrix, and made unit float32 vectors for scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["VectorBlock", "stored_vector", "unit_vector"]
+
+
+class VectorBlock:
+    """The vectors of one read of a log, each request's once, as rows of one float16 matrix (a year of
+    history is tens of thousands of them: one block instead of a ``bytes`` object each, and a search
+    gathers the rows it needs from it at once: :class:`~contextsieve.selection.recorded_requests.RequestVectors`).
+
+    Args:
+        upper: at most how many vectors are added (the matrix is made at the first, with this many rows;
+            the pages of rows never filled are never touched, so they take no memory).
+        dim: the length every vector must have (``None``: any; the matrix has the first one's, and a
+            vector of another length is kept alone).
+    """
+
+    def __init__(self, upper: int, dim: int | None) -> None:
+        self.upper = upper
+        self.dim = dim
+        self.matrix: np.ndarray | None = None
+        self.filled = 0
+        self.seen: dict[str, np.ndarray] = {}  # a request's hash -> its vector
+
+    def add(self, key: str, blob: object) -> np.ndarray | None:
+        """The vector ``blob`` keeps (see :func:`stored_vector`; ``None`` when it is none), as a row of the
+        matrix; the same array for the same request (``key``, its hash) with the same bytes."""
+        got = self.seen.get(key)
+        if got is not None and isinstance(blob, bytes) and got.tobytes() == blob:
+            return got
+        v = stored_vector(blob, self.dim)
+        if v is None:
+            return None
+        if self.matrix is None and self.filled < self.upper:
+            self.matrix = np.empty((self.upper, v.size), dtype="<f2")
+        if self.matrix is not None and v.size == self.matrix.shape[1] and self.filled < self.upper:
+            self.matrix[self.filled] = v
+            got = self.matrix[self.filled]
+            self.filled += 1
+        else:
+            got = v.copy()  # not a view of the record's bytes: they are freed once read
+        self.seen.setdefault(key, got)
+        return got
+
+
+def stored_vector(blob: object, dim: int | None = None) -> np.ndarray | None:
+    """The vector a record keeps, as kept (float16, a view of ``blob``: half the memory of float32);
+    ``None`` when it is not such a vector (of ``dim`` values, when given), empty, not finite or zero.
+    :func:`unit_vector` makes the unit vector of it."""
+    if not isinstance(blob, bytes) or len(blob) % 2 or (dim is not None and len(blob) != 2 * dim):
+        return None
+    v = np.frombuffer(blob, dtype="<f2")
+    if not v.size or not np.isfinite(v).all():
+        return None
+    return v if float(np.linalg.norm(v.astype(np.float32))) > 0 else None
+
+
+def unit_vector(vector: np.ndarray) -> np.ndarray:
+    """``vector`` as float32 divided by its norm (an :attr:`Example.vector` as a chunk vector)."""
+    v = np.asarray(vector).astype(np.float32)
+    return v / float(np.linalg.norm(v))
