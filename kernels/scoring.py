@@ -339,10 +339,12 @@ def group_max(scores: np.ndarray, item_of: np.ndarray, n_items: int) -> tuple[np
 
 def half_rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Rows of a float16 matrix as float32, bit for bit numpy's conversion (``matrix[rows].astype(np.float32)``,
-    the path for small inputs and the oracle).
+    the path for small inputs and the oracle). The Numba loop is taken from :data:`HALF_NUMBA_VALUES`
+    values, and only once the kernels are loaded (a search that scans with them): this alone never
+    imports Numba, whose import and cache load cost a few hundred ms and about 100 MB once.
 
     Args:
-        matrix: float16 ``[R, D]``.
+        matrix: float16 ``[R, D]`` (either byte order).
         rows: int ``[K]`` in ``0 .. R - 1``.
 
     Returns:
@@ -350,13 +352,19 @@ def half_rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """
     m = np.asarray(matrix)
     r = np.asarray(rows)
-    if m.dtype != np.float16 or m.ndim != 2:
+    if m.dtype.kind != "f" or m.dtype.itemsize != 2 or m.ndim != 2:
         raise InputError(f"matrix must be a 2-D float16 array, got {m.ndim}-D {m.dtype}")
     if r.ndim != 1 or (r.size and r.dtype.kind not in "iu"):
         raise InputError(f"rows must be a 1-D array of ints, got {r.ndim}-D {r.dtype}")
     if r.size and (int(r.min()) < 0 or int(r.max()) >= m.shape[0]):
         raise InputError(f"rows must lie in 0..{m.shape[0] - 1}")
-    if r.size * m.shape[1] >= HALF_NUMBA_VALUES and m.flags.c_contiguous and not threads.jit_disabled():
+    if (
+        r.size * m.shape[1] >= HALF_NUMBA_VALUES
+        and _jit is not None
+        and m.dtype == np.float16
+        and m.flags.c_contiguous
+        and not threads.jit_disabled()
+    ):
         out = np.empty((r.size, m.shape[1]), dtype=np.uint32)
         _kernels().half_rows(m.view(np.uint16), np.ascontiguousarray(r, dtype=np.int64), out)
         return out.view(np.float32)

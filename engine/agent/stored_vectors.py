@@ -44,6 +44,7 @@ class VectorBlock:
             self.filled += 1
         else:
             got = v.copy()  # not a view of the record's bytes: they are freed once read
+        got.flags.writeable = False  # shared by the records of one request, as the bytes were read-only
         self.seen.setdefault(key, got)
         return got
 

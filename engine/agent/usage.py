@@ -284,7 +284,11 @@ class UsageLog:
     ) -> dict[str, dict[ItemKey, tuple[Example, ...]]]:
         """:meth:`records` of each of ``kinds`` (default both), by kind, read together: a file's vectors
         are then rows of one float16 matrix, each request's once whatever its kinds and tools (a request
-        is often an example of the tool called and a miss of those offered with it)."""
+        is often an example of the tool called and a miss of those offered with it). :class:`InputError`
+        for a kind that is not one of :data:`KINDS`, or ``kinds`` not a tuple or list of them."""
+        if isinstance(kinds, str) or not isinstance(kinds, (tuple, list)):
+            raise InputError(f"kinds must be a tuple of kinds from {KINDS}, got {kinds!r:.40}")
+        kinds = tuple(dict.fromkeys(kinds))  # each kind once
         for kind in kinds:
             _kind(kind)
         if per_tool <= 0:

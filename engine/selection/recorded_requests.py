@@ -210,8 +210,8 @@ class RecordedRequests:
         miss_request: per recorded miss, its request.
         miss_item: per recorded miss, its tool's position in the item order.
         miss_start: per request, where its misses start in :attr:`miss_order` (``[R + 1]``; made from
-            :attr:`miss_request` when not given).
-        miss_order: the misses, by request (stable).
+            :attr:`miss_request`).
+        miss_order: the misses, by request (stable; made from :attr:`miss_request`).
     """
 
     requests: RequestVectors
@@ -219,21 +219,20 @@ class RecordedRequests:
     example_request: np.ndarray
     miss_request: np.ndarray
     miss_item: np.ndarray
-    miss_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    miss_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    miss_start: np.ndarray = field(init=False, repr=False)
+    miss_order: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.miss_start.size != len(self.requests) + 1:
-            order = np.argsort(self.miss_request, kind="stable")
-            counts = np.bincount(self.miss_request, minlength=len(self.requests)) if self.miss_request.size else None
-            start = np.zeros(len(self.requests) + 1, np.int64)
-            if counts is not None:
-                np.cumsum(counts, out=start[1:])
-            object.__setattr__(self, "miss_start", start)
-            object.__setattr__(self, "miss_order", order.astype(np.int64))
+        n = len(self.requests)
+        start = np.zeros(n + 1, np.int64)
+        if self.miss_request.size:
+            np.cumsum(np.bincount(self.miss_request, minlength=n), out=start[1:])
+        object.__setattr__(self, "miss_start", start)
+        object.__setattr__(self, "miss_order", np.argsort(self.miss_request, kind="stable").astype(np.int64))
 
     def misses_of(self, requests: np.ndarray) -> np.ndarray:
-        """The recorded misses (positions in :attr:`miss_request`) of ``requests``, request by request."""
+        """The recorded misses (positions in :attr:`miss_request`) of ``requests`` (positions among the
+        requests, each in ``0 .. R - 1``), request by request."""
         lo, hi = self.miss_start[requests], self.miss_start[requests + 1]
         counts = hi - lo
         total = int(counts.sum())

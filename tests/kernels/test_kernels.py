@@ -162,6 +162,8 @@ def test_half_rows_converts_every_float16_value_as_numpy_does(
     """Every one of the 65,536 float16 bit patterns (zeros, subnormals, infinities, NaNs with their
     payloads), in rows taken in any order and more than once, against numpy's own conversion."""
     monkeypatch.setattr(K, "HALF_NUMBA_VALUES", 0 if numba_path else 10**12)
+    if numba_path:
+        K._kernels()  # the loop is taken once the kernels are loaded
     every = np.arange(65536, dtype=np.uint16).view(np.float16).reshape(64, 1024)
     rng = np.random.default_rng(5)
     for rows in (np.arange(64), rng.integers(0, 64, 100), rng.integers(0, 64, 7).astype(np.int32), np.zeros(0, int)):
@@ -174,6 +176,27 @@ def test_half_rows_converts_every_float16_value_as_numpy_does(
     np.testing.assert_array_equal(
         K.half_rows(unit, rows).view(np.uint32), unit[rows].astype(np.float32).view(np.uint32)
     )
+    swapped = every.astype(">f2")  # the other byte order: converted as numpy converts it
+    back = rows % 64
+    np.testing.assert_array_equal(
+        K.half_rows(swapped, back).view(np.uint32), every[back].astype(np.float32).view(np.uint32)
+    )
+
+
+def test_half_rows_never_imports_numba_by_itself() -> None:
+    """A small store's request gathers a few dozen close requests: the Numba loop would import Numba
+    (a few hundred ms and about 100 MB once) to save microseconds, so it waits for the kernels."""
+    code = (
+        "import sys, numpy as np\n"
+        "from contextsieve.kernels import scoring as K\n"
+        "m = np.ones((300, 384), np.float16)\n"
+        "got = K.half_rows(m, np.arange(300))\n"
+        "assert got.dtype == np.float32 and (got == 1).all()\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.agent.stored_vectors import unit_vector
 from contextsieve.agent.usage import UsageLog
+from contextsieve.errors import InputError
 from contextsieve.kernels.scoring import query_scores
 from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
@@ -76,6 +77,15 @@ def test_a_logs_vectors_are_rows_of_one_matrix_each_request_once_and_gathered_as
     kept = [e.vector for kind in got.values() for v in kind.values() for e in v]
     assert all(v is not None and v.dtype == np.float16 for v in kept)
     assert len({id(v.base) for v in kept if v is not None}) == 1  # one matrix
+    with pytest.raises(ValueError, match="read-only"):  # shared by a request's records, as the file's bytes were
+        kept[0][:] = 0  # type: ignore[index]
+    twice = log.all_records("a", 1000, kinds=("misses", "misses"))  # each kind once
+    assert list(twice) == ["misses"]
+    assert {k: [e.hash for e in v] for k, v in twice["misses"].items()} == {
+        k: [e.hash for e in v] for k, v in log.records("a", 1000, "misses").items()
+    }
+    with pytest.raises(InputError):
+        log.all_records("a", 5, kinds="misses")  # type: ignore[arg-type]
     asked = got["examples"][KEYS[0]][0].hash
     shared = [e.vector for kind in got.values() for v in kind.values() for e in v if e.hash == asked]
     assert len(shared) == 2 and shared[0] is shared[1]
