@@ -40,9 +40,10 @@ def near_floor() -> float:
 
 @dataclass(frozen=True)
 class MatrixRows:
-    """Which vectors of a list are rows of a matrix they share (views of one C-contiguous 2-D array: a
-    log's read keeps its vectors so, :class:`~contextsieve.agent.usage.UsageLog`), so that a set of them
-    is gathered with one index per matrix instead of one copy per vector.
+    """Which vectors of a list are rows of a float16 matrix they share (views of one C-contiguous 2-D
+    array: a log's read keeps its vectors so, :class:`~contextsieve.agent.usage.UsageLog`), so that a set
+    of them is gathered with one index per matrix (:func:`~contextsieve.kernels.scoring.half_rows`)
+    instead of one copy per vector.
 
     Attributes:
         matrices: the matrices.
@@ -68,7 +69,7 @@ class MatrixRows:
                 isinstance(m, np.ndarray)
                 and m.ndim == 2
                 and v.ndim == 1
-                and m.dtype == v.dtype
+                and m.dtype == v.dtype == np.float16
                 and m.flags.c_contiguous
                 and m.shape[1] == v.shape[0]
                 and v.strides[0] == m.itemsize
@@ -88,7 +89,7 @@ class MatrixRows:
         bit for bit the vectors converted to float32 one by one."""
         of = self.matrix[which]
         if of.size and of[0] >= 0 and (of == of[0]).all():  # the common case: rows of one matrix
-            return self._rows(int(of[0]), self.row[which])
+            return half_rows(self.matrices[int(of[0])], self.row[which])
         out = np.empty((which.size, dim), np.float32)
         for k in np.unique(of).tolist():
             at = np.flatnonzero(of == k)
@@ -96,12 +97,8 @@ class MatrixRows:
                 for i in at.tolist():
                     out[i] = vectors[int(which[i])]
             else:
-                out[at] = self._rows(k, self.row[which[at]])
+                out[at] = half_rows(self.matrices[k], self.row[which[at]])
         return out
-
-    def _rows(self, k: int, rows: np.ndarray) -> np.ndarray:
-        m = self.matrices[k]
-        return half_rows(m, rows) if m.dtype == np.float16 else m[rows].astype(np.float32)
 
 
 @dataclass(frozen=True)
