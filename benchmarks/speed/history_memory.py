@@ -26,6 +26,11 @@ measuring processes with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed (by default gl
 of each large block freed, so the request's few-MB temporaries come from the heap afterwards and the
 heap keeps them resident): what the history holds, apart from what the allocator keeps.
 
+The resident size of a fresh process moves by 1-3 MB between runs (what the allocator keeps), as
+much as the history's margin under the goal, so ``--rounds N`` (default 3) measures the processes
+without history and with it N times each, alternating, and reports each column's median and the range
+of the per-round difference.
+
 The request p50 moves between fresh processes by more than the history costs (on the 2-core machines
 measured here, 4.3 to 6.7 ms without history in one afternoon), so the last columns measure the two
 in one process as well: an engine without history and one with it (one embedder), the requests
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DATA / "mcp_live")
     ap.add_argument("--records", type=int, default=25_000)
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3, help="fresh processes of each configuration (medians)")
     ap.add_argument("--spreads", default="uniform,zipf", help="how the recorded calls spread over the tools")
     ap.add_argument("--malloc-mmap-threshold", type=int, default=None, help="glibc MALLOC_MMAP_THRESHOLD_ (bytes)")
     ap.add_argument("--pauses", default="0", help="seconds idle before each request, comma-separated (0: back to back)")
@@ -185,8 +191,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--alternate", default=None, help=argparse.SUPPRESS)  # the child process of one-process p50s
     args = ap.parse_args(argv)
     pauses = tuple(float(p) for p in args.pauses.split(",") if p.strip())
-    if any(p < 0 for p in pauses) or args.paced_requests < 1 or args.requests < 1:
-        ap.error("--pauses must be >= 0, --requests and --paced-requests >= 1")
+    if any(p < 0 for p in pauses) or min(args.paced_requests, args.requests, args.rounds) < 1:
+        ap.error("--pauses must be >= 0, --requests, --paced-requests and --rounds >= 1")
     if args.measure is not None:
         print(json.dumps(measure(args.data, args.measure, args.requests, pauses, args.paced_requests)))
         return
@@ -195,17 +201,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     fixed = "" if args.malloc_mmap_threshold is None else f"; MALLOC_MMAP_THRESHOLD_={args.malloc_mmap_threshold}"
     print(f"# history_memory; {cpu_line()}{fixed}")
-    rows: dict[str, dict[str, float]] = {}
+    runs: dict[str, list[dict[str, float]]] = {"no history": []}
     sizes: dict[str, float] = {}
     for spread in args.spreads.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "history.sqlite"
             fill(args.data, path, args.records, spread)
             sizes[spread] = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
-            if "no history" not in rows:
-                rows["no history"] = _child(args, "none")
-            rows[f"history, {spread}"] = _child(args, str(path))
-            rows[f"history, {spread}"].update(_child(args, str(path), "--alternate"))
+            label = f"history, {spread}"
+            runs[label] = []
+            for _ in range(args.rounds):  # alternating, so that a slow spell of the machine hits both
+                runs["no history"].append(_child(args, "none"))
+                runs[label].append({**_child(args, str(path)), **_child(args, str(path), "--alternate")})
+    rows = {label: _medians(r) for label, r in runs.items()}
     print(
         f"\n{args.records} examples and {args.records} misses recorded; the file on disk: "
         + ", ".join(f"{s} {mb:.1f} MB" for s, mb in sizes.items())
@@ -223,16 +231,25 @@ def main(argv: list[str] | None = None) -> None:
             + "".join(f" {r[k]:.2f} |" for k in paced)
         )
     a = rows["no history"]
-    for label, b in rows.items():
+    rounds = f" (medians of {args.rounds} fresh processes each" if args.rounds > 1 else ""
+    for i, (label, b) in enumerate(rows.items()):
         if label != "no history":
             one = b["one process, history"] / b["one process, no history"]
+            nones = runs["no history"][(i - 1) * args.rounds : i * args.rounds]
+            each = sorted(h["rss"] - n["rss"] for h, n in zip(runs[label], nones))
+            spread_note = f"{rounds}; per round {each[0]:.1f} to {each[-1]:.1f} MB)" if rounds else ""
             print(
-                f"\n{label}: the history costs {b['rss'] - a['rss']:.1f} MB resident ({b['peak'] - a['peak']:.1f} MB "
-                f"peak) and {b['p50'] / a['p50']:.2f}x the request p50"
+                f"\n{label}: the history costs {b['rss'] - a['rss']:.1f} MB resident{spread_note} "
+                f"({b['peak'] - a['peak']:.1f} MB peak) and {b['p50'] / a['p50']:.2f}x the request p50"
                 + "".join(f"; {b[k] / a[k]:.2f}x the {k}" for k in paced)
                 + f"; in one process, alternating: {b['one process, history']:.2f} against "
                 f"{b['one process, no history']:.2f} ms, {one:.2f}x"
             )
+
+
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each value's median over ``runs`` (the measures of one configuration's fresh processes)."""
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def _child(args: argparse.Namespace, where: str, how: str = "--measure") -> dict[str, float]:

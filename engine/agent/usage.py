@@ -337,20 +337,24 @@ class UsageLog:
         were damaged, per kind."""
         upper = sum(int(db.execute(f"SELECT count(*) FROM {k} WHERE agent = ?", (agent,)).fetchone()[0]) for k in kinds)
         vectors = VectorBlock(upper, dim)
+        names: dict[str, str] = {}  # one copy of a request's hash, whatever its kinds
         damaged: dict[str, int] = {}
         for kind in kinds:
             out = outs[kind]
             try:
-                damaged[kind] = self._read(db, agent, per_tool, kind, vectors, out)
+                damaged[kind] = self._read(db, agent, per_tool, kind, vectors, names, out)
             except sqlite3.OperationalError as e:  # text that is not UTF-8 (a damaged byte): read it replaced
                 if "decode" not in str(e):
                     raise
                 out.clear()
                 db.text_factory = _lenient_text
                 try:
-                    damaged[kind] = self._read(db, agent, per_tool, kind, vectors, out) + 1
+                    damaged[kind] = self._read(db, agent, per_tool, kind, vectors, names, out) + 1
                 finally:
                     db.text_factory = str
+        # the pages the read went through (a year of history is tens of MB) leave SQLite's cache for
+        # what the engine allocates next: a later record reads the few it needs again
+        db.execute("PRAGMA shrink_memory")
         return damaged
 
     def _read(
@@ -360,11 +364,11 @@ class UsageLog:
         per_tool: int,
         kind: str,
         vectors: VectorBlock,
+        names: dict[str, str],
         out: dict[ItemKey, list[Example]],
     ) -> int:
-        """Read ``agent``'s records of ``kind`` into ``out``, their vectors into ``vectors``; returns how
-        many were damaged."""
-        names: dict[str, str] = {}  # one copy of a request's hash
+        """Read ``agent``'s records of ``kind`` into ``out``, their vectors into ``vectors``, each hash as
+        its one copy in ``names``; returns how many were damaged."""
         damaged = 0
         rows = db.execute(  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
             f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "

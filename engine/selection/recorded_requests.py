@@ -130,14 +130,15 @@ class RequestVectors:
         none = np.zeros(0, np.float32)
         if not kept:
             return cls(kept, Int8Corpus(np.zeros((0, 1), np.int8), none), none, none, MatrixRows.of(kept))
-        parts: list[Int8Corpus] = []
+        # the scan's arrays made once and filled block by block: parts concatenated would leave a hole
+        # of the scan's size in the heap, which glibc keeps resident (a year of history: 7.7 MB)
+        scan = Int8Corpus(np.empty((len(kept), kept[0].shape[0]), np.int8), np.empty(len(kept), np.float32))
         for lo in range(0, len(kept), SCAN_BLOCK):
             block = np.stack([np.asarray(v, dtype=np.float32) for v in kept[lo : lo + SCAN_BLOCK]])
             block /= np.linalg.norm(block, axis=1, keepdims=True)
-            parts.append(Int8Corpus.from_vectors(block))
-        scan = Int8Corpus(
-            np.ascontiguousarray(np.concatenate([p.q8 for p in parts])), np.concatenate([p.scale for p in parts])
-        )
+            part = Int8Corpus.from_vectors(block)
+            scan.q8[lo : lo + len(block)] = part.q8
+            scan.scale[lo : lo + len(block)] = part.scale
         slack = (scan.scale * np.float32(np.sqrt(scan.q8.shape[1]) / 2) + np.float32(_ROUNDING)).astype(np.float32)
         norms = np.array([np.linalg.norm(np.asarray(v).astype(np.float32)) for v in kept], dtype=np.float32)
         return cls(kept, scan, slack, norms, MatrixRows.of(kept))
