@@ -131,7 +131,7 @@ class RequestVectors:
         if not kept:
             return cls(kept, Int8Corpus(np.zeros((0, 1), np.int8), none), none, none, MatrixRows.of(kept))
         # the scan's arrays made once and filled block by block: parts concatenated would leave a hole
-        # of the scan's size in the heap, which glibc keeps resident (a year of history: 7.7 MB)
+        # of the scan's size in the heap, which glibc keeps resident (a year of history: 7.6 MB)
         scan = Int8Corpus(np.empty((len(kept), kept[0].shape[0]), np.int8), np.empty(len(kept), np.float32))
         for lo in range(0, len(kept), SCAN_BLOCK):
             block = np.stack([np.asarray(v, dtype=np.float32) for v in kept[lo : lo + SCAN_BLOCK]])
