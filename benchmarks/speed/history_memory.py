@@ -16,7 +16,9 @@ makes the chunk matrix large enough for the Numba kernels, whose runtime would o
 history's memory), the engine is built, the tools embedded, and ``--requests`` requests built from the
 set's task messages, each embedding its message (the query-vector memo emptied first), as a new
 request does. Columns: the resident memory after the requests (MB, ``/proc/self/statm``), its peak
-(``ru_maxrss``), and the request p50 / p99 (ms). ``history`` minus ``no history`` is what the history
+(``ru_maxrss``), the request p50 / p99 (ms), and what one request a host keeps holds (MB, traced by
+tracemalloc after the other measures: a gateway keeps each conversation's latest request).
+``history`` minus ``no history`` is what the history
 costs; the goal is under 50 MB and a p50 within 1.5x. ``--pauses 0,1`` also times ``--paced-requests``
 requests each made after that many seconds idle, as an agent's requests come after it waits for its
 model: on some machines such a request takes several times as long as one made right after another
@@ -137,7 +139,7 @@ def measure(
 
     lat = run(requests, 0.0)
     paced_p50 = {f"p50 after {p:g} s": 1e3 * statistics.median(run(paced, p)) for p in pauses if p > 0}
-    return {
+    got = {
         "rss": _rss_mb(),
         "base": before,
         "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -146,6 +148,29 @@ def measure(
         "examples": float(sum(len(v) for v in engine.store.examples.values())),
         **paced_p50,
     }
+    got["kept"] = _kept_request_mb(engine, session, messages)  # after the measures above: it traces
+    return got
+
+
+def _kept_request_mb(engine, session, messages: list[str], n: int = 20) -> float:  # noqa: ANN001
+    """What one request a host keeps holds (MB): ``n`` requests built and kept (a gateway keeps each
+    conversation's latest, up to ``ServeConfig.max_sessions``), their memory traced by tracemalloc
+    (numpy reports its arrays to it), per request."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = []
+        for i in range(n):
+            session.new_task()
+            engine.store.clear_query_cache()
+            kept.append(session.build_request(messages[i % len(messages)]))
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / n / 2**20
+    finally:
+        tracemalloc.stop()
 
 
 def alternate(data: Path, history: str, requests: int) -> dict[str, float]:
@@ -223,12 +248,14 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "| configuration | examples as chunks | resident MB | peak MB | request p50 ms | p99 ms |"
         + "".join(f" {k} ms |" for k in paced)
+        + " a kept request MB |"
     )
-    print("| --- " * (6 + len(paced)) + "|")
+    print("| --- " * (7 + len(paced)) + "|")
     for label, r in rows.items():
         print(
             f"| {label} | {r['examples']:.0f} | {r['rss']:.0f} | {r['peak']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} |"
             + "".join(f" {r[k]:.2f} |" for k in paced)
+            + f" {r['kept']:.2f} |"
         )
     a = rows["no history"]
     rounds = f" (medians of {args.rounds} fresh processes each" if args.rounds > 1 else ""

@@ -18,6 +18,7 @@ and session tools and a **starter offer** (:meth:`Gateway.starter`): the tools t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import threading
@@ -413,7 +414,10 @@ class Gateway:
                 self.recording_failed("the last task's outcome", e)
         session.new_task()  # a task's first request: tool_top_n tools, no tools carried from the last task
         req = session.build_request(message, preset=preset, **(settings or {}))
-        conv.task, conv.request, conv.called = message, req, {}
+        # kept without its search traces: the next task records its outcome from its context, message
+        # and task, and a trace holds the request's rows (MBs with a year of history) for up to
+        # max_sessions conversations
+        conv.task, conv.request, conv.called = message, dataclasses.replace(req, trace=None, stash_trace=None), {}
         session.record_reply(req, "")
         del session.history[: -2 * HISTORY_TURNS]  # a bounded history of request contexts
         conv.offer = [req.tool_key(t["name"]) for t in req.tools]

@@ -123,7 +123,9 @@ def rank_chunks(
     if rows is None and pooling == "max" and (keyword is None or keyword_weight == 0) and boost is None:
         hits = score_pool_topk(queries, chunks, top_k, exclude=exclude)
         return Ranked(hits, hits.scores)
-    dense, s = pooled_scores(queries, chunks if rows is None else chunks[rows], pooling)
+    every = rows is None or (len(rows) == chunks.shape[0] and bool((np.asarray(rows) == np.arange(len(rows))).all()))
+    # every row (a domain of every chunk, a year of history's search): the matrix itself, not a copy of it
+    dense, s = pooled_scores(queries, chunks if every else chunks[rows], pooling)
     kw = keyword if keyword is None or rows is None else keyword[rows]
     ranking = fuse(dense, kw, keyword_weight, fusion, exclude if rows is None else exclude[rows])
     if boost is not None:

@@ -46,7 +46,7 @@ from contextsieve.selection.ranking import (
     represent_sentences,
 )
 from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests
-from contextsieve.selection.search_rows import SearchRows
+from contextsieve.selection.search_rows import RowVectors, SearchRows
 from contextsieve.selection.search_trace import DomainTrace, SearchTrace
 
 __all__ = [
@@ -107,7 +107,8 @@ def search(
     order = table.keys
     if not allowed.any() or not query.chunks:  # nothing to choose: embed nothing (no model loads)
         nothing = np.zeros((0, 0), dtype=np.float32)
-        return [], SearchTrace(query.chunks, order, nothing, np.zeros(0, np.int64), nothing)
+        empty = np.zeros(0, np.int64)
+        return [], SearchTrace(query.chunks, order, RowVectors(nothing, empty, empty, nothing, empty), empty, nothing)
     if query.vectors is None:  # outside the store's lock: requests embed in parallel
         query = store.embedded(query)
     with store.lock:  # one consistent view of the chunks from sync to the last read
@@ -178,7 +179,7 @@ class _Pass:
 
     def run(self, domains: list[_Domain]) -> tuple[list[ContextEntry], SearchTrace]:
         """The entries chosen in each of ``domains`` (:func:`_domains`), and the trace."""
-        trace = SearchTrace(self.query.chunks, self.table.keys, self.chunks, self.owner, self.vectors)
+        trace = SearchTrace(self.query.chunks, self.table.keys, self.rows.parts, self.owner, self.vectors)
         if self.chunks.shape[0] == 0:
             return [], trace
         for name, mask, ds in domains:

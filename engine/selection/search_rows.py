@@ -20,7 +20,7 @@ import numpy as np
 from contextsieve.agent import settings as agent_settings
 from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests
 
-__all__ = ["ChunkLayout", "SearchRows"]
+__all__ = ["ChunkLayout", "RowVectors", "SearchRows"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,52 @@ class ChunkLayout:
 
 
 @dataclass(frozen=True)
+class RowVectors:
+    """The vectors of a search's rows, in parts: the store's matrix of own chunks (shared with the store,
+    never copied) and the close examples' unit vectors, placed among them when read. What a request's
+    trace keeps: with a year of history the rows as one matrix are a copy of the own chunk matrix with
+    the close examples among it (about 2 MB for a 500-tool agent), which every request kept by a host
+    (a gateway keeps each conversation's latest) would otherwise hold.
+
+    Attributes:
+        matrix: ``[N, D]`` the own chunks' vectors (:meth:`~contextsieve.selection.chunk_store.ChunkStore.matrix`).
+        base: ``[N]`` where each row of ``matrix`` is among the rows (ascending).
+        close: ``[K]`` where each close example is among the rows (ascending).
+        vectors: the close recorded requests' unit vectors (float32), as the search scored them
+            (:attr:`~contextsieve.selection.recorded_requests.NearRequests.vectors`: the search holds
+            them anyway, so the rows are made without another copy).
+        pick: ``[K]`` each close example's row of ``vectors`` (its request's).
+    """
+
+    matrix: np.ndarray
+    base: np.ndarray
+    close: np.ndarray
+    vectors: np.ndarray
+    pick: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.base.size + self.close.size)
+
+    def rows(self, at: np.ndarray | None = None) -> np.ndarray:
+        """``[len(at), D]`` the vectors of the rows ``at`` (positions among the rows; default every row,
+        in order: the store's matrix itself when no example is close), bit for bit those the search read."""
+        if not self.close.size:
+            return self.matrix if at is None else self.matrix[at]
+        if at is None:
+            out = np.empty((len(self), self.matrix.shape[1]), dtype=np.float32)
+            out[self.base] = self.matrix
+            out[self.close] = self.vectors[self.pick]
+            return out
+        at = np.asarray(at, dtype=np.int64)
+        out = np.empty((at.size, self.matrix.shape[1]), dtype=np.float32)
+        i = np.minimum(np.searchsorted(self.base, at), max(self.base.size - 1, 0))
+        own = (self.base[i] == at) if self.base.size else np.zeros(at.size, dtype=bool)
+        out[own] = self.matrix[i[own]]
+        out[~own] = self.vectors[self.pick[np.searchsorted(self.close, at[~own])]]
+        return out
+
+
+@dataclass(frozen=True)
 class SearchRows:
     """The rows of one search.
 
@@ -51,6 +97,7 @@ class SearchRows:
         rows: ``[P]`` the chunk row (:class:`ChunkLayout`) of each, ascending.
         base: ``[N]`` where each row of the store's matrix is among them.
         first: the first chunk row of each item (:attr:`ChunkLayout.first`).
+        parts: the same vectors in parts (:class:`RowVectors`): what the search's trace keeps.
     """
 
     chunks: np.ndarray
@@ -58,6 +105,7 @@ class SearchRows:
     rows: np.ndarray
     base: np.ndarray
     first: np.ndarray
+    parts: RowVectors
 
     @classmethod
     def of(
@@ -79,13 +127,14 @@ class SearchRows:
             hit = at >= 0
             close = recorded.example_rows[hit]
         if not close.size:
-            return cls(matrix, layout.owner[base], base, np.arange(base.size, dtype=np.int64), layout.first)
+            where = np.arange(base.size, dtype=np.int64)
+            none = np.zeros((0, matrix.shape[1]), dtype=np.float32)
+            parts = RowVectors(matrix, where, np.zeros(0, np.int64), none, np.zeros(0, np.int64))
+            return cls(matrix, layout.owner[base], base, where, layout.first, parts)
         rows = np.sort(np.concatenate([base, close]))
-        chunks = np.empty((rows.size, matrix.shape[1]), dtype=np.float32)
         where = np.searchsorted(rows, base)
-        chunks[where] = matrix
-        chunks[np.searchsorted(rows, close)] = near.vectors[at[hit]]  # type: ignore[union-attr]
-        return cls(chunks, layout.owner[rows], rows, where, layout.first)
+        parts = RowVectors(matrix, where, np.searchsorted(rows, close), near.vectors, at[hit])  # type: ignore[union-attr]
+        return cls(parts.rows(), layout.owner[rows], rows, where, layout.first, parts)
 
     def chunk_index(self, row: int) -> int:
         """The index among its item's chunks of the chunk at ``row`` of these rows."""

@@ -13,6 +13,7 @@ import numpy as np
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.selection.ranking import Ranked, Selected, fuse, pooled_scores
+from contextsieve.selection.search_rows import RowVectors
 
 __all__ = ["SearchTrace", "DomainTrace", "ItemFacts"]
 
@@ -102,18 +103,25 @@ class SearchTrace:
     """Everything one search computed, for explanations and tests.
 
     Attributes:
-        query_chunks: the query sentences. order: item keys by position. chunks: ``[N, D]`` chunk
-        vectors; owner: item position of each chunk; queries: ``[M, D]`` query vectors.
-        domains: one :class:`DomainTrace` per domain searched.
+        query_chunks: the query sentences. order: item keys by position. rows: the chunk vectors
+        searched, in parts (:class:`~contextsieve.selection.search_rows.RowVectors`; :attr:`chunks`
+        reads them as one ``[N, D]`` matrix); owner: item position of each chunk; queries: ``[M, D]``
+        query vectors. domains: one :class:`DomainTrace` per domain searched.
     """
 
     query_chunks: tuple[str, ...]
     order: list[ItemKey]
-    chunks: np.ndarray
+    rows: RowVectors
     owner: np.ndarray
     queries: np.ndarray
     domains: list[DomainTrace] = field(default_factory=list)
     _ranking: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def chunks(self) -> np.ndarray:
+        """``[N, D]`` the chunk vectors searched (made again from :attr:`rows` when a history's close
+        examples were among them: the trace keeps no copy of the store's matrix)."""
+        return self.rows.rows()
 
     @property
     def path(self) -> str:
@@ -147,7 +155,7 @@ class SearchTrace:
             return None
         s = domain.settings
         rows = np.flatnonzero(self.owner == pos)
-        pooled, dense = pooled_scores(domain.query_vectors(self.queries), self.chunks[rows], s.query_pooling)
+        pooled, dense = pooled_scores(domain.query_vectors(self.queries), self.rows.rows(rows), s.query_pooling)
         hit_rows = domain.ranked.hits.idx.tolist()
         in_hits = [i for i, r in enumerate(hit_rows) if self.owner[r] == pos]
         if in_hits:

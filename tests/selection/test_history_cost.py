@@ -192,9 +192,55 @@ def test_a_search_reads_every_own_chunk_and_the_close_examples_where_they_sit(tm
         np.testing.assert_allclose(rows.chunks, every[rows.rows], atol=1e-6)
         assert rows.owner.tolist() == layout.owner[rows.rows].tolist()
         np.testing.assert_array_equal(rows.chunks[rows.base], chunks)
+        # the parts a request's trace keeps give the same bits, whole or some rows
+        assert rows.parts.matrix is chunks and len(rows.parts) == rows.rows.size
+        np.testing.assert_array_equal(rows.parts.rows(), rows.chunks)
+        some = np.sort(np.random.default_rng(seen).choice(rows.rows.size, min(9, rows.rows.size), replace=False))
+        np.testing.assert_array_equal(rows.parts.rows(some), rows.chunks[some])
         assert [rows.chunk_index(i) for i in range(rows.rows.size)] == (rows.rows - layout.first[rows.owner]).tolist()
         seen += close.size
     assert seen  # some requests were close to examples
+
+
+def test_a_kept_request_holds_no_copy_of_the_chunk_matrix_and_the_gateway_keeps_no_trace(tmp_path: Path) -> None:
+    """With history, a search's rows are the store's matrix with the close examples among it: a copy
+    (about 2 MB a request for a 500-tool agent with a year of history). A request's trace keeps the
+    store's matrix and the close examples' vectors instead, and reads them as the search did; the
+    gateway keeps each conversation's latest request without its traces (it records the request's
+    outcome at the next task and never explains it), for up to ``max_sessions`` conversations."""
+    from contextsieve.engine import Engine
+    from contextsieve.mcp_client.client import ListConfig
+    from contextsieve.mcp_server.common import ServeConfig
+    from contextsieve.mcp_server.gateway_state import Conversation, Gateway
+
+    store, agent = _store(tmp_path / "h.sqlite")
+    session = Session(agent, store)
+    request = session.build_request("request 12 widget")
+    trace = request.trace
+    assert trace is not None
+    order = agent.table().keys
+    own, _ = store.matrix(order)
+    assert trace.rows.matrix is own and trace.rows.close.size  # close examples among the rows
+    recorded = store.recorded_requests(order)
+    assert recorded is not None
+    # the close requests' vectors, not the matrix again
+    assert trace.rows.pick.size == trace.rows.close.size
+    assert trace.rows.vectors.shape[0] == recorded.requests.near(trace.queries).rows.size
+    every = SearchRows.of(own, store.layout(order), recorded, recorded.requests.near(trace.queries))
+    np.testing.assert_array_equal(trace.chunks, every.chunks)  # what the search read, bit for bit
+    key = request.context.entries[0].key
+    facts = trace.facts(key)
+    assert facts is not None and round(facts.similarity, 6) == request.context.entries[0].score
+
+    engine = Engine(agent, embedder=FakeEmbedder(), cache_dir=False, history=False)
+    gateway = Gateway(engine, ListConfig(), ServeConfig())
+    conv = Conversation("c", engine.session())
+    got = gateway.task(conv, "widget 3 for request 12")
+    assert got.trace is not None  # the host's answer is built from the whole request
+    assert conv.request is not None and conv.request.trace is None and conv.request.stash_trace is None
+    assert conv.request.context == got.context and conv.request.message == got.message
+    gateway.task(conv, "thing 7")  # the last task's outcome is recorded from the kept request
+    assert conv.request.message == "thing 7"
 
 
 def test_the_outcome_penalty_reads_the_misses_of_close_requests_only_as_the_plain_path_reads_every_miss(
@@ -295,6 +341,33 @@ def test_scoring_the_candidates_only_ranks_as_scoring_every_chunk() -> None:
         assert whole.hits.idx.tolist() == some.hits.idx.tolist()
         np.testing.assert_allclose(whole.hits.scores, some.hits.scores, atol=1e-6)
         np.testing.assert_allclose(some.by_query, query_scores(chunks[~exclude], queries), atol=1e-6)
+
+
+def test_scoring_every_row_as_candidates_reads_the_matrix_without_a_copy() -> None:
+    """A domain whose candidates are every row (a tools-only agent's search with a year of history: the
+    own chunks and the close examples) is scored from the matrix itself, bit for bit as from its copy."""
+    rng = np.random.default_rng(8)
+    chunks = rng.standard_normal((20_000, 384)).astype(np.float32)
+    queries = chunks[:2] + 0.1 * rng.standard_normal((2, 384)).astype(np.float32)
+    exclude = np.zeros(chunks.shape[0], dtype=bool)
+    keyword = rng.random(chunks.shape[0]).astype(np.float32)
+    rule = RankRule(10, "max", 0.3)
+    every = np.arange(chunks.shape[0])
+    rank_chunks(queries, chunks, exclude, rule, keyword=keyword)  # the kernels loaded (not traced below)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        got = rank_chunks(queries, chunks, exclude, rule, keyword=keyword, rows=every)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert peak < chunks.nbytes / 4  # was the matrix again (30 MB here)
+    want = rank_chunks(queries, chunks, exclude, rule, keyword=keyword)  # every row, no candidates given
+    np.testing.assert_array_equal(got.hits.idx, want.hits.idx)
+    np.testing.assert_array_equal(got.hits.scores, want.hits.scores)
+    np.testing.assert_array_equal(got.by_query, query_scores(chunks, queries))
+    shuffled = rank_chunks(queries, chunks, exclude, rule, keyword=keyword, rows=np.roll(every, 1))
+    assert shuffled.hits.idx.tolist() != [] and set(shuffled.hits.idx.tolist()) == set(want.hits.idx.tolist())
 
 
 def test_a_search_with_history_selects_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
