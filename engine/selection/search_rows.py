@@ -95,7 +95,6 @@ class SearchRows:
         chunks: ``[P, D]`` their vectors (the store's matrix itself when no example is close).
         owner: ``[P]`` the item position of each.
         rows: ``[P]`` the chunk row (:class:`ChunkLayout`) of each, ascending.
-        base: ``[N]`` where each row of the store's matrix is among them.
         first: the first chunk row of each item (:attr:`ChunkLayout.first`).
         parts: the same vectors in parts (:class:`RowVectors`): what the search's trace keeps.
     """
@@ -103,9 +102,13 @@ class SearchRows:
     chunks: np.ndarray
     owner: np.ndarray
     rows: np.ndarray
-    base: np.ndarray
     first: np.ndarray
     parts: RowVectors
+
+    @property
+    def base(self) -> np.ndarray:
+        """``[N]`` where each row of the store's matrix is among these rows (:attr:`RowVectors.base`)."""
+        return self.parts.base
 
     @classmethod
     def of(
@@ -130,11 +133,11 @@ class SearchRows:
             where = np.arange(base.size, dtype=np.int64)
             none = np.zeros((0, matrix.shape[1]), dtype=np.float32)
             parts = RowVectors(matrix, where, np.zeros(0, np.int64), none, np.zeros(0, np.int64))
-            return cls(matrix, layout.owner[base], base, where, layout.first, parts)
+            return cls(matrix, layout.owner[base], base, layout.first, parts)
         rows = np.sort(np.concatenate([base, close]))
         where = np.searchsorted(rows, base)
         parts = RowVectors(matrix, where, np.searchsorted(rows, close), near.vectors, at[hit])  # type: ignore[union-attr]
-        return cls(parts.rows(), layout.owner[rows], rows, where, layout.first, parts)
+        return cls(parts.rows(), layout.owner[rows], rows, layout.first, parts)
 
     def chunk_index(self, row: int) -> int:
         """The index among its item's chunks of the chunk at ``row`` of these rows."""
