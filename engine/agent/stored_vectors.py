@@ -25,14 +25,23 @@ class VectorBlock:
         self.dim = dim
         self.matrix: np.ndarray | None = None
         self.filled = 0
-        self.seen: dict[str, np.ndarray] = {}  # a request's hash -> its vector
+        self.seen: dict[str, int | np.ndarray] | None = {}  # a request's hash -> its row (or its vector)
 
-    def add(self, key: str, blob: object) -> np.ndarray | None:
-        """The vector ``blob`` keeps (see :func:`stored_vector`; ``None`` when it is none), as a row of the
-        matrix; the same array for the same request (``key``, its hash) with the same bytes."""
+    @property
+    def width(self) -> int | None:
+        """The length of the matrix's rows (``None``: no row yet)."""
+        return None if self.matrix is None else int(self.matrix.shape[1])
+
+    def add(self, key: str, blob: object) -> int | np.ndarray | None:
+        """Where the vector ``blob`` keeps (see :func:`stored_vector`) is: its row of the matrix (an
+        ``int``), or the vector itself when it is no row (another length, or past ``upper``); ``None``
+        when it is none. The same row for the same request (``key``, its hash) with the same bytes."""
+        assert self.seen is not None, "the read is done"
         got = self.seen.get(key)
-        if got is not None and isinstance(blob, bytes) and got.tobytes() == blob:
-            return got
+        if got is not None and isinstance(blob, bytes):
+            kept = self.row(got) if isinstance(got, int) else got
+            if kept.tobytes() == blob:
+                return got
         v = stored_vector(blob, self.dim)
         if v is None:
             return None
@@ -40,13 +49,27 @@ class VectorBlock:
             self.matrix = np.empty((self.upper, v.size), dtype="<f2")
         if self.matrix is not None and v.size == self.matrix.shape[1] and self.filled < self.upper:
             self.matrix[self.filled] = v
-            got = self.matrix[self.filled]
+            where: int | np.ndarray = self.filled
             self.filled += 1
         else:
-            got = v.copy()  # not a view of the record's bytes: they are freed once read
-        got.flags.writeable = False  # shared by the records of one request, as the bytes were read-only
-        self.seen.setdefault(key, got)
-        return got
+            alone = v.copy()  # not a view of the record's bytes: they are freed once read
+            alone.flags.writeable = False  # shared by the records of one request, as the bytes were read-only
+            where = alone
+        self.seen.setdefault(key, where)
+        return where
+
+    def row(self, r: int) -> np.ndarray:
+        """Row ``r`` of the matrix, a read-only view."""
+        assert self.matrix is not None
+        v = self.matrix[r]
+        v.flags.writeable = False
+        return v
+
+    def done(self) -> None:
+        """Nothing more is added: the index of requests goes and the matrix becomes read-only."""
+        self.seen = None
+        if self.matrix is not None:
+            self.matrix.flags.writeable = False
 
 
 def stored_vector(blob: object, dim: int | None = None) -> np.ndarray | None:

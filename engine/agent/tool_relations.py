@@ -3,10 +3,11 @@ read off the examples of its usage log (:mod:`contextsieve.agent.usage`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from contextsieve.agent.example_records import Example, stamps
 from contextsieve.agent.items import ItemKey
-from contextsieve.agent.usage import Example
 
 __all__ = ["Relations", "relations"]
 
@@ -36,12 +37,13 @@ class Relations:
         return sorted(got, key=lambda x: (-x[1], str(x[0])))
 
 
-def relations(examples: dict[ItemKey, tuple[Example, ...]]) -> Relations:
+def relations(examples: Mapping[ItemKey, Sequence[Example]]) -> Relations:
     """The :class:`Relations` of a log's examples (per tool, as :meth:`UsageLog.records` gives them)."""
     tasks: dict[str, list[tuple[float, str, ItemKey]]] = {}
     for key, kept in examples.items():
-        for e in kept:
-            tasks.setdefault(e.hash, []).append((e.at, str(key), key))
+        name = str(key)
+        for h, at in stamps(kept):
+            tasks.setdefault(h, []).append((at, name, key))
     uses: dict[ItemKey, int] = {}
     next_to: dict[ItemKey, dict[ItemKey, int]] = {}
     for used in tasks.values():

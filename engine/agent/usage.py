@@ -30,12 +30,12 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from contextsieve.agent.example_records import Example, ExampleRecords, RecordColumns
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.stored_vectors import VectorBlock, unit_vector
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
@@ -72,25 +72,6 @@ KEEP_PER_TOOL = 100
 #: Records kept per agent and kind (default 25,000; the oldest go first): a busy year of a 500-tool agent
 #: (``python -m benchmarks.speed.history_memory``: 44-59 MB on disk for both kinds at the caps).
 KEEP_PER_AGENT = 25_000
-
-
-@dataclass(frozen=True, slots=True)
-class Example:
-    """One recorded request of a tool.
-
-    Attributes:
-        hash: the SHA-256 of the request as kept (its identity in the log).
-        text: the request (``None``: kept as a vector only, the default).
-        vector: its vector (``None``: none of the log's model is kept: embed ``text``): as a file keeps
-            it (float16; :func:`unit_vector` makes it a unit float32 vector), or the unit float32 vector
-            recorded in memory.
-        at: when it was recorded last (seconds since the epoch).
-    """
-
-    hash: str
-    text: str | None
-    vector: np.ndarray | None
-    at: float
 
 
 def example_text(message: str) -> str:
@@ -269,7 +250,7 @@ class UsageLog:
 
     def records(
         self, agent: str, per_tool: int, kind: str = "examples", dim: int | None = None
-    ) -> dict[ItemKey, tuple[Example, ...]]:
+    ) -> dict[ItemKey, Sequence[Example]]:
         """The ``per_tool`` most recent examples (or misses) of each tool of ``agent``, newest first; a
         record of another model without text is left out, and one with text gets ``vector=None``.
 
@@ -281,7 +262,7 @@ class UsageLog:
 
     def all_records(
         self, agent: str, per_tool: int, dim: int | None = None, kinds: tuple[str, ...] = KINDS
-    ) -> dict[str, dict[ItemKey, tuple[Example, ...]]]:
+    ) -> dict[str, dict[ItemKey, Sequence[Example]]]:
         """:meth:`records` of each of ``kinds`` (default both), by kind, read together: a file's vectors
         are then rows of one float16 matrix, each request's once whatever its kinds and tools (a request
         is often an example of the tool called and a miss of those offered with it). :class:`InputError`
@@ -293,7 +274,7 @@ class UsageLog:
             _kind(kind)
         if per_tool <= 0:
             return {kind: {} for kind in kinds}
-        outs: dict[str, dict[ItemKey, list[Example]]] = {kind: {} for kind in kinds}
+        outs: dict[str, dict[ItemKey, Sequence[Example]]] = {kind: {} for kind in kinds}
         damaged = dict.fromkeys(kinds, 0)
         if not self.persistent:
             with self._lock:
@@ -303,7 +284,8 @@ class UsageLog:
                             e if e.vector is None or dim is None or e.vector.shape[0] == dim else _unkept(e)
                             for e in kept.values()
                         ]
-                        outs[c][k] = [e for e in fits if e.vector is not None or e.text is not None]
+                        fits = [e for e in fits if e.vector is not None or e.text is not None]
+                        outs[c][k] = tuple(sorted(fits, key=lambda e: (-e.at, e.hash))[:per_tool])
         else:
             with self._guard() as db:
                 if db is not None:
@@ -318,10 +300,7 @@ class UsageLog:
                     UsageLogWarning,
                     stacklevel=3,
                 )
-        return {
-            kind: {k: tuple(sorted(v, key=lambda e: (-e.at, e.hash))[:per_tool]) for k, v in out.items()}
-            for kind, out in outs.items()
-        }
+        return outs
 
     def _read_kinds(
         self,
@@ -330,28 +309,30 @@ class UsageLog:
         per_tool: int,
         kinds: tuple[str, ...],
         dim: int | None,
-        outs: dict[str, dict[ItemKey, list[Example]]],
+        outs: dict[str, dict[ItemKey, Sequence[Example]]],
     ) -> dict[str, int]:
         """Read ``agent``'s records of each of ``kinds`` from the file into ``outs`` (see :meth:`all_records`),
-        their vectors into one :class:`~contextsieve.agent.stored_vectors.VectorBlock`; returns how many
-        were damaged, per kind."""
+        as columns (:class:`~contextsieve.agent.example_records.RecordColumns`) with their vectors in one
+        :class:`~contextsieve.agent.stored_vectors.VectorBlock`; returns how many were damaged, per kind."""
         upper = sum(int(db.execute(f"SELECT count(*) FROM {k} WHERE agent = ?", (agent,)).fetchone()[0]) for k in kinds)
-        vectors = VectorBlock(upper, dim)
-        names: dict[str, str] = {}  # one copy of a request's hash, whatever its kinds
+        columns = RecordColumns(VectorBlock(upper, dim))  # one copy of a request's hash and vector, whatever its kinds
         damaged: dict[str, int] = {}
         for kind in kinds:
             out = outs[kind]
+            mark = len(columns)
             try:
-                damaged[kind] = self._read(db, agent, per_tool, kind, vectors, names, out)
+                damaged[kind] = self._read(db, agent, per_tool, kind, columns, out)
             except sqlite3.OperationalError as e:  # text that is not UTF-8 (a damaged byte): read it replaced
                 if "decode" not in str(e):
                     raise
                 out.clear()
+                columns.truncate(mark)
                 db.text_factory = _lenient_text
                 try:
-                    damaged[kind] = self._read(db, agent, per_tool, kind, vectors, names, out) + 1
+                    damaged[kind] = self._read(db, agent, per_tool, kind, columns, out) + 1
                 finally:
                     db.text_factory = str
+        columns.done()
         # the pages the read went through (a year of history is tens of MB) leave SQLite's cache for
         # what the engine allocates next: a later record reads the few it needs again
         db.execute("PRAGMA shrink_memory")
@@ -363,33 +344,40 @@ class UsageLog:
         agent: str,
         per_tool: int,
         kind: str,
-        vectors: VectorBlock,
-        names: dict[str, str],
-        out: dict[ItemKey, list[Example]],
+        columns: RecordColumns,
+        out: dict[ItemKey, Sequence[Example]],
     ) -> int:
-        """Read ``agent``'s records of ``kind`` into ``out``, their vectors into ``vectors``, each hash as
-        its one copy in ``names``; returns how many were damaged."""
+        """Read ``agent``'s records of ``kind`` into ``columns``, each tool's newest ``per_tool`` as its
+        :class:`~contextsieve.agent.example_records.ExampleRecords` in ``out``; returns how many were damaged."""
         damaged = 0
         rows = db.execute(  # newest first per tool, streamed: past a tool's per_tool usable ones, nothing is read
             f"SELECT server, tool, hash, message, at, vector, model FROM {kind} WHERE agent = ? "
             "ORDER BY server, tool, at DESC, hash",
             (agent,),
         )
-        for server, tool, h, message, at, blob, model in rows:
-            key = ItemKey(ItemKind.TOOL, str(tool), str(server))
-            if len(out.get(key, ())) >= per_tool:
+        tool: tuple[object, object] | None = None
+        key: ItemKey | None = None
+        start = len(columns)
+        for server, name, h, message, at, blob, model in rows:
+            if (server, name) != tool:  # a tool's records are together: its range of the columns ends
+                if key is not None and len(columns) > start:
+                    out[key] = ExampleRecords(columns, start, len(columns))
+                tool, key, start = (server, name), ItemKey(ItemKind.TOOL, str(name), str(server)), len(columns)
+            assert key is not None
+            if len(columns) - start >= per_tool:
                 continue
-            h = names.setdefault(h, str(h))
             vec = None
             if blob is not None and model == self.model:
-                vec = vectors.add(h, blob)
+                vec = columns.vectors.add(str(h), blob)
                 damaged += vec is None
             if not isinstance(at, (int, float)) or not math.isfinite(at) or not isinstance(message, (str, type(None))):
                 damaged += 1
                 continue
             if vec is None and message is None:
                 continue  # a vector of another model, and no text to embed again
-            out.setdefault(key, []).append(Example(h, message, vec, float(at)))
+            columns.add(str(h), message, vec, float(at))
+        if key is not None and len(columns) > start:
+            out[key] = ExampleRecords(columns, start, len(columns))
         return damaged
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:

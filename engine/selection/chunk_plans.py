@@ -9,8 +9,8 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 
+from contextsieve.agent.example_records import Example
 from contextsieve.agent.items import Item, Tool
-from contextsieve.agent.usage import Example
 from contextsieve.selection.chunking import EXAMPLE_SHOWN, VECTOR_EXAMPLE, Chunk, ChunkConfig
 
 __all__ = [

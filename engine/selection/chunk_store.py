@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from contextsieve.agent.example_records import Example, vector_widths
 from contextsieve.agent.items import Item, ItemKey, Tool
 from contextsieve.agent.tool_relations import Relations, relations
-from contextsieve.agent.usage import Example, UsageLog, example_text
+from contextsieve.agent.usage import UsageLog, example_text
 from contextsieve.choices import RelationPooling
 from contextsieve.errors import EmbeddingCacheError, UsageLogWarning
 from contextsieve.retrieval.cache import EmbeddingCache
@@ -95,8 +95,8 @@ class ChunkStore:
         self._usage_factory = usage_factory
         self._usage: UsageLog | None = None
         self.usage_scope = usage_scope
-        self.examples: dict[ItemKey, tuple[Example, ...]] = {}  # recorded example requests per tool, newest first
-        self.misses: dict[ItemKey, tuple[Example, ...]] = {}  # requests offered for and not called, newest first
+        self.examples: dict[ItemKey, Sequence[Example]] = {}  # recorded example requests per tool, newest first
+        self.misses: dict[ItemKey, Sequence[Example]] = {}  # requests offered for and not called, newest first
         self._examples_loaded = False
         self.index_config = index
         self._index: ChunkIndex | None = None
@@ -263,8 +263,7 @@ class ChunkStore:
         for _ in range(2):
             got = self.usage().all_records(self.usage_scope, self.config.max_examples, dim)
             self.examples, self.misses = got["examples"], got["misses"]
-            kept = [e for recorded in (self.examples, self.misses) for v in recorded.values() for e in v]
-            widths = Counter(e.vector.shape[0] for e in kept if e.vector is not None)
+            widths = vector_widths([*self.examples.values(), *self.misses.values()])
             if len(widths) <= 1:
                 break
             dim = widths.most_common(1)[0][0]  # an embedder that does not say its width: the one most records have

@@ -15,13 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
 from contextsieve.agent import settings as agent_settings
 from contextsieve.kernels.scoring import Int8Corpus, half_rows, query_scores
 
-__all__ = ["RecordedRequests", "RequestVectors", "MatrixRows", "NearRequests", "near_floor", "SCAN_BLOCK"]
+__all__ = [
+    "RecordedRequests",
+    "RequestVectors",
+    "KeptVectors",
+    "MatrixRows",
+    "NearRequests",
+    "near_floor",
+    "SCAN_BLOCK",
+]
 #: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many
 #: rows). Small, so that the blocks freed meanwhile (under 1 MB) do not raise glibc's mmap threshold to
 #: their size: at 4,096 rows (6 MB) the heap kept about 14 MB more of later requests' temporaries
@@ -101,13 +110,47 @@ class MatrixRows:
         return out
 
 
+class KeptVectors(Sequence[np.ndarray]):
+    """Recorded requests' vectors as :class:`RequestVectors` keeps them: each one that is a row of a
+    matrix as its place there (:class:`MatrixRows`; a view is made when it is read: a year of history
+    is tens of thousands of them, about 100 bytes a view), the others as they are.
+
+    Args:
+        rows: where ``vectors`` sit.
+        vectors: the vectors.
+    """
+
+    __slots__ = ("rows", "loose")
+
+    def __init__(self, rows: MatrixRows, vectors: Sequence[np.ndarray]) -> None:
+        self.rows = rows
+        self.loose = {j: vectors[j] for j in np.flatnonzero(rows.matrix < 0).tolist()}
+
+    def __len__(self) -> int:
+        return int(self.rows.matrix.size)
+
+    @overload
+    def __getitem__(self, j: int) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, j: slice) -> Sequence[np.ndarray]: ...
+
+    def __getitem__(self, j: int | slice) -> np.ndarray | Sequence[np.ndarray]:
+        if isinstance(j, slice):
+            return tuple(self[i] for i in range(*j.indices(len(self))))
+        m = int(self.rows.matrix[j])  # an IndexError past the end
+        if m < 0:
+            return self.loose[j % len(self)]
+        return self.rows.matrices[m][self.rows.row[j]]
+
+
 @dataclass(frozen=True)
 class RequestVectors:
     """Recorded requests' vectors, each once, and their int8 scan.
 
     Attributes:
         vectors: each request's vector as kept (float16 from a file, float32 recorded in memory or
-            embedded), shared with the log's :class:`~contextsieve.agent.usage.Example` records: no copy.
+            embedded): :class:`KeptVectors`, the rows of the log's matrix where they are (no copy).
         scan: the unit vectors as int8 rows with one scale each.
         slack: per request, how far its int8 score may be from the exact one for a unit query
             (``scale * sqrt(D) / 2``, plus rounding).
@@ -117,7 +160,7 @@ class RequestVectors:
             :meth:`near` to gather the close ones at once: :class:`MatrixRows`.
     """
 
-    vectors: tuple[np.ndarray, ...]
+    vectors: Sequence[np.ndarray]
     scan: Int8Corpus
     slack: np.ndarray
     norms: np.ndarray
@@ -129,7 +172,8 @@ class RequestVectors:
         kept = tuple(vectors)
         none = np.zeros(0, np.float32)
         if not kept:
-            return cls(kept, Int8Corpus(np.zeros((0, 1), np.int8), none), none, none, MatrixRows.of(kept))
+            rows = MatrixRows.of(kept)
+            return cls(KeptVectors(rows, kept), Int8Corpus(np.zeros((0, 1), np.int8), none), none, none, rows)
         # the scan's arrays made once and filled block by block: parts concatenated would leave a hole
         # of the scan's size in the heap, which glibc keeps resident (a year of history: 7.6 MB)
         scan = Int8Corpus(np.empty((len(kept), kept[0].shape[0]), np.int8), np.empty(len(kept), np.float32))
@@ -141,7 +185,8 @@ class RequestVectors:
             scan.scale[lo : lo + len(block)] = part.scale
         slack = (scan.scale * np.float32(np.sqrt(scan.q8.shape[1]) / 2) + np.float32(_ROUNDING)).astype(np.float32)
         norms = np.array([np.linalg.norm(np.asarray(v).astype(np.float32)) for v in kept], dtype=np.float32)
-        return cls(kept, scan, slack, norms, MatrixRows.of(kept))
+        rows = MatrixRows.of(kept)
+        return cls(KeptVectors(rows, kept), scan, slack, norms, rows)
 
     def __len__(self) -> int:
         return len(self.vectors)

@@ -13,17 +13,18 @@ import numpy as np
 import pytest
 
 from contextsieve.agent.agent import Agent, McpServer
+from contextsieve.agent.example_records import ExampleRecords
 from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.agent.stored_vectors import unit_vector
-from contextsieve.agent.usage import UsageLog
+from contextsieve.agent.usage import UsageLog, example_hash
 from contextsieve.errors import InputError
 from contextsieve.kernels.scoring import query_scores
 from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty
 from contextsieve.selection.ranking import RankRule, rank_chunks
-from contextsieve.selection.recorded_requests import RequestVectors, near_floor
+from contextsieve.selection.recorded_requests import KeptVectors, RequestVectors, near_floor
 from contextsieve.selection.search_rows import SearchRows
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
@@ -57,8 +58,8 @@ def test_the_log_reads_the_newest_records_of_each_tool_once_per_request(tmp_path
         for v in got.values():
             for e in v:
                 assert e.vector is not None and e.vector.dtype == np.float16  # as the file keeps it
-                if e.hash in by_hash:
-                    assert e.vector is by_hash[e.hash]  # one request, several tools: one vector
+                if e.hash in by_hash:  # one request, several tools: one vector (a row of the read's matrix)
+                    assert _address(e.vector) == _address(by_hash[e.hash]) and e.vector.base is by_hash[e.hash].base
                 by_hash[e.hash] = e.vector
 
 
@@ -89,18 +90,77 @@ def test_a_logs_vectors_are_rows_of_one_matrix_each_request_once_and_gathered_as
         log.all_records("a", 5, kinds="misses")  # type: ignore[arg-type]
     asked = got["examples"][KEYS[0]][0].hash
     shared = [e.vector for kind in got.values() for v in kind.values() for e in v if e.hash == asked]
-    assert len(shared) == 2 and shared[0] is shared[1]
+    assert len(shared) == 2 and _address(shared[0]) == _address(shared[1])  # one row
     hashes = [e.hash for kind in got.values() for v in kind.values() for e in v if e.hash == asked]
     assert len(hashes) == 2 and hashes[0] is hashes[1]  # one copy of a request's hash, whatever its kinds
-    distinct = list({id(v): v for v in kept if v is not None}.values())
+    distinct = list({_address(v): v for v in kept if v is not None}.values())
     rng = np.random.default_rng(4)
     loose = [unit_vector(rng.standard_normal(distinct[0].size).astype(np.float32)) for _ in range(5)]
     for vectors in (distinct, distinct[:40] + loose + distinct[40:]):
         requests = RequestVectors.of(vectors)
+        # the rows of the log's matrix are kept as their places in it, no view each; the others as they are
+        assert isinstance(requests.vectors, KeptVectors) and len(requests.vectors) == len(vectors)
+        assert sorted(requests.vectors.loose) == ([] if vectors is distinct else list(range(40, 45)))
+        for j in (0, 39, 40, 44, 45, len(vectors) - 1, -1):
+            got_j = requests.vectors[j]
+            assert got_j.dtype == vectors[j].dtype and _address(got_j) == _address(vectors[j])
+        with pytest.raises(IndexError):
+            requests.vectors[len(vectors)]
         for which in (np.arange(len(vectors)), np.sort(rng.choice(len(vectors), 37, replace=False)), np.zeros(0, int)):
             dim = distinct[0].size
             want = np.array([np.asarray(vectors[j], np.float32) for j in which.tolist()], np.float32).reshape(-1, dim)
             np.testing.assert_array_equal(requests.rows.gather(vectors, which, dim), want)
+
+
+def test_a_read_keeps_its_records_as_columns_not_an_object_each(tmp_path: Path) -> None:
+    """A year of history is tens of thousands of records: a read keeps them as columns (each tool's a
+    range of them) and makes a record's :class:`Example` when it is read; what the read keeps beside
+    the vectors' matrix is a few tens of bytes a record (an Example, its time and a view each were
+    about 180), and each read of a record gives the same values."""
+    log = UsageLog(tmp_path / "h.sqlite")
+    keys = [ItemKey.parse(f"tool:s:t{i}") for i in range(40)]
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((400, 384)).astype(np.float32)
+    for n in range(400):  # each request recorded for 8 tools: 3,200 records of 400 requests
+        log.record("a", f"request {n}", [keys[(n + j * 5) % 40] for j in range(8)], "examples", vectors[n])
+    tracemalloc.start()
+    try:
+        got = log.all_records("a", 1000)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    records = [v for kind in got.values() for v in kind.values()]
+    assert all(isinstance(v, ExampleRecords) for v in records)
+    n = sum(len(v) for v in records)
+    assert n == 3200
+    columns = records[0].columns
+    assert all(v.columns is columns for v in records)  # one read, one set of columns
+    matrix = columns.vectors.matrix
+    assert matrix is not None and columns.vectors.filled == 400  # each request's vector once
+    hashes = sum(len(h) + 49 for h in columns.hashes)  # each request's hash once
+    per_record = (kept - matrix.nbytes - hashes) / n
+    assert per_record < 50, per_record
+    for v in records[:5]:
+        first, again = list(v), list(v)
+        assert [(e.hash, e.text, e.at) for e in first] == [(e.hash, e.text, e.at) for e in again]
+        assert [e.at for e in first] == sorted((e.at for e in first), reverse=True)  # newest first
+        for e, f in zip(first, again):
+            assert e.vector is not None and f.vector is not None
+            assert _address(e.vector) == _address(f.vector) and not e.vector.flags.writeable
+    by_hash = {e.hash: e.vector for v in records for e in v}
+    for n_request in (0, 17, 399):
+        want = unit_vector(vectors[n_request]).astype("<f2")
+        np.testing.assert_array_equal(by_hash[example_hash(f"request {n_request}")], want)
+    tail = records[0][2:]  # a slice of a tool's records is a range of the same columns
+    assert isinstance(tail, ExampleRecords) and [e.hash for e in tail] == [e.hash for e in list(records[0])[2:]]
+    assert records[0][-1].hash == list(records[0])[-1].hash
+    with pytest.raises(IndexError):
+        records[0][len(records[0])]
+
+
+def _address(v: np.ndarray) -> int:
+    """Where ``v``'s values are in memory (two views of one row have the same)."""
+    return int(v.__array_interface__["data"][0])
 
 
 def _store(path: Path) -> tuple[ChunkStore, Agent]:
