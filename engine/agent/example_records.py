@@ -3,9 +3,9 @@ file's read kept as columns (:class:`RecordColumns`), each tool's newest records
 (:class:`ExampleRecords`).
 
 A year of history is tens of thousands of records. As an :class:`Example` object each, with its time
-as a float object and its vector as an array view, they took about 180 bytes a record beside the
+as a float object and its vector as an array view, they took 120 to 180 bytes a record beside the
 vectors themselves (8 MB at the caps, ``python -m benchmarks.speed.history_memory``); as columns a
-record is 20 bytes, and its :class:`Example` is made when it is read (each read makes a new one,
+record is 24 bytes, and its :class:`Example` is made when it is read (each read makes a new one,
 equal field by field, its vector a view of the same row of the read's matrix).
 """
 

@@ -52,7 +52,6 @@ from contextsieve.retrieval.cache import (
 
 __all__ = [
     "UsageLog",
-    "Example",
     "example_hash",
     "MAX_EXAMPLE_CHARS",
     "KINDS",

@@ -485,7 +485,7 @@ class ChunkStore:
     def example_rows(self, order: Sequence[ItemKey]) -> tuple[np.ndarray, np.ndarray]:
         """Which chunk rows (among every chunk: :class:`ChunkLayout`) are recorded example requests
         (bool ``[F]``; all false when nothing is recorded) and, for those rows in order, their
-        :attr:`~contextsieve.agent.usage.Example.hash` (an object array). Kept until the matrix changes."""
+        :attr:`~contextsieve.agent.example_records.Example.hash` (an object array). Kept until the matrix changes."""
         self.matrix(order)
         assert self._matrix is not None
         memo = self._example_rows

@@ -97,7 +97,7 @@ def search(
     here when it has none); a domain whose ``query_split`` is ``"sentences"`` searches with its
     sentences alone, one whose ``query_split`` is ``"steps"`` with its steps too.
 
-    ``not_example``: the :attr:`~contextsieve.agent.usage.Example.hash` of recorded example requests that
+    ``not_example``: the :attr:`~contextsieve.agent.example_records.Example.hash` of recorded example requests that
     do not count (a task's steps pass their task's message: what the task taught under its own message
     does not steer the task itself); ``None``: all count.
 
