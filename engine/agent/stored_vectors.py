@@ -62,7 +62,8 @@ class VectorBlock:
         """Row ``r`` of the matrix, a read-only view."""
         assert self.matrix is not None
         v = self.matrix[r]
-        v.flags.writeable = False
+        if self.seen is not None:  # while the read adds (after it, the matrix and so its views are read-only)
+            v.flags.writeable = False
         return v
 
     def done(self) -> None:
