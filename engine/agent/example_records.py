@@ -24,9 +24,10 @@ from contextsieve.agent.stored_vectors import VectorBlock
 __all__ = ["Example", "ExampleRecords", "RecordColumns", "stamps", "vector_widths"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Example:
-    """One recorded request of a tool.
+    """One recorded request of a tool. Two are equal when their fields are, the vectors bit for bit
+    (each read of a file's record makes a new one, its vector a new view of the same row).
 
     Attributes:
         hash: the SHA-256 of the request as kept (its identity in the log).
@@ -41,6 +42,19 @@ class Example:
     text: str | None
     vector: np.ndarray | None
     at: float
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Example):
+            return NotImplemented
+        if (self.hash, self.text, self.at) != (other.hash, other.text, other.at):
+            return False
+        a, b = self.vector, other.vector
+        if a is None or b is None:
+            return a is b
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+    def __hash__(self) -> int:
+        return hash((self.hash, self.text, self.at))
 
 
 class RecordColumns:
@@ -99,6 +113,15 @@ class RecordColumns:
         self._ids = None
         self.vectors.done()
 
+    def ordered(self, start: int, stop: int) -> bool:
+        """Whether records ``start`` to ``stop`` are newest first, ties by hash (as a log sorts them)."""
+        at = np.frombuffer(self.at, dtype=np.float64)[start:stop]
+        step = np.diff(at)
+        if (step > 0).any():
+            return False
+        hashes, of = self.hashes, self.hash_of
+        return all(hashes[of[start + i]] <= hashes[of[start + i + 1]] for i in np.flatnonzero(step == 0).tolist())
+
     def example(self, i: int) -> Example:
         """Record ``i`` as an :class:`Example` (made now)."""
         r = self.row[i]
@@ -108,7 +131,8 @@ class RecordColumns:
 
 class ExampleRecords(Sequence[Example]):
     """The records ``start`` to ``stop`` of a read's :class:`RecordColumns` (one tool's, newest first),
-    as a sequence of :class:`Example` made as they are read."""
+    as a read-only sequence of :class:`Example` made as they are read (equal to the tuple of them; not
+    a tuple: ``+`` and ``*`` are not defined)."""
 
     __slots__ = ("columns", "start", "stop")
 
@@ -142,6 +166,15 @@ class ExampleRecords(Sequence[Example]):
         example = self.columns.example
         for i in range(self.start, self.stop):
             yield example(i)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a sequence of the same examples (a tuple of them, say), in order."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
 
     def __repr__(self) -> str:
         return f"ExampleRecords({len(self)} records)"

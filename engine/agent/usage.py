@@ -356,14 +356,15 @@ class UsageLog:
         )
         tool: tuple[object, object] | None = None
         key: ItemKey | None = None
-        start = len(columns)
+        start = earlier = len(columns)
         for server, name, h, message, at, blob, model in rows:
             if (server, name) != tool:  # a tool's records are together: its range of the columns ends
-                if key is not None and len(columns) > start:
-                    out[key] = ExampleRecords(columns, start, len(columns))
+                if key is not None:
+                    _keep(out, key, columns, start, per_tool)
                 tool, key, start = (server, name), ItemKey(ItemKind.TOOL, str(name), str(server)), len(columns)
+                earlier = len(out.get(key, ()))  # a damaged name may read as another's: one tool, two ranges
             assert key is not None
-            if len(columns) - start >= per_tool:
+            if earlier + len(columns) - start >= per_tool:
                 continue
             vec = None
             if blob is not None and model == self.model:
@@ -375,8 +376,8 @@ class UsageLog:
             if vec is None and message is None:
                 continue  # a vector of another model, and no text to embed again
             columns.add(str(h), message, vec, float(at))
-        if key is not None and len(columns) > start:
-            out[key] = ExampleRecords(columns, start, len(columns))
+        if key is not None:
+            _keep(out, key, columns, start, per_tool)
         return damaged
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
@@ -528,6 +529,22 @@ def _add_vectors(db: sqlite3.Connection) -> None:
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _keep(
+    out: dict[ItemKey, Sequence[Example]], key: ItemKey, columns: RecordColumns, start: int, per_tool: int
+) -> None:
+    """Keep the records from ``start`` to the end of ``columns`` as ``key``'s. They are newest first
+    (SQLite's order) unless damaged names or hashes broke it: two stored names read as one key (a byte
+    that is not UTF-8, read replaced), or a hash stored as bytes; then ``key``'s records, with any it
+    already has, are sorted as a log in memory sorts them."""
+    stop = len(columns)
+    if stop == start:
+        return
+    got: Sequence[Example] = ExampleRecords(columns, start, stop)
+    if key in out or not columns.ordered(start, stop):
+        got = tuple(sorted([*out.get(key, ()), *got], key=lambda e: (-e.at, e.hash))[:per_tool])
+    out[key] = got
 
 
 def _unkept(e: Example) -> Example:

@@ -18,7 +18,7 @@ from contextsieve.agent.items import IncludeMode, ItemKey, Tool
 from contextsieve.agent.settings import MISS_SIMILARITY
 from contextsieve.agent.stored_vectors import unit_vector
 from contextsieve.agent.usage import UsageLog, example_hash
-from contextsieve.errors import InputError
+from contextsieve.errors import InputError, UsageLogWarning
 from contextsieve.kernels.scoring import query_scores
 from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
@@ -151,11 +151,44 @@ def test_a_read_keeps_its_records_as_columns_not_an_object_each(tmp_path: Path) 
     for n_request in (0, 17, 399):
         want = unit_vector(vectors[n_request]).astype("<f2")
         np.testing.assert_array_equal(by_hash[example_hash(f"request {n_request}")], want)
+    # equal as the tuples of a log in memory are: field by field, the vectors bit for bit
+    assert records[0] == tuple(records[0]) and records[0][1] in records[0] and records[0].index(records[0][1]) == 1
+    assert records[0][0] == records[0][0] and hash(records[0][0]) == hash(records[0][0])
+    assert records[0] != records[1] and records[0][0] != records[0][1]
     tail = records[0][2:]  # a slice of a tool's records is a range of the same columns
     assert isinstance(tail, ExampleRecords) and [e.hash for e in tail] == [e.hash for e in list(records[0])[2:]]
     assert records[0][-1].hash == list(records[0])[-1].hash
     with pytest.raises(IndexError):
         records[0][len(records[0])]
+
+
+def test_two_stored_names_that_read_as_one_tool_keep_its_records_together_newest_first(tmp_path: Path) -> None:
+    """A damaged byte in a tool's stored name is read replaced, and may then read as another stored
+    name (``t1\ufffd``): SQLite orders the two apart (and may put another tool between them), the
+    read gives the tool its records of both, newest first, as a log in memory would."""
+    import sqlite3
+
+    path = tmp_path / "h.sqlite"
+    log = UsageLog(path, keep_text=True)
+    vecs = FakeEmbedder().embed([f"message {i}" for i in range(4)])
+    for i in range(4):
+        log.record("a", f"message {i}", [ItemKey.parse("tool:srv:t1")], vector=vecs[i])
+    db = sqlite3.connect(path)
+    db.execute("UPDATE examples SET at = 100 + CAST(substr(message, 9) AS INTEGER)")  # message i at 100 + i
+    db.execute("UPDATE examples SET tool = 't1' || char(65533) WHERE message IN ('message 1', 'message 3')")
+    db.execute("UPDATE examples SET tool = CAST(x'7431ff' AS TEXT) WHERE message IN ('message 0', 'message 2')")
+    db.execute(  # a tool whose stored name sorts between the two
+        "INSERT INTO examples SELECT agent, server, 't1' || char(128512), hash, message, at, vector, model "
+        "FROM examples WHERE message = 'message 0'"
+    )
+    db.commit()
+    db.close()
+    damaged = ItemKey.parse("tool:srv:t1\ufffd")
+    for per_tool, want in ((100, [3, 2, 1, 0]), (2, [3, 1])):  # at most per_tool, the first read of each name
+        with pytest.warns(UsageLogWarning, match="damaged"):
+            got = UsageLog(path, keep_text=True).records("a", per_tool)
+        assert [e.text for e in got[damaged]] == [f"message {i}" for i in want]
+        assert [e.text for e in got[ItemKey.parse("tool:srv:t1\U0001f600")]] == ["message 0"]
 
 
 def _address(v: np.ndarray) -> int:
