@@ -12,6 +12,7 @@ column.
 
 from __future__ import annotations
 
+import argparse
 import random
 import tempfile
 from collections.abc import Callable
@@ -23,7 +24,17 @@ from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.evaluation.runner import Scores, TaskRun, evaluate, scores
 from contextsieve.evaluation.tasks import Step, Task
 
-__all__ = ["key", "ordered_groups", "as_task", "history_rows", "loop_columns", "one_request_table", "LOOP_COLUMNS"]
+__all__ = [
+    "key",
+    "ordered_groups",
+    "as_task",
+    "history_rows",
+    "loop_columns",
+    "one_request_table",
+    "add_example_arguments",
+    "set_example_constants",
+    "LOOP_COLUMNS",
+]
 
 #: The loop table's columns, in order (see :mod:`benchmarks.quality.tool_loop`).
 LOOP_COLUMNS = ("union R", "all found", "step R", "first R", "prec", "tools/step", "tools/task", "p50 ms")
@@ -52,6 +63,58 @@ def as_task(q: dict[str, Any], *, loop: bool = True) -> Task:
     else:
         steps = (Step(q["query"], needs),)
     return Task(steps, needs, str(q.get("id", "")))
+
+
+def add_example_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--example-gate``, ``--narrow-example-gate`` and ``--example-score``: how close a recorded example
+    must be to count, and what it then ranks at, for this run (see :func:`set_example_constants`)."""
+    ap.add_argument(
+        "--example-gate",
+        type=float,
+        metavar="COS",
+        help="for this run: the cosine from which a recorded example counts for a request on its own or a "
+        "task's first request (contextsieve.agent.settings.EXAMPLE_SIMILARITY, default 0.4)",
+    )
+    ap.add_argument(
+        "--narrow-example-gate",
+        type=float,
+        metavar="COS",
+        help="for this run: the same for a task's later steps and the tools a task carries "
+        "(contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY, default 0.5)",
+    )
+    ap.add_argument(
+        "--example-score",
+        type=float,
+        metavar="S",
+        help="for this run: the ranking score of an example matched at its gate, rising linearly to 1 "
+        "(contextsieve.agent.settings.EXAMPLE_SCORE, default 0.3; equal to the gate: the example's own cosine)",
+    )
+
+
+def set_example_constants(args: argparse.Namespace) -> str:
+    """Set the module constants :data:`contextsieve.agent.settings.EXAMPLE_SIMILARITY` (``--example-gate``),
+    :data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY` (``--narrow-example-gate``) and
+    :data:`~contextsieve.agent.settings.EXAMPLE_SCORE` (``--example-score``) for the rest of this process
+    (an option not given leaves its constant as it is); the search reads them at each request, so the
+    run measures the change. Returns a line saying what was set ("" when nothing was)."""
+    from contextsieve.agent import settings
+
+    given = {
+        "EXAMPLE_SIMILARITY": (args.example_gate, "--example-gate"),
+        "NARROW_EXAMPLE_SIMILARITY": (args.narrow_example_gate, "--narrow-example-gate"),
+        "EXAMPLE_SCORE": (args.example_score, "--example-score"),
+    }
+    for name, (value, flag) in given.items():
+        if value is not None:
+            if not 0.0 <= value < 1.0:
+                raise SystemExit(f"{flag} must be in [0, 1), got {value}")
+            setattr(settings, name, value)
+    if all(value is None for value, _ in given.values()):
+        return ""
+    return (
+        f"examples count from cosine {settings.EXAMPLE_SIMILARITY} (a narrow offer "
+        f"{settings.NARROW_EXAMPLE_SIMILARITY}), ranked from {settings.EXAMPLE_SCORE} there"
+    )
 
 
 def loop_columns(s: Scores) -> dict[str, float | None]:

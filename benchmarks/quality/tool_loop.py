@@ -4,6 +4,7 @@
     python -m benchmarks.quality.tool_loop --sets mcp_live --configs defaults --misses defaults  # the steps missed
     python -m benchmarks.quality.tool_loop --ranks --configs "-"  # where the steps' needed tools rank
     python -m benchmarks.quality.tool_loop --history-folds 2 --configs "defaults"  # cold and with history
+    python -m benchmarks.quality.tool_loop --history-folds 2 --example-gate 0.4 --example-score 0.4  # another gate
 
 Sets (:data:`SETS`; each one :class:`Engine` over its catalog, every tool in ``agent`` mode, the
 default embedder):
@@ -60,7 +61,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import DATA, cpu_line
-from benchmarks.quality.history_folds import LOOP_COLUMNS, as_task, history_rows, loop_columns
+from benchmarks.quality.history_folds import (
+    LOOP_COLUMNS,
+    add_example_arguments,
+    as_task,
+    history_rows,
+    loop_columns,
+    set_example_constants,
+)
 from benchmarks.quality.tool_offers import steps as regex_steps
 from benchmarks.quality.tool_selection import catalog_agent, groups, load, load_servers
 from contextsieve.evaluation.runner import label
@@ -213,7 +221,9 @@ def main(argv: list[str] | None = None) -> None:
         metavar="K",
         help="each configuration cold and with the other folds' tasks recorded first (task i in fold i %% K)",
     )
+    add_example_arguments(ap)
     args = ap.parse_args(argv)
+    said = set_example_constants(args)
     from contextsieve import Embedder
     from contextsieve.engine import Engine
 
@@ -221,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     configs = [c for c in CONFIGS if not args.configs or any(p in c.name for p in args.configs.split(","))]
     emb = Embedder(variant=args.variant)
     print(cpu_line(), flush=True)
+    if said:
+        print(f"# {said}", flush=True)
     rows: list[tuple[str, str, str, dict]] = []
     for set_name in names:
         tools, servers, tasks = SETS[set_name]()

@@ -7,7 +7,9 @@ Data: ``tools.jsonl`` lines ``{"server", "name", "description"}``; ``queries.jso
 satisfies it). By default a fixed sample of 2,000 queries (``random.Random(0)``), the tuning set;
 ``--full`` adds the whole file; ``--split multi`` keeps only the queries needing several tools.
 ``--history-folds K --data A B ...`` prints instead the default pipeline cold and with k-fold history,
-every folder in one table (:func:`benchmarks.quality.history_folds.one_request_table`).
+every folder in one table (:func:`benchmarks.quality.history_folds.one_request_table`);
+``--example-gate COS`` (``--narrow-example-gate``, ``--example-score``) with it measure another gate
+for recorded examples (:func:`benchmarks.quality.history_folds.set_example_constants`).
 An optional ``servers.jsonl`` (``{"server", "description"}`` lines) gives servers descriptions.
 The hand-written multi-server task set is ``--data benchmarks/data/mcp_tasks``.
 
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import group_recall, timed
+from benchmarks.quality.history_folds import add_example_arguments, set_example_constants
 from contextsieve.agent.agent import Agent
 from contextsieve.retrieval.bm25 import BM25Index
 from contextsieve.retrieval.text import query_chunks
@@ -190,10 +193,14 @@ def main(argv: list[str] | None = None) -> None:
         help="instead: the default pipeline cold and with the other folds' tasks recorded first (task i in fold "
         "i %% K), every --data folder in one table (benchmarks.quality.history_folds.one_request_table)",
     )
+    add_example_arguments(ap)
     args = ap.parse_args(argv)
     if args.history_folds:
         from benchmarks.quality.history_folds import one_request_table
 
+        said = set_example_constants(args)
+        if said:
+            print(f"# {said}", flush=True)
         one_request_table(
             args.data,
             args.history_folds,
@@ -205,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if len(args.data) > 1:
         ap.error("several --data folders are for --history-folds")
+    if set_example_constants(args):
+        ap.error("--example-gate, --narrow-example-gate and --example-score are for --history-folds")
     args.data = args.data[0]
     from contextsieve import Embedder
     from contextsieve.engine import Engine

@@ -39,6 +39,8 @@ __all__ = [
     "OUTCOME_WEIGHT",
     "MISS_SIMILARITY",
     "EXAMPLE_SIMILARITY",
+    "NARROW_EXAMPLE_SIMILARITY",
+    "WIDE_OFFER",
     "EXAMPLE_SCORE",
 ]
 
@@ -54,15 +56,28 @@ OUTCOME_WEIGHT = 0.2
 MISS_SIMILARITY = 0.7
 #: Cosine between a request and a tool's recorded example request from which the example counts as
 #: evidence for the tool (below it the example chunk is not searched for that request): history
-#: speaks only for requests like the ones it saw, so it cannot pull in a near-miss tool. Chosen with
-#: ``python -m benchmarks.quality.tool_selection --history-folds 2`` and ``tool_loop --history-folds 2``
-#: (docs/selection.md): the lowest gate under which no set's recall with history falls below its recall
-#: without (0.45 lowers mcp_tasks' loop; 0.55, the gate before a tool found through history got a place
-#: of its own, gave up 0.011 on MetaTool and 0.016 on its two-tool tasks).
-EXAMPLE_SIMILARITY = 0.5
-#: The ranking score of an example matched at :data:`EXAMPLE_SIMILARITY` (rising linearly to 1 for an
-#: identical request): an example that is merely near a request ranks its tool as a weak description
-#: match would, so it does not push out the tools the request's own words find.
+#: speaks only for requests like the ones it saw, so it cannot pull in a near-miss tool. This is the
+#: gate of a wide offer: a request's own tools domain aiming for at least :data:`WIDE_OFFER` tools (a
+#: task's first request, a request outside a session's tasks, a tool search, at the default
+#: ``tool_top_n``); a narrow offer has :data:`NARROW_EXAMPLE_SIMILARITY`. Chosen with ``python -m
+#: benchmarks.quality.tool_selection --history-folds 2`` and ``tool_loop --history-folds 2``
+#: (docs/selection.md): 0.4 gains on every set against 0.5 for one request (MetaTool 0.888 to 0.912),
+#: and in the loop no set falls below its recall without history; 0.3 drops mcp_live below it.
+EXAMPLE_SIMILARITY = 0.4
+#: The gate of :data:`EXAMPLE_SIMILARITY` for a narrow offer: a later step of a task, the task's ranking
+#: of the tools its steps carry, and a search aiming for fewer than :data:`WIDE_OFFER` tools. A weak
+#: example takes a place of a tool the request's words found, and a narrow offer has few: at 0.4 the
+#: loop fell below its recall without history (mcp_tasks 0.963 against 0.967: an example near "Save a
+#: copy locally as config.yaml." took the place of ``write_file`` in a step of five tools), and so
+#: did ``tool_top_n=5`` (mcp_tasks 0.935 against 0.951).
+NARROW_EXAMPLE_SIMILARITY = 0.5
+#: A tools domain aiming for at least this many tools is a wide offer (:data:`EXAMPLE_SIMILARITY`):
+#: the default ``tool_top_n``, the size the request gate was measured at.
+WIDE_OFFER = 10
+#: The ranking score of an example matched at its gate (:data:`EXAMPLE_SIMILARITY` or
+#: :data:`NARROW_EXAMPLE_SIMILARITY`), rising linearly to 1 for an identical request: an example that is
+#: merely near a request ranks its tool as a weak description match would, so it does not push out the
+#: tools the request's own words find.
 EXAMPLE_SCORE = 0.3
 
 #: Selection presets (the seeds' "Aggressive / Normal / Conservative"): aggressive keeps the context

@@ -51,13 +51,14 @@ def summed(*parts: np.ndarray | None) -> np.ndarray | None:
     return out
 
 
-def example_score(similarity: np.ndarray) -> np.ndarray:
+def example_score(similarity: np.ndarray, gate: float | None = None) -> np.ndarray:
     """The ranking score of a recorded example request that a request matches at ``similarity`` cosine
-    (at least :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`): linear from
+    (at least the ``gate``, default :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`): linear from
     :data:`~contextsieve.agent.settings.EXAMPLE_SCORE` there to 1 at 1, so a request much like an
     earlier one ranks its tool high while one merely near it ranks the tool as a weak description match
     would."""
-    gate, low = agent_settings.EXAMPLE_SIMILARITY, agent_settings.EXAMPLE_SCORE
+    gate = agent_settings.EXAMPLE_SIMILARITY if gate is None else gate
+    low = agent_settings.EXAMPLE_SCORE
     return (low + (similarity - gate) * (1.0 - low) / (1.0 - gate)).astype(np.float32)
 
 
@@ -67,12 +68,13 @@ def example_terms(
     exclude: np.ndarray,
     qvec: np.ndarray,
     request_scores: np.ndarray | None = None,
+    gate: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """How recorded example chunks (``examples``: bool per chunk row) are searched for the query
     vectors ``qvec``: ``exclude`` with those no query chunk matches at
-    :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY` cosine or closer added (an example speaks for
-    its tool only for requests like itself), and per chunk what :func:`example_score` changes in the
-    ranking score of the others (``None`` when no example is searched). ``request_scores``: per chunk
+    ``gate`` cosine or closer added (default :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`; an
+    example speaks for its tool only for requests like itself), and per chunk what :func:`example_score`
+    changes in the ranking score of the others (``None`` when no example is searched). ``request_scores``: per chunk
     row, the score of its recorded request for ``qvec``
     (:meth:`~contextsieve.selection.recorded_requests.NearRequests.best`: each request scored once,
     not once per tool it is an example of); without them, each example row is scored here."""
@@ -84,13 +86,14 @@ def example_terms(
         sims = request_scores[rows]
     else:
         sims = query_scores(chunks[rows], qvec).max(axis=1)
-    near = sims >= agent_settings.EXAMPLE_SIMILARITY
+    gate = agent_settings.EXAMPLE_SIMILARITY if gate is None else gate
+    near = sims >= gate
     out = exclude.copy()
     out[rows[~near]] = True
     if not near.any():
         return out, None
     change = np.zeros(exclude.shape[0], np.float32)
-    change[rows[near]] = example_score(sims[near]) - sims[near]
+    change[rows[near]] = example_score(sims[near], gate) - sims[near]
     return out, change
 
 

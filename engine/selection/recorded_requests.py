@@ -40,11 +40,11 @@ SCAN_BLOCK = 512
 _ROUNDING = 1e-4
 
 
-def near_floor() -> float:
+def near_floor(gate: float | None = None) -> float:
     """The lowest cosine at which a recorded request counts for a search: the lower of an example's gate
-    (:data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`) and a miss's
+    (``gate``, default :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`) and a miss's
     (:data:`~contextsieve.agent.settings.MISS_SIMILARITY`)."""
-    return min(agent_settings.EXAMPLE_SIMILARITY, agent_settings.MISS_SIMILARITY)
+    return min(agent_settings.EXAMPLE_SIMILARITY if gate is None else gate, agent_settings.MISS_SIMILARITY)
 
 
 @dataclass(frozen=True)

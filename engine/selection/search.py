@@ -19,6 +19,7 @@ from typing import Literal
 
 import numpy as np
 
+from contextsieve.agent import settings as agent_settings
 from contextsieve.agent.agent import ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind, Tool
 from contextsieve.agent.settings import AgentSettings
@@ -45,7 +46,7 @@ from contextsieve.selection.ranking import (
     ratio_base,
     represent_sentences,
 )
-from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests
+from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests, near_floor
 from contextsieve.selection.search_rows import RowVectors, SearchRows
 from contextsieve.selection.search_trace import DomainTrace, SearchTrace
 
@@ -83,6 +84,7 @@ def search(
     server_descriptions: dict[str, str],
     *,
     not_example: str | None = None,
+    example_gate: float | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """Choose agent-mode items for ``query``.
 
@@ -101,6 +103,11 @@ def search(
     do not count (a task's steps pass their task's message: what the task taught under its own message
     does not steer the task itself); ``None``: all count.
 
+    ``example_gate``: the cosine from which a recorded example request counts for ``query`` (default
+    :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`, a request's own; a task's later steps pass
+    :data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY`); a domain aiming for fewer than
+    :data:`~contextsieve.agent.settings.WIDE_OFFER` items raises it to that narrow gate.
+
     Returns:
         The chosen entries (query matches by ranking score, then promotions, then expansions) and the trace.
     """
@@ -114,7 +121,8 @@ def search(
     with store.lock:  # one consistent view of the chunks from sync to the last read
         store.sync(table.items, server_descriptions=server_descriptions, version=table.shape)
         domains = _domains(table, allowed, settings)
-        return _Pass.over(store, table, query, domains, not_example).run(domains)
+        gate = agent_settings.EXAMPLE_SIMILARITY if example_gate is None else example_gate
+        return _Pass.over(store, table, query, domains, not_example, gate).run(domains)
 
 
 #: A domain of a search: its name, the items it may choose (a bool per item) and its settings.
@@ -145,24 +153,32 @@ class _Pass:
     words: tuple[str, ...]  # what the message names, for the evidence floor
     keyword: np.ndarray | None  # each chunk's keyword score (BM25) for the message
     not_example: str | None
+    gate: float  # the cosine from which a recorded example counts for this request (a wide offer)
 
     @classmethod
     def over(
-        cls, store: ChunkStore, table: ItemTable, query: Query, domains: list[_Domain], not_example: str | None
+        cls,
+        store: ChunkStore,
+        table: ItemTable,
+        query: Query,
+        domains: list[_Domain],
+        not_example: str | None,
+        gate: float,
     ) -> _Pass:
         """The pass of ``query`` over the synced ``store`` (with keyword scores when one of ``domains``
-        weighs them)."""
+        weighs them), its recorded examples counting from ``gate``."""
         chunks, _ = store.matrix(table.keys)
         recorded = store.recorded_requests(table.keys)
         assert query.vectors is not None  # search embedded it
-        near = None if recorded is None else (recorded, recorded.requests.near(query.vectors))
-        rows = SearchRows.of(chunks, store.layout(table.keys), *(near or (None, None)))
+        near = None if recorded is None else (recorded, recorded.requests.near(query.vectors, near_floor(gate)))
+        recorded_near = (None, None) if near is None else near
+        rows = SearchRows.of(chunks, store.layout(table.keys), recorded_near[0], recorded_near[1], gate)
         indexed = store.search_index(table.keys)
         named = keyword_query(query.chunks)
         words = tuple(tokenize(named))
         keywords = chunks.shape[0] > 0 and any(ds.keyword_weight > 0 for _, _, ds in domains)
         keyword = store.keyword_index(table.keys).scores(named)[rows.rows] if keywords else None
-        return cls(store, table, query, rows, near, indexed, words, keyword, not_example)
+        return cls(store, table, query, rows, near, indexed, words, keyword, not_example, gate)
 
     @property
     def vectors(self) -> np.ndarray:
@@ -219,11 +235,12 @@ class _Pass:
         )
 
     def history(
-        self, mask: np.ndarray, qvec: np.ndarray
+        self, mask: np.ndarray, qvec: np.ndarray, gate: float
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, tuple[RecordedRequests, np.ndarray] | None]:
         """The chunks a domain of candidates ``mask`` excludes, the recorded-example term of each
-        (:func:`~contextsieve.selection.chunk_terms.example_terms`), which rows are examples, and the
-        recorded requests with their scores for ``qvec`` (``None``: nothing recorded)."""
+        (:func:`~contextsieve.selection.chunk_terms.example_terms`, examples counting from ``gate``, at
+        least the pass's), which rows are examples, and the recorded requests with their scores for
+        ``qvec`` (``None``: nothing recorded)."""
         every, hashes = self.store.example_rows(self.table.keys)
         examples = every[self.rows.rows]
         # the hashes of the examples read (``hashes`` lists every example's)
@@ -236,13 +253,14 @@ class _Pass:
             usable[np.flatnonzero(examples)[hashes == self.not_example]] = False
         exclude = ~mask[self.owner] if usable is examples else ~mask[self.owner] | (examples & ~usable)
         if self.recorded is None:
-            return *example_terms(usable, self.chunks, exclude, qvec), examples, None
+            return *example_terms(usable, self.chunks, exclude, qvec, gate=gate), examples, None
         recorded, near = self.recorded
-        scores = near.best(len(recorded.requests), qvec.shape[0])  # each request's, for this domain's queries
+        # each request's, for this domain's queries
+        scores = near.best(len(recorded.requests), qvec.shape[0], near_floor(gate))
         per_row = np.full(self.chunks.shape[0], -np.inf, dtype=np.float32)
         if examples.any():
             per_row[examples] = recorded.example_scores(scores, self.rows.rows[examples])
-        exclude, history = example_terms(usable, self.chunks, exclude, qvec, per_row)
+        exclude, history = example_terms(usable, self.chunks, exclude, qvec, per_row, gate)
         return exclude, history, examples, (recorded, scores)
 
     def domain(self, name: str, mask: np.ndarray, ds: AgentSettings) -> DomainTrace:
@@ -253,7 +271,10 @@ class _Pass:
         size = ds.tool_offer_size(n_queries) if name == "tools" else ds.context_top_n
         if size != ds.context_top_n:  # a step's tools: the size follows the message (the trace keeps it)
             ds = dataclasses.replace(ds, context_top_n=size)
-        exclude, history, examples, requests = self.history(mask, qvec)
+        gate = (
+            self.gate if size >= agent_settings.WIDE_OFFER else max(self.gate, agent_settings.NARROW_EXAMPLE_SIMILARITY)
+        )
+        exclude, history, examples, requests = self.history(mask, qvec, gate)
         keyword = None
         raw = self.keyword
         if raw is not None and ds.keyword_weight > 0:

@@ -117,14 +117,17 @@ class SearchRows:
         layout: ChunkLayout,
         recorded: RecordedRequests | None,
         near: NearRequests | None,
+        gate: float | None = None,
     ) -> SearchRows:
         """The own chunks of ``matrix`` and the example chunks whose request ``near`` holds at the
-        example gate for one of its query vectors."""
+        example ``gate`` (default :data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`) for one of its
+        query vectors."""
+        gate = agent_settings.EXAMPLE_SIMILARITY if gate is None else gate
         base = layout.base
         close = np.zeros(0, np.int64)
         if recorded is not None and near is not None and near.rows.size:
             of_request = np.full(len(recorded.requests), -1, dtype=np.int64)  # a request's place in ``near``
-            close_enough = near.scores.max(axis=1) >= agent_settings.EXAMPLE_SIMILARITY
+            close_enough = near.scores.max(axis=1) >= gate
             of_request[near.rows[close_enough]] = np.flatnonzero(close_enough)
             at = of_request[recorded.example_request]  # one gather per example, not a search
             hit = at >= 0

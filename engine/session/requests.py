@@ -28,7 +28,14 @@ from contextsieve.session.assembly import Request, assemble, fit_budget, item_te
 from contextsieve.session.companions import companion_entries
 from contextsieve.session.session_items import SessionItems, tool_available
 from contextsieve.session.stash_link import SessionStash
-from contextsieve.session.task_tools import TaskState, step_settings, task_entries, task_ranking, wanted
+from contextsieve.session.task_tools import (
+    TaskState,
+    example_gate,
+    step_settings,
+    task_entries,
+    task_ranking,
+    wanted,
+)
 
 if TYPE_CHECKING:
     pass
@@ -77,9 +84,19 @@ def search_items(
     task: TaskState | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """:func:`~contextsieve.selection.search.search` over the items ``mask`` allows (the agent's lock held);
-    for a later step of ``task``, without the recorded examples of the task's own message."""
+    for a later step of ``task``, without the recorded examples of the task's own message and with the
+    steps' example gate (:func:`~contextsieve.session.task_tools.example_gate`)."""
     own = example_hash(task.message) if task is not None and task.requests and task.message else None
-    return search(store, agent.table(), mask, settings, query, agent.server_descriptions(), not_example=own)
+    return search(
+        store,
+        agent.table(),
+        mask,
+        settings,
+        query,
+        agent.server_descriptions(),
+        not_example=own,
+        example_gate=example_gate(task),
+    )
 
 
 class TokenCounts:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from contextsieve.agent import settings as agent_settings
 from contextsieve.agent.agent import Agent, ItemTable
 from contextsieve.agent.items import IncludeMode, ItemKey, ItemKind
 from contextsieve.agent.settings import AgentSettings
@@ -28,6 +29,7 @@ __all__ = [
     "wanted",
     "moved_on",
     "step_settings",
+    "example_gate",
     "TASK_RANKING_DEPTH",
     "MOVED_ON_RATIO",
 ]
@@ -161,6 +163,18 @@ def step_settings(settings: AgentSettings, task: TaskState | None) -> AgentSetti
     return settings
 
 
+def example_gate(task: TaskState | None) -> float:
+    """The cosine from which a recorded example request counts for a request's own search: a task's first
+    request (or a request outside a session's tasks, ``task`` ``None``) has a request's gate
+    (:data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`; the search raises it for a narrow offer), a
+    later step of the task a narrow offer's (:data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY`):
+    its offer has few places, and its words are a part of the task, where an example is a whole task's
+    message."""
+    if task is None or task.requests == 0:
+        return agent_settings.EXAMPLE_SIMILARITY
+    return agent_settings.NARROW_EXAMPLE_SIMILARITY
+
+
 def task_ranking(
     store: ChunkStore,
     agent: Agent,
@@ -171,7 +185,9 @@ def task_ranking(
     """The tools of a task's first message (its ``query``), best first: the tools domain's search with
     no cut-offs (as a tool search: no include score, no floor, no expansion) over every tool of the
     agent, without the examples whose hash is ``not_example`` (the task's message: what the task taught
-    is not its evidence). The agent's lock is held by the caller."""
+    is not its evidence), the examples counting from a narrow offer's gate
+    (:data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY`: what a task carries takes places of its
+    steps). The agent's lock is held by the caller."""
     tools = settings.for_tools()
     wide = tools.with_overrides(
         context_top_n=TASK_RANKING_DEPTH,
@@ -188,6 +204,13 @@ def task_ranking(
         return []
     table = agent.table()
     entries, _ = search(
-        store, table, table.tool.copy(), wide, query, agent.server_descriptions(), not_example=not_example
+        store,
+        table,
+        table.tool.copy(),
+        wide,
+        query,
+        agent.server_descriptions(),
+        not_example=not_example,
+        example_gate=agent_settings.NARROW_EXAMPLE_SIMILARITY,
     )
     return [e for e in entries if e.via == "query"]

@@ -71,6 +71,67 @@ def test_an_example_speaks_only_for_requests_like_itself(monkeypatch: pytest.Mon
     assert SEND in tools_of(session_with(s, EXAMPLE).build_request(far))
 
 
+def test_a_tasks_first_request_counts_an_example_from_the_request_gate_its_later_steps_from_the_steps() -> None:
+    """An example at cosine 0.43 (between the two gates) finds its tool for a request on its own and for a
+    task's first request, not for a later step of a task nor for an offer of fewer than WIDE_OFFER tools:
+    a narrow offer's few places stay the request's own."""
+    from contextsieve.session.task_tools import TaskState, example_gate
+
+    request = "quokka lemur narwhal yak heron ibis"  # three of the example's five words
+    gates = agent_settings.EXAMPLE_SIMILARITY, agent_settings.NARROW_EXAMPLE_SIMILARITY
+    assert gates[0] <= cosine(EXAMPLE, request) < gates[1]
+    assert example_gate(None) == gates[0] and example_gate(TaskState()) == gates[0]
+    s = session()
+    s.record_tool_calls(EXAMPLE, [RESTART])
+    assert RESTART in tools_of(s.build_request(request))  # a session's first request
+    assert RESTART in tools_of(s.build_request(request))  # no reply since: a task of its own, its first request
+    s.new_task()
+    first = s.build_request("list the files of a folder")
+    assert RESTART not in tools_of(first)  # nor among the tools the task carries into its steps
+    s.record_reply(first, "Listed.")
+    assert RESTART not in tools_of(s.build_request(request))  # a later step of the task: the steps' gate
+    later = TaskState(message="list the files of a folder", requests=1, replied=True)
+    assert example_gate(later) == gates[1]
+    narrow = session(tool_top_n=agent_settings.WIDE_OFFER - 1)  # a narrow offer: the narrow gate
+    narrow.record_tool_calls(EXAMPLE, [RESTART])
+    assert RESTART not in tools_of(narrow.build_request(request))
+    assert RESTART in tools_of(narrow.build_request(EXAMPLE))  # a close example still counts
+
+
+def test_a_narrow_offer_selects_as_a_search_at_the_narrow_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first request aiming for fewer than WIDE_OFFER tools reads the examples down to the request gate
+    and counts them from the narrow one: the same entries, scores and chunks as a search whose every gate
+    is the narrow one (the oracle)."""
+    recorded = [
+        (EXAMPLE, [RESTART]),
+        ("quokka lemur narwhal yak heron", [SEND]),
+        ("zip the quokka folder", [ItemKey(ItemKind.TOOL, "unzip_archive", "files")]),
+        ("send mail to the lemur", [RESTART, SEND]),
+    ]
+    messages = [
+        "quokka lemur narwhal yak heron ibis",
+        "quokka lemur walrus yak heron",
+        "zip the lemur folder and send mail",
+        "restart the quokka service",
+    ]
+
+    def run() -> list[list[tuple[str, float, int | None, str | None]]]:
+        s = session(tool_top_n=5)
+        for text, tools in recorded:
+            s.record_tool_calls(text, tools)
+        out = []
+        for m in messages:
+            s.new_task()
+            r = s.build_request(m)
+            out.append([(e.key.name, round(float(e.score or 0.0), 6), e.chunk, e.via) for e in r.context.entries])
+        return out
+
+    got = run()
+    assert any(got), "the messages select something"
+    monkeypatch.setattr(agent_settings, "EXAMPLE_SIMILARITY", agent_settings.NARROW_EXAMPLE_SIMILARITY)
+    assert run() == got
+
+
 def session_with(old: Session, example: str) -> Session:
     """A fresh session on a fresh store that recorded ``example`` for send_mail."""
     s = Session(old.agent, ChunkStore(FakeEmbedder()))
