@@ -30,12 +30,19 @@ __all__ = [
     "NearRequests",
     "near_floor",
     "SCAN_BLOCK",
+    "WEAK_REQUESTS",
 ]
 #: Requests made int8 per block when the scan is built (bounds the float32 copy it needs to this many
 #: rows). Small, so that the blocks freed meanwhile (under 1 MB) do not raise glibc's mmap threshold to
 #: their size: at 4,096 rows (6 MB) the heap kept about 14 MB more of later requests' temporaries
 #: (``python -m benchmarks.speed.history_memory``: 67 MB against 53 MB at the caps).
 SCAN_BLOCK = 512
+#: A wide offer's gate is lower than a narrow one's (:data:`~contextsieve.agent.settings.EXAMPLE_SIMILARITY`
+#: against :data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY`); of the recorded requests
+#: between the two, a search reads at most this many, the closest (:meth:`NearRequests.capped`): a year
+#: of history holds thousands of requests near a message in a busy domain, each a row of the search and
+#: of the request a host keeps, and the few closest carry what the band adds.
+WEAK_REQUESTS = 50
 #: Added to the int8 error bound: float32 rounding of the scan's sums (fastmath) and of the unit vectors.
 _ROUNDING = 1e-4
 
@@ -228,6 +235,18 @@ class NearRequests:
     @classmethod
     def none(cls, queries: int, dim: int) -> NearRequests:
         return cls(np.zeros(0, np.int64), np.zeros((0, queries), np.float32), np.zeros((0, dim), np.float32))
+
+    def capped(self, strong: float, keep: int) -> NearRequests:
+        """These requests with those whose best cosine is under ``strong`` cut to the ``keep`` closest
+        (ties: the earlier request), each kept one as it was: ``self`` when nothing is cut."""
+        best = self.scores.max(axis=1) if self.rows.size else np.zeros(0, np.float32)
+        weak = np.flatnonzero(best < strong)
+        if weak.size <= keep:
+            return self
+        order = np.lexsort((self.rows[weak], -best[weak]))  # closest first, then the earlier request
+        kept = np.ones(self.rows.size, dtype=bool)
+        kept[weak[order[keep:]]] = False
+        return NearRequests(self.rows[kept], np.ascontiguousarray(self.scores[kept]), self.vectors[kept])
 
     def best(self, size: int, n_queries: int, floor: float | None = None) -> np.ndarray:
         """``[size]`` per request its best cosine with the first ``n_queries`` query vectors when at

@@ -46,7 +46,7 @@ from contextsieve.selection.ranking import (
     ratio_base,
     represent_sentences,
 )
-from contextsieve.selection.recorded_requests import NearRequests, RecordedRequests, near_floor
+from contextsieve.selection.recorded_requests import WEAK_REQUESTS, NearRequests, RecordedRequests, near_floor
 from contextsieve.selection.search_rows import RowVectors, SearchRows
 from contextsieve.selection.search_trace import DomainTrace, SearchTrace
 
@@ -170,7 +170,12 @@ class _Pass:
         chunks, _ = store.matrix(table.keys)
         recorded = store.recorded_requests(table.keys)
         assert query.vectors is not None  # search embedded it
-        near = None if recorded is None else (recorded, recorded.requests.near(query.vectors, near_floor(gate)))
+        near = None
+        if recorded is not None:
+            close = recorded.requests.near(query.vectors, near_floor(gate))
+            if gate < agent_settings.NARROW_EXAMPLE_SIMILARITY:  # the band below the narrow gate: the closest
+                close = close.capped(agent_settings.NARROW_EXAMPLE_SIMILARITY, WEAK_REQUESTS)
+            near = (recorded, close)
         recorded_near = (None, None) if near is None else near
         rows = SearchRows.of(chunks, store.layout(table.keys), recorded_near[0], recorded_near[1], gate)
         indexed = store.search_index(table.keys)
