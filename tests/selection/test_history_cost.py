@@ -24,7 +24,7 @@ from contextsieve.selection.chunk_plans import example_chunk_text
 from contextsieve.selection.chunk_store import ChunkStore
 from contextsieve.selection.chunk_terms import example_terms, outcome_penalty
 from contextsieve.selection.ranking import RankRule, rank_chunks
-from contextsieve.selection.recorded_requests import KeptVectors, RequestVectors, near_floor
+from contextsieve.selection.recorded_requests import KeptVectors, NearRequests, RequestVectors, near_floor
 from contextsieve.selection.search_rows import SearchRows
 from contextsieve.session.session import Session
 from tests.helpers.fake_embedder import FakeEmbedder
@@ -393,6 +393,57 @@ def test_the_int8_scan_scores_as_every_request_scored_exactly() -> None:
         np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
         np.testing.assert_allclose(got[np.isfinite(got)], want[np.isfinite(want)], atol=2e-6)
     assert not RequestVectors.of([]).near(queries).rows.size
+
+
+def test_the_band_below_the_narrow_gate_keeps_its_closest_requests_only() -> None:
+    """``NearRequests.capped`` keeps every request at or past ``strong`` and, of those under it, the
+    ``keep`` closest (ties: the earlier request), each row as it was: against a plain sort."""
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        k, m = int(rng.integers(0, 60)), int(rng.integers(1, 4))
+        scores = np.round(rng.uniform(0.3, 0.9, (k, m)), 1 if trial % 2 else 3).astype(np.float32)  # ties
+        rows = np.sort(rng.choice(1000, k, replace=False)).astype(np.int64)
+        near = NearRequests(rows, scores, rng.standard_normal((k, 8)).astype(np.float32))
+        strong, keep = 0.5, int(rng.integers(0, 20))
+        got = near.capped(strong, keep)
+        best = scores.max(axis=1) if k else np.zeros(0)
+        weak = sorted((i for i in range(k) if best[i] < strong), key=lambda i: (-best[i], rows[i]))
+        want = sorted([i for i in range(k) if best[i] >= strong] + weak[:keep])
+        np.testing.assert_array_equal(got.rows, rows[want])
+        np.testing.assert_array_equal(got.scores, scores[want])
+        np.testing.assert_array_equal(got.vectors, near.vectors[want])
+        if len(weak) <= keep:
+            assert got is near
+
+
+def test_a_wide_search_reads_the_capped_band_and_a_narrow_one_the_narrow_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows a request's search reads: every recorded request past the narrow gate and, for a wide
+    offer, the ``WEAK_REQUESTS`` closest of the band under it (here 2, so that the cap binds)."""
+    import contextsieve.selection.search as search_module
+    from contextsieve.agent import settings as agent_settings
+
+    monkeypatch.setattr(search_module, "WEAK_REQUESTS", 2)
+    store, agent = _store(tmp_path / "h.sqlite")
+    order = agent.table().keys
+    narrow = agent_settings.NARROW_EXAMPLE_SIMILARITY
+    for top_n in (10, 5):  # a wide offer, a narrow one
+        request = Session(agent, store, tool_top_n=top_n).build_request("request 12 widget")
+        trace = request.trace
+        assert trace is not None
+        recorded = store.recorded_requests(order)
+        assert recorded is not None
+        every = recorded.requests.near(trace.queries)  # from the request gate, uncapped
+        best = every.scores.max(axis=1)
+        assert (best < narrow).sum() > 2  # the band holds more than the cap
+        want = every.capped(narrow, 2)
+        assert trace.rows.vectors.shape[0] == want.rows.size == (best >= narrow).sum() + 2
+        rows = SearchRows.of(store.matrix(order)[0], store.layout(order), recorded, want)
+        np.testing.assert_array_equal(trace.chunks, rows.chunks)  # what the search read, bit for bit
+        if top_n < agent_settings.WIDE_OFFER:  # read, and not counted: the narrow gate
+            close = (trace.rows.vectors @ trace.queries.T).max(axis=1)
+            assert any(close < narrow)
 
 
 def test_the_int8_scan_is_filled_in_place_not_copied_from_its_blocks() -> None:
