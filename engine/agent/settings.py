@@ -62,7 +62,9 @@ MISS_SIMILARITY = 0.7
 #: ``tool_top_n``); a narrow offer has :data:`NARROW_EXAMPLE_SIMILARITY`. Chosen with ``python -m
 #: benchmarks.quality.tool_selection --history-folds 2`` and ``tool_loop --history-folds 2``
 #: (docs/selection.md): 0.4 gains on every set against 0.5 for one request (MetaTool 0.888 to 0.912),
-#: and in the loop no set falls below its recall without history; 0.3 drops mcp_live below it.
+#: and in the loop no set falls below its recall without history; 0.3 drops mcp_live below it. Of the
+#: requests between this gate and the narrow one a search reads the closest
+#: (:data:`~contextsieve.selection.recorded_requests.WEAK_REQUESTS`).
 EXAMPLE_SIMILARITY = 0.4
 #: The gate of :data:`EXAMPLE_SIMILARITY` for a narrow offer: a later step of a task, the task's ranking
 #: of the tools its steps carry, and a search aiming for fewer than :data:`WIDE_OFFER` tools. A weak
