@@ -170,14 +170,11 @@ class _Pass:
         chunks, _ = store.matrix(table.keys)
         recorded = store.recorded_requests(table.keys)
         assert query.vectors is not None  # search embedded it
-        near = None
-        if recorded is not None:
-            close = recorded.requests.near(query.vectors, near_floor(gate))
-            if gate < agent_settings.NARROW_EXAMPLE_SIMILARITY:  # the band below the narrow gate: the closest
-                close = close.capped(agent_settings.NARROW_EXAMPLE_SIMILARITY, WEAK_REQUESTS)
-            near = (recorded, close)
-        recorded_near = (None, None) if near is None else near
-        rows = SearchRows.of(chunks, store.layout(table.keys), recorded_near[0], recorded_near[1], gate)
+        close = None if recorded is None else recorded.requests.near(query.vectors, near_floor(gate))
+        if close is not None and gate < agent_settings.NARROW_EXAMPLE_SIMILARITY:  # the band: its closest
+            close = close.capped(agent_settings.NARROW_EXAMPLE_SIMILARITY, WEAK_REQUESTS)
+        near = None if recorded is None or close is None else (recorded, close)
+        rows = SearchRows.of(chunks, store.layout(table.keys), recorded, close, gate)
         indexed = store.search_index(table.keys)
         named = keyword_query(query.chunks)
         words = tuple(tokenize(named))

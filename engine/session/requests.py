@@ -84,8 +84,8 @@ def search_items(
     task: TaskState | None = None,
 ) -> tuple[list[ContextEntry], SearchTrace]:
     """:func:`~contextsieve.selection.search.search` over the items ``mask`` allows (the agent's lock held);
-    for a later step of ``task``, without the recorded examples of the task's own message and with the
-    steps' example gate (:func:`~contextsieve.session.task_tools.example_gate`)."""
+    for a later step of ``task``, without the recorded examples of the task's own message; the examples
+    count from the gate of the request's place in its task (:func:`~contextsieve.session.task_tools.example_gate`)."""
     own = example_hash(task.message) if task is not None and task.requests and task.message else None
     return search(
         store,
