@@ -4,7 +4,7 @@
     python -m benchmarks.quality.tool_loop --sets mcp_live --configs defaults --misses defaults  # the steps missed
     python -m benchmarks.quality.tool_loop --ranks --configs "-"  # where the steps' needed tools rank
     python -m benchmarks.quality.tool_loop --history-folds 2 --configs "defaults"  # cold and with history
-    python -m benchmarks.quality.tool_loop --history-folds 2 --example-gate 0.4 --example-score 0.4  # another gate
+    python -m benchmarks.quality.tool_loop --history-folds 2 --example-gate 0.5  # one gate for every request
 
 Sets (:data:`SETS`; each one :class:`Engine` over its catalog, every tool in ``agent`` mode, the
 default embedder):

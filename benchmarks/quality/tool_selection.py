@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if len(args.data) > 1:
         ap.error("several --data folders are for --history-folds")
-    if set_example_constants(args):
+    if any(v is not None for v in (args.example_gate, args.narrow_example_gate, args.example_score)):
         ap.error("--example-gate, --narrow-example-gate and --example-score are for --history-folds")
     args.data = args.data[0]
     from contextsieve import Embedder

@@ -30,6 +30,7 @@ __all__ = [
     "moved_on",
     "step_settings",
     "example_gate",
+    "opens_task",
     "TASK_RANKING_DEPTH",
     "MOVED_ON_RATIO",
 ]
@@ -154,11 +155,17 @@ def wanted(settings: AgentSettings, state: TaskState) -> bool:
     return state.message is not None and state.requests > 0 and settings.task_tools > 0 and settings.own_tool_domain
 
 
+def opens_task(task: TaskState | None) -> bool:
+    """Whether the next request is a task's first (or outside a session's tasks, ``task`` ``None``): it
+    asks for the whole task, so its offer is sized and gated as a wide one."""
+    return task is None or task.requests == 0
+
+
 def step_settings(settings: AgentSettings, task: TaskState | None) -> AgentSettings:
     """The settings a request's own search runs with. A task's first request (or a request outside
     a session's tasks, ``task`` ``None``) aims for ``tool_top_n`` tools: a whole task asks for
     several. A later request sizes its offer by its message (``tool_base_n``, ``tool_chunk_n``)."""
-    if task is None or task.requests == 0:
+    if opens_task(task):
         return settings if settings.tool_base_n is None else settings.with_overrides(tool_base_n=None)
     return settings
 
@@ -170,7 +177,7 @@ def example_gate(task: TaskState | None) -> float:
     later step of the task a narrow offer's (:data:`~contextsieve.agent.settings.NARROW_EXAMPLE_SIMILARITY`):
     its offer has few places, and its words are a part of the task, where an example is a whole task's
     message."""
-    if task is None or task.requests == 0:
+    if opens_task(task):
         return agent_settings.EXAMPLE_SIMILARITY
     return agent_settings.NARROW_EXAMPLE_SIMILARITY
 
