@@ -18,7 +18,7 @@ from contextsieve.agent.identity import path_identity, stem
 from contextsieve.agent.items import IncludeMode, Item, ItemKey, ItemKind, Reference, Rule, Tool
 from contextsieve.agent.settings import AgentSettings
 from contextsieve.agent.toolnames import NameBook, ToolNames, tool_names
-from contextsieve.errors import InputError, UnknownItemError
+from contextsieve.errors import InputError, UnknownItemError, check_text
 
 __all__ = [
     "McpServer",
@@ -115,6 +115,9 @@ class Agent:
     """Held while the agent changes and while a request reads it (see :class:`contextsieve.Session`)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InputError(f"the agent's name must be a string, got {type(self.name).__name__}")
+        check_text(self.name, "the agent's name")  # it keys the agent's data: a lone surrogate is no key
         self._check_unique()
         self.rules.sort(key=lambda r: (r.priority, r.name))
         self.references.sort(key=lambda r: (r.priority, r.name))

@@ -67,7 +67,7 @@ from contextsieve.agent.file_writer import to_yaml
 from contextsieve.agent.identity import declared_id
 from contextsieve.agent.items import IncludeMode, Reference, Rule
 from contextsieve.agent.settings import AgentSettings
-from contextsieve.errors import AgentFileError, ContextSieveError, brief
+from contextsieve.errors import AgentFileError, ContextSieveError, InputError, brief, check_text
 from contextsieve.fileio import atomic_write_bytes
 
 __all__ = ["load_agent", "save_agent", "example_agent_path"]
@@ -251,7 +251,13 @@ def _name(doc: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
     declared = read_string(meta, "name", path, "metadata")
     if top is not None and declared and top != declared:
         raise fail(path, "name", f"{brief(top)} differs from metadata.name {brief(declared)}: give the name once")
-    return top or declared or path.stem
+    name = top or declared or path.stem
+    try:
+        check_text(name, "the name")
+    except InputError as e:  # a lone surrogate: an escape that split a pair, or a file name not UTF-8
+        where = "name" if top else "metadata.name" if declared else "the file name"
+        raise fail(path, where, f"{e}; give the agent a name of valid text (`name:`)") from None
+    return name
 
 
 def _agent_id(doc: dict[str, Any], path: Path) -> str:

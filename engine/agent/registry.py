@@ -147,6 +147,11 @@ class AgentRegistry:
                     db.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
                     raise AgentRegistryError(f"the agent registry {self.path} cannot be used: {e}") from e
+                if isinstance(e, UnicodeEncodeError):  # a file name of bytes that are not UTF-8
+                    raise AgentRegistryError(
+                        f"the agent registry {self.path} keeps text, and a path or name here is not valid UTF-8 "
+                        f"({brief(e.object)}); rename the file to keep its data where it moves"
+                    ) from e
                 raise
 
     # -- records -----------------------------------------------------------------------------------

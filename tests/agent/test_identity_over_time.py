@@ -196,6 +196,35 @@ def test_a_registry_that_cannot_be_written_fails_open(tmp_path: Path) -> None:
     assert engine.agent.tool_names().name(ItemKey(ItemKind.TOOL, "t", "s")) == "s_t"  # names go on in memory
 
 
+def test_a_path_that_is_not_utf8_fails_open_and_a_name_that_is_not_text_is_refused(
+    tmp_path: Path, registry: AgentRegistry
+) -> None:
+    """Failed before: a bare UnicodeEncodeError out of the registry for a file name of bytes that are
+    not UTF-8 (its path holds a surrogate escape), and for an agent named with a lone surrogate, made
+    in code or read from a file (a hostile probe)."""
+    from contextsieve.agent.agent import Agent
+    from contextsieve.agent.agentfile import load_agent
+    from contextsieve.errors import AgentFileError, InputError
+
+    odd = Path(os.fsdecode(bytes(tmp_path / "agent") + b"\xff.yaml"))
+    write_agent(odd)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = load(odd, registry)
+    assert engine.resolution is None  # the registry could not keep it: the identity of its path, said
+    assert engine.agent.identity == path_identity("travel-desk", str(odd.resolve()))
+    assert any(issubclass(w.category, AgentRegistryWarning) and "not valid UTF-8" in str(w.message) for w in caught)
+    assert [r.path for r in registry.records()] == []  # nothing half written
+    with pytest.raises(AgentFileError, match="the file name: .*lone surrogate"):
+        load_agent(write_agent(Path(os.fsdecode(bytes(tmp_path / "b") + b"\xff.yaml")), name=None))
+    with pytest.raises(AgentFileError, match="name: .*lone surrogate"):
+        load_agent(write_agent(tmp_path / "c.yaml", name="desk \ud800"))
+    with pytest.raises(InputError, match="agent's name holds a lone surrogate"):
+        Agent(name="desk \ud800")
+    with pytest.raises(InputError, match="agent's name must be a string"):
+        Agent(name=None)  # type: ignore[arg-type]
+
+
 def test_learned_examples_follow_the_agent(tmp_path: Path, registry: AgentRegistry) -> None:
     """Examples kept with --remember-requests were scoped by the file's path: a rename lost them."""
     servers = {"ops": {"type": "stdio", "command": "x"}}
