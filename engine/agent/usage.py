@@ -136,6 +136,7 @@ class UsageLog:
                 ),
                 "the usage log",
             )
+            db.execute("PRAGMA secure_delete=ON")  # a forgotten or evicted record's bytes are overwritten
         except EmbeddingCacheError as e:  # not a database, say
             if create or damaged(e) or not os.path.isfile(self.path):
                 raise EmbeddingCacheError(f"{e}{_advice(e)}") from e
@@ -394,7 +395,9 @@ class UsageLog:
         """Delete the examples (or misses; ``kind=None``: both) of one tool (an :class:`ItemKey`,
         ``"tool:SERVER:NAME"`` or ``"SERVER:NAME"``; ``None``: all of ``agent``'s); returns how many were
         deleted, in one transaction (an error deletes nothing). :class:`InputError` for any other ``tool``
-        (nothing is deleted)."""
+        (nothing is deleted). The file's pages that held them are overwritten (``secure_delete``) and its
+        write-ahead log is emptied when no other process reads it at that moment (else at its next
+        checkpoint), so their words and digests do not stay on disk."""
         tool = _tool_key(tool)
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
@@ -421,6 +424,9 @@ class UsageLog:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            if n:  # the forgotten records' frames leave the write-ahead log too (it keeps them until reused)
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(n)
 
     def rescope(self, old: str, new: str) -> int:

@@ -294,9 +294,12 @@ class ChunkStore:
         tools' chunks change at the next sync. With ``kind="misses"``: as a request each was offered for
         and not called."""
         text = cap_example(example_text(message), self.config, self.embedder.count_tokens) if message.strip() else ""
-        vector = self._embed_chunks([text])[0] if text.strip() else None
+        log = self.usage()
+        vector = None
+        if text.strip():  # the words go to the disk cache only where the log keeps them too
+            vector = (self._embed_chunks if log.persistent and log.keep_text else self.vectors.uncached)([text])[0]
         with self.lock:
-            self.usage().record(self.usage_scope, message, tools, kind, vector)
+            log.record(self.usage_scope, message, tools, kind, vector)
             # an example is a chunk of its tool, and recording one removes that tool's miss of the
             # message; misses are no chunks
             self._reload(tools if kind == "examples" else ())

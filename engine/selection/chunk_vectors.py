@@ -100,6 +100,14 @@ class ChunkVectors:
             out[missing] = fresh
         return out
 
+    def uncached(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` embedded now, neither read from nor put into the disk cache: a recorded
+        request whose words the usage log does not keep leaves no trace of them (nor their digest, which
+        would confirm a guessed message) in the cache, which outlives a ``history --forget``."""
+        vectors = checked_vectors(self.embedder.embed(texts), len(texts))
+        self.embedded_texts += len(texts)
+        return vectors
+
     def clear_queries(self) -> None:
         """Forget the query vectors kept by :meth:`query` (benchmarks compare cold paths)."""
         with self._queries_lock:

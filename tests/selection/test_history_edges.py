@@ -15,7 +15,7 @@ import yaml
 from contextsieve import Engine, load_agent
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.registry import AgentRegistry
-from contextsieve.agent.usage import UsageLog
+from contextsieve.agent.usage import UsageLog, example_hash
 from contextsieve.errors import EmbeddingCacheError, InputError
 
 PARCEL = ItemKey(ItemKind.TOOL, "track_parcel", "helpdesk")
@@ -193,6 +193,52 @@ def test_no_recorded_request_s_words_reach_the_embedding_cache(tmp_path: Path, i
     assert db.execute("SELECT COUNT(*) FROM plans WHERE key = 'old'").fetchone() == (0,)
     assert db.execute("SELECT COUNT(*) FROM plans").fetchone()[0] > 0  # the others stay
     db.close()
+
+
+def test_a_forgotten_request_leaves_no_words_nor_digest_on_disk(
+    tmp_path: Path,
+    int8,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    """A hostile probe found, after `history --forget`: the request's text (``remember_requests``) or its
+    digest in the history file's write-ahead log while another process had it open, and in its freed
+    pages with SQLite's default ``secure_delete`` (off; this machine's build turns it on, so every
+    connection here starts with it off, as SQLite's own default); and the digest and vector of every
+    recorded request in the embedding cache, which a forget never touches, even with the history in
+    memory. Now a request's words go to the cache only where the log keeps them too."""
+    connect = sqlite3.connect
+
+    def default_build(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        db = connect(*args, **kwargs)
+        db.execute("PRAGMA secure_delete=0")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", default_build)
+    cache = tmp_path / "cache"
+    path = _agent_file(tmp_path / "a.yaml")
+    digest = example_hash(f"please refund {MARK} order 55 now").encode()
+    for remember, history in ((False, True), (False, False), (True, True)):
+        data = tmp_path / f"data-{remember}-{history}"
+        monkeypatch.setenv("CONTEXTSIEVE_DATA", str(data))
+        engine = Engine.from_file(path, embedder=int8, cache_dir=cache, history=history, remember_requests=remember)
+        engine.session().build_request("the customer wants tracking for the parcel")  # the items' vectors cached
+        rows = connect(cache / "embeddings.sqlite").execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        engine.record_tool_calls("where is my parcel", ["helpdesk:track_parcel"])  # the page is not freed
+        engine.record_tool_calls(f"please refund {MARK} order 55 now", ["payments:refund_payment"])
+        engine.session().build_request("refund the order")
+        added = connect(cache / "embeddings.sqlite").execute("SELECT COUNT(*) FROM vectors").fetchone()[0] - rows
+        assert added == (2 if remember else 0)  # with the text kept, its vector is cached as an item's
+        if not history:
+            continue
+        log = engine.store.usage().path
+        assert log is not None and log.parent == data
+        other = UsageLog(log, keep_text=remember, model=engine.store.usage().model)  # another process's open log
+        assert other.counts(engine.store.usage_scope)
+        assert engine.store.forget_examples("payments:refund_payment") == 1
+        for f in data.iterdir():
+            if f.name.startswith("history.sqlite"):
+                assert MARK.encode() not in f.read_bytes() and digest not in f.read_bytes(), f
+        assert other.counts(engine.store.usage_scope) == {PARCEL: 1}
 
 
 def test_a_tool_found_through_history_at_the_include_score_adds_a_place(tmp_path: Path, int8) -> None:  # noqa: ANN001
