@@ -309,6 +309,7 @@ class ChunkStore:
         :meth:`UsageLog.forget <contextsieve.agent.usage.UsageLog.forget>` takes); returns how many."""
         with self.lock:
             n = self.usage().forget(self.usage_scope, tool, kind)
+            self.vectors.clear_recorded()
             self._reload()
             return n
 

@@ -23,13 +23,15 @@ from contextsieve.retrieval.embedding import TextEmbedder, checked_vectors
 from contextsieve.retrieval.query_vectors import compose, plan_query
 from contextsieve.selection.chunking import VECTOR_EXAMPLE
 
-__all__ = ["ChunkVectors", "NOTE_FROM_TEXTS", "QUERY_CACHE_SIZE", "EMBED_PART"]
+__all__ = ["ChunkVectors", "NOTE_FROM_TEXTS", "QUERY_CACHE_SIZE", "RECORDED_MEMO", "EMBED_PART"]
 
 #: From this many chunk texts to embed at once (about a second or more), :func:`~contextsieve.progress.note`
 #: says so before it starts.
 NOTE_FROM_TEXTS = 128
 #: Query sentences whose vectors :meth:`ChunkVectors.query` keeps in memory (384 floats each).
 QUERY_CACHE_SIZE = 1024
+#: Recorded requests whose vectors :meth:`ChunkVectors.uncached` keeps in memory.
+RECORDED_MEMO = 64
 #: Chunk texts embedded per embedder call when indexing; each part is cached as soon as it is done.
 EMBED_PART = 256
 
@@ -56,6 +58,7 @@ class ChunkVectors:
         self.embedded_texts = 0  # how many texts have been sent to the embedder (for tests and stats)
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors by text (LRU)
         self._queries_lock = threading.Lock()
+        self._recorded: OrderedDict[str, np.ndarray] = OrderedDict()  # recent recorded requests' vectors (LRU)
 
     def chunk_vectors(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Vectors of chunk texts: from the disk cache where present, the rest embedded
@@ -101,17 +104,34 @@ class ChunkVectors:
         return out
 
     def uncached(self, texts: list[str]) -> np.ndarray:
-        """Vectors of ``texts`` embedded now, neither read from nor put into the disk cache: a recorded
-        request whose words the usage log does not keep leaves no trace of them (nor their digest, which
-        would confirm a guessed message) in the cache, which outlives a ``history --forget``."""
-        vectors = checked_vectors(self.embedder.embed(texts), len(texts))
-        self.embedded_texts += len(texts)
-        return vectors
+        """Vectors of ``texts``, neither read from nor put into the disk cache: a recorded request whose
+        words the usage log does not keep leaves no trace of them (nor their digest, which would confirm
+        a guessed message) in the cache, which outlives a ``history --forget``. The last
+        :data:`RECORDED_MEMO` are kept in memory (the gateway records each call of a task under its
+        message: one model call per task, not per call)."""
+        with self._queries_lock:
+            known = {t: v for t in texts if (v := self._recorded.get(t)) is not None}
+        todo = list(dict.fromkeys(t for t in texts if t not in known))
+        if todo:
+            fresh = checked_vectors(self.embedder.embed(todo), len(todo))
+            self.embedded_texts += len(todo)
+            with self._queries_lock:
+                for t, v in zip(todo, fresh):
+                    v.setflags(write=False)
+                    known[t] = self._recorded[t] = v
+                while len(self._recorded) > RECORDED_MEMO:
+                    self._recorded.popitem(last=False)
+        return np.stack([known[t] for t in texts])
 
     def clear_queries(self) -> None:
         """Forget the query vectors kept by :meth:`query` (benchmarks compare cold paths)."""
         with self._queries_lock:
             self._queries.clear()
+
+    def clear_recorded(self) -> None:
+        """Forget the recorded requests' vectors kept by :meth:`uncached` (a history forgotten)."""
+        with self._queries_lock:
+            self._recorded.clear()
 
     def query(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors, each token through the model about once: texts made of other query texts (a

@@ -225,6 +225,9 @@ def test_a_forgotten_request_leaves_no_words_nor_digest_on_disk(
         rows = connect(cache / "embeddings.sqlite").execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         engine.record_tool_calls("where is my parcel", ["helpdesk:track_parcel"])  # the page is not freed
         engine.record_tool_calls(f"please refund {MARK} order 55 now", ["payments:refund_payment"])
+        embedded = engine.store.embedded_texts
+        engine.record_tool_calls(f"please refund {MARK} order 55 now", ["helpdesk:reply_to_customer"])
+        assert engine.store.embedded_texts == embedded  # one model call per message (memo or cache)
         engine.session().build_request("refund the order")
         added = connect(cache / "embeddings.sqlite").execute("SELECT COUNT(*) FROM vectors").fetchone()[0] - rows
         assert added == (2 if remember else 0)  # with the text kept, its vector is cached as an item's
@@ -235,6 +238,7 @@ def test_a_forgotten_request_leaves_no_words_nor_digest_on_disk(
         other = UsageLog(log, keep_text=remember, model=engine.store.usage().model)  # another process's open log
         assert other.counts(engine.store.usage_scope)
         assert engine.store.forget_examples("payments:refund_payment") == 1
+        assert engine.store.forget_examples("helpdesk:reply_to_customer") == 1
         for f in data.iterdir():
             if f.name.startswith("history.sqlite"):
                 assert MARK.encode() not in f.read_bytes() and digest not in f.read_bytes(), f
