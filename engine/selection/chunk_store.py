@@ -289,19 +289,16 @@ class ChunkStore:
         return memo[1]
 
     def record_examples(self, message: str, tools: Sequence[ItemKey], kind: str = "examples") -> None:
-        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`): its
-        vector (what a log keeps instead of the text, by default) is the one its example chunk has; the
-        tools' chunks change at the next sync. With ``kind="misses"``: as a request each was offered for
-        and not called."""
+        """Keep ``message`` as an example request of each tool (see :mod:`contextsieve.agent.usage`): its vector
+        (what a log keeps instead of the text, by default) is its example chunk's; the tools' chunks change
+        at the next sync. With ``kind="misses"``: as a request each was offered for and not called."""
         text = cap_example(example_text(message), self.config, self.embedder.count_tokens) if message.strip() else ""
         log = self.usage()
-        vector = None
-        if text.strip():  # the words go to the disk cache only where the log keeps them too
-            vector = (self._embed_chunks if log.persistent and log.keep_text else self.vectors.uncached)([text])[0]
+        embed = self._embed_chunks if log.persistent and log.keep_text else self.vectors.uncached  # words: not cached
+        vector = embed([text])[0] if text.strip() else None
         with self.lock:
             log.record(self.usage_scope, message, tools, kind, vector)
-            # an example is a chunk of its tool, and recording one removes that tool's miss of the
-            # message; misses are no chunks
+            # an example is a chunk of its tool, and recording one removes that tool's miss of the message
             self._reload(tools if kind == "examples" else ())
 
     def forget_examples(self, tool: ItemKey | str | None = None, kind: str = "examples") -> int:

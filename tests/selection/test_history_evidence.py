@@ -200,13 +200,18 @@ def test_weak_rules_do_not_fill_places() -> None:
     assert [s.item for s in kept] == [0, 4, 3, 2]
 
 
-def test_the_demo_request_for_a_pull_request_gets_no_refund_or_shipping_rules() -> None:
+@pytest.mark.parametrize("graph", ["fp32", "int8"])
+def test_the_demo_request_for_a_pull_request_gets_no_refund_or_shipping_rules(
+    graph: str, request: pytest.FixtureRequest
+) -> None:
     """The bundled agent: "open a pull request" names git-hygiene and code-review (keywords); the refund
-    and shipping rules it used to get scored 0.16-0.23 on the model alone, and explain says why."""
+    and shipping rules it used to get scored 0.16-0.24 on the model alone, and explain says why. With
+    either graph (int8: this CPU's weight type): at the first cut values an AVX2 machine kept them."""
     from contextsieve.agent.agentfile import example_agent_path
     from contextsieve.engine import Engine
 
-    session = Engine.from_file(example_agent_path(), history=False).session()
+    embedder = request.getfixturevalue(graph)
+    session = Engine.from_file(example_agent_path(), history=False, embedder=embedder, cache_dir=False).session()
     message = "@ref:style-guide Please open a pull request for the cart rounding fix."
     rules = [e.key.name for e in session.build_request(message).context.entries if e.key.kind is ItemKind.RULE]
     assert {"git-hygiene", "code-review"} <= set(rules)
