@@ -208,6 +208,10 @@ class UsageLog:
                     if kind == "examples":
                         self._memory.get(("misses", agent, k), {}).pop(h, None)
                     _trim(self._memory[(kind, agent, k)])
+                mine = [kept for (c, a, _), kept in self._memory.items() if c == kind and a == agent]
+                for _ in range(sum(map(len, mine)) - KEEP_PER_AGENT):  # the bound per agent, as in a file
+                    oldest = min((e.at, e.hash, i) for i, kept in enumerate(mine) for e in kept.values())
+                    del mine[oldest[2]][oldest[1]]
             return
         blob = vec.astype("<f2").tobytes() if vec is not None else None
         stored = text if self.keep_text else None

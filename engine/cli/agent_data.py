@@ -19,6 +19,7 @@ from contextsieve.agent.agent import Agent
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
+from contextsieve.agent.usage import KEEP_PER_TOOL, KINDS
 from contextsieve.engine import Engine
 from contextsieve.errors import (
     AgentRegistryError,
@@ -345,11 +346,9 @@ def history(args: argparse.Namespace) -> None:
         whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
         print(f"forgot {n} recorded requests of {whose} ({where})")
         return
-    print(
-        f"agent {engine.agent.name!r} ({scope}): history in {where}, "
-        + ("with" if usage.keep_text else "without")
-        + " request text"
-    )
+    texts = sum(len(v) for kind in KINDS for v in usage.examples(scope, KEEP_PER_TOOL, kind).values())
+    kept = f"the text of {texts} recorded requests (kept with --remember-requests)" if texts else "no request text"
+    print(f"agent {engine.agent.name!r} ({scope}): history in {where}, holding {kept}")
     for key in sorted(set(examples) | set(misses), key=str):
         if tool is None or key == tool:
             print(f"{key}\t{examples.get(key, 0)} examples\t{misses.get(key, 0)} misses")

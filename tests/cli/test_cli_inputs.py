@@ -151,6 +151,22 @@ def test_the_history_of_a_tool_the_agent_no_longer_has_can_be_forgotten(
     assert _history(path, capsys) == []
 
 
+def test_history_says_whether_the_file_holds_request_text(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue (a hostile probe): `history AGENT` said "without request text" of a file that held the words
+    a `--remember-requests` gateway recorded (it printed its own engine's setting)."""
+    path = _agent_file(tmp_path / "agent.yaml", {"ops": ["rollback"], "ci": ["rerun"]})
+    _record(path, {"undo the checkout deploy": "ops:rollback"})
+    assert main(["history", str(path)]) == 0
+    assert ", holding no request text" in capsys.readouterr().out.splitlines()[0]
+    engine = Engine.from_file(path, registry=AgentRegistry(), remember_requests=True)
+    engine.record_tool_calls("rerun the release pipeline", ["ci:rerun"])
+    assert main(["history", str(path)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.endswith(", holding the text of 1 recorded requests (kept with --remember-requests)"), head
+
+
 # -- files named on the command line ------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import yaml
 from contextsieve import Engine
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.registry import AgentRegistry
-from contextsieve.agent.usage import KEEP_PER_TOOL, UsageLog
+from contextsieve.agent.usage import KEEP_PER_TOOL, UsageLog, example_hash
 
 SECRET = "roll back checkout for customer Zyxwvut-4242 after the 502s"
 ROLLBACK = ItemKey(ItemKind.TOOL, "rollback", "ops")
@@ -108,6 +108,29 @@ def test_the_history_is_bounded(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="finite"):
         log.record("a", "bad vector", [ROLLBACK], vector=np.full(8, np.nan))
     assert len(log.records("a", 1000)[ROLLBACK]) == KEEP_PER_TOOL  # nothing written
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_both_bounds_hold_in_a_file_and_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Issue (a hostile probe): the history in memory kept its bound per tool only, so an agent of many
+    tools went past the bound per agent. Both keep the newest, per tool and per agent, another agent's
+    records untouched (the bounds shrunk: 5 per tool, 12 per agent)."""
+    import contextsieve.agent.usage as usage
+
+    monkeypatch.setattr(usage, "KEEP_PER_TOOL", 5)
+    monkeypatch.setattr(usage, "KEEP_PER_AGENT", 12)
+    log = UsageLog(tmp_path / "h.sqlite" if where == "file" else None)
+    tools = [ItemKey(ItemKind.TOOL, f"t{i}", "srv") for i in range(6)]
+    rng = np.random.default_rng(3)
+    log.record("b", "the other agent's request", [tools[0]], vector=rng.standard_normal(8))
+    for n in range(48):
+        log.record("a", f"request {n}", [tools[n % 6]], vector=rng.standard_normal(8))
+    kept = log.records("a", 1000)
+    assert sorted(e.hash for v in kept.values() for e in v) == sorted(
+        example_hash(f"request {n}") for n in range(36, 48)
+    )
+    assert {k.name: len(v) for k, v in kept.items()} == {f"t{i}": 2 for i in range(6)}
+    assert sum(len(v) for v in log.records("b", 1000).values()) == 1
 
 
 def test_a_vector_of_another_model_is_not_read(tmp_path: Path) -> None:
