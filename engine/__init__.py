@@ -97,6 +97,7 @@ _LAZY = {
     "KernelThreadsWarning": "contextsieve.errors",
     "StashIntegrityWarning": "contextsieve.errors",
     "UsageLogWarning": "contextsieve.errors",
+    "EvaluationWarning": "contextsieve.errors",
 }
 
 __all__ = [
@@ -175,6 +176,7 @@ __all__ = [
     "KernelThreadsWarning",
     "StashIntegrityWarning",
     "UsageLogWarning",
+    "EvaluationWarning",
     "__version__",
 ]
 
@@ -195,6 +197,7 @@ if TYPE_CHECKING:
         ContextSieveWarning,
         EmbedderOutputError,
         EmbeddingCacheError,
+        EvaluationWarning,
         EventLoopError,
         GraphFileWarning,
         InputError,

@@ -193,6 +193,12 @@ class AgentFileWarning(ContextSieveWarning):
     and kept on the agent (:attr:`contextsieve.Agent.load_warnings`)."""
 
 
+class EvaluationWarning(ContextSieveWarning):
+    """A measure of selection (:func:`contextsieve.evaluation.runner.evaluate`, ``contextsieve eval``) will
+    read better than it is: tasks of one message in different folds find each other's tools recorded in
+    their history. The message names the tasks."""
+
+
 class AgentRegistryWarning(ContextSieveWarning):
     """An agent's identity could not be looked up or kept in its registry (the data folder cannot be
     written, say): the agent goes on under the identity of its path for this process, and its tools'

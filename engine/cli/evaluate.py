@@ -34,7 +34,10 @@ a fresh engine that first recorded the other folds' tasks as a host does
 
 Your agent's own learned history is neither used nor changed: every engine of the
 evaluation keeps what it learns in memory, and the tasks' messages are written
-nowhere. Only the agent's items' vectors go to the embedding cache, as `index` does.
+nowhere. Only the agent's items' vectors go to the embedding cache, as `index` does,
+and the agent file's record to the agent registry (agents.sqlite in the data folder:
+its path and identity, as every command that opens an agent file keeps them).
+Tasks of one message in different folds are warned of: each finds the other's tools.
 """
 
 _COLUMNS = (
@@ -74,11 +77,12 @@ def _folds(text: str) -> int:
 
 def run(args: argparse.Namespace) -> None:
     """Run the evaluation and print it (table or JSON)."""
-    from contextsieve.evaluation.runner import evaluate, fold_engines, scores
+    from contextsieve.evaluation.runner import check_folds, evaluate, fold_engines, scores
     from contextsieve.evaluation.tasks import read_tasks
 
     engine = load_engine(args.agent, args.tools, args.offline, history=False)  # the agent's history: unopened
     tasks = read_tasks(args.tasks, engine.agent)  # checked before anything is embedded
+    check_folds(tasks, args.folds)  # so are the folds
     result = evaluate(fold_engines(engine), tasks, args.folds)
     rows: list[tuple[str, list[TaskRun]]] = [("cold", result.cold)]
     if result.history is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from contextsieve.agent.items import ItemKey
-from contextsieve.errors import ContextSieveError, InputError
+from contextsieve.errors import ContextSieveError, EvaluationWarning, InputError
 from contextsieve.evaluation.tasks import Group, Task
 from contextsieve.progress import note
 
@@ -44,6 +45,7 @@ __all__ = [
     "run_tasks",
     "scores",
     "folds_of",
+    "check_folds",
     "record_history",
     "evaluate",
     "SharedVectors",
@@ -236,20 +238,49 @@ def record_history(engine: Engine, tasks: Sequence[Task]) -> None:
             engine.record_tool_calls(task.message, tools)
 
 
+def check_folds(tasks: Sequence[Task], folds: int) -> None:
+    """:class:`InputError` for ``folds`` that are no whole number of 0 or more, or more than the tasks."""
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 0:
+        raise InputError(f"folds must be a whole number, 0 or more, got {folds!r}")
+    if folds > 1 and len(tasks) < folds:
+        raise InputError(f"{folds} folds need at least {folds} tasks, got {len(tasks)} (0 folds: cold only)")
+
+
+def _warn_alike(tasks: Sequence[Task], folds: int) -> None:
+    """An :class:`~contextsieve.errors.EvaluationWarning` naming tasks of one message (as the history keys
+    it: :func:`~contextsieve.agent.usage.example_hash`) in different folds, whose history then holds the
+    other's tools for the very message (identical tasks in one fold are scored alike, cold or not)."""
+    from contextsieve.agent.usage import example_hash
+
+    first: dict[str, int] = {}
+    alike: list[str] = []
+    for i, task in enumerate(tasks):
+        j = first.setdefault(example_hash(task.message), i)
+        if j != i and j % folds != i % folds:
+            alike.append(f"{tasks[j].id!r} and {task.id!r}")
+    if alike:
+        warnings.warn(
+            f"{len(alike)} tasks have the message of a task in another fold ({', '.join(alike[:3])}"
+            + (", ..." if len(alike) > 3 else "")
+            + "): with history each finds the other's tools recorded for its own words, so the history row "
+            "reads better than a new task would",
+            EvaluationWarning,
+            stacklevel=3,
+        )
+
+
 def evaluate(make_engine: Callable[[], Engine], tasks: Sequence[Task], folds: int = 2, **run: Any) -> Evaluation:
     """``tasks`` cold and with ``folds``-fold history (see the module docstring); ``run``: the keyword
     arguments of :func:`run_tasks`. ``make_engine`` gives a fresh engine (nothing recorded) per call.
     ``folds`` 0 or 1: cold only, every task on one engine. A run of over :data:`PROGRESS_EVERY` seconds
     says how far it is (:func:`contextsieve.progress.note`: on stderr from the CLI)."""
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 0:
-        raise InputError(f"folds must be a whole number, 0 or more, got {folds!r}")
     tasks = list(tasks)
+    check_folds(tasks, folds)
     if "on_task" in run:
         raise InputError("evaluate counts the tasks itself: on_task is not one of its arguments")
     if folds <= 1:
         return Evaluation(folds, run_tasks(make_engine(), tasks, on_task=_Ticker(len(tasks), 0), **run), None)
-    if len(tasks) < folds:
-        raise InputError(f"{folds} folds need at least {folds} tasks, got {len(tasks)}")
+    _warn_alike(tasks, folds)
     ticker = _Ticker(2 * len(tasks), (folds - 1) * len(tasks))
     cold: list[TaskRun | None] = [None] * len(tasks)
     warm: list[TaskRun | None] = [None] * len(tasks)

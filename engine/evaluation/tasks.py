@@ -95,6 +95,19 @@ def example_tasks_path() -> Path:
     return Path(str(resources.files("contextsieve").joinpath("data/example_tasks.jsonl")))
 
 
+class _TwiceGiven(ValueError):
+    """A JSON object of the task file names one key twice (``json`` keeps the last value silently)."""
+
+
+def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _TwiceGiven(k)
+        out[k] = v
+    return out
+
+
 def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
     """The tasks of a JSON Lines file (see the module docstring), their tools checked against ``agent``;
     :class:`InputError` naming the file and line of the first problem, or when the file holds no task.
@@ -116,15 +129,20 @@ def read_tasks(path: str | Path, agent: Agent) -> list[Task]:
             continue
         where = f"{path}, line {n}"
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_one_value_a_key)
+        except _TwiceGiven as e:
+            raise InputError(f"{where}: the key {brief(e.args[0])} is given twice in one object; {_SHAPES}") from None
         except ValueError as e:
             raise InputError(f"{where}: not JSON ({e}); each line is one task: {_SHAPES}") from None
         except RecursionError:
             raise InputError(f"{where}: not a task: its JSON is nested too deeply to read; {_SHAPES}") from None
         task = parse_task(obj, agent, where, f"line {n}")
         if task.id in seen:  # the ids name the missed tasks in the report: one id, one task
+            given = isinstance(obj, dict) and "id" in obj
             raise InputError(
-                f"{where}: the id {task.id!r} is the task's of line {seen[task.id]} too; ids name one task each"
+                f"{where}: the id {task.id!r}"
+                + ("" if given else " (this line's own, as it gives none)")
+                + f" is the task's of line {seen[task.id]} too; ids name one task each"
             )
         seen[task.id] = n
         tasks.append(task)

@@ -203,4 +203,4 @@ def test_a_missing_task_file_and_bad_folds(tmp_path: Path, capsys: pytest.Captur
     one = tmp_path / "one.jsonl"
     one.write_text('{"message": "Show me the git log.", "tools": ["git:git_log"]}\n', encoding="utf-8")
     assert main(["eval", AGENT, str(one), "--folds", "2"]) == 1
-    assert "2 folds need at least 2 tasks" in capsys.readouterr().err
+    assert "2 folds need at least 2 tasks, got 1 (0 folds: cold only)" in capsys.readouterr().err

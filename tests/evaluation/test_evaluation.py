@@ -114,6 +114,28 @@ def test_evaluate_checks_its_folds() -> None:
             evaluate(lambda: None, [task], bad)  # type: ignore[arg-type,return-value]
 
 
+def test_tasks_of_one_message_in_two_folds_are_warned_of() -> None:
+    """Issue (a hostile probe): a task file holding one task twice scored recall 1.0 with history (each
+    copy found the other's tools recorded for its own words) and 0.67 cold, without a word."""
+    from contextsieve.errors import EvaluationWarning
+    from contextsieve.evaluation.runner import _warn_alike
+
+    a, b = (
+        Task((Step("Where is  my parcel?", ((TRACK,),)),), ((TRACK,),), "a"),
+        Task((Step("b", ((TRACK,),)),), ((TRACK,),), "b"),
+    )
+    again = Task((Step("Where is my parcel? ", ((TRACK,),)),), ((TRACK,),), "again")  # as the history keys it
+    with pytest.warns(
+        EvaluationWarning, match="1 tasks have the message of a task in another fold \\('a' and 'again'\\)"
+    ):
+        _warn_alike([a, again, b], 2)  # folds 0 and 1
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_alike([a, b, again], 2)  # one fold: scored alike, cold or not
+
+
 def test_a_task_file_that_is_no_regular_file_or_no_text_is_refused_at_once(tmp_path: Path) -> None:
     import os
 

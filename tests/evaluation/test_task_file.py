@@ -234,3 +234,22 @@ def test_an_id_names_one_task(tmp_path: Path, agent: Agent) -> None:
     )
     path.write_text(_line(id="parcel") + "\n" + _line("Show me the git log.", ("git:git_log",)) + "\n")
     assert [t.id for t in read_tasks(path, agent)] == ["parcel", "line 2"]
+
+
+def test_a_key_given_twice_is_refused_and_a_default_id_clash_says_whose_it_is(tmp_path: Path, agent: Agent) -> None:
+    """Issues (a hostile probe): a line giving "message" or "tools" twice was read with the last value
+    silently (the agent file's loader refuses duplicate keys); an id clashing with a line's default id
+    blamed the line that gave none without saying so."""
+    path = tmp_path / "twice.jsonl"
+    path.write_text(
+        '{"message": "Where is my parcel?", "message": "Roll back the payments service", '
+        '"tools": ["helpdesk:track_parcel"]}\n'
+    )
+    assert _refused(path, agent) == f"{path}, line 1: the key 'message' is given twice in one object; {SHAPES}"
+    path.write_text('{"steps": [{"message": "a", "tools": [], "tools": ["helpdesk:track_parcel"]}]}\n')
+    assert "the key 'tools' is given twice" in _refused(path, agent)
+    path.write_text(_line(id="line 2") + "\n" + _line("Show me the git log.", ("git:git_log",)) + "\n")
+    assert _refused(path, agent) == (
+        f"{path}, line 2: the id 'line 2' (this line's own, as it gives none) is the task's of line 1 too; "
+        "ids name one task each"
+    )
