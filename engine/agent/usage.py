@@ -102,6 +102,7 @@ class UsageLog:
         self._memory: dict[tuple[str, str, ItemKey], dict[str, Example]] = {}  # (kind, agent, tool)
         self._db: sqlite3.Connection | None = None
         self._warned: set[str] = set()  # the kinds whose damaged records were warned of
+        self._forgets: tuple[int, dict[str, int]] = (-1, {})  # the file's data_version, forgets by agent then
 
     @property
     def persistent(self) -> bool:
@@ -133,7 +134,8 @@ class UsageLog:
                     " hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, vector BLOB, model TEXT NOT NULL DEFAULT '',"
                     " PRIMARY KEY (agent, server, tool, hash))"
                     for kind in KINDS
-                ),
+                )
+                + (_FORGETS,),
                 "the usage log",
             )
             db.execute("PRAGMA secure_delete=ON")  # a forgotten or evicted record's bytes are overwritten
@@ -424,6 +426,11 @@ class UsageLog:
                             f"DELETE FROM {k} WHERE agent = ? AND server = ? AND tool = ?",
                             (agent, tool.server, tool.name),
                         ).rowcount
+                if n:  # what tells the other processes holding this agent's records to read them again
+                    db.execute(
+                        "INSERT INTO forgets (agent, n) VALUES (?, 1) ON CONFLICT (agent) DO UPDATE SET n = n + 1",
+                        (agent,),
+                    )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -432,6 +439,30 @@ class UsageLog:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(n)
+
+    def forgets(self, agent: str) -> int:
+        """How often records of ``agent`` were forgotten from the file, by any process (0: never, or a log
+        in memory): an engine that holds them reads them again when it changes (:meth:`forget` in another
+        process, ``contextsieve history AGENT --forget``). The count is read again only when another
+        connection changed the file since the last call (SQLite's ``data_version``), so a request's check
+        costs one pragma."""
+        if not self.persistent:
+            return 0
+        with self._guard() as db:
+            if db is None:
+                return 0
+            version = int(db.execute("PRAGMA data_version").fetchone()[0])
+            seen, counts = self._forgets
+            if version != seen:
+                counts = {}
+                self._forgets = (version, counts)
+            if agent not in counts:
+                try:
+                    row = db.execute("SELECT n FROM forgets WHERE agent = ?", (agent,)).fetchone()
+                except sqlite3.OperationalError:  # a file written before the table (read-only: not added)
+                    row = None
+                counts[agent] = int(row[0]) if row else 0
+            return counts[agent]
 
     def rescope(self, old: str, new: str) -> int:
         """Move every example and miss kept under the scope ``old`` to ``new`` (an agent whose examples
@@ -498,6 +529,10 @@ def _tool_key(tool: object) -> ItemKey | None:
 
 #: The columns every version of the usage log has had in each of its tables.
 _CORE_COLUMNS = frozenset({"agent", "server", "tool", "hash", "message", "at"})
+
+
+#: The table of how often each agent's records were forgotten (:meth:`UsageLog.forgets`).
+_FORGETS = "CREATE TABLE IF NOT EXISTS forgets (agent TEXT PRIMARY KEY, n INTEGER NOT NULL)"
 
 
 def _another_schema(path: Path) -> str | None:

@@ -42,7 +42,7 @@ from contextsieve.selection.chunking import (
 from contextsieve.selection.expansion import RelationGraph
 from contextsieve.selection.indexed_chunks import KINDS, IndexedChunks
 from contextsieve.selection.keyword_rows import KeywordDocs, KeywordRows
-from contextsieve.selection.recorded_requests import RecordedRequests, RequestVectors
+from contextsieve.selection.recorded_requests import RecordedRequests
 from contextsieve.selection.search_rows import ChunkLayout
 
 __all__ = ["ItemChunks", "ChunkStore"]
@@ -98,6 +98,7 @@ class ChunkStore:
         self.examples: dict[ItemKey, Sequence[Example]] = {}  # recorded example requests per tool, newest first
         self.misses: dict[ItemKey, Sequence[Example]] = {}  # requests offered for and not called, newest first
         self._examples_loaded = False
+        self._forgets_read = 0  # how often the log said this agent's records were forgotten, when they were read
         self.index_config = index
         self._index: ChunkIndex | None = None
         self._index_slots: dict[ItemKey, int] = {}  # index slot of each item
@@ -149,6 +150,8 @@ class ChunkStore:
         servers = dict(server_descriptions or {})
         if not self._examples_loaded:
             self._load_examples()
+        elif self._forgotten_elsewhere():
+            self._reload()
         last, last_servers, last_version = self._last
         if version is not None and version == last_version and servers == last_servers:
             # the caller vouches that the items are the same (Agent.table's shape): only the tools whose
@@ -257,9 +260,19 @@ class ChunkStore:
             self.examples, self.misses = {}, {}
             warnings.warn(f"{e}. Selection goes on without the learned history", UsageLogWarning, stacklevel=2)
 
+    def _forgotten_elsewhere(self) -> bool:
+        """Whether another process forgot records of this agent since they were read (one pragma a call)."""
+        if self._usage is None or not self._usage.persistent or self._usage_factory is None:
+            return False
+        try:
+            return self._usage.forgets(self.usage_scope) != self._forgets_read
+        except EmbeddingCacheError:  # the log cannot be read now: what was read stays
+            return False
+
     def _read_records(self) -> None:
         # a vector of another length than the model's is a damaged record: read as one of another model
         dim = getattr(self.embedder, "dim", None)
+        self._forgets_read = self.usage().forgets(self.usage_scope)
         for _ in range(2):
             got = self.usage().all_records(self.usage_scope, self.config.max_examples, dim)
             self.examples, self.misses = got["examples"], got["misses"]
@@ -512,46 +525,8 @@ class ChunkStore:
         if memo is not None and memo[0] is self._matrix and memo[1] is self.misses:
             return memo[2]
         assert self._matrix is not None
-        first: dict[str, int] = {}  # a request's chunk text -> its row
-        vectors: list[np.ndarray] = []
-        unkept: dict[int, str] = {}  # requests kept without a vector of this model -> the text to embed
-        examples = np.flatnonzero(mask)
-        example_request = np.empty(examples.size, np.int64)  # filled in row order, as ``examples`` runs
-        for i, (_, chunk, e) in enumerate(self._example_records(self._matrix[0])):
-            text = example_chunk_text(e) if e is not None else None
-            j = first.get(text) if text is not None else None
-            if j is None:  # a new request (an example chunk without a record counts alone)
-                j = len(vectors)
-                vectors.append(e.vector if e is not None and e.vector is not None else np.zeros(0, np.float32))
-                if e is None or e.vector is None:
-                    unkept[j] = chunk.embed_text  # what the example chunk embeds
-                if text is not None:
-                    first[text] = j
-            example_request[i] = j
-        pos = {k: i for i, k in enumerate(order)}
-        miss_request: list[int] = []
-        miss_item: list[int] = []
-        for k, kept in self.misses.items():
-            if k in pos:
-                for e in kept:
-                    text = example_chunk_text(e)
-                    if text not in first:
-                        first[text] = len(vectors)
-                        vectors.append(e.vector if e.vector is not None else np.zeros(0, np.float32))
-                        if e.vector is None:
-                            unkept[first[text]] = text
-                    miss_request.append(first[text])
-                    miss_item.append(pos[k])
-        if unkept:
-            for j, v in zip(unkept, self._embed_chunks(list(unkept.values()))):
-                vectors[j] = v
-        got = RecordedRequests(
-            RequestVectors.of(vectors),
-            examples,
-            example_request,
-            np.array(miss_request, np.int64),
-            np.array(miss_item, np.int64),
-        )
+        records = self._example_records(self._matrix[0])
+        got = RecordedRequests.gather(records, np.flatnonzero(mask), self.misses, order, self._embed_chunks)
         self._recorded = (self._matrix, self.misses, got)
         return got
 

@@ -13,14 +13,18 @@ floor score ``-inf``: the same ranking as scoring every request in float32, at a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
 
 from contextsieve.agent import settings as agent_settings
+from contextsieve.agent.example_records import Example
+from contextsieve.agent.items import ItemKey
 from contextsieve.kernels.scoring import Int8Corpus, half_rows, query_scores
+from contextsieve.selection.chunk_plans import example_chunk_text
+from contextsieve.selection.chunking import Chunk
 
 __all__ = [
     "RecordedRequests",
@@ -291,6 +295,58 @@ class RecordedRequests:
             np.cumsum(np.bincount(self.miss_request, minlength=n), out=start[1:])
         object.__setattr__(self, "miss_start", start)
         object.__setattr__(self, "miss_order", np.argsort(self.miss_request, kind="stable").astype(np.int64))
+
+    @classmethod
+    def gather(
+        cls,
+        records: Iterable[tuple[int, Chunk, Example | None]],
+        examples: np.ndarray,
+        misses: Mapping[ItemKey, Sequence[Example]],
+        order: Sequence[ItemKey],
+        embed: Callable[[list[str]], np.ndarray],
+    ) -> RecordedRequests:
+        """The requests of the example chunks ``records`` (each chunk's row, the chunk and its record, in
+        row order; ``examples``: their rows) and of the ``misses`` of the tools in ``order``, each request
+        once (by its chunk text); a request kept without a vector of this model embedded with ``embed``."""
+        first: dict[str, int] = {}  # a request's chunk text -> its row
+        vectors: list[np.ndarray] = []
+        unkept: dict[int, str] = {}  # requests kept without a vector of this model -> the text to embed
+        example_request = np.empty(examples.size, np.int64)  # filled in row order, as ``examples`` runs
+        for i, (_, chunk, e) in enumerate(records):
+            text = example_chunk_text(e) if e is not None else None
+            j = first.get(text) if text is not None else None
+            if j is None:  # a new request (an example chunk without a record counts alone)
+                j = len(vectors)
+                vectors.append(e.vector if e is not None and e.vector is not None else np.zeros(0, np.float32))
+                if e is None or e.vector is None:
+                    unkept[j] = chunk.embed_text  # what the example chunk embeds
+                if text is not None:
+                    first[text] = j
+            example_request[i] = j
+        pos = {k: i for i, k in enumerate(order)}
+        miss_request: list[int] = []
+        miss_item: list[int] = []
+        for k, kept in misses.items():
+            if k in pos:
+                for e in kept:
+                    text = example_chunk_text(e)
+                    if text not in first:
+                        first[text] = len(vectors)
+                        vectors.append(e.vector if e.vector is not None else np.zeros(0, np.float32))
+                        if e.vector is None:
+                            unkept[first[text]] = text
+                    miss_request.append(first[text])
+                    miss_item.append(pos[k])
+        if unkept:
+            for j, v in zip(unkept, embed(list(unkept.values()))):
+                vectors[j] = v
+        return cls(
+            RequestVectors.of(vectors),
+            examples,
+            example_request,
+            np.array(miss_request, np.int64),
+            np.array(miss_item, np.int64),
+        )
 
     def misses_of(self, requests: np.ndarray) -> np.ndarray:
         """The recorded misses (positions in :attr:`miss_request`) of ``requests`` (positions among the

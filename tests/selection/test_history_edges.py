@@ -245,6 +245,31 @@ def test_a_forgotten_request_leaves_no_words_nor_digest_on_disk(
         assert other.counts(engine.store.usage_scope) == {PARCEL: 1}
 
 
+def test_a_forget_in_another_process_reaches_a_running_engine(tmp_path: Path, int8) -> None:  # noqa: ANN001
+    """Issue (a hostile probe): after `contextsieve history AGENT --forget`, a running server went on
+    offering the forgotten request's tool until it recorded something or restarted. Another engine on
+    the file (another connection, as another process) forgets; the running one reads its records again
+    at its next request, and only then (a record elsewhere changes nothing here)."""
+    path = _agent_file(tmp_path / "a.yaml")
+    history = tmp_path / "history.sqlite"
+    running = Engine(load_agent(path), embedder=int8, cache_dir=False, history=history)
+    running.record_tool_calls(f"please sort out {MARK}", ["web:fetch_url"])
+    offered = [str(e.key) for e in running.select(f"please sort out {MARK}").context.entries]
+    assert "tool:web:fetch_url" in offered
+    other = Engine(load_agent(path), embedder=int8, cache_dir=False, history=history)
+    reads = running.store.usage().all_records
+    calls = []
+    running.store.usage().all_records = lambda *a, **k: calls.append(1) or reads(*a, **k)  # type: ignore[method-assign]
+    other.record_tool_calls("where is my parcel", ["helpdesk:track_parcel"])
+    running.select("where is my parcel")
+    assert not calls  # a record elsewhere: nothing read again
+    assert other.store.forget_examples("web:fetch_url") == 1
+    again = [str(e.key) for e in running.select(f"please sort out {MARK}").context.entries]
+    assert calls == [1] and "tool:web:fetch_url" not in again
+    running.select("where is my parcel")
+    assert calls == [1]  # once per forget
+
+
 def test_a_tool_found_through_history_at_the_include_score_adds_a_place(tmp_path: Path, int8) -> None:  # noqa: ANN001
     """History adds a place instead of taking one, also when the example matches at the include score
     (it took the place of the request's last own tool)."""
