@@ -17,7 +17,10 @@ How a record is found again (:func:`match`; the numbers are :data:`SAME_FILE_MIN
 1. **the same file**: a record of this path (a symlink is followed) or of this file (its device and inode:
    a hard link, a rename), whose parts this agent shares at least half of: edits in place (the name too)
    keep the identity; another agent written to the same path (a container's ``/app/agent.yaml`` holding
-   another agent) does not share parts and gets its own.
+   another agent) does not share parts and gets its own. A file found by its inode at another path
+   while the record's path is gone, under another name, needs 80% of the parts, as a moved one: a file
+   system gives a deleted file's inode to the next file made, which may be another agent with the same
+   servers.
 2. **moved**: a record of the same name whose path no longer exists, whose parts this agent shares at
    least 80% of: a move of its folder, or of the file to another file system.
 3. **a store's record** (only for an agent the registry does not know, with a store it was pointed at:
@@ -204,7 +207,10 @@ def match(
         s = similarity(current.parts, r.print.parts)
         named = r.print.name == current.name
         if r.print.source == current.source or (current.file_id and r.print.file_id == current.file_id):
-            if s >= SAME_FILE_MIN and (named or (current.parts and r.print.parts)):
+            # a file id whose path is gone: renamed, or a new file given a freed inode (another agent):
+            # a renamed agent that is renamed inside too keeps its identity only as a moved one would
+            reused = r.print.source != current.source and not named and not exists(r.print.source)
+            if s >= (MOVED_MIN if reused else SAME_FILE_MIN) and (named or (current.parts and r.print.parts)):
                 same.append((s, r))  # two agents made of nothing are told apart by their names alone
         elif named and s >= MOVED_MIN and (anywhere or not r.print.source or not exists(r.print.source)):
             moved.append((s, r))

@@ -131,6 +131,14 @@ def test_the_matching_rules_on_records() -> None:
     assert match(rewritten, [old], exists=there) is None  # 3 of 7: more rewritten than kept
     other = AgentPrint("desk", "/old/agent.yaml", "", frozenset({"q1", "q2"}))
     assert match(other, [old], exists=there) is None
+    # found by the file id at another path, the old one gone: renamed, or a freed inode given to a new file
+    renamed = AgentPrint("desk", "/old/billing.yaml", "1:2", frozenset({"p1", "p2", "p3", "p4", "x"}))
+    assert match(renamed, [old], exists=gone).how == "moved"  # type: ignore[union-attr]  # its name: 4 of 6
+    reborn = AgentPrint("billing-bot", "/old/billing.yaml", "1:2", frozenset({"p1", "p2", "p3", "p4", "y"}))
+    assert match(reborn, [old], exists=gone) is None  # another name and 4 of 6: another agent on the inode
+    assert match(reborn, [old], exists=there).how == "same file"  # type: ignore[union-attr]  # a hard link
+    retitled = AgentPrint("Desk", "/old/billing.yaml", "1:2", parts)
+    assert match(retitled, [old], exists=gone).how == "moved"  # type: ignore[union-attr]  # renamed inside: all parts
     assert birth(other, {"desk-1"}.__contains__) == path_identity("desk", "/old/agent.yaml")
     taken = birth(other, {path_identity("desk", "/old/agent.yaml")}.__contains__)
     assert taken.startswith("desk-") and taken != path_identity("desk", "/old/agent.yaml")
