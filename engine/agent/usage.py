@@ -38,6 +38,8 @@ import numpy as np
 from contextsieve.agent.example_records import Example, ExampleRecords, RecordColumns
 from contextsieve.agent.items import ItemKey, ItemKind
 from contextsieve.agent.stored_vectors import VectorBlock, unit_vector
+from contextsieve.agent.usage_file import KINDS, add_vectors, another_schema, tables
+from contextsieve.agent.usage_file import columns as table_columns
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
 from contextsieve.retrieval.cache import (
     BUSY_TIMEOUT,
@@ -54,14 +56,9 @@ __all__ = [
     "UsageLog",
     "example_hash",
     "MAX_EXAMPLE_CHARS",
-    "KINDS",
     "KEEP_PER_TOOL",
     "KEEP_PER_AGENT",
 ]
-
-#: what the log keeps per tool: ``"examples"`` (requests after which the tool was called and
-#: succeeded) and ``"misses"`` (requests for which it was offered and not called); one table each
-KINDS = ("examples", "misses")
 
 #: Longest example kept (characters); a longer message is cut (the embedder reads 256 tokens anyway).
 MAX_EXAMPLE_CHARS = 2000
@@ -103,6 +100,7 @@ class UsageLog:
         self._db: sqlite3.Connection | None = None
         self._warned: set[str] = set()  # the kinds whose damaged records were warned of
         self._forgets: tuple[int, dict[str, int]] = (-1, {})  # the file's data_version, forgets by agent then
+        self._latest: float | None = None  # the newest record time written or found (None: not read yet)
 
     @property
     def persistent(self) -> bool:
@@ -120,7 +118,7 @@ class UsageLog:
                 return None
         except OSError as e:  # a name too long, a folder on the way that may not be searched
             raise EmbeddingCacheError(f"cannot open the usage log {self.path}: {e.strerror or e}") from e
-        other = _another_schema(self.path)
+        other = another_schema(self.path)
         if other:  # checked before anything is written: its journal mode and tables stay as they are
             raise EmbeddingCacheError(
                 f"the usage log {self.path} is not a contextsieve usage log ({other}): move that file aside for "
@@ -129,13 +127,7 @@ class UsageLog:
         try:
             db = connect_wal(
                 self.path,
-                tuple(
-                    f"CREATE TABLE IF NOT EXISTS {kind} (agent TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,"
-                    " hash TEXT NOT NULL, message TEXT, at REAL NOT NULL, vector BLOB, model TEXT NOT NULL DEFAULT '',"
-                    " PRIMARY KEY (agent, server, tool, hash))"
-                    for kind in KINDS
-                )
-                + (_FORGETS,),
+                tables(),
                 "the usage log",
             )
             db.execute("PRAGMA secure_delete=ON")  # a forgotten or evicted record's bytes are overwritten
@@ -146,18 +138,18 @@ class UsageLog:
                 db = connect_read_only(self.path, "the usage log")
             except EmbeddingCacheError as unread:  # says why reading fails too
                 raise EmbeddingCacheError(f"{unread}{_advice(unread)}") from unread
-            if not all(_columns(db, kind) for kind in KINDS):  # an empty file: nothing was recorded
+            if not all(table_columns(db, kind) for kind in KINDS):  # an empty file: nothing was recorded
                 db.close()
                 return None
-            if any("vector" not in _columns(db, kind) for kind in KINDS):
+            if any("vector" not in table_columns(db, kind) for kind in KINDS):
                 db.close()
                 raise EmbeddingCacheError(
                     f"{e}; it is of an older format, upgraded by the first process that may write it"
                 ) from e
             self._db = db
             return self._db
-        if any("vector" not in _columns(db, kind) for kind in KINDS):
-            when_free(lambda: _add_vectors(db), time.monotonic() + BUSY_TIMEOUT)
+        if any("vector" not in table_columns(db, kind) for kind in KINDS):
+            when_free(lambda: add_vectors(db), time.monotonic() + BUSY_TIMEOUT)
         self._db = db
         return self._db
 
@@ -198,13 +190,13 @@ class UsageLog:
             if not isinstance(k, ItemKey) or k.kind is not ItemKind.TOOL:
                 raise InputError(f"only tools have examples, got {k}")
         text = example_text(message)
-        h, now = example_hash(message), time.time()
-        at = {k: now + i * 1e-6 for i, k in enumerate(keys)}  # the tools' order, for relations
+        h = example_hash(message)
         vec = _unit(vector) if vector is not None else None
         if self.persistent and vec is None and not self.keep_text:
             raise InputError("a usage log that keeps no text needs the request's vector")
         if not self.persistent:
             with self._lock:
+                at = self._stamps(keys, None)
                 for k in keys:
                     self._memory.setdefault((kind, agent, k), {})[h] = Example(h, text, vec, at[k])
                     if kind == "examples":
@@ -221,6 +213,7 @@ class UsageLog:
             assert db is not None
             db.execute("BEGIN IMMEDIATE")
             try:
+                at = self._stamps(keys, db)
                 db.executemany(
                     f"INSERT INTO {kind} (agent, server, tool, hash, message, at, vector, model) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent, server, tool, hash) DO UPDATE SET "
@@ -253,6 +246,22 @@ class UsageLog:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    def _stamps(self, keys: list[ItemKey], db: sqlite3.Connection | None) -> dict[ItemKey, float]:
+        """Each tool's record time (seconds): now, a microsecond apart in the tools' order (for relations),
+        and after every record this log has written or found in its file (read once, in the write's
+        transaction), so that a clock stepped back (a correction, a snapshot restored) does not make
+        the newest records the oldest, which the bounds would forget first."""
+        if self._latest is None:
+            self._latest = 0.0
+            if db is not None:
+                for kind in KINDS:
+                    row = db.execute(f"SELECT max(at) FROM {kind}").fetchone()
+                    if row and isinstance(row[0], (int, float)) and math.isfinite(row[0]):
+                        self._latest = max(self._latest, float(row[0]))
+        now = max(time.time(), self._latest + 1e-6)
+        self._latest = now + len(keys) * 1e-6
+        return {k: now + i * 1e-6 for i, k in enumerate(keys)}
 
     def records(
         self, agent: str, per_tool: int, kind: str = "examples", dim: int | None = None
@@ -525,55 +534,6 @@ def _tool_key(tool: object) -> ItemKey | None:
     if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
         raise InputError(f"only tools have a history, got {brief(tool)}")
     return tool
-
-
-#: The columns every version of the usage log has had in each of its tables.
-_CORE_COLUMNS = frozenset({"agent", "server", "tool", "hash", "message", "at"})
-
-
-#: The table of how often each agent's records were forgotten (:meth:`UsageLog.forgets`).
-_FORGETS = "CREATE TABLE IF NOT EXISTS forgets (agent TEXT PRIMARY KEY, n INTEGER NOT NULL)"
-
-
-def _another_schema(path: Path) -> str | None:
-    """What shows that the SQLite file at ``path`` is some other program's (a table named as the log's
-    without the log's columns), read without writing; ``None`` for a usage log, an empty or missing
-    file, or a file that cannot be read this way (opening it says why)."""
-    try:
-        if not path.is_file() or path.stat().st_size == 0:
-            return None
-        db = connect_read_only(path, "the usage log")  # nothing made beside it (a read-only file's -shm)
-    except (OSError, EmbeddingCacheError):
-        return None
-    try:
-        for kind in KINDS:
-            columns = _columns(db, kind)
-            if columns and not _CORE_COLUMNS <= columns:
-                return f"its table {kind} has the columns {', '.join(sorted(columns))}"
-    except sqlite3.Error:
-        return None
-    finally:
-        db.close()
-    return None
-
-
-def _columns(db: sqlite3.Connection, kind: str) -> set[str]:
-    return {r[1] for r in db.execute(f"PRAGMA table_info({kind})")}
-
-
-def _add_vectors(db: sqlite3.Connection) -> None:
-    """Give a log written before vectors were kept its vector and model columns (its messages stay as
-    they were), in one transaction that checks again: another process may have done it meanwhile."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for kind in KINDS:
-            if "vector" not in _columns(db, kind):
-                db.execute(f"ALTER TABLE {kind} ADD COLUMN vector BLOB")
-                db.execute(f"ALTER TABLE {kind} ADD COLUMN model TEXT NOT NULL DEFAULT ''")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
 
 
 def _keep(

@@ -19,7 +19,8 @@ from contextsieve.agent.agent import Agent
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
-from contextsieve.agent.usage import KEEP_PER_TOOL, KINDS
+from contextsieve.agent.usage import KEEP_PER_TOOL
+from contextsieve.agent.usage_file import KINDS
 from contextsieve.engine import Engine
 from contextsieve.errors import (
     AgentRegistryError,

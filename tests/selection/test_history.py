@@ -133,6 +133,32 @@ def test_both_bounds_hold_in_a_file_and_in_memory(tmp_path: Path, monkeypatch: p
     assert sum(len(v) for v in log.records("b", 1000).values()) == 1
 
 
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_clock_stepped_back_does_not_make_the_newest_records_the_oldest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Issue (a hostile probe): records were ordered by the wall clock, so after it stepped back an hour
+    (a correction, a snapshot restored) every new record was the oldest and the bound forgot it first.
+    A new log on the file (a restart) reads the newest time once; records stay in the order written."""
+    import contextsieve.agent.usage as usage
+
+    monkeypatch.setattr(usage, "KEEP_PER_TOOL", 5)
+    path = tmp_path / "h.sqlite" if where == "file" else None
+    rng = np.random.default_rng(4)
+    real = usage.time.time
+    monkeypatch.setattr(usage.time, "time", lambda: real() + 3600)  # an hour fast
+    log = UsageLog(path)
+    for i in range(5):
+        log.record("a", f"old {i}", [ROLLBACK], vector=rng.standard_normal(8))
+    monkeypatch.setattr(usage.time, "time", real)  # corrected
+    if path is not None:
+        log = UsageLog(path)  # a restart: the newest time comes from the file
+    for i in range(3):
+        log.record("a", f"new {i}", [ROLLBACK], vector=rng.standard_normal(8))
+    kept = [e.hash for e in log.records("a", 1000)[ROLLBACK]]  # newest first
+    assert kept == [example_hash(m) for m in ("new 2", "new 1", "new 0", "old 4", "old 3")]
+
+
 def test_a_vector_of_another_model_is_not_read(tmp_path: Path) -> None:
     path = tmp_path / "h.sqlite"
     UsageLog(path, model="model-a").record("a", "hello", [ROLLBACK], vector=np.ones(4))
