@@ -185,10 +185,12 @@ class UsageLog:
         if not isinstance(message, str) or not message.strip():
             raise InputError("an example request must be a non-empty str")
         check_text(message, "the example request")
+        _agent_name(agent)
         keys = list(tools)
         for k in keys:
             if not isinstance(k, ItemKey) or k.kind is not ItemKind.TOOL:
                 raise InputError(f"only tools have examples, got {k}")
+            check_text(k.server + k.name, f"the tool {brief(str(k))}")
         text = example_text(message)
         h = example_hash(message)
         vec = _unit(vector) if vector is not None else None
@@ -248,10 +250,9 @@ class UsageLog:
                 raise
 
     def _stamps(self, keys: list[ItemKey], db: sqlite3.Connection | None) -> dict[ItemKey, float]:
-        """Each tool's record time (seconds): now, a microsecond apart in the tools' order (for relations),
-        and after every record this log has written or found in its file (read once, in the write's
-        transaction), so that a clock stepped back (a correction, a snapshot restored) does not make
-        the newest records the oldest, which the bounds would forget first."""
+        """Each tool's record time (seconds): now, a microsecond apart in the tools' order (for relations), and
+        after every record this log wrote or found in its file (read once, in the write's transaction): a
+        clock stepped back (a correction, a snapshot restored) must not make the newest records the oldest."""
         if self._latest is None:
             self._latest = 0.0
             if db is not None:
@@ -287,6 +288,9 @@ class UsageLog:
         kinds = tuple(dict.fromkeys(kinds))  # each kind once
         for kind in kinds:
             _kind(kind)
+        _agent_name(agent)
+        if isinstance(per_tool, bool) or not isinstance(per_tool, int):
+            raise InputError(f"per_tool must be a whole number, got {brief(per_tool)}")
         if per_tool <= 0:
             return {kind: {} for kind in kinds}
         outs: dict[str, dict[ItemKey, Sequence[Example]]] = {kind: {} for kind in kinds}
@@ -413,6 +417,7 @@ class UsageLog:
         (nothing is deleted). The file's pages that held them are overwritten (``secure_delete``) and its
         write-ahead log is emptied when no other process reads it at that moment (else at its next
         checkpoint), so their words and digests do not stay on disk."""
+        _agent_name(agent)
         tool = _tool_key(tool)
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
@@ -533,6 +538,8 @@ def _tool_key(tool: object) -> ItemKey | None:
         tool = ItemKey.parse(tool if tool.startswith(prefix) else prefix + tool)
     if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
         raise InputError(f"only tools have a history, got {brief(tool)}")
+    if tool is not None:
+        check_text(tool.server + tool.name, f"the tool {brief(str(tool))}")
     return tool
 
 
@@ -563,11 +570,22 @@ def _lenient_text(raw: bytes) -> str:
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
-    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    """``vector`` as a unit float32 vector; :class:`InputError` for all but a finite, non-zero 1-D real one."""
+    raw = np.asarray(vector)
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+        raise InputError(f"an example's vector must be a 1-D array of real numbers, got {raw.ndim}-D {raw.dtype}")
+    v = raw.astype(np.float32)
     norm = float(np.linalg.norm(v))
     if not v.size or not np.isfinite(v).all() or norm == 0.0:
         raise InputError("an example's vector must be a finite, non-zero vector")
     return unit_vector(v)
+
+
+def _agent_name(agent: object) -> str:
+    """``agent`` (the scope records are kept under) if it is valid text; :class:`InputError` otherwise."""
+    if not isinstance(agent, str):
+        raise InputError(f"an agent is named by a str, got {brief(agent)}")
+    return check_text(agent, "the agent's name")
 
 
 def _trim(kept: dict[str, Example]) -> None:

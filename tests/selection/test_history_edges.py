@@ -153,6 +153,32 @@ def test_arguments_of_the_wrong_kind_are_input_errors_and_record_nothing(tmp_pat
     assert session.history == []
 
 
+def test_the_usage_log_refuses_what_is_no_agent_tool_or_vector_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue (a hostile probe): the log's own methods raised a bare UnicodeEncodeError for a lone surrogate
+    in an agent's or tool's name, ValueError for a vector of text and TypeError for ``per_tool="5"``, and
+    kept a 2-D or complex vector flattened or cast."""
+    import numpy as np
+
+    log = UsageLog(tmp_path / "h.sqlite")
+    vector = np.ones(8)
+    odd = ItemKey(ItemKind.TOOL, "x\udc80", "s")
+    for call in (
+        lambda: log.record("desk\ud800", "where is my parcel", [PARCEL], vector=vector),
+        lambda: log.record(None, "where is my parcel", [PARCEL], vector=vector),  # type: ignore[arg-type]
+        lambda: log.record("desk", "where is my parcel", [odd], vector=vector),
+        lambda: log.record("desk", "where is my parcel", [PARCEL], vector="abc"),  # type: ignore[arg-type]
+        lambda: log.record("desk", "where is my parcel", [PARCEL], vector=np.ones((2, 4))),
+        lambda: log.record("desk", "where is my parcel", [PARCEL], vector=np.ones(8) * (1 + 1j)),
+        lambda: log.records("desk", "5"),  # type: ignore[arg-type]
+        lambda: log.records("desk\ud800", 5),
+        lambda: log.forget("desk\ud800"),
+        lambda: log.forget("desk", odd),
+    ):
+        with pytest.raises(InputError):
+            call()
+    assert not (tmp_path / "h.sqlite").exists()  # nothing written, not even the file
+
+
 def test_a_late_outcome_of_an_earlier_task_is_learned_under_that_task(tmp_path: Path, int8) -> None:  # noqa: ANN001
     """The outcome of a step told after the next task began: its calls are examples of its own task's
     message (they were recorded under the task under way, and steered its requests)."""
