@@ -109,19 +109,29 @@ class ChunkVectors:
         a guessed message) in the cache, which outlives a ``history --forget``. The last
         :data:`RECORDED_MEMO` are kept in memory (the gateway records each call of a task under its
         message: one model call per task, not per call)."""
+        known = self._remembered(self._recorded, texts, RECORDED_MEMO, counted=True)
+        return np.stack([known[t] for t in texts])
+
+    def _remembered(
+        self, memo: OrderedDict[str, np.ndarray], texts: Sequence[str], size: int, counted: bool = False
+    ) -> dict[str, np.ndarray]:
+        """The vectors of ``texts`` from ``memo`` (the last ``size`` embedded, by text, read-only), the
+        others embedded in one call and kept there; ``counted``: those count in :attr:`embedded_texts`."""
         with self._queries_lock:
-            known = {t: v for t in texts if (v := self._recorded.get(t)) is not None}
+            known = {t: v for t in texts if (v := memo.get(t)) is not None}
+            for t in known:
+                memo.move_to_end(t)
         todo = list(dict.fromkeys(t for t in texts if t not in known))
         if todo:
             fresh = checked_vectors(self.embedder.embed(todo), len(todo))
-            self.embedded_texts += len(todo)
+            self.embedded_texts += len(todo) if counted else 0
             with self._queries_lock:
                 for t, v in zip(todo, fresh):
                     v.setflags(write=False)
-                    known[t] = self._recorded[t] = v
-                while len(self._recorded) > RECORDED_MEMO:
-                    self._recorded.popitem(last=False)
-        return np.stack([known[t] for t in texts])
+                    known[t] = memo[t] = v
+                while len(memo) > size:
+                    memo.popitem(last=False)
+        return known
 
     def clear_queries(self) -> None:
         """Forget the query vectors kept by :meth:`query` (benchmarks compare cold paths)."""
@@ -144,19 +154,7 @@ class ChunkVectors:
             return checked_vectors(self.embedder.embed([]), 0)
         plan = plan_query(texts)
         need = list(plan.embed)
-        with self._queries_lock:
-            known = {t: v for t in need if (v := self._queries.get(t)) is not None}
-            for t in known:
-                self._queries.move_to_end(t)
-        todo = [t for t in need if t not in known]
-        if todo:
-            fresh = checked_vectors(self.embedder.embed(todo), len(todo))
-            with self._queries_lock:
-                for t, v in zip(todo, fresh):
-                    v.setflags(write=False)
-                    known[t] = self._queries[t] = v
-                while len(self._queries) > QUERY_CACHE_SIZE:
-                    self._queries.popitem(last=False)
+        known = self._remembered(self._queries, need, QUERY_CACHE_SIZE)
         return compose(plan, np.stack([known[t] for t in need]))
 
     def disk_cache(self) -> EmbeddingCache | None:
