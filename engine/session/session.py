@@ -188,7 +188,8 @@ class Session:
           the task's first message instead of the step's (a step's words say little alone), and no
           misses are recorded (a tool the task offered early may be called at a later step).
 
-        Kept where the examples are (``usage.sqlite`` with ``remember_requests``, else memory), at
+        Kept where the examples are (the agent's ``history.sqlite`` in the data folder for an agent loaded
+        from a file, else memory; the request's text only with ``remember_requests``); a search reads at
         most ``ChunkConfig.max_examples`` of each kind per tool, newest first. :attr:`outcomes` counts
         them per tool for this session; ``explain`` shows the effect; ``outcome_weight=0`` turns it
         off; :meth:`forget_outcomes` deletes the misses.
