@@ -450,6 +450,7 @@ class UsageLog:
                 db.execute("ROLLBACK")
                 raise
             if n:  # the forgotten records' frames leave the write-ahead log too (it keeps them until reused)
+                self._forgets = (-1, {})  # this connection's own write leaves data_version as it was
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(n)

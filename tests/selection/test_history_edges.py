@@ -294,6 +294,11 @@ def test_a_forget_in_another_process_reaches_a_running_engine(tmp_path: Path, in
     assert calls == [1] and "tool:web:fetch_url" not in again
     running.select("where is my parcel")
     assert calls == [1]  # once per forget
+    assert running.store.forget_examples("helpdesk:track_parcel") == 1  # its own forget reads them again itself
+    calls.clear()
+    other.record_tool_calls("refund the order", ["payments:refund_payment"])
+    running.select("refund the order")
+    assert not calls  # its own forget is not taken for another's once the file changes
 
 
 def test_a_tool_found_through_history_at_the_include_score_adds_a_place(tmp_path: Path, int8) -> None:  # noqa: ANN001
