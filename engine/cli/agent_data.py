@@ -303,11 +303,16 @@ def adopt(args: argparse.Namespace) -> None:
                 f"and {'the store' if args.stash else 'no --stash store'} holds no segments under it "
                 "(contextsieve stash namespaces STORE lists a store's)"
             )
+        before = agent.identity
         registry.adopt(agent, identity)
+        moved = engine.store.usage().rescope(before, identity)  # what it learned as before comes along
         if args.stash:
             with StashStore.open(args.stash, engine.embedder, create=False) as store:
                 keep_in_store(agent, store)
-        print(f"agent {agent.name!r} ({agent.source}) is now {identity}: its stash, learned examples and tool names")
+        print(
+            f"agent {agent.name!r} ({agent.source}) is now {identity}: its stash, learned examples and tool names"
+            + (f" ({moved} recorded requests it had learned as {before} kept)" if moved else "")
+        )
         return
     location = args.stash or str(default_store(registry, agent.identity))
     mine = AGENT_PREFIX + agent.identity

@@ -387,3 +387,35 @@ def test_adopt_refuses_what_is_no_agent(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(InputError, match="no agent agent:nobody-1234567890 is known"):
         adopt(argparse.Namespace(agent=path, namespace="agent:nobody-1234567890", stash=None, source=None))
     assert not list((tmp_path).rglob("escaped*"))
+
+
+def test_adopt_brings_what_the_agent_learned(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    int8,  # noqa: ANN001
+) -> None:
+    """Issue (a hostile probe): `stash adopt AGENT agent:OLD` said it moved or lost nothing, and the
+    examples the agent had learned under its identity before were left there, where no command reaches
+    them. They come along to the adopted identity now."""
+    import argparse
+
+    from contextsieve.agent.usage import UsageLog
+    from contextsieve.cli.agent_data import adopt
+
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(tmp_path / "data"))
+    old = Engine.from_file(write_agent(tmp_path / "old" / "agent.yaml"), embedder=int8, cache_dir=False)
+    path = write_agent(tmp_path / "new" / "agent.yaml", prompt="You help travellers and their families.")
+    engine = Engine.from_file(path, embedder=int8, cache_dir=False)
+    before = engine.agent.identity
+    assert before != old.agent.identity
+    engine.agent.add_server(McpServer("s"))
+    engine.agent.upsert(_tool("s", "t"))
+    engine.record_tool_calls("book a train to Lyon", ["s:t"])
+    log = engine.store.usage().path
+    assert log is not None
+    adopt(argparse.Namespace(agent=path, namespace="agent:" + old.agent.identity, stash=None, source=None))
+    assert capsys.readouterr().out.endswith(f"(1 recorded requests it had learned as {before} kept)\n")
+    kept = UsageLog(log, model=engine.store.usage().model)
+    assert kept.counts(old.agent.identity) == {ItemKey(ItemKind.TOOL, "t", "s"): 1}
+    assert kept.counts(before) == {}
