@@ -254,12 +254,10 @@ class UsageLog:
         after every record this log wrote or found in its file (read once, in the write's transaction): a
         clock stepped back (a correction, a snapshot restored) must not make the newest records the oldest."""
         if self._latest is None:
-            self._latest = 0.0
-            if db is not None:
-                for kind in KINDS:
-                    row = db.execute(f"SELECT max(at) FROM {kind}").fetchone()
-                    if row and isinstance(row[0], (int, float)) and math.isfinite(row[0]):
-                        self._latest = max(self._latest, float(row[0]))
+            ahead = time.time() + 3e7  # a damaged time about a year ahead or more would stop the clock
+            rows = [db.execute(f"SELECT max(at) FROM {k} WHERE at < ?", (ahead,)).fetchone() for k in KINDS if db]
+            times = [r[0] for r in rows if r and isinstance(r[0], (int, float)) and math.isfinite(r[0])]
+            self._latest = max(map(float, times), default=0.0)
         now = max(time.time(), self._latest + 1e-6)
         self._latest = now + len(keys) * 1e-6
         return {k: now + i * 1e-6 for i, k in enumerate(keys)}

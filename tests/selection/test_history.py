@@ -157,6 +157,17 @@ def test_a_clock_stepped_back_does_not_make_the_newest_records_the_oldest(
         log.record("a", f"new {i}", [ROLLBACK], vector=rng.standard_normal(8))
     kept = [e.hash for e in log.records("a", 1000)[ROLLBACK]]  # newest first
     assert kept == [example_hash(m) for m in ("new 2", "new 1", "new 0", "old 4", "old 3")]
+    if path is not None:  # a damaged time far ahead (a bit flip) does not stop the clock at it
+        import sqlite3
+
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE examples SET at = 1e300 WHERE agent = 'a' AND hash = ?", (example_hash("old 3"),))
+        db.close()
+        log = UsageLog(path)
+        log.record("b", "first", [ROLLBACK], vector=rng.standard_normal(8))
+        log.record("b", "second", [ROLLBACK], vector=rng.standard_normal(8))
+        assert [e.hash for e in log.records("b", 10)[ROLLBACK]] == [example_hash("second"), example_hash("first")]
+        assert all(e.at < real() + 3700 for e in log.records("b", 10)[ROLLBACK])  # after "old 4", not the damage
 
 
 def test_a_vector_of_another_model_is_not_read(tmp_path: Path) -> None:
