@@ -10,12 +10,13 @@ import difflib
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from contextsieve.agent.agent import Agent
+from contextsieve.agent.example_records import Example
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
@@ -341,10 +342,11 @@ def history(args: argparse.Namespace) -> None:
     engine = Engine.from_file(args.agent, registry=AgentRegistry())
     usage = engine.store.usage()
     scope = engine.store.usage_scope
-    examples: dict[ItemKey, int] = {}
-    misses: dict[ItemKey, int] = {}
-    if args.tool is not None or not args.forget:  # what is recorded (forgetting it all needs no look)
-        examples, misses = usage.counts(scope), usage.counts(scope, "misses")
+    recorded: dict[str, dict[ItemKey, Sequence[Example]]] = {kind: {} for kind in KINDS}
+    if args.tool is not None or not args.forget:  # what is recorded, read once (forgetting it all needs no look)
+        recorded = usage.all_records(scope, KEEP_PER_TOOL)
+    examples = {k: len(v) for k, v in recorded["examples"].items()}
+    misses = {k: len(v) for k, v in recorded["misses"].items()}
     tool = None if args.tool is None else history_tool(engine.agent, args.tool, set(examples) | set(misses))
     where = f"{usage.path}" if usage.path is not None else "memory"
     if args.forget:
@@ -352,7 +354,7 @@ def history(args: argparse.Namespace) -> None:
         whose = f"tool {tool}" if tool else f"agent {engine.agent.name!r}"
         print(f"forgot {n} recorded requests of {whose} ({where})")
         return
-    texts = sum(len(v) for kind in KINDS for v in usage.examples(scope, KEEP_PER_TOOL, kind).values())
+    texts = sum(e.text is not None for kind in KINDS for kept in recorded[kind].values() for e in kept)
     kept = f"the text of {texts} recorded requests (kept with --remember-requests)" if texts else "no request text"
     print(f"agent {engine.agent.name!r} ({scope}): history in {where}, holding {kept}")
     for key in sorted(set(examples) | set(misses), key=str):
