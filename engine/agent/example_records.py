@@ -15,13 +15,16 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from contextsieve.agent.stored_vectors import VectorBlock
 
-__all__ = ["Example", "ExampleRecords", "RecordColumns", "stamps", "vector_widths"]
+if TYPE_CHECKING:
+    from contextsieve.agent.items import ItemKey
+
+__all__ = ["Example", "ExampleRecords", "RecordColumns", "keep_range", "stamps", "vector_widths"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,6 +58,10 @@ class Example:
 
     def __hash__(self) -> int:
         return hash((self.hash, self.text, self.at))
+
+    def without_vector(self) -> Example:
+        """This request without its vector (one of another length than the model's: embed its text again)."""
+        return Example(self.hash, self.text, None, self.at)
 
 
 class RecordColumns:
@@ -204,3 +211,19 @@ def vector_widths(recorded: Iterable[Sequence[Example]]) -> Counter[int]:
         else:
             widths.update(e.vector.shape[0] for e in records if e.vector is not None)
     return widths
+
+
+def keep_range(
+    out: dict[ItemKey, Sequence[Example]], key: ItemKey, columns: RecordColumns, start: int, per_tool: int
+) -> None:
+    """Keep the records from ``start`` to the end of ``columns`` as ``key``'s. They are newest first
+    (SQLite's order) unless damaged names or hashes broke it: two stored names read as one key (a byte
+    that is not UTF-8, read replaced), or a hash stored as bytes; then ``key``'s records, with any it
+    already has, are sorted as a log in memory sorts them."""
+    stop = len(columns)
+    if stop == start:
+        return
+    got: Sequence[Example] = ExampleRecords(columns, start, stop)
+    if key in out or not columns.ordered(start, stop):
+        got = tuple(sorted([*out.get(key, ()), *got], key=lambda e: (-e.at, e.hash))[:per_tool])
+    out[key] = got

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from contextsieve.errors import InputError, brief, check_text
 
-__all__ = ["IncludeMode", "ItemKind", "ItemKey", "Rule", "Reference", "Tool", "Item", "NAME_RE"]
+__all__ = ["IncludeMode", "ItemKind", "ItemKey", "Rule", "Reference", "Tool", "Item", "NAME_RE", "tool_key"]
 
 #: Names of rules and references (the reference system enforces the same pattern).
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -98,6 +98,18 @@ class ItemKey(NamedTuple):
 
 
 _ESCAPED = re.compile(r"%(25|3[Aa])")
+
+
+def tool_key(tool: object) -> ItemKey | None:
+    """``tool`` as :meth:`~contextsieve.agent.usage.UsageLog.forget` takes it, as a key (``None`` stays ``None``)."""
+    if isinstance(tool, str):
+        prefix = f"{ItemKind.TOOL.value}:"
+        tool = ItemKey.parse(tool if tool.startswith(prefix) else prefix + tool)
+    if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
+        raise InputError(f"only tools have a history, got {brief(tool)}")
+    if tool is not None:
+        check_text(tool.server + tool.name, f"the tool {brief(str(tool))}")
+    return tool
 
 
 def _escape(part: str) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VectorBlock", "stored_vector", "unit_vector"]
+from contextsieve.errors import InputError
+
+__all__ = ["VectorBlock", "stored_vector", "unit_vector", "checked_unit_vector"]
 
 
 class VectorBlock:
@@ -89,3 +91,15 @@ def unit_vector(vector: np.ndarray) -> np.ndarray:
     """``vector`` as float32 divided by its norm (an :attr:`Example.vector` as a chunk vector)."""
     v = np.asarray(vector).astype(np.float32)
     return v / float(np.linalg.norm(v))
+
+
+def checked_unit_vector(vector: np.ndarray) -> np.ndarray:
+    """``vector`` as a unit float32 vector; :class:`InputError` for all but a finite, non-zero 1-D real one."""
+    raw = np.asarray(vector)
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+        raise InputError(f"an example's vector must be a 1-D array of real numbers, got {raw.ndim}-D {raw.dtype}")
+    v = raw.astype(np.float32)
+    norm = float(np.linalg.norm(v))
+    if not v.size or not np.isfinite(v).all() or norm == 0.0:
+        raise InputError("an example's vector must be a finite, non-zero vector")
+    return unit_vector(v)

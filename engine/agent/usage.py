@@ -17,7 +17,7 @@ made it), **not the user's words**; the request's text is kept too only with ``r
 Bounded: at most :data:`KEEP_PER_TOOL` records per tool and kind (the oldest go first) and
 :data:`KEEP_PER_AGENT` per agent. One SQLite file in WAL mode, safe for several processes; one
 transaction per record. ``contextsieve history AGENT --forget`` (:meth:`UsageLog.forget`) deletes an
-agent's history. An agent made in code keeps its history in memory unless asked
+agent's history (``agent:<identity>`` for one whose file is gone: ``contextsieve history`` lists them). An agent made in code keeps its history in memory unless asked
 (``Engine(history=True)``: then its name is its identity).
 """
 
@@ -32,12 +32,13 @@ import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from contextsieve.agent.example_records import Example, ExampleRecords, RecordColumns
-from contextsieve.agent.items import ItemKey, ItemKind
-from contextsieve.agent.stored_vectors import VectorBlock, unit_vector
+from contextsieve.agent.example_records import Example, RecordColumns, keep_range
+from contextsieve.agent.items import ItemKey, ItemKind, tool_key
+from contextsieve.agent.stored_vectors import VectorBlock, checked_unit_vector
 from contextsieve.agent.usage_file import KINDS, add_vectors, another_schema, tables
 from contextsieve.agent.usage_file import columns as table_columns
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
@@ -54,6 +55,7 @@ from contextsieve.retrieval.cache import (
 
 __all__ = [
     "UsageLog",
+    "Tally",
     "example_hash",
     "MAX_EXAMPLE_CHARS",
     "KEEP_PER_TOOL",
@@ -78,6 +80,15 @@ def example_text(message: str) -> str:
 def example_hash(message: str) -> str:
     """The identity of ``message`` as an example in a log (:attr:`Example.hash`)."""
     return text_key(example_text(message))
+
+
+class Tally(NamedTuple):
+    """What a usage log holds of one tool of one agent, whatever model made it (:meth:`UsageLog.tally`)."""
+
+    examples: int
+    misses: int
+    texts: int  #: records that keep the request's text
+    newest: float  #: the newest record's time, in seconds since the epoch
 
 
 class UsageLog:
@@ -193,7 +204,7 @@ class UsageLog:
             check_text(k.server + k.name, f"the tool {brief(str(k))}")
         text = example_text(message)
         h = example_hash(message)
-        vec = _unit(vector) if vector is not None else None
+        vec = checked_unit_vector(vector) if vector is not None else None
         if self.persistent and vec is None and not self.keep_text:
             raise InputError("a usage log that keeps no text needs the request's vector")
         if not self.persistent:
@@ -298,7 +309,7 @@ class UsageLog:
                 for (c, a, k), kept in self._memory.items():
                     if a == agent and c in outs:
                         fits = [
-                            e if e.vector is None or dim is None or e.vector.shape[0] == dim else _unkept(e)
+                            e if e.vector is None or dim is None or e.vector.shape[0] == dim else e.without_vector()
                             for e in kept.values()
                         ]
                         fits = [e for e in fits if e.vector is not None or e.text is not None]
@@ -378,7 +389,7 @@ class UsageLog:
         for server, name, h, message, at, blob, model in rows:
             if (server, name) != tool:  # a tool's records are together: its range of the columns ends
                 if key is not None:
-                    _keep(out, key, columns, start, per_tool)
+                    keep_range(out, key, columns, start, per_tool)
                 tool, key, start = (server, name), ItemKey(ItemKind.TOOL, str(name), str(server)), len(columns)
                 earlier = len(out.get(key, ()))  # a damaged name may read as another's: one tool, two ranges
             assert key is not None
@@ -395,7 +406,7 @@ class UsageLog:
                 continue  # a vector of another model, and no text to embed again
             columns.add(str(h), message, vec, float(at))
         if key is not None:
-            _keep(out, key, columns, start, per_tool)
+            keep_range(out, key, columns, start, per_tool)
         return damaged
 
     def examples(self, agent: str, per_tool: int, kind: str = "examples") -> dict[ItemKey, tuple[str, ...]]:
@@ -408,6 +419,36 @@ class UsageLog:
         """How many examples (or misses) of each tool ``agent``'s log holds."""
         return {k: len(v) for k, v in self.records(agent, KEEP_PER_TOOL, kind).items()}
 
+    def tally(self) -> dict[str, dict[ItemKey, Tally]]:
+        """What the log holds, per agent (the scope its records are kept under) and tool, counted whatever
+        model made the records; a log that does not exist holds nothing (and is not created). What
+        ``contextsieve history`` lists, an agent whose file is gone included."""
+        rows: list[tuple[Any, ...]] = []
+        if not self.persistent:
+            with self._lock:
+                for (c, a, k), v in self._memory.items():
+                    got = list(v.values())
+                    texts = sum(e.text is not None for e in got)
+                    rows += [(c, a, k.server, k.name, len(got), texts, max(e.at for e in got))] if got else []
+        else:
+            with self._guard() as db:
+                if db is not None:
+                    db.text_factory = _lenient_text  # a damaged byte in a name is read, replaced
+                    try:
+                        for t in KINDS:
+                            each = "agent, server, tool, count(*), count(message), max(at)"
+                            rows += [(t, *r) for r in db.execute(f"SELECT {each} FROM {t} GROUP BY 1, 2, 3")]
+                    finally:
+                        db.text_factory = str
+        out: dict[str, dict[ItemKey, Tally]] = {}
+        for kind, agent, server, name, n, texts, newest in rows:
+            key, mine = ItemKey(ItemKind.TOOL, str(name), str(server)), out.setdefault(str(agent), {})
+            was = mine.get(key, Tally(0, 0, 0, 0.0))
+            at = float(newest) if isinstance(newest, (int, float)) and math.isfinite(newest) else 0.0
+            n_ex, n_miss = (int(n), 0) if kind == "examples" else (0, int(n))
+            mine[key] = Tally(was.examples + n_ex, was.misses + n_miss, was.texts + int(texts), max(was.newest, at))
+        return out
+
     def forget(self, agent: str, tool: ItemKey | str | None = None, kind: str | None = "examples") -> int:
         """Delete the examples (or misses; ``kind=None``: both) of one tool (an :class:`ItemKey`,
         ``"tool:SERVER:NAME"`` or ``"SERVER:NAME"``; ``None``: all of ``agent``'s); returns how many were
@@ -416,7 +457,7 @@ class UsageLog:
         write-ahead log is emptied when no other process reads it at that moment (else at its next
         checkpoint), so their words and digests do not stay on disk."""
         _agent_name(agent)
-        tool = _tool_key(tool)
+        tool = tool_key(tool)
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
             _kind(k)
@@ -477,25 +518,30 @@ class UsageLog:
                 counts[agent] = int(row[0]) if row else 0
             return counts[agent]
 
-    def rescope(self, old: str, new: str) -> int:
+    def rescope(self, old: str, new: str, *, keep: bool = False) -> int:
         """Move every example and miss kept under the scope ``old`` to ``new`` (an agent whose examples
-        were kept under its file's path, now under its identity); returns how many moved. Nothing is
-        created: a log that does not exist has nothing to move."""
+        were kept under its file's path, now under its identity), or copy them with ``keep`` (default
+        ``False``); returns how many moved. Nothing is created: a log that does not exist has nothing to move."""
         if old == new:
             return 0
         if not self.persistent:
             with self._lock:
                 moved = [k for k in self._memory if k[1] == old]
                 for k in moved:
-                    self._memory.setdefault((k[0], new, k[2]), {}).update(self._memory.pop(k))
+                    got = self._memory[k] if keep else self._memory.pop(k)
+                    self._memory.setdefault((k[0], new, k[2]), {}).update(got)
             return len(moved)
         with self._guard() as db:
             if db is None:
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
-                n = 0
+                n, cols = 0, "server, tool, hash, message, at, vector, model"
                 for kind in KINDS:
+                    if keep:
+                        cp = f"INSERT OR IGNORE INTO {kind} (agent, {cols}) SELECT ?, {cols} FROM {kind} WHERE agent=?"
+                        n += db.execute(cp, (new, old)).rowcount
+                        continue
                     n += db.execute(f"UPDATE OR IGNORE {kind} SET agent = ? WHERE agent = ?", (new, old)).rowcount
                     db.execute(f"DELETE FROM {kind} WHERE agent = ?", (old,))  # kept under ``new`` already
                 db.execute("COMMIT")
@@ -530,54 +576,9 @@ def _advice(error: Exception) -> str:
     return f"; {_START_ANEW}" if damaged(error) else ""
 
 
-def _tool_key(tool: object) -> ItemKey | None:
-    """``tool`` as :meth:`UsageLog.forget` takes it, as a key (``None`` stays ``None``)."""
-    if isinstance(tool, str):
-        prefix = f"{ItemKind.TOOL.value}:"
-        tool = ItemKey.parse(tool if tool.startswith(prefix) else prefix + tool)
-    if tool is not None and (not isinstance(tool, ItemKey) or tool.kind is not ItemKind.TOOL):
-        raise InputError(f"only tools have a history, got {brief(tool)}")
-    if tool is not None:
-        check_text(tool.server + tool.name, f"the tool {brief(str(tool))}")
-    return tool
-
-
-def _keep(
-    out: dict[ItemKey, Sequence[Example]], key: ItemKey, columns: RecordColumns, start: int, per_tool: int
-) -> None:
-    """Keep the records from ``start`` to the end of ``columns`` as ``key``'s. They are newest first
-    (SQLite's order) unless damaged names or hashes broke it: two stored names read as one key (a byte
-    that is not UTF-8, read replaced), or a hash stored as bytes; then ``key``'s records, with any it
-    already has, are sorted as a log in memory sorts them."""
-    stop = len(columns)
-    if stop == start:
-        return
-    got: Sequence[Example] = ExampleRecords(columns, start, stop)
-    if key in out or not columns.ordered(start, stop):
-        got = tuple(sorted([*out.get(key, ()), *got], key=lambda e: (-e.at, e.hash))[:per_tool])
-    out[key] = got
-
-
-def _unkept(e: Example) -> Example:
-    """``e`` without its vector (one of another length than the model's: embed its text again)."""
-    return Example(e.hash, e.text, None, e.at)
-
-
 def _lenient_text(raw: bytes) -> str:
     """A stored text whose bytes are not all UTF-8, read with the damaged bytes replaced."""
     return raw.decode("utf-8", "replace")
-
-
-def _unit(vector: np.ndarray) -> np.ndarray:
-    """``vector`` as a unit float32 vector; :class:`InputError` for all but a finite, non-zero 1-D real one."""
-    raw = np.asarray(vector)
-    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
-        raise InputError(f"an example's vector must be a 1-D array of real numbers, got {raw.ndim}-D {raw.dtype}")
-    v = raw.astype(np.float32)
-    norm = float(np.linalg.norm(v))
-    if not v.size or not np.isfinite(v).all() or norm == 0.0:
-        raise InputError("an example's vector must be a finite, non-zero vector")
-    return unit_vector(v)
 
 
 def _agent_name(agent: object) -> str:

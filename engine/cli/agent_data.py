@@ -20,7 +20,7 @@ from contextsieve.agent.example_records import Example
 from contextsieve.agent.identity import AgentPrint, AgentRecord, declared_id, similarity
 from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
-from contextsieve.agent.usage import KEEP_PER_TOOL
+from contextsieve.agent.usage import KEEP_PER_TOOL, UsageLog
 from contextsieve.agent.usage_file import KINDS
 from contextsieve.engine import Engine
 from contextsieve.errors import (
@@ -30,8 +30,9 @@ from contextsieve.errors import (
     StashError,
     StashNotFoundError,
     brief,
+    check_text,
 )
-from contextsieve.fileio import DATA_ENV
+from contextsieve.fileio import DATA_ENV, default_data_dir
 from contextsieve.retrieval.cache import read_only
 from contextsieve.stash.store import StashStore
 
@@ -42,6 +43,8 @@ __all__ = [
     "candidates",
     "default_store",
     "history",
+    "history_agents",
+    "history_of",
     "history_tool",
     "make_stash_folder",
     "namespaces",
@@ -283,7 +286,7 @@ def adopt(args: argparse.Namespace) -> None:
     and its tools' names come with it). Any other namespace, or any namespace for a file that declares
     its ``id``: its segments go into the agent's namespace of the agent's store (STORE, default: its
     default store), renamed in one transaction when they are in that store, else copied from SOURCE
-    (left as it was)."""
+    (left as it was); for an agent namespace, the examples learned under it are moved or copied alike."""
     registry = AgentRegistry()
     engine = Engine.from_file(args.agent, registry=registry)
     agent = engine.agent
@@ -317,29 +320,52 @@ def adopt(args: argparse.Namespace) -> None:
         return
     location = args.stash or str(default_store(registry, agent.identity))
     mine = AGENT_PREFIX + agent.identity
+    copied = args.source is not None and args.source != location
+    # an agent's namespace: what that agent learned comes along, even with nothing stashed
+    learned = identity is not None and identity in engine.store.usage().tally()
     with StashStore.open(location, engine.embedder, create=args.stash is None) as store:
-        if args.source is None or args.source == location:
-            if not any(n.name == target and n.segments for n in store.namespaces()):
-                raise InputError(f"{location} holds no segments under {brief(target)}")
-            n = store.rename_namespace(target, mine)
-            done = f"moved {n} segments of {target} into {mine} ({location})"
-        else:
-            from contextsieve.stash.transfer import migrate
+        held = store if not copied else StashStore.open(args.source, engine.embedder, create=False)
+        try:
+            if not any(n.name == target and n.segments for n in held.namespaces()):
+                if not learned:
+                    raise InputError(f"{args.source if copied else location} holds no segments under {brief(target)}")
+                done = f"no segments of {target} to bring ({args.source if copied else location})"
+            elif not copied:
+                n = store.rename_namespace(target, mine)
+                done = f"moved {n} segments of {target} into {mine} ({location})"
+            else:
+                from contextsieve.stash.transfer import migrate
 
-            with StashStore.open(args.source, engine.embedder, create=False) as source:
-                if not any(n.name == target and n.segments for n in source.namespaces()):
-                    raise InputError(f"{args.source} holds no segments under {brief(target)}")
-                r = migrate(source, store, session=target, into=mine, show_progress=True)
-            done = f"copied {r.written} segments of {target} in {args.source} into {mine} ({location})"
+                r = migrate(held, store, session=target, into=mine, show_progress=True)
+                done = f"copied {r.written} segments of {target} in {args.source} into {mine} ({location})"
+        finally:
+            if held is not store:
+                held.close()
         keep_in_store(agent, store)
+    if identity is not None:
+        n = engine.store.usage().rescope(identity, agent.identity, keep=copied)
+        done += f"; {n} recorded requests it had learned {'copied' if copied else 'moved'} too" if n else ""
     print(f"{done}, agent {agent.name!r}")
 
 
 def history(args: argparse.Namespace) -> None:
-    """``contextsieve history AGENT [--forget] [--tool TOOL]``: what learning from use keeps for the agent
+    """``contextsieve history [AGENT] [--forget] [--tool TOOL]``: what learning from use keeps for the agent
     (per tool: examples and misses) and where; ``--forget`` deletes it (one tool's with ``--tool``: a tool
-    of the agent, or one its history holds records of, named as by :func:`history_tool`)."""
-    engine = Engine.from_file(args.agent, registry=AgentRegistry())
+    of the agent, or one its history holds records of, named as by :func:`history_tool`). AGENT is an agent
+    file, or ``agent:<identity>`` for an agent whose file is gone (:func:`history_of`); without it, every
+    agent the history holds records of is listed (:func:`history_agents`)."""
+    if args.agent is None:
+        if args.forget or args.tool is not None:
+            raise InputError(
+                "name the agent: an agent file, or agent:<identity> for one whose file is gone (`contextsieve "
+                "history` lists the agents the history holds records of)"
+            )
+        history_agents()
+        return
+    if args.agent.startswith(AGENT_PREFIX) and not os.path.lexists(args.agent):
+        history_of(args.agent[len(AGENT_PREFIX) :], args.tool, forget=args.forget)
+        return
+    engine = Engine.from_file(Path(args.agent), registry=AgentRegistry())
     usage = engine.store.usage()
     scope = engine.store.usage_scope
     recorded: dict[str, dict[ItemKey, Sequence[Example]]] = {kind: {} for kind in KINDS}
@@ -355,11 +381,108 @@ def history(args: argparse.Namespace) -> None:
         print(f"forgot {n} recorded requests of {whose} ({where})")
         return
     texts = sum(e.text is not None for kind in KINDS for kept in recorded[kind].values() for e in kept)
+    _print_history(f"agent {engine.agent.name!r} ({scope})", where, texts, tool, examples, misses)
+
+
+def _print_history(
+    whose: str, where: str, texts: int, tool: ItemKey | None, examples: dict[ItemKey, int], misses: dict[ItemKey, int]
+) -> None:
     kept = f"the text of {texts} recorded requests (kept with --remember-requests)" if texts else "no request text"
-    print(f"agent {engine.agent.name!r} ({scope}): history in {where}, holding {kept}")
+    print(f"{whose}: history in {where}, holding {kept}")
     for key in sorted(set(examples) | set(misses), key=str):
         if tool is None or key == tool:
             print(f"{key}\t{examples.get(key, 0)} examples\t{misses.get(key, 0)} misses")
+
+
+def _history_log() -> UsageLog:
+    """The data folder's history file (``history.sqlite``), as every engine of it keeps it."""
+    from contextsieve.engine import HISTORY_FILE
+
+    return UsageLog(default_data_dir() / HISTORY_FILE)
+
+
+def _last_records() -> dict[str, AgentRecord]:
+    """The agent registry's latest record of each identity (none, with a line on stderr, when it cannot
+    be read)."""
+    known: dict[str, AgentRecord] = {}
+    try:
+        for r in AgentRegistry().records():
+            if r.identity not in known or r.last_used > known[r.identity].last_used:
+                known[r.identity] = r
+    except AgentRegistryError as e:
+        print_notes([f"{e}; the agents' files are not named"])
+    return known
+
+
+def _whose(identity: str, known: dict[str, AgentRecord]) -> str:
+    """Who ``identity`` is by the agent registry: its name and file, and whether the file is gone."""
+    r = known.get(identity)
+    if r is None:
+        return "no agent file known (an agent made in code, or one of another data folder's registry)"
+    gone = "" if os.path.lexists(r.print.source) else " (the file is gone)"
+    return f"agent {brief(r.print.name)} at {r.print.source}{gone}"
+
+
+def history_agents() -> None:
+    """``contextsieve history``: every agent the data folder's history holds records of, whatever model
+    made them, with what the agent registry knows of it (its name and file, and whether the file is gone),
+    so that the history of an agent whose file was deleted can be named and forgotten."""
+    log = _history_log()
+    held = log.tally()
+    if not held:
+        print(f"no agent has a history in {log.path}")
+        return
+    known = _last_records()
+    print(f"history in {log.path}: {len(held)} agent{'s' if len(held) != 1 else ''}")
+    for scope in sorted(held):
+        tools = held[scope].values()
+        examples, misses = sum(t.examples for t in tools), sum(t.misses for t in tools)
+        last = datetime.fromtimestamp(max(t.newest for t in tools)).date().isoformat()
+        line = f"{AGENT_PREFIX}{scope}\t{examples} examples\t{misses} misses\tlast {last}\t{_whose(scope, known)}"
+        print(line)
+    print("contextsieve history agent:<identity> [--forget] shows (or forgets) one agent's")
+
+
+def history_of(identity: str, tool_text: str | None, *, forget: bool) -> None:
+    """``contextsieve history agent:<identity> [--forget] [--tool TOOL]``: an agent's history named by the
+    identity it is kept under (``contextsieve history`` lists them), for an agent whose file is gone. TOOL
+    is ``SERVER:TOOL``, ``tool:SERVER:TOOL`` or a name the agent's tools were offered under, of a tool the
+    history holds records of. :class:`InputError` for an identity the history holds nothing of (with the
+    likely one), or such a tool."""
+    check_text(identity, "the identity")
+    log = _history_log()
+    everyone = log.tally()
+    held = everyone.get(identity, {})
+    if not held:
+        close = difflib.get_close_matches(identity, list(everyone), n=1)
+        hint = f" (did you mean {AGENT_PREFIX}{close[0]}?)" if close else ""
+        raise InputError(
+            f"the history {log.path} holds no records of {brief(AGENT_PREFIX + identity)}{hint}; "
+            "`contextsieve history` lists the agents it holds"
+        )
+    tool = None
+    if tool_text is not None:
+        try:
+            offered = {name: key for key, name in AgentRegistry().given_names(identity).items()}
+        except AgentRegistryError:
+            offered = {}
+        tool = _recorded_key(tool_text, offered.get) if tool_text.strip() else None
+        if tool is None or tool not in held:
+            close = difflib.get_close_matches(tool_text, [f"{k.server}:{k.name}" for k in held] + list(offered), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(
+                f"--tool {brief(tool_text)}: the history of {brief(AGENT_PREFIX + identity)} holds no records of "
+                f"such a tool{hint}; name it as SERVER:TOOL or by the name offered to the model (SERVER_TOOL)"
+            )
+    whose = f"{AGENT_PREFIX}{identity}" if tool is None else f"tool {tool} of {AGENT_PREFIX}{identity}"
+    if forget:
+        print(f"forgot {log.forget(identity, tool, None)} recorded requests of {whose} ({log.path})")
+        return
+    texts = sum(t.texts for k, t in held.items() if tool is None or k == tool)
+    whose = f"{AGENT_PREFIX}{identity}, {_whose(identity, _last_records())}"
+    examples = {k: t.examples for k, t in held.items() if t.examples}
+    misses = {k: t.misses for k, t in held.items() if t.misses}
+    _print_history(whose, str(log.path), texts, tool, examples, misses)
 
 
 def history_tool(agent: Agent, text: str, recorded: set[ItemKey]) -> ItemKey:
@@ -376,7 +499,7 @@ def history_tool(agent: Agent, text: str, recorded: set[ItemKey]) -> ItemKey:
         return tool_keys(agent, [text], "--tool")[0]
     except ContextSieveError:
         pass
-    key = _recorded_key(agent, text)
+    key = _recorded_key(text, agent.tool_names().gone)
     if key is not None and key in recorded:
         return key
     named = [f"{t.key.server}:{t.key.name}" for t in agent.tools] + list(agent.tool_names())
@@ -389,13 +512,14 @@ def history_tool(agent: Agent, text: str, recorded: set[ItemKey]) -> ItemKey:
     )
 
 
-def _recorded_key(agent: Agent, text: str) -> ItemKey | None:
-    """The tool key ``text`` names in the forms :func:`history_tool` reads, when it is one (a name once
-    offered for a tool the agent no longer has included), whether or not the agent has that tool."""
+def _recorded_key(text: str, offered: Callable[[str], ItemKey | None]) -> ItemKey | None:
+    """The tool key ``text`` names in the forms :func:`history_tool` reads, when it is one: ``offered``
+    gives the tool a name was offered under (a tool the agent no longer has included), whether or not
+    the agent has that tool."""
     from contextsieve.agent.items import ItemKind
 
     if ":" not in text:
-        return agent.tool_names().gone(text)
+        return offered(text)
     if text.count(":") == 1 and text.split(":")[0] not in {k.value for k in ItemKind}:
         text = "tool:" + text
     try:

@@ -260,7 +260,12 @@ def _add_history_command(sub: _Commands) -> None:
         help="what learning from use keeps for an agent (examples and misses per tool, kept as vectors unless "
         "--remember-requests kept the text too), and --forget to delete it",
     )
-    h.add_argument("agent", type=Path)
+    h.add_argument(
+        "agent",
+        nargs="?",
+        help="an agent file, or agent:<identity> (an agent whose file is gone); none: list every agent the "
+        "history holds records of, with its file",
+    )
     h.add_argument("--forget", action="store_true", help="delete the agent's recorded requests")
     h.add_argument(
         "--tool",

@@ -419,3 +419,44 @@ def test_adopt_brings_what_the_agent_learned(
     kept = UsageLog(log, model=engine.store.usage().model)
     assert kept.counts(old.agent.identity) == {ItemKey(ItemKind.TOOL, "t", "s"): 1}
     assert kept.counts(before) == {}
+
+
+def test_adopt_into_a_declared_id_brings_what_the_agent_learned_before(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    int8,  # noqa: ANN001
+) -> None:
+    """Issue (a hostile probe): an agent file that gained an `id:` left the examples it had learned under its
+    earlier identity there, and `stash adopt AGENT agent:OLD` (the command `serve` names) brought its stash
+    only, or refused when it had stashed nothing. The learned examples come too: moved from the history,
+    or copied with the segments `--from` another store (the source left as it was)."""
+    import argparse
+
+    from contextsieve.agent.usage import UsageLog
+    from contextsieve.cli.agent_data import adopt
+    from contextsieve.stash.store import StashStore
+
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(tmp_path / "data"))
+    t = ItemKey(ItemKind.TOOL, "t", "s")
+    olds = []
+    for folder in ("moved", "copied"):
+        path = write_agent(tmp_path / folder / "agent.yaml", name=f"{folder}-desk")
+        engine = Engine.from_file(path, embedder=int8, cache_dir=False)
+        engine.agent.add_server(McpServer("s"))
+        engine.agent.upsert(_tool("s", "t"))
+        engine.record_tool_calls("book a train to Lyon", ["s:t"])
+        olds.append((path, engine.agent.identity))
+    store = tmp_path / "old.db"
+    with StashStore.open(str(store), int8) as s:
+        s.stash(["Maya: I moved to Lisbon in May."], session="agent:" + olds[1][1])
+    log = UsageLog(tmp_path / "data" / "history.sqlite", model=engine.store.usage().model)
+    for (path, old), source in zip(olds, (None, str(store))):
+        path.write_text(path.read_text() + f"id: {path.parent.name}-prod\n")
+        adopt(argparse.Namespace(agent=path, namespace="agent:" + old, stash=None, source=source))
+        out = capsys.readouterr().out
+        verb = "copied" if source else "moved"
+        assert f"; 1 recorded requests it had learned {verb} too, agent " in out, out
+        assert out.startswith("copied 1 segments of" if source else f"no segments of agent:{old} to bring"), out
+        assert log.counts(f"{path.parent.name}-prod") == {t: 1}
+        assert log.counts(old) == ({t: 1} if source else {})

@@ -167,6 +167,49 @@ def test_history_says_whether_the_file_holds_request_text(
     assert head.endswith(", holding the text of 1 recorded requests (kept with --remember-requests)"), head
 
 
+def test_the_history_of_an_agent_whose_file_is_gone_is_listed_and_forgotten_by_identity(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue (a hostile probe): the history of a deleted agent file stayed in history.sqlite with no command
+    to name it (`contextsieve history` took an agent file), so it could not be forgotten. `history` alone
+    lists every agent the file holds records of, with its file, and `history agent:<identity>` shows or
+    forgets one; another agent's history is untouched, and a wrong identity or tool forgets nothing."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    gone = _agent_file(tmp_path / "a" / "agent.yaml", {"ops": ["rollback"], "ci": ["rerun"]})
+    _record(gone, {"undo the checkout deploy": "ops:rollback", "rerun the release pipeline": "ci:rerun"})
+    kept = _agent_file(tmp_path / "b" / "agent.yaml", {"ops": ["rollback"]})
+    kept.write_text(kept.read_text().replace("ops-desk", "night-desk"))
+    _record(kept, {"roll the deploy back": "ops:rollback"})
+    ids = {p: Engine.from_file(p, registry=AgentRegistry()).agent.identity for p in (gone, kept)}
+    assert len(set(ids.values())) == 2
+    capsys.readouterr()
+    gone.unlink()
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"history in {data / 'history.sqlite'}: 2 agents", out
+    lines = {line.split("\t")[0]: line.split("\t")[1:] for line in out[1:-1]}
+    assert lines[f"agent:{ids[gone]}"][:2] == ["2 examples", "0 misses"]
+    assert lines[f"agent:{ids[gone]}"][3] == f"agent 'ops-desk' at {gone.resolve()} (the file is gone)"
+    assert lines[f"agent:{ids[kept]}"][3] == f"agent 'night-desk' at {kept.resolve()}"
+    assert main(["history", f"agent:{ids[gone]}"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "tool:ci:rerun\t1 examples\t0 misses",
+        "tool:ops:rollback\t1 examples\t0 misses",
+    ]
+    for wrong in ([f"agent:{ids[gone]}x", "--forget"], [f"agent:{ids[gone]}", "--forget", "--tool", "ci:deploy"]):
+        assert main(["history", *wrong]) == 1
+        assert "holds no records of" in capsys.readouterr().err
+    assert main(["history", "--forget"]) == 1  # forgetting needs an agent named
+    assert "name the agent" in capsys.readouterr().err
+    assert main(["history", f"agent:{ids[gone]}", "--forget", "--tool", "ci:rerun"]) == 0
+    assert main(["history", f"agent:{ids[gone]}", "--forget"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith(f"forgot 1 recorded requests of agent:{ids[gone]} (")
+    assert main(["history"]) == 0
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()[1:-1]] == [f"agent:{ids[kept]}"]
+    assert _history(kept, capsys) == ["tool:ops:rollback\t1 examples\t0 misses"]
+
+
 # -- files named on the command line ------------------------------------------------------------------------
 
 

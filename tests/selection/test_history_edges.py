@@ -9,6 +9,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -417,3 +418,30 @@ def test_a_file_of_another_program_is_refused_unchanged(tmp_path: Path) -> None:
         )
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.sqlite"]
+
+
+def test_the_tally_counts_each_agent_and_tool_in_a_file_as_in_memory(tmp_path: Path) -> None:
+    """``UsageLog.tally`` (what ``contextsieve history`` lists) counts, per agent and tool, the examples, the
+    misses, the records that keep text and the newest time, whatever model made them, in a file as in
+    memory; a file that does not exist holds nothing and is not made. ``rescope(keep=True)`` copies."""
+    deploy = ItemKey(ItemKind.TOOL, "deploy_service", "ops")
+    path = tmp_path / "data" / "history.sqlite"
+    assert UsageLog(path).tally() == {} and not path.exists()
+    v = np.ones(8, dtype=np.float32)
+    logs = [UsageLog(path, keep_text=True, model="m"), UsageLog()]
+    for log in logs:
+        log.record("desk", "where is my parcel", [PARCEL], vector=v)
+        log.record("desk", "ship it", [deploy], vector=v)
+        log.record("desk", "where is my parcel", [deploy], "misses", vector=v)
+        log.record("night", "deploy the fix", [deploy], vector=v)
+    UsageLog(path, model="other").record("desk", "undo it", [deploy], vector=v)  # another model, no text
+    file, memory = logs[0].tally(), logs[1].tally()
+    assert set(file) == set(memory) == {"desk", "night"}
+    assert {k: t[:3] for k, t in memory["desk"].items()} == {PARCEL: (1, 0, 1), deploy: (1, 1, 2)}
+    assert {k: t[:3] for k, t in file["desk"].items()} == {PARCEL: (1, 0, 1), deploy: (2, 1, 2)}
+    assert file["night"][deploy][:3] == memory["night"][deploy][:3] == (1, 0, 1)
+    assert file["desk"][deploy].newest >= file["desk"][PARCEL].newest > 0
+    for log in logs:
+        assert log.rescope("night", "day", keep=True) == 1
+        assert set(log.tally()) == {"desk", "night", "day"}
+        assert log.counts("day") == log.counts("night") == {deploy: 1}
