@@ -17,8 +17,8 @@ made it), **not the user's words**; the request's text is kept too only with ``r
 Bounded: at most :data:`KEEP_PER_TOOL` records per tool and kind (the oldest go first) and
 :data:`KEEP_PER_AGENT` per agent. One SQLite file in WAL mode, safe for several processes; one
 transaction per record. ``contextsieve history AGENT --forget`` (:meth:`UsageLog.forget`) deletes an
-agent's history (``agent:<identity>`` for one whose file is gone: ``contextsieve history`` lists them). An agent made in code keeps its history in memory unless asked
-(``Engine(history=True)``: then its name is its identity).
+agent's history (AGENT ``agent:<identity>`` when its file is gone: ``contextsieve history`` lists them).
+An agent made in code keeps its history in memory unless asked (``Engine(history=True)``: by its name).
 """
 
 from __future__ import annotations
