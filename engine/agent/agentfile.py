@@ -104,6 +104,12 @@ def load_agent(path: str | Path, *, tools: Mapping[str, list[dict[str, Any]]] | 
                     return _from_document(read_yaml(path / name), path / name, tools)
             if (path / "tsagent.json").is_file():
                 return _load_legacy(path, tools)
+            for name in ("tsagent.yaml", "tsagent.yml", "tsagent.json"):  # one there that cannot be read as a file
+                found = path / name
+                if found.is_symlink() and not found.exists():
+                    raise AgentFileError(f"{found}: a link that leads to no file (a loop, or its target is gone)")
+                if found.exists():
+                    raise AgentFileError(f"{found}: not a regular file")
             raise AgentFileError(f"{path}: no tsagent.yaml, tsagent.yml or tsagent.json in this folder")
         if not path.is_file():
             missing = not path.exists() and not path.is_symlink()

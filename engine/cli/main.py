@@ -422,6 +422,9 @@ def _seconds(text: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 a contextsieve error, 2 usage)."""
     args = _parser().parse_args(argv)
+    if sys.stdout is None:  # started with its standard output closed (`>&-`): what it prints would be lost
+        print("contextsieve: error: standard output is closed, so nothing could be printed", file=sys.stderr)
+        return 1
     from contextsieve.progress import to_stderr
 
     _text_everywhere()

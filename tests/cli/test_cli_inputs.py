@@ -299,6 +299,47 @@ def test_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
         assert done.stderr == f"contextsieve: error: {what} {fifo} is a FIFO (named pipe), not a regular file\n"
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_an_agent_folder_whose_file_is_a_fifo_or_a_link_loop_says_so(tmp_path: Path) -> None:
+    """Issue (a hostile probe): an agent folder whose tsagent.yaml is a FIFO, a folder, a link loop or a
+    link to nothing was reported as holding no agent file; each is named now, and the FIFO is not opened."""
+    cases: dict[str, str] = {}
+    for name, how in (("fifo", "not a regular file"), ("folder", "not a regular file"), ("loop", "loop")):
+        folder = tmp_path / name
+        folder.mkdir()
+        if name == "fifo":
+            os.mkfifo(folder / "tsagent.yaml")
+        elif name == "folder":
+            (folder / "tsagent.yml").mkdir()
+        else:
+            (folder / "tsagent.yaml").symlink_to(folder / "other")
+            (folder / "other").symlink_to(folder / "tsagent.yaml")
+        cases[str(folder)] = how
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "tsagent.json").symlink_to(tmp_path / "nowhere")
+    cases[str(tmp_path / "gone")] = "gone"
+    for folder, how in cases.items():
+        done = _run("tools", folder)
+        assert (done.returncode, done.stdout) == (1, ""), folder
+        named = next(p for p in Path(folder).iterdir() if p.name.startswith("tsagent"))
+        if how in ("loop", "gone"):
+            want = f"{named}: a link that leads to no file (a loop, or its target is gone)"
+        else:
+            want = f"{named}: {how}"
+        assert done.stderr == f"contextsieve: error: {want}\n", done.stderr
+
+
+def test_a_command_started_with_its_output_closed_fails_and_says_so() -> None:
+    """Issue (a hostile probe): `contextsieve eval ... >&-` exited 0 with every line lost (Python sets a
+    closed standard output to None, and print writes nowhere)."""
+    shell = 'exec "$0" -m contextsieve tools "$1" >&-'
+    done = subprocess.run(
+        ["sh", "-c", shell, sys.executable, AGENT], capture_output=False, stderr=subprocess.PIPE, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr == "contextsieve: error: standard output is closed, so nothing could be printed\n"
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_an_endless_device_or_stdin_is_not_read_whole() -> None:
     """Issue: `--tools /dev/zero` and `--message-file /dev/zero` grew to GBs of memory."""
