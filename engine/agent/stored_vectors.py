@@ -1,13 +1,23 @@
 """The vectors a usage log keeps (:mod:`contextsieve.agent.usage`): float16 as its file holds them, each
-distinct one once per read as a row of one matrix, and made unit float32 vectors for scoring."""
+distinct one once per read as a row of one matrix, and made unit float32 vectors for scoring.
+
+A record's vector is written with a check (:func:`stored_blob`): its float16 values, a marker byte and
+the CRC-32 of the request's hash and the values. A bit flipped in either then reads as a damaged record
+(left out, with a warning), not as another valid vector. A vector written before the check (float16
+values only: an even number of bytes, where a checked one has an odd number) is read as it is."""
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
 from contextsieve.errors import InputError
 
-__all__ = ["VectorBlock", "stored_vector", "unit_vector", "checked_unit_vector"]
+__all__ = ["VectorBlock", "stored_blob", "stored_vector", "unit_vector", "checked_unit_vector"]
+
+#: The byte after a checked vector's values (then its CRC-32, 4 bytes little-endian).
+CHECKED = b"\x01"
 
 
 class VectorBlock:
@@ -39,12 +49,15 @@ class VectorBlock:
         ``int``), or the vector itself when it is no row (another length, or past ``upper``); ``None``
         when it is none. The same row for the same request (``key``, its hash) with the same bytes."""
         assert self.seen is not None, "the read is done"
+        raw = _values(blob, key)
+        if raw is None:
+            return None
         got = self.seen.get(key)
-        if got is not None and isinstance(blob, bytes):
+        if got is not None:
             kept = self.row(got) if isinstance(got, int) else got
-            if kept.tobytes() == blob:
+            if kept.tobytes() == raw:
                 return got
-        v = stored_vector(blob, self.dim)
+        v = _vector(raw, self.dim)
         if v is None:
             return None
         if self.matrix is None and self.filled < self.upper:
@@ -75,13 +88,39 @@ class VectorBlock:
             self.matrix.flags.writeable = False
 
 
-def stored_vector(blob: object, dim: int | None = None) -> np.ndarray | None:
-    """The vector a record keeps, as kept (float16, a view of ``blob``: half the memory of float32);
-    ``None`` when it is not such a vector (of ``dim`` values, when given), empty, not finite or zero.
-    :func:`unit_vector` makes the unit vector of it."""
-    if not isinstance(blob, bytes) or len(blob) % 2 or (dim is not None and len(blob) != 2 * dim):
+def stored_blob(vector: np.ndarray, key: str) -> bytes:
+    """What a record keeps of ``vector`` (a request's, whose hash is ``key``): its float16 values, then
+    :data:`CHECKED` and the CRC-32 of ``key`` and the values."""
+    raw = np.asarray(vector).astype("<f2").tobytes()
+    return raw + CHECKED + _crc(key, raw)
+
+
+def _crc(key: str, raw: bytes) -> bytes:
+    return zlib.crc32(key.encode("utf-8", "replace") + raw).to_bytes(4, "little")
+
+
+def stored_vector(blob: object, key: str, dim: int | None = None) -> np.ndarray | None:
+    """The vector a record of the request ``key`` keeps, as kept (float16: half the memory of float32);
+    ``None`` when it is not such a vector (of ``dim`` values, when given), empty, not finite or zero, or
+    its check (:func:`stored_blob`) does not match. :func:`unit_vector` makes the unit vector of it."""
+    raw = _values(blob, key)
+    return None if raw is None else _vector(raw, dim)
+
+
+def _values(blob: object, key: str) -> bytes | None:
+    """The float16 values of ``blob`` (a checked one's after its check matched; ``None``: it did not)."""
+    if not isinstance(blob, bytes):
         return None
-    v = np.frombuffer(blob, dtype="<f2")
+    if not len(blob) % 2:  # written before the check
+        return blob
+    raw = blob[:-5]
+    return raw if len(blob) >= 5 and blob[-5:-4] == CHECKED and _crc(key, raw) == blob[-4:] else None
+
+
+def _vector(raw: bytes, dim: int | None) -> np.ndarray | None:
+    if dim is not None and len(raw) != 2 * dim:
+        return None
+    v = np.frombuffer(raw, dtype="<f2")
     if not v.size or not np.isfinite(v).all():
         return None
     return v if float(np.linalg.norm(v.astype(np.float32))) > 0 else None

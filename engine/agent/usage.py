@@ -38,7 +38,7 @@ import numpy as np
 
 from contextsieve.agent.example_records import Example, RecordColumns, keep_range
 from contextsieve.agent.items import ItemKey, ItemKind, tool_key
-from contextsieve.agent.stored_vectors import VectorBlock, checked_unit_vector
+from contextsieve.agent.stored_vectors import VectorBlock, checked_unit_vector, stored_blob
 from contextsieve.agent.usage_file import KINDS, add_vectors, another_schema, tables
 from contextsieve.agent.usage_file import columns as table_columns
 from contextsieve.errors import EmbeddingCacheError, InputError, UsageLogWarning, brief, check_text
@@ -220,7 +220,7 @@ class UsageLog:
                     oldest = min((e.at, e.hash, i) for i, kept in enumerate(mine) for e in kept.values())
                     del mine[oldest[2]][oldest[1]]
             return
-        blob = vec.astype("<f2").tobytes() if vec is not None else None
+        blob = stored_blob(vec, h) if vec is not None else None
         stored = text if self.keep_text else None
         with self._guard(create=True) as db:
             assert db is not None

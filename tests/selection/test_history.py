@@ -187,6 +187,10 @@ DAMAGE = {  # a damaged record of the log, as a bit flip or a hand edit leaves i
     "WHERE tool = 'rollback'",
     "a time that is text": "UPDATE examples SET at = 'noon' WHERE tool = 'rollback'",
     "text that is not UTF-8": "UPDATE examples SET message = CAST(x'ff41' AS TEXT) WHERE tool = 'rollback'",
+    # still a finite, non-zero vector of the model's length: only the record's check (CRC-32) tells
+    "a bit flipped in a vector": "FLIP",
+    "a bit flipped in a request's hash": "UPDATE examples SET hash = substr(hash, 1, 10) || "
+    "CASE substr(hash, 11, 1) WHEN 'a' THEN 'b' ELSE 'a' END || substr(hash, 12) WHERE tool = 'rollback'",
 }
 
 
@@ -201,7 +205,12 @@ def test_a_damaged_record_is_left_out_and_the_rest_is_used(tmp_path: Path, int8,
     engine.record_tool_calls("undo the checkout deploy", [ROLLBACK])
     engine.record_tool_calls("rerun the release pipeline", [RERUN])
     db = sqlite3.connect(path)
-    db.execute(DAMAGE[damage])
+    if DAMAGE[damage] == "FLIP":  # the lowest bit of the 51st value
+        (blob,) = db.execute("SELECT vector FROM examples WHERE tool = 'rollback'").fetchone()
+        flipped = blob[:100] + bytes([blob[100] ^ 1]) + blob[101:]
+        db.execute("UPDATE examples SET vector = ? WHERE tool = 'rollback'", (flipped,))
+    else:
+        db.execute(DAMAGE[damage])
     db.commit()
     rows = db.execute("SELECT * FROM examples ORDER BY tool").fetchall() if "UTF-8" not in damage else None
     db.close()
@@ -218,6 +227,32 @@ def test_a_damaged_record_is_left_out_and_the_rest_is_used(tmp_path: Path, int8,
         db = sqlite3.connect(path)
         assert db.execute("SELECT * FROM examples ORDER BY tool").fetchall() == rows
         db.close()
+
+
+def test_a_vector_written_before_the_check_is_read_and_a_checked_one_holds_its_crc(tmp_path: Path) -> None:
+    """A record keeps its vector's float16 values, a marker byte and the CRC-32 of the request's hash and
+    the values (an odd length); one written before the check (the values alone) is read as it was."""
+    import sqlite3
+    import warnings
+    import zlib
+
+    from contextsieve.agent.usage import example_hash
+
+    path = tmp_path / "history.sqlite"
+    v = np.random.default_rng(5).standard_normal(384).astype(np.float32)
+    UsageLog(path, model="m").record("a", "undo the checkout deploy", [ROLLBACK], vector=v)
+    db = sqlite3.connect(path)
+    (blob,) = db.execute("SELECT vector FROM examples").fetchone()
+    raw = (v / np.linalg.norm(v)).astype("<f2").tobytes()
+    h = example_hash("undo the checkout deploy")
+    assert blob == raw + b"\x01" + zlib.crc32(h.encode() + raw).to_bytes(4, "little")
+    db.execute("UPDATE examples SET vector = substr(vector, 1, 768)")  # as an earlier version wrote it
+    db.commit()
+    db.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (kept,) = UsageLog(path, model="m").records("a", 5, dim=384)[ROLLBACK]
+    assert kept.vector is not None and kept.vector.tobytes() == raw
 
 
 def test_a_history_file_that_is_no_database_leaves_selection_working(
