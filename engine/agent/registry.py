@@ -157,11 +157,24 @@ class AgentRegistry:
     # -- records -----------------------------------------------------------------------------------
 
     def records(self) -> list[AgentRecord]:
-        """Every record, in identity then path order (a file that does not exist yet has none)."""
+        """Every record, in identity then path order (a file that does not exist yet has none); read
+        without writing when the file may not be written (a read-only data folder)."""
         if not self.path.exists():
             return []
-        with self._transaction() as db:
-            return _records(db)
+        try:
+            with self._transaction() as db:
+                return _records(db)
+        except AgentRegistryError as error:
+            try:
+                db = connect_read_only(self.path, "the agent registry")
+            except ContextSieveError:
+                raise error from None
+            try:
+                return _records(db)
+            except sqlite3.Error:
+                raise error from None
+            finally:
+                db.close()
 
     def resolve(self, agent: Agent) -> Resolution:
         """Find ``agent``'s identity (see :mod:`contextsieve.agent.identity`) or give it one, record where

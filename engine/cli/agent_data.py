@@ -301,11 +301,12 @@ def adopt(args: argparse.Namespace) -> None:
         if args.stash:
             with StashStore.open(args.stash, engine.embedder, create=False) as store:
                 in_store = _holds(store, identity)
-        if not in_store and not registry.known(identity):
+        if not in_store and not registry.known(identity) and identity not in engine.store.usage().tally():
             raise InputError(
-                f"no agent {target} is known: the agent registry has no record of it, it has no default store, "
-                f"and {'the store' if args.stash else 'no --stash store'} holds no segments under it "
-                "(contextsieve stash namespaces STORE lists a store's)"
+                f"no agent {target} is known: the agent registry has no record of it, it has no default store "
+                "nor learned history, and "
+                + ("the --stash store holds no segments under it" if args.stash else "no --stash STORE was given")
+                + " (contextsieve stash namespaces STORE lists a store's)"
             )
         before = agent.identity
         registry.adopt(agent, identity)
@@ -320,9 +321,11 @@ def adopt(args: argparse.Namespace) -> None:
         return
     location = args.stash or str(default_store(registry, agent.identity))
     mine = AGENT_PREFIX + agent.identity
-    copied = args.source is not None and args.source != location
+    copied = args.source is not None and not _same_store(args.source, location)
     # an agent's namespace: what that agent learned comes along, even with nothing stashed
     learned = identity is not None and identity in engine.store.usage().tally()
+    if not copied and args.stash is None and not Path(location).exists() and not learned:  # made by no refusal
+        raise InputError(f"{location} holds no segments under {brief(target)}: the agent has no store there yet")
     with StashStore.open(location, engine.embedder, create=args.stash is None) as store:
         held = store if not copied else StashStore.open(args.source, engine.embedder, create=False)
         try:
@@ -344,8 +347,20 @@ def adopt(args: argparse.Namespace) -> None:
         keep_in_store(agent, store)
     if identity is not None:
         n = engine.store.usage().rescope(identity, agent.identity, keep=copied)
-        done += f"; {n} recorded requests it had learned {'copied' if copied else 'moved'} too" if n else ""
+        done += f"; {n} recorded requests it had learned {'copied' if copied else 'moved'}" if n else ""
     print(f"{done}, agent {agent.name!r}")
+
+
+def _same_store(a: str, b: str) -> bool:
+    """Whether the stores ``a`` and ``b`` are one: the same URI, or paths of the same file."""
+    if a == b:
+        return True
+    if "://" in a or "://" in b:
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):  # a link loop: not the same as anything else
+        return False
 
 
 def history(args: argparse.Namespace) -> None:
@@ -401,26 +416,45 @@ def _history_log() -> UsageLog:
     return UsageLog(default_data_dir() / HISTORY_FILE)
 
 
-def _last_records() -> dict[str, AgentRecord]:
-    """The agent registry's latest record of each identity (none, with a line on stderr, when it cannot
-    be read)."""
-    known: dict[str, AgentRecord] = {}
+def _registry_records() -> list[AgentRecord]:
+    """The agent registry's records (none, with a line on stderr, when it cannot be read)."""
     try:
-        for r in AgentRegistry().records():
-            if r.identity not in known or r.last_used > known[r.identity].last_used:
-                known[r.identity] = r
+        return AgentRegistry().records()
     except AgentRegistryError as e:
-        print_notes([f"{e}; the agents' files are not named"])
-    return known
+        print_notes([f"warning: {e}; the agents' files are not named"])
+        return []
 
 
-def _whose(identity: str, known: dict[str, AgentRecord]) -> str:
-    """Who ``identity`` is by the agent registry: its name and file, and whether the file is gone."""
-    r = known.get(identity)
-    if r is None:
+def _whose(identity: str, records: list[AgentRecord]) -> str:
+    """Who ``identity`` is by the agent registry's ``records``: its name and file (its latest record),
+    and whether the file is gone or another agent has been used at its path since."""
+    mine = [r for r in records if r.identity == identity]
+    if not mine:
         return "no agent file known (an agent made in code, or one of another data folder's registry)"
-    gone = "" if os.path.lexists(r.print.source) else " (the file is gone)"
-    return f"agent {brief(r.print.name)} at {r.print.source}{gone}"
+    r = max(mine, key=lambda r: r.last_used)
+    note = ""
+    if not os.path.lexists(r.print.source):
+        note = " (the file is gone)"
+    else:
+        later = [o for o in records if o.print.source == r.print.source and o.last_used > r.last_used]
+        if later:
+            note = f" (another agent's file since: {_shown(max(later, key=lambda o: o.last_used).identity)})"
+    return f"agent {brief(r.print.name)} at {r.print.source}{note}"
+
+
+def _shown(identity: str) -> str:
+    """``agent:<identity>`` on one line (a newline or other control escaped)."""
+    text = AGENT_PREFIX + identity
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def _day(at: float) -> str:
+    """The day of the time ``at`` (seconds since the epoch), or ``an unknown day`` for one no calendar
+    holds (a damaged record's)."""
+    try:
+        return datetime.fromtimestamp(at).date().isoformat() if at > 0 else "an unknown day"
+    except (OverflowError, OSError, ValueError):
+        return "an unknown day"
 
 
 def history_agents() -> None:
@@ -432,14 +466,13 @@ def history_agents() -> None:
     if not held:
         print(f"no agent has a history in {log.path}")
         return
-    known = _last_records()
+    records = _registry_records()
     print(f"history in {log.path}: {len(held)} agent{'s' if len(held) != 1 else ''}")
     for scope in sorted(held):
         tools = held[scope].values()
         examples, misses = sum(t.examples for t in tools), sum(t.misses for t in tools)
-        last = datetime.fromtimestamp(max(t.newest for t in tools)).date().isoformat()
-        line = f"{AGENT_PREFIX}{scope}\t{examples} examples\t{misses} misses\tlast {last}\t{_whose(scope, known)}"
-        print(line)
+        last = _day(max(t.newest for t in tools))
+        print(f"{_shown(scope)}\t{examples} examples\t{misses} misses\tlast {last}\t{_whose(scope, records)}")
     print("contextsieve history agent:<identity> [--forget] shows (or forgets) one agent's")
 
 
@@ -455,7 +488,7 @@ def history_of(identity: str, tool_text: str | None, *, forget: bool) -> None:
     held = everyone.get(identity, {})
     if not held:
         close = difflib.get_close_matches(identity, list(everyone), n=1)
-        hint = f" (did you mean {AGENT_PREFIX}{close[0]}?)" if close else ""
+        hint = f" (did you mean {_shown(close[0])}?)" if close else ""
         raise InputError(
             f"the history {log.path} holds no records of {brief(AGENT_PREFIX + identity)}{hint}; "
             "`contextsieve history` lists the agents it holds"
@@ -466,20 +499,33 @@ def history_of(identity: str, tool_text: str | None, *, forget: bool) -> None:
             offered = {name: key for key, name in AgentRegistry().given_names(identity).items()}
         except AgentRegistryError:
             offered = {}
-        tool = _recorded_key(tool_text, offered.get) if tool_text.strip() else None
+        if not tool_text.strip():
+            raise InputError(
+                "--tool is empty: name a tool as SERVER:TOOL or by the name offered to the model (SERVER_TOOL) "
+                f"(`contextsieve history {_shown(identity)} --forget` forgets every tool's)"
+            )
+        tool = _recorded_key(tool_text, offered.get)
         if tool is None or tool not in held:
-            close = difflib.get_close_matches(tool_text, [f"{k.server}:{k.name}" for k in held] + list(offered), n=1)
+            names = [f"{k.server}:{k.name}" for k in held] + [n for n, k in offered.items() if k in held]
+            close = difflib.get_close_matches(tool_text, [n for n in names if n != tool_text], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(
                 f"--tool {brief(tool_text)}: the history of {brief(AGENT_PREFIX + identity)} holds no records of "
                 f"such a tool{hint}; name it as SERVER:TOOL or by the name offered to the model (SERVER_TOOL)"
             )
-    whose = f"{AGENT_PREFIX}{identity}" if tool is None else f"tool {tool} of {AGENT_PREFIX}{identity}"
+    whose = _shown(identity) if tool is None else f"tool {tool} of {_shown(identity)}"
     if forget:
-        print(f"forgot {log.forget(identity, tool, None)} recorded requests of {whose} ({log.path})")
+        n = log.forget(identity, tool, None)
+        if not n:  # listed, yet no record matched: the name as stored is not the text it was read as
+            raise InputError(
+                f"the records of {whose} are stored under a damaged name (bytes that are not valid text), "
+                f"which no command can name; to start anew, move {log.path} aside (it holds "
+                "the learned history of every agent of its data folder)"
+            )
+        print(f"forgot {n} recorded requests of {whose} ({log.path})")
         return
     texts = sum(t.texts for k, t in held.items() if tool is None or k == tool)
-    whose = f"{AGENT_PREFIX}{identity}, {_whose(identity, _last_records())}"
+    whose = f"{_shown(identity)}, {_whose(identity, _registry_records())}"
     examples = {k: t.examples for k, t in held.items() if t.examples}
     misses = {k: t.misses for k, t in held.items() if t.misses}
     _print_history(whose, str(log.path), texts, tool, examples, misses)

@@ -456,7 +456,38 @@ def test_adopt_into_a_declared_id_brings_what_the_agent_learned_before(
         adopt(argparse.Namespace(agent=path, namespace="agent:" + old, stash=None, source=source))
         out = capsys.readouterr().out
         verb = "copied" if source else "moved"
-        assert f"; 1 recorded requests it had learned {verb} too, agent " in out, out
+        assert f"; 1 recorded requests it had learned {verb}, agent " in out, out
         assert out.startswith("copied 1 segments of" if source else f"no segments of agent:{old} to bring"), out
         assert log.counts(f"{path.parent.name}-prod") == {t: 1}
         assert log.counts(old) == ({t: 1} if source else {})
+
+
+def test_adopt_knows_its_own_store_by_any_spelling_and_a_refusal_makes_no_store(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    int8,  # noqa: ANN001
+) -> None:
+    """Issue (a hostile probe): `stash adopt AGENT agent:OLD --from stash/ID.db`, the agent's own store
+    spelled relative, copied the store into itself and failed; a refused adopt left an empty default store."""
+    import argparse
+
+    from contextsieve.cli.agent_data import adopt
+    from contextsieve.errors import InputError
+    from contextsieve.stash.store import StashStore
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("CONTEXTSIEVE_DATA", str(data))
+    path = write_agent(tmp_path / "agent.yaml", id="desk-prod")
+    store = data / "stash" / "desk-prod.db"
+    with pytest.raises(InputError, match="holds no segments under 'agent:nobody-1234567890'"):
+        adopt(argparse.Namespace(agent=path, namespace="agent:nobody-1234567890", stash=None, source=None))
+    assert not store.exists()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with StashStore.open(str(store), int8) as s:
+        s.stash(["Maya: I moved to Lisbon in May."], session="agent:old-desk-1234567890")
+    monkeypatch.chdir(data)
+    adopt(
+        argparse.Namespace(agent=path, namespace="agent:old-desk-1234567890", stash=None, source="stash/desk-prod.db")
+    )
+    assert capsys.readouterr().out.startswith("moved 1 segments of agent:old-desk-1234567890 into agent:desk-prod")

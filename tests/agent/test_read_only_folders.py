@@ -100,6 +100,11 @@ def test_read_only_data_and_cache_folders_select_read_the_history_and_write_noth
         assert listed.returncode == 0, listed.stderr[-3000:]
         for key in keys:
             assert f"{key}\t1 examples\t0 misses" in listed.stdout
+        # the list of every agent's history reads the registry without writing too (it named no file)
+        every = run([sys.executable, "-m", "contextsieve", "history"], cache, prefix)
+        assert every.returncode == 0 and every.stderr == "", every.stderr[-3000:]
+        (line,) = every.stdout.splitlines()[1:-1]
+        assert line.startswith("agent:") and "\t2 examples\t0 misses\t" in line and "\tagent '" in line, line
         assert "Traceback" not in read.stderr + listed.stderr
         # nothing was written: no -shm or -wal beside the history, no cache files
         assert _tree(data) == before

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from contextsieve import Engine, errors, example_agent_path, load_agent
+from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry
 from contextsieve.cli.main import _show_warning, main
 from contextsieve.errors import InputError
@@ -208,6 +209,48 @@ def test_the_history_of_an_agent_whose_file_is_gone_is_listed_and_forgotten_by_i
     assert main(["history"]) == 0
     assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()[1:-1]] == [f"agent:{ids[kept]}"]
     assert _history(kept, capsys) == ["tool:ops:rollback\t1 examples\t0 misses"]
+
+
+def test_the_list_of_histories_holds_damaged_times_odd_names_and_replaced_files(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue (a hostile probe of the list): a record time far in the future crashed `contextsieve history`
+    (`datetime` overflow), an identity with a newline broke its one line per agent, a name stored as bytes
+    that are not text was listed and then "forgot 0" with success, and an agent whose path now holds
+    another agent's file was shown at that file as if it were still its own."""
+    from contextsieve.agent.usage import UsageLog
+
+    first = _agent_file(tmp_path / "agent.yaml", {"ops": ["rollback"]})
+    _record(first, {"undo the checkout deploy": "ops:rollback"})
+    old = Engine.from_file(first, registry=AgentRegistry()).agent.identity
+    first.unlink()
+    _agent_file(first, {"ci": ["rerun"]}).write_text(first.read_text().replace("ops-desk", "ci-desk"))
+    _record(first, {"rerun the release pipeline": "ci:rerun"})
+    log = UsageLog(data / "history.sqlite", keep_text=True)
+    rollback = ItemKey.parse("tool:ops:rollback")
+    for scope in ("odd\nname", "future", "bytes"):
+        log.record(scope, "hello", [rollback])
+    db = sqlite3.connect(data / "history.sqlite")
+    db.execute("UPDATE examples SET at = 1e300 WHERE agent = 'future'")
+    db.execute("UPDATE examples SET agent = CAST(x'627974657380' AS TEXT) WHERE agent = 'bytes'")
+    db.commit()
+    db.close()
+    capsys.readouterr()
+    assert main(["history"]) == 0
+    lines = {line.split("\t")[0]: line.split("\t")[1:] for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert len(lines) == 5, lines
+    assert lines["agent:future"][2] == "last an unknown day"
+    assert "agent:odd\\nname" in lines  # escaped, on its one line
+    new = Engine.from_file(first, registry=AgentRegistry()).agent.identity
+    assert (
+        lines[f"agent:{old}"][3] == f"agent 'ops-desk' at {first.resolve()} (another agent's file since: agent:{new})"
+    )
+    assert lines[f"agent:{new}"][3] == f"agent 'ci-desk' at {first.resolve()}"
+    damaged = next(k for k in lines if k.startswith("agent:bytes"))
+    assert main(["history", damaged, "--forget"]) == 1
+    assert "are stored under a damaged name (bytes that are not valid text)" in capsys.readouterr().err
+    assert main(["history", f"agent:{old}", "--forget", "--tool", " "]) == 1
+    assert "--tool is empty" in capsys.readouterr().err
 
 
 # -- files named on the command line ------------------------------------------------------------------------
