@@ -377,6 +377,8 @@ def history(args: argparse.Namespace) -> None:
             )
         history_agents()
         return
+    if not args.agent.strip():  # not the current folder's agent by accident
+        raise InputError("AGENT is empty: name an agent file, or agent:<identity> (`contextsieve history` lists them)")
     if args.agent.startswith(AGENT_PREFIX) and not os.path.lexists(args.agent):
         history_of(args.agent[len(AGENT_PREFIX) :], args.tool, forget=args.forget)
         return

@@ -203,6 +203,8 @@ def test_the_history_of_an_agent_whose_file_is_gone_is_listed_and_forgotten_by_i
         assert "holds no records of" in capsys.readouterr().err
     assert main(["history", "--forget"]) == 1  # forgetting needs an agent named
     assert "name the agent" in capsys.readouterr().err
+    assert main(["history", "", "--forget"]) == 1  # not the current folder's agent
+    assert "AGENT is empty" in capsys.readouterr().err
     assert main(["history", f"agent:{ids[gone]}", "--forget", "--tool", "ci:rerun"]) == 0
     assert main(["history", f"agent:{ids[gone]}", "--forget"]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith(f"forgot 1 recorded requests of agent:{ids[gone]} (")
