@@ -518,7 +518,8 @@ def history_of(identity: str, tool_text: str | None, *, forget: bool) -> None:
     whose = _shown(identity) if tool is None else f"tool {tool} of {_shown(identity)}"
     if forget:
         n = log.forget(identity, tool, None)
-        if not n:  # listed, yet no record matched: the name as stored is not the text it was read as
+        left = log.tally().get(identity, {}) if not n else {}
+        if left and (tool is None or tool in left):  # still listed, yet none matched: a damaged stored name
             raise InputError(
                 f"the records of {whose} are stored under a damaged name (bytes that are not valid text), "
                 f"which no command can name; to start anew, move {log.path} aside (it holds "
