@@ -526,11 +526,13 @@ class UsageLog:
             return 0
         if not self.persistent:
             with self._lock:
-                moved = [k for k in self._memory if k[1] == old]
-                for k in moved:
+                n = 0
+                for k in [k for k in self._memory if k[1] == old]:  # as the file does: records kept under new stay
                     got = self._memory[k] if keep else self._memory.pop(k)
-                    self._memory.setdefault((k[0], new, k[2]), {}).update(got)
-            return len(moved)
+                    into = self._memory.setdefault((k[0], new, k[2]), {})
+                    n += len(got.keys() - into.keys())
+                    into.update({h: e for h, e in got.items() if h not in into})
+            return n
         with self._guard() as db:
             if db is None:
                 return 0

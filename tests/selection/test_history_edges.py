@@ -441,7 +441,9 @@ def test_the_tally_counts_each_agent_and_tool_in_a_file_as_in_memory(tmp_path: P
     assert {k: t[:3] for k, t in file["desk"].items()} == {PARCEL: (1, 0, 1), deploy: (2, 1, 2)}
     assert file["night"][deploy][:3] == memory["night"][deploy][:3] == (1, 0, 1)
     assert file["desk"][deploy].newest >= file["desk"][PARCEL].newest > 0
-    for log in logs:
+    for log in logs:  # a copy, counted alike in a file and in memory; a record the target holds stays its own
         assert log.rescope("night", "day", keep=True) == 1
         assert set(log.tally()) == {"desk", "night", "day"}
         assert log.counts("day") == log.counts("night") == {deploy: 1}
+        assert log.rescope("night", "day", keep=True) == 0
+        assert log.rescope("night", "day") == 0 and set(log.tally()) == {"desk", "day"}
