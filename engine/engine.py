@@ -43,10 +43,18 @@ if TYPE_CHECKING:
     from contextsieve.mcp_client.client import ListConfig
     from contextsieve.stash.store import StashStore
 
-__all__ = ["Engine", "IndexReport", "HISTORY_FILE"]
+__all__ = ["Engine", "IndexReport", "HISTORY_FILE", "default_history_path"]
 
 #: The file in the data folder that keeps agents' learned history (:mod:`contextsieve.agent.usage`).
 HISTORY_FILE = "history.sqlite"
+
+
+def default_history_path() -> Path:
+    """Where an agent's learned history is kept by default: :data:`HISTORY_FILE` in the data folder
+    (:func:`~contextsieve.fileio.default_data_dir`)."""
+    from contextsieve.fileio import default_data_dir
+
+    return default_data_dir() / HISTORY_FILE
 
 
 @dataclass(frozen=True)
@@ -226,7 +234,6 @@ class Engine:
     def _open_usage(self) -> UsageLog:
         """The log of what learning from use records (see the ``history`` argument): a file under the
         agent's identity, or memory."""
-        from contextsieve.fileio import default_data_dir
         from contextsieve.models.registry import model_family
 
         where = self._history
@@ -235,7 +242,7 @@ class Engine:
         model = getattr(self.embedder, "model_id", None)  # a TextEmbedder without one: memory
         if where is False or model is None:  # an embedder without an identity: its vectors cannot be kept safely
             return UsageLog()
-        path = default_data_dir() / HISTORY_FILE if where is True else Path(where)
+        path = default_history_path() if where is True else Path(where)
         return UsageLog(path, keep_text=self._remember_requests, model=model_family(model))
 
     @property

@@ -165,16 +165,23 @@ class AgentRegistry:
             with self._transaction() as db:
                 return _records(db)
         except AgentRegistryError as error:
-            try:
-                db = connect_read_only(self.path, "the agent registry")
-            except ContextSieveError:
-                raise error from None
-            try:
+            with self._read_only(error) as db:
                 return _records(db)
-            except sqlite3.Error:
-                raise error from None
-            finally:
-                db.close()
+
+    @contextlib.contextmanager
+    def _read_only(self, error: AgentRegistryError) -> Iterator[sqlite3.Connection]:
+        """The file opened without writing, after ``error`` (it may not be written: a read-only data
+        folder); raises ``error`` (with why) when it cannot be read either."""
+        try:
+            db = connect_read_only(self.path, "the agent registry")
+        except ContextSieveError as unread:  # why it cannot be read either
+            raise AgentRegistryError(f"{error}; {unread}") from unread
+        try:
+            yield db
+        except sqlite3.Error:
+            raise error from None
+        finally:
+            db.close()
 
     def resolve(self, agent: Agent) -> Resolution:
         """Find ``agent``'s identity (see :mod:`contextsieve.agent.identity`) or give it one, record where
@@ -220,17 +227,9 @@ class AgentRegistry:
 
         from contextsieve.errors import AgentRegistryWarning
 
-        try:
-            db = connect_read_only(self.path, "the agent registry")
-        except ContextSieveError as unread:  # why it cannot be read either
-            raise AgentRegistryError(f"{error}; {unread}") from unread
-        try:
+        with self._read_only(error) as db:
             found = self._found(agent, current, _records(db))
             given = _names(db, found.identity)
-        except sqlite3.Error:
-            raise error from None
-        finally:
-            db.close()
         agent.set_identity(found.identity)
         agent.use_name_book(NameBook(given))
         warnings.warn(

@@ -53,7 +53,7 @@ class VectorBlock:
         got = self.seen.get(key)
         if got is not None and isinstance(blob, bytes):  # the values of a vector read (and checked) already
             kept = self.row(got) if isinstance(got, int) else got
-            if kept.tobytes() == (blob[:-5] if len(blob) % 2 else blob):
+            if kept.tobytes() == _unchecked(blob):
                 return got
         raw = _values(blob, key)
         if raw is None:
@@ -112,10 +112,16 @@ def _values(blob: object, key: str) -> bytes | None:
     """The float16 values of ``blob`` (a checked one's after its check matched; ``None``: it did not)."""
     if not isinstance(blob, bytes):
         return None
-    if not len(blob) % 2:  # written before the check
+    raw = _unchecked(blob)
+    if raw is blob:  # written before the check
         return blob
-    raw = blob[:-5]
     return raw if len(blob) >= 5 and blob[-5:-4] == CHECKED and _crc(key, raw) == blob[-4:] else None
+
+
+def _unchecked(blob: bytes) -> bytes:
+    """The float16 values of ``blob``, its check not read: a checked blob (an odd length) without its last
+    5 bytes, one written before the check as it is."""
+    return blob[:-5] if len(blob) % 2 else blob
 
 
 def _vector(raw: bytes, dim: int | None) -> np.ndarray | None:

@@ -22,7 +22,7 @@ from contextsieve.agent.items import ItemKey
 from contextsieve.agent.registry import AgentRegistry, keep_in_store, store_records
 from contextsieve.agent.usage import KEEP_PER_TOOL, UsageLog
 from contextsieve.agent.usage_file import KINDS
-from contextsieve.engine import Engine
+from contextsieve.engine import Engine, default_history_path
 from contextsieve.errors import (
     AgentRegistryError,
     ContextSieveError,
@@ -32,7 +32,7 @@ from contextsieve.errors import (
     brief,
     check_text,
 )
-from contextsieve.fileio import DATA_ENV, default_data_dir
+from contextsieve.fileio import DATA_ENV
 from contextsieve.retrieval.cache import read_only
 from contextsieve.stash.store import StashStore
 
@@ -412,10 +412,8 @@ def _print_history(
 
 
 def _history_log() -> UsageLog:
-    """The data folder's history file (``history.sqlite``), as every engine of it keeps it."""
-    from contextsieve.engine import HISTORY_FILE
-
-    return UsageLog(default_data_dir() / HISTORY_FILE)
+    """The data folder's history file, as every engine of it keeps it."""
+    return UsageLog(default_history_path())
 
 
 def _registry_records() -> list[AgentRecord]:
@@ -445,9 +443,8 @@ def _whose(identity: str, records: list[AgentRecord]) -> str:
 
 
 def _shown(identity: str) -> str:
-    """``agent:<identity>`` on one line (a newline or other control escaped)."""
-    text = AGENT_PREFIX + identity
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    """``agent:<identity>`` as a shell word on one line (:func:`_quote`), to paste into ``history``."""
+    return _quote(AGENT_PREFIX + identity)
 
 
 def _day(at: float) -> str:

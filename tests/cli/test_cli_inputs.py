@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -242,13 +243,13 @@ def test_the_list_of_histories_holds_damaged_times_odd_names_and_replaced_files(
     lines = {line.split("\t")[0]: line.split("\t")[1:] for line in capsys.readouterr().out.splitlines()[1:-1]}
     assert len(lines) == 5, lines
     assert lines["agent:future"][2] == "last an unknown day"
-    assert "agent:odd\\nname" in lines  # escaped, on its one line
+    assert "$'agent:odd\\x0aname'" in lines  # a shell word on its one line, to paste into `history`
     new = Engine.from_file(first, registry=AgentRegistry()).agent.identity
     assert (
         lines[f"agent:{old}"][3] == f"agent 'ops-desk' at {first.resolve()} (another agent's file since: agent:{new})"
     )
     assert lines[f"agent:{new}"][3] == f"agent 'ci-desk' at {first.resolve()}"
-    damaged = next(k for k in lines if k.startswith("agent:bytes"))
+    (damaged,) = shlex.split(next(k for k in lines if "agent:bytes" in k))  # as a shell reads it
     assert main(["history", damaged, "--forget"]) == 1
     assert "are stored under a damaged name (bytes that are not valid text)" in capsys.readouterr().err
     assert main(["history", f"agent:{old}", "--forget", "--tool", " "]) == 1
